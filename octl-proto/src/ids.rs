@@ -1,0 +1,150 @@
+//! Identifiers and their validation. Every message names the field, what was given and the
+//! accepted form, so a caller (often an agent) can correct itself without reading docs.
+
+use crate::error::AppError;
+
+/// Shortest accepted run id prefix.
+pub const MIN_PREFIX: usize = 6;
+/// Length of a full ULID.
+pub const ULID_LEN: usize = 26;
+
+/// A run reference as given by a user: a full ULID or a unique prefix (upper-cased).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunRef {
+    Full(String),
+    Prefix(String),
+}
+
+impl RunRef {
+    pub fn as_str(&self) -> &str {
+        match self {
+            RunRef::Full(s) | RunRef::Prefix(s) => s,
+        }
+    }
+
+    /// Does the full run id `id` match this reference?
+    pub fn matches(&self, id: &str) -> bool {
+        match self {
+            RunRef::Full(s) => s == id,
+            RunRef::Prefix(p) => id.starts_with(p.as_str()),
+        }
+    }
+}
+
+fn is_crockford(c: char) -> bool {
+    c.is_ascii_digit() || (c.is_ascii_uppercase() && !matches!(c, 'I' | 'L' | 'O' | 'U'))
+}
+
+/// Parses the `run` field: a ULID (26 Crockford base-32 characters) or a prefix of ≥ 6.
+/// Anything that looks like a path is refused with its own message.
+pub fn parse_run_ref(field: &str, given: &str) -> Result<RunRef, AppError> {
+    let accepted = "use a run id (a 26-character ULID such as 01JDXJ5R8Q4M0ZK7P2W9TB3C6E) or a unique prefix of at least 6 of its characters";
+    if given.contains('/') || given.contains('\\') || given.contains("..") || given.starts_with('.')
+    {
+        return Err(AppError::invalid(format!(
+            "invalid {field} {given:?}: it looks like a path; {accepted}"
+        )));
+    }
+    let upper = given.to_ascii_uppercase();
+    if upper.len() < MIN_PREFIX || upper.len() > ULID_LEN || !upper.chars().all(is_crockford) {
+        return Err(AppError::invalid(format!(
+            "invalid {field} {given:?}: {accepted}"
+        )));
+    }
+    if upper.len() == ULID_LEN {
+        if ulid::Ulid::from_string(&upper).is_err() {
+            return Err(AppError::invalid(format!(
+                "invalid {field} {given:?}: not a valid ULID; {accepted}"
+            )));
+        }
+        Ok(RunRef::Full(upper))
+    } else {
+        Ok(RunRef::Prefix(upper))
+    }
+}
+
+/// Is `s` a full, canonical (upper-case) ULID? Used for directory names under `runs/`.
+pub fn is_full_run_id(s: &str) -> bool {
+    s.len() == ULID_LEN && s.chars().all(is_crockford) && ulid::Ulid::from_string(s).is_ok()
+}
+
+/// Validates a node id: `[a-z0-9][a-z0-9-]{0,62}`.
+pub fn validate_node_id(field: &str, given: &str) -> Result<(), AppError> {
+    if is_node_id(given) {
+        Ok(())
+    } else {
+        Err(AppError::invalid(format!(
+            "invalid {field} {given:?}: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        )))
+    }
+}
+
+pub fn is_node_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// Validates an idempotency key: 1-128 printable ASCII characters without spaces.
+pub fn validate_idempotency_key(given: &str) -> Result<(), AppError> {
+    if !given.is_empty() && given.len() <= 128 && given.bytes().all(|c| c.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(AppError::invalid(format!(
+            "invalid idempotency_key {given:?}: use 1-128 printable ASCII characters without spaces"
+        )))
+    }
+}
+
+/// A fresh ULID, canonical upper-case form.
+pub fn new_ulid() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_refs() {
+        let id = new_ulid();
+        assert_eq!(parse_run_ref("run", &id).unwrap(), RunRef::Full(id.clone()));
+        assert_eq!(
+            parse_run_ref("run", &id[..6].to_ascii_lowercase()).unwrap(),
+            RunRef::Prefix(id[..6].to_string())
+        );
+        for bad in [
+            "",
+            "01JDX",
+            "../../etc",
+            "01JDXJ/x",
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6EX",
+            "01JDXI",
+        ] {
+            let err = parse_run_ref("run", bad).unwrap_err();
+            assert!(err.message.contains("run"), "{}", err.message);
+        }
+        assert!(parse_run_ref("run", "../x")
+            .unwrap_err()
+            .message
+            .contains("path"));
+    }
+
+    #[test]
+    fn node_ids() {
+        for good in ["a", "api", "0", "unit-7", &"a".repeat(63)] {
+            assert!(is_node_id(good), "{good}");
+        }
+        for bad in ["", "-a", "A", "a_b", "../x", "a b", &"a".repeat(64)] {
+            assert!(is_node_id(bad) == false, "{bad}");
+        }
+        let msg = validate_node_id("node", "../x").unwrap_err().message;
+        assert_eq!(
+            msg,
+            "invalid node \"../x\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        );
+    }
+}

@@ -1,0 +1,28 @@
+//! The orchestratectl contract, shared by the daemon, the CLI and the tests. Pure: no I/O.
+//!
+//! - [`ids`]: run ids (ULIDs and their prefixes), node ids, and their validation messages.
+//! - [`time`]: RFC 3339 timestamps with milliseconds, without a date crate.
+//! - [`event`]: one line of `events.jsonl`, event types, actors, payload limits.
+//! - [`state`]: run kinds, node states, run status, and the folded state of one run.
+//! - [`reducer`]: the pure fold from events to state; refuses illegal transitions.
+//! - [`projection`]: the JSON files derived from the state (`manifest.json`, `nodes/…`).
+//! - [`rpc`]: JSON-RPC 2.0 envelopes, method names and parameter types.
+//! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
+
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod projection;
+pub mod reducer;
+pub mod rpc;
+pub mod state;
+pub mod time;
+
+pub use error::{AppError, ErrorKind};
+pub use event::{Actor, Event};
+pub use state::{NodeState, RunKind, RunState, RunStatus};
+
+/// Version of the wire protocol (JSON-RPC methods and shapes). Bumped on breaking changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Version of the event line format (`"v"` in every event).
+pub const EVENT_VERSION: u32 = 1;

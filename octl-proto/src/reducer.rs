@@ -1,0 +1,717 @@
+//! The pure fold from events to [`RunState`]. It is the state machine: an event that is not a
+//! legal transition is refused here, and the daemon writes nothing it refuses.
+//!
+//! Every check in [`RunState::apply`] runs before the first mutation, so a refused event leaves
+//! the state exactly as it was.
+
+use serde_json::{Map, Value};
+
+use crate::error::{AppError, ErrorKind};
+use crate::event::{is_custom_type, Actor, Event};
+use crate::ids::is_node_id;
+use crate::state::{Discussion, Node, NodeState, RunKind, RunState, RunStatus, Spinoff};
+
+use NodeState::*;
+
+/// May a client (an agent, a human, another tool) append this type to a run of this kind?
+/// Everything else is the daemon's to say.
+pub fn client_may_append(kind: RunKind, t: &str) -> bool {
+    if is_custom_type(t) {
+        return true;
+    }
+    let agent_kinds = matches!(
+        t,
+        "node.progress"
+            | "node.waiting"
+            | "node.done"
+            | "node.failed"
+            | "discussion.opened"
+            | "discussion.resolved"
+            | "spinoff.proposed"
+    );
+    match kind {
+        RunKind::Generic => {
+            agent_kinds || matches!(t, "node.added" | "run.completed" | "run.failed")
+        }
+        _ => agent_kinds,
+    }
+}
+
+/// The types a client may append to a run of this kind, for error messages and docs.
+pub fn client_types(kind: RunKind) -> Vec<&'static str> {
+    crate::event::KNOWN_TYPES
+        .iter()
+        .copied()
+        .filter(|t| client_may_append(kind, t))
+        .chain(std::iter::once("x.<name>"))
+        .collect()
+}
+
+fn transition(msg: String) -> AppError {
+    AppError::new(ErrorKind::InvalidTransition, msg)
+}
+
+fn opt_string(data: &Map<String, Value>, key: &str) -> Result<Option<String>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(AppError::invalid(format!(
+            "invalid data.{key}: a string is accepted"
+        ))),
+    }
+}
+
+fn req_string(data: &Map<String, Value>, key: &str, ty: &str) -> Result<String, AppError> {
+    opt_string(data, key)?
+        .ok_or_else(|| AppError::invalid(format!("missing data.{key}: {ty} needs a string {key}")))
+}
+
+fn opt_i64(data: &Map<String, Value>, key: &str) -> Result<Option<i64>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            AppError::invalid(format!("invalid data.{key}: an integer is accepted"))
+        }),
+    }
+}
+
+fn string_list(data: &Map<String, Value>, key: &str) -> Result<Vec<String>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    AppError::invalid(format!(
+                        "invalid data.{key}: an array of strings is accepted"
+                    ))
+                })
+            })
+            .collect(),
+        Some(_) => Err(AppError::invalid(format!(
+            "invalid data.{key}: an array of strings is accepted"
+        ))),
+    }
+}
+
+fn record_id(data: &Map<String, Value>, ty: &str) -> Result<String, AppError> {
+    let id = req_string(data, "id", ty)?;
+    if is_node_id(&id) {
+        Ok(id)
+    } else {
+        Err(AppError::invalid(format!(
+            "invalid data.id {id:?}: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        )))
+    }
+}
+
+fn names(states: &[NodeState]) -> String {
+    states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl RunState {
+    /// Starts a run's state from its first event, which must be `run.created` with `seq` 1.
+    pub fn from_created(ev: &Event) -> Result<RunState, AppError> {
+        if ev.kind != "run.created" || ev.seq != 1 {
+            return Err(transition(format!(
+                "the first event of a run must be run.created with seq 1, got {} with seq {}",
+                ev.kind, ev.seq
+            )));
+        }
+        let kind_str = req_string(&ev.data, "kind", "run.created")?;
+        let kind = RunKind::parse(&kind_str).ok_or_else(|| {
+            AppError::invalid(format!(
+                "invalid data.kind {kind_str:?}: use generic, spinoff, code, fanout or orchestrate"
+            ))
+        })?;
+        let mut settings = ev.data.clone();
+        for k in ["kind", "title", "repo", "base"] {
+            settings.remove(k);
+        }
+        Ok(RunState {
+            id: ev.run.clone(),
+            kind,
+            title: opt_string(&ev.data, "title")?,
+            repo: opt_string(&ev.data, "repo")?,
+            base: opt_string(&ev.data, "base")?,
+            settings,
+            created_at: ev.ts.clone(),
+            updated_at: ev.ts.clone(),
+            last_seq: 1,
+            ended: None,
+            merge: None,
+            nodes: Default::default(),
+            discussions: Default::default(),
+            spinoffs: Default::default(),
+            idempotency: Default::default(),
+        })
+    }
+
+    /// Folds a whole log. The error carries the `seq` of the event that did not fit.
+    pub fn replay<'a>(
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<RunState, (u64, AppError)> {
+        let mut iter = events.into_iter();
+        let first = iter
+            .next()
+            .ok_or((0, transition("the log is empty".to_string())))?;
+        let mut state = RunState::from_created(first).map_err(|e| (first.seq, e))?;
+        for ev in iter {
+            state.apply(ev).map_err(|e| (ev.seq, e))?;
+        }
+        Ok(state)
+    }
+
+    /// Checks `ev` against the state and folds it in, or refuses it and changes nothing.
+    pub fn apply(&mut self, ev: &Event) -> Result<(), AppError> {
+        if ev.run != self.id {
+            return Err(AppError::invalid(format!(
+                "event for run {} given to run {}",
+                ev.run, self.id
+            )));
+        }
+        if ev.seq != self.last_seq + 1 {
+            return Err(transition(format!(
+                "seq {} does not follow {}",
+                ev.seq, self.last_seq
+            )));
+        }
+        if let Some(key) = &ev.idempotency_key {
+            if self.idempotency.contains_key(key) {
+                return Err(transition(format!(
+                    "idempotency key {key:?} was already used"
+                )));
+            }
+        }
+        self.check_and_fold(ev)?;
+        self.last_seq = ev.seq;
+        self.updated_at = ev.ts.clone();
+        if let Some(key) = &ev.idempotency_key {
+            self.idempotency
+                .insert(key.clone(), (ev.seq, ev.id.clone()));
+        }
+        Ok(())
+    }
+
+    fn check_and_fold(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        if is_custom_type(t) {
+            return self.require_node_exists(ev).map(|_| ());
+        }
+        if let Some(end) = self.ended {
+            if t != "cleanup.done" {
+                return Err(transition(format!(
+                    "run {} is {}; {t} is not accepted after a run has ended",
+                    self.id,
+                    end.as_str()
+                )));
+            }
+        }
+        match t {
+            "run.created" => Err(transition(format!("run {} already exists", self.id))),
+            "run.completed" | "run.failed" | "run.cancelled" => {
+                if ev.node.is_some() {
+                    return Err(AppError::invalid(format!(
+                        "{t} is a run-level event: give no node"
+                    )));
+                }
+                self.ended = Some(match t {
+                    "run.completed" => RunStatus::Completed,
+                    "run.failed" => RunStatus::Failed,
+                    _ => RunStatus::Cancelled,
+                });
+                Ok(())
+            }
+            "node.added" => self.fold_node_added(ev),
+            "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
+            "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" => self.fold_spinoff(ev),
+            "merge.started" | "merge.succeeded" | "merge.conflict" | "merge.blocked"
+                if ev.node.is_none() =>
+            {
+                self.fold_run_merge(ev)
+            }
+            _ => self.fold_node_transition(ev),
+        }
+    }
+
+    fn require_node_exists(&self, ev: &Event) -> Result<Option<&Node>, AppError> {
+        match &ev.node {
+            None => Ok(None),
+            Some(id) => self.nodes.get(id).map(Some).ok_or_else(|| {
+                AppError::not_found(format!("node {id:?} does not exist in run {}", self.id))
+            }),
+        }
+    }
+
+    fn fold_node_added(&mut self, ev: &Event) -> Result<(), AppError> {
+        let id = ev
+            .node
+            .clone()
+            .ok_or_else(|| AppError::invalid("node.added needs a node: give node".to_string()))?;
+        if self.nodes.contains_key(&id) {
+            return Err(transition(format!(
+                "node {id:?} already exists in run {}",
+                self.id
+            )));
+        }
+        let deps = string_list(&ev.data, "deps")?;
+        if let Some(bad) = deps.iter().find(|d| !is_node_id(d)) {
+            return Err(AppError::invalid(format!(
+                "invalid data.deps entry {bad:?}: use node ids (1-63 of a-z, 0-9 and '-')"
+            )));
+        }
+        let node = Node {
+            id: id.clone(),
+            state: Pending,
+            branch: opt_string(&ev.data, "branch")?,
+            worktree: opt_string(&ev.data, "worktree")?,
+            agent: opt_string(&ev.data, "agent")?,
+            deps,
+            task: opt_string(&ev.data, "task")?,
+            gate: opt_string(&ev.data, "gate")?,
+            message: None,
+            reason: None,
+            exit_status: None,
+            merge_commit: None,
+            conflict_files: Vec::new(),
+            snapshot_ref: None,
+            snapshot_refs: Vec::new(),
+            outcome: None,
+            created_at: ev.ts.clone(),
+            updated_at: ev.ts.clone(),
+            started_at: None,
+            finished_at: None,
+            cleaned: false,
+        };
+        self.nodes.insert(id, node);
+        Ok(())
+    }
+
+    /// The states from which each node event is legal, and the state it leads to.
+    fn node_rule(&self, t: &str, actor: Actor) -> Option<(Vec<NodeState>, Option<NodeState>)> {
+        // A generic run's nodes belong to the client, which may report on them from any
+        // unfinished state; in agent runs only a started agent can report.
+        let lax = self.kind == RunKind::Generic || actor == Actor::Daemon;
+        let live = |extra: &[NodeState]| {
+            let mut v = vec![Starting, Running, Waiting];
+            if lax {
+                v.extend([Pending, Ready]);
+            }
+            v.extend_from_slice(extra);
+            v
+        };
+        let rule = match t {
+            "node.ready" => (vec![Pending, Blocked], Some(Ready)),
+            "node.starting" => (vec![Pending, Ready], Some(Starting)),
+            "node.started" => (vec![Starting], Some(Running)),
+            "node.progress" => (live(&[]), Some(Running)),
+            "node.waiting" => (live(&[]), Some(Waiting)),
+            "node.done" => (live(&[]), Some(Done)),
+            // A gate that fails after done fails the node; only the daemon runs gates.
+            "node.failed" if actor == Actor::Daemon => (live(&[Done]), Some(Failed)),
+            "node.failed" => (live(&[]), Some(Failed)),
+            "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
+            "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
+            "node.cancelled" => (
+                NodeState::ALL
+                    .into_iter()
+                    .filter(|s| !s.is_terminal())
+                    .collect(),
+                Some(Cancelled),
+            ),
+            "merge.started" => (vec![Done, Conflict, MergeBlocked], Some(Merging)),
+            "merge.succeeded" => (vec![Merging], Some(Merged)),
+            "merge.conflict" => (vec![Merging], Some(Conflict)),
+            "merge.blocked" => (vec![Merging], Some(MergeBlocked)),
+            "cleanup.done" => (NodeState::ALL.to_vec(), None),
+            _ => return None,
+        };
+        Some(rule)
+    }
+
+    fn fold_node_transition(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let (from, to) = self
+            .node_rule(t, ev.actor)
+            .ok_or_else(|| AppError::invalid(format!("unknown event type {t:?}")))?;
+        let id = ev
+            .node
+            .as_deref()
+            .ok_or_else(|| AppError::invalid(format!("{t} needs a node: give node")))?;
+        let node = self.nodes.get(id).ok_or_else(|| {
+            AppError::not_found(format!("node {id:?} does not exist in run {}", self.id))
+        })?;
+        if !from.contains(&node.state) {
+            return Err(transition(format!(
+                "node {id:?} is {}; {t} is accepted only when it is {}",
+                node.state.as_str(),
+                names(&from)
+            )));
+        }
+        let d = &ev.data;
+        let message = opt_string(d, "message")?;
+        let reason = opt_string(d, "reason")?;
+        let exit_status = opt_i64(d, "exit_status")?;
+        let branch = opt_string(d, "branch")?;
+        let worktree = opt_string(d, "worktree")?;
+        let commit = opt_string(d, "commit")?;
+        let snapshot = opt_string(d, "snapshot_ref")?;
+        let files = string_list(d, "files")?;
+        let outcome = match d.get("outcome") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) => Some(o.clone()),
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.outcome: an object is accepted",
+                ))
+            }
+        };
+
+        let node = self.nodes.get_mut(id).expect("checked above");
+        if let Some(to) = to {
+            node.state = to;
+        }
+        node.updated_at = ev.ts.clone();
+        if branch.is_some() {
+            node.branch = branch;
+        }
+        if worktree.is_some() {
+            node.worktree = worktree;
+        }
+        if message.is_some() {
+            node.message = message;
+        }
+        if reason.is_some() {
+            node.reason = reason;
+        }
+        if exit_status.is_some() {
+            node.exit_status = exit_status;
+        }
+        if outcome.is_some() {
+            node.outcome = outcome;
+        }
+        if let Some(s) = snapshot {
+            if !node.snapshot_refs.contains(&s) {
+                node.snapshot_refs.push(s.clone());
+            }
+            node.snapshot_ref = Some(s);
+        }
+        match t {
+            "node.started" => node.started_at = Some(ev.ts.clone()),
+            "merge.succeeded" => {
+                node.merge_commit = commit;
+                node.conflict_files.clear();
+            }
+            "merge.conflict" => node.conflict_files = files,
+            "cleanup.done" => node.cleaned = true,
+            _ => {}
+        }
+        if node.state.is_terminal() && node.finished_at.is_none() {
+            node.finished_at = Some(ev.ts.clone());
+        }
+        Ok(())
+    }
+
+    fn fold_run_merge(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let cur = self.merge.as_deref();
+        let ok = match t {
+            "merge.started" => matches!(cur, None | Some("conflict" | "merge_blocked")),
+            _ => cur == Some("merging"),
+        };
+        if !ok {
+            return Err(transition(format!(
+                "the run's merge is {}; {t} does not follow",
+                cur.unwrap_or("not started")
+            )));
+        }
+        self.merge = Some(
+            match t {
+                "merge.started" => "merging",
+                "merge.succeeded" => "merged",
+                "merge.conflict" => "conflict",
+                _ => "merge_blocked",
+            }
+            .to_string(),
+        );
+        Ok(())
+    }
+
+    fn fold_discussion(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let id = record_id(&ev.data, t)?;
+        self.require_node_exists(ev)?;
+        if t == "discussion.opened" {
+            if self.discussions.contains_key(&id) {
+                return Err(transition(format!("discussion {id:?} already exists")));
+            }
+            let title = req_string(&ev.data, "title", t)?;
+            let body = opt_string(&ev.data, "body")?;
+            if let Some(n) = ev.node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
+                if matches!(n.state, Starting | Running) {
+                    n.state = Waiting;
+                    n.updated_at = ev.ts.clone();
+                }
+            }
+            self.discussions.insert(
+                id.clone(),
+                Discussion {
+                    id,
+                    node: ev.node.clone(),
+                    title,
+                    body,
+                    open: true,
+                    answer: None,
+                    opened_at: ev.ts.clone(),
+                    resolved_at: None,
+                },
+            );
+            return Ok(());
+        }
+        let answer = opt_string(&ev.data, "answer")?;
+        let disc = self
+            .discussions
+            .get(&id)
+            .ok_or_else(|| AppError::not_found(format!("discussion {id:?} does not exist")))?;
+        if !disc.open {
+            return Err(transition(format!("discussion {id:?} is already resolved")));
+        }
+        let asker = disc.node.clone();
+        let disc = self.discussions.get_mut(&id).expect("checked above");
+        disc.open = false;
+        disc.answer = answer;
+        disc.resolved_at = Some(ev.ts.clone());
+        if let Some(asker) = asker {
+            let still_open = self
+                .discussions
+                .values()
+                .any(|d| d.open && d.node.as_deref() == Some(asker.as_str()));
+            if let Some(n) = self.nodes.get_mut(&asker) {
+                if n.state == Waiting && !still_open {
+                    n.state = Running;
+                    n.updated_at = ev.ts.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fold_spinoff(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let id = record_id(&ev.data, t)?;
+        self.require_node_exists(ev)?;
+        if t == "spinoff.proposed" {
+            if self.spinoffs.contains_key(&id) {
+                return Err(transition(format!(
+                    "spin-off proposal {id:?} already exists"
+                )));
+            }
+            let task = req_string(&ev.data, "task", t)?;
+            let why = opt_string(&ev.data, "why")?;
+            self.spinoffs.insert(
+                id.clone(),
+                Spinoff {
+                    id,
+                    node: ev.node.clone(),
+                    task,
+                    why,
+                    status: "proposed".to_string(),
+                    child_run: None,
+                    reason: None,
+                    proposed_at: ev.ts.clone(),
+                    decided_at: None,
+                },
+            );
+            return Ok(());
+        }
+        let child = opt_string(&ev.data, "run")?;
+        let reason = opt_string(&ev.data, "reason")?;
+        let sp = self.spinoffs.get_mut(&id).ok_or_else(|| {
+            AppError::not_found(format!("spin-off proposal {id:?} does not exist"))
+        })?;
+        if sp.status != "proposed" {
+            return Err(transition(format!(
+                "spin-off proposal {id:?} is already {}",
+                sp.status
+            )));
+        }
+        sp.status = if t == "spinoff.accepted" {
+            "accepted"
+        } else {
+            "rejected"
+        }
+        .to_string();
+        sp.child_run = child;
+        sp.reason = reason;
+        sp.decided_at = Some(ev.ts.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(seq: u64, node: Option<&str>, t: &str, actor: Actor, data: Value) -> Event {
+        Event {
+            v: 1,
+            seq,
+            id: format!("01JDXK00000000000000000{seq:03}"),
+            ts: format!("2026-11-30T10:00:{:02}.000Z", seq % 60),
+            run: "01JDXJ0000000000000000000A".into(),
+            node: node.map(str::to_string),
+            kind: t.into(),
+            actor,
+            data: data.as_object().unwrap().clone(),
+            idempotency_key: None,
+        }
+    }
+
+    fn generic() -> RunState {
+        RunState::from_created(&ev(
+            1,
+            None,
+            "run.created",
+            Actor::Daemon,
+            json!({"kind":"generic","title":"t"}),
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn generic_node_life() {
+        let mut s = generic();
+        s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+            .unwrap();
+        s.apply(&ev(
+            3,
+            Some("a"),
+            "node.progress",
+            Actor::Human,
+            json!({"message":"half"}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Running);
+        assert_eq!(s.status(), RunStatus::Active);
+        s.apply(&ev(4, Some("a"), "node.done", Actor::Human, json!({})))
+            .unwrap();
+        let err = s
+            .apply(&ev(5, Some("a"), "node.failed", Actor::Human, json!({})))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert_eq!(s.last_seq, 4, "a refused event changes nothing");
+        s.apply(&ev(5, None, "run.completed", Actor::Human, json!({})))
+            .unwrap();
+        assert_eq!(s.status(), RunStatus::Completed);
+        let err = s
+            .apply(&ev(6, Some("b"), "node.added", Actor::Human, json!({})))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    }
+
+    #[test]
+    fn refusals_change_nothing() {
+        let mut s = generic();
+        let before = s.clone();
+        assert!(s
+            .apply(&ev(3, Some("a"), "node.added", Actor::Human, json!({})))
+            .is_err());
+        assert!(s
+            .apply(&ev(2, Some("a"), "node.done", Actor::Human, json!({})))
+            .is_err());
+        assert!(s
+            .apply(&ev(
+                2,
+                Some("a"),
+                "node.added",
+                Actor::Human,
+                json!({"deps":["../x"]})
+            ))
+            .is_err());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn agent_runs_need_a_started_agent() {
+        let mut s = RunState::from_created(&ev(
+            1,
+            None,
+            "run.created",
+            Actor::Daemon,
+            json!({"kind":"spinoff"}),
+        ))
+        .unwrap();
+        s.apply(&ev(2, Some("a"), "node.added", Actor::Daemon, json!({})))
+            .unwrap();
+        assert!(s
+            .apply(&ev(3, Some("a"), "node.done", Actor::Agent, json!({})))
+            .is_err());
+        s.apply(&ev(
+            3,
+            Some("a"),
+            "node.starting",
+            Actor::Daemon,
+            json!({"branch":"octl/x/a"}),
+        ))
+        .unwrap();
+        s.apply(&ev(4, Some("a"), "node.started", Actor::Daemon, json!({})))
+            .unwrap();
+        s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+            .unwrap();
+        s.apply(&ev(6, Some("a"), "merge.started", Actor::Daemon, json!({})))
+            .unwrap();
+        s.apply(&ev(
+            7,
+            Some("a"),
+            "merge.conflict",
+            Actor::Daemon,
+            json!({"files":["f"]}),
+        ))
+        .unwrap();
+        assert_eq!(s.status(), RunStatus::Waiting);
+        assert_eq!(s.nodes["a"].conflict_files, vec!["f".to_string()]);
+        assert_eq!(s.nodes["a"].branch.as_deref(), Some("octl/x/a"));
+    }
+
+    #[test]
+    fn discussions_make_a_node_wait() {
+        let mut s = generic();
+        s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+            .unwrap();
+        s.apply(&ev(3, Some("a"), "node.progress", Actor::Agent, json!({})))
+            .unwrap();
+        s.apply(&ev(
+            4,
+            Some("a"),
+            "discussion.opened",
+            Actor::Agent,
+            json!({"id":"q1","title":"which?"}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Waiting);
+        assert_eq!(s.status(), RunStatus::Waiting);
+        s.apply(&ev(
+            5,
+            Some("a"),
+            "discussion.resolved",
+            Actor::Human,
+            json!({"id":"q1","answer":"this"}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Running);
+    }
+
+    #[test]
+    fn client_permissions() {
+        assert!(client_may_append(RunKind::Generic, "node.added"));
+        assert!(!client_may_append(RunKind::Spinoff, "node.added"));
+        assert!(!client_may_append(RunKind::Generic, "merge.succeeded"));
+        assert!(client_may_append(RunKind::Code, "x.note"));
+        assert!(!client_may_append(RunKind::Generic, "run.created"));
+    }
+}

@@ -1,0 +1,142 @@
+//! JSON-RPC 2.0 over the daemon's socket: method names, parameter and result types, and the
+//! error object. Parameters are by name, named like the CLI's flags, and unknown ones are refused.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::error::{AppError, ErrorKind};
+use crate::event::Actor;
+
+pub const JSONRPC_VERSION: &str = "2.0";
+/// The HTTP path of JSON-RPC requests.
+pub const RPC_PATH: &str = "/rpc";
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// `run.create`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunCreateParams {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// `run.show`, `run.rebuild`: one run by id or unique prefix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    pub run: String,
+}
+
+/// `run.list`
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunListParams {
+    /// Only runs in this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// `event.append`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventAppendParams {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
+}
+
+/// `event.append` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendResult {
+    pub seq: u64,
+    pub id: String,
+}
+
+/// `event.list`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventListParams {
+    pub run: String,
+    /// Only events with a greater `seq` (default 0: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// At most this many events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// `run.rebuild` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RebuildResult {
+    pub run: String,
+    pub events: u64,
+    pub files: usize,
+}
+
+/// `daemon.status` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub home: String,
+    pub uptime_s: u64,
+    pub runs: usize,
+}
+
+/// The `error` member of a JSON-RPC response for an [`AppError`].
+pub fn error_object(err: &AppError) -> Value {
+    let mut data = json!({ "kind": err.kind.as_str() });
+    if let Some(hint) = &err.hint {
+        data["hint"] = Value::String(hint.clone());
+    }
+    json!({ "code": err.kind.rpc_code(), "message": err.message, "data": data })
+}
+
+/// Reads an [`AppError`] back from a JSON-RPC `error` member.
+pub fn error_from_object(v: &Value) -> AppError {
+    let message = v
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the daemon reported an error without a message")
+        .to_string();
+    let data = v.get("data");
+    let kind = data
+        .and_then(|d| d.get("kind"))
+        .and_then(Value::as_str)
+        .map(ErrorKind::from_str_lossy)
+        .unwrap_or_else(|| match v.get("code").and_then(Value::as_i64) {
+            Some(-32700) => ErrorKind::ParseError,
+            Some(-32600) => ErrorKind::InvalidRequest,
+            Some(-32601) => ErrorKind::MethodNotFound,
+            Some(-32602) => ErrorKind::InvalidParams,
+            _ => ErrorKind::Internal,
+        });
+    AppError {
+        kind,
+        message,
+        hint: data
+            .and_then(|d| d.get("hint"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    }
+}
+
+/// A full response object for a request id.
+pub fn error_response(id: Value, err: &AppError) -> Value {
+    json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": error_object(err) })
+}
+
+pub fn result_response(id: Value, result: Value) -> Value {
+    json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "result": result })
+}

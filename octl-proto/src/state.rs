@@ -1,0 +1,280 @@
+//! The folded state of one run: its kind, status, nodes, discussions and spin-off proposals.
+//! Built only by [`crate::reducer`]; read by projections and by the daemon's scheduler.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// What a run is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// Records events only; its nodes and status belong to the client that made it.
+    Generic,
+    /// One autonomous agent, merged and cleaned up when done.
+    Spinoff,
+    /// One interactive agent, merged when a human says so.
+    Code,
+    /// N units from one manifest under a parallelism cap.
+    Fanout,
+    /// A DAG of nodes through an integration branch.
+    Orchestrate,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Generic => "generic",
+            RunKind::Spinoff => "spinoff",
+            RunKind::Code => "code",
+            RunKind::Fanout => "fanout",
+            RunKind::Orchestrate => "orchestrate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunKind> {
+        serde_json::from_value(Value::String(s.to_string())).ok()
+    }
+}
+
+/// The life of a node (DESIGN.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    Pending,
+    Ready,
+    Starting,
+    Running,
+    Waiting,
+    Done,
+    Merging,
+    Merged,
+    Failed,
+    Exited,
+    Blocked,
+    Cancelled,
+    Conflict,
+    MergeBlocked,
+}
+
+impl NodeState {
+    pub const ALL: [NodeState; 14] = [
+        NodeState::Pending,
+        NodeState::Ready,
+        NodeState::Starting,
+        NodeState::Running,
+        NodeState::Waiting,
+        NodeState::Done,
+        NodeState::Merging,
+        NodeState::Merged,
+        NodeState::Failed,
+        NodeState::Exited,
+        NodeState::Blocked,
+        NodeState::Cancelled,
+        NodeState::Conflict,
+        NodeState::MergeBlocked,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Pending => "pending",
+            NodeState::Ready => "ready",
+            NodeState::Starting => "starting",
+            NodeState::Running => "running",
+            NodeState::Waiting => "waiting",
+            NodeState::Done => "done",
+            NodeState::Merging => "merging",
+            NodeState::Merged => "merged",
+            NodeState::Failed => "failed",
+            NodeState::Exited => "exited",
+            NodeState::Blocked => "blocked",
+            NodeState::Cancelled => "cancelled",
+            NodeState::Conflict => "conflict",
+            NodeState::MergeBlocked => "merge_blocked",
+        }
+    }
+
+    /// Merged, failed, exited and cancelled: nothing moves such a node again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            NodeState::Merged | NodeState::Failed | NodeState::Exited | NodeState::Cancelled
+        )
+    }
+
+    /// An agent process may be alive in this state.
+    pub fn is_alive(self) -> bool {
+        matches!(
+            self,
+            NodeState::Starting | NodeState::Running | NodeState::Waiting
+        )
+    }
+}
+
+/// Run status (DESIGN.md §5), derived from the nodes unless a run-level event ended the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Active,
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Active => "active",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+/// One node as projected to `nodes/<NODE>.json` and returned by `run show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: String,
+    pub state: NodeState,
+    pub branch: Option<String>,
+    pub worktree: Option<String>,
+    pub agent: Option<String>,
+    pub deps: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflict_files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshot_refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Map<String, Value>>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cleaned: bool,
+}
+
+/// A question an agent put to a human.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Discussion {
+    pub id: String,
+    pub node: Option<String>,
+    pub title: String,
+    pub body: Option<String>,
+    pub open: bool,
+    pub answer: Option<String>,
+    pub opened_at: String,
+    pub resolved_at: Option<String>,
+}
+
+/// A piece of separate work an agent noticed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spinoff {
+    pub id: String,
+    pub node: Option<String>,
+    pub task: String,
+    pub why: Option<String>,
+    pub status: String,
+    pub child_run: Option<String>,
+    pub reason: Option<String>,
+    pub proposed_at: String,
+    pub decided_at: Option<String>,
+}
+
+/// Everything the log of one run says, folded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    pub id: String,
+    pub kind: RunKind,
+    pub title: Option<String>,
+    pub repo: Option<String>,
+    pub base: Option<String>,
+    /// Other settings given at creation (gate, max_parallel, parent run, …), kept as given.
+    pub settings: Map<String, Value>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub last_seq: u64,
+    /// Set by `run.completed`, `run.failed` or `run.cancelled`.
+    pub ended: Option<RunStatus>,
+    /// State of a run-level merge (an orchestrate run's integration branch into base).
+    pub merge: Option<String>,
+    pub nodes: BTreeMap<String, Node>,
+    pub discussions: BTreeMap<String, Discussion>,
+    pub spinoffs: BTreeMap<String, Spinoff>,
+    /// Idempotency key → (seq, id) of the first append that carried it.
+    pub idempotency: HashMap<String, (u64, String)>,
+}
+
+impl RunState {
+    /// The run's status: its end if it ended; `waiting` when nothing can progress without a
+    /// human; otherwise `active`.
+    pub fn status(&self) -> RunStatus {
+        if let Some(end) = self.ended {
+            return end;
+        }
+        let progressing = self.nodes.values().any(|n| match n.state {
+            NodeState::Pending
+            | NodeState::Ready
+            | NodeState::Starting
+            | NodeState::Running
+            | NodeState::Merging => true,
+            NodeState::Done => self.kind != RunKind::Code,
+            _ => false,
+        }) || self.merge.as_deref() == Some("merging");
+        if progressing {
+            return RunStatus::Active;
+        }
+        let human = self.discussions.values().any(|d| d.open)
+            || self.nodes.values().any(|n| {
+                matches!(
+                    n.state,
+                    NodeState::Waiting
+                        | NodeState::Conflict
+                        | NodeState::MergeBlocked
+                        | NodeState::Blocked
+                ) || (n.state == NodeState::Done && self.kind == RunKind::Code)
+            })
+            || matches!(self.merge.as_deref(), Some("conflict" | "merge_blocked"));
+        if human {
+            RunStatus::Waiting
+        } else {
+            RunStatus::Active
+        }
+    }
+
+    /// Node counts by state, only the states that occur.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for n in self.nodes.values() {
+            *counts.entry(n.state.as_str()).or_insert(0) += 1;
+        }
+        counts
+    }
+}
