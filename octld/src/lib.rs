@@ -1,1 +1,23 @@
-pub fn placeholder() {}
+//! octld, the orchestratectl daemon. One per `$OCTL_HOME`; it owns every run.
+//!
+//! - [`daemon`]: the daemon's life: lock, load, serve, shut down; [`run`] is the entry point.
+//! - [`home`]: the state layout under `$OCTL_HOME` and its permissions.
+//! - [`lock`]: the daemon lock (`octld.lock`): one daemon per home.
+//! - [`logging`]: JSON-lines logs to `octld.log` (and stderr in the foreground).
+//! - [`store`]: the event store: per-run logs, group commit, projections, repair.
+//! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
+//! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
+//! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
+//! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs).
+
+pub mod daemon;
+pub mod git;
+pub mod home;
+pub mod lock;
+pub mod logging;
+pub mod rpc;
+pub mod server;
+pub mod store;
+pub mod tmux;
+
+pub use daemon::{run, Config, Daemon, DaemonError};

@@ -1,1 +1,132 @@
-fn main() {}
+//! `octld [--home DIR] [--foreground] [-v]`: the daemon. Without `--foreground` it starts
+//! itself detached in its own session and returns once it answers.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// The orchestratectl daemon: owns runs, their event logs, agents and merges.
+#[derive(Parser, Debug)]
+#[command(
+    name = "octld",
+    version,
+    after_help = "Examples:\n  octld --foreground            run in this terminal, logging to stderr too\n  octld --home /tmp/octl-test   start detached on another home"
+)]
+struct Args {
+    /// State directory (default: $OCTL_HOME, else ~/.orchestratectl).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Stay in this process and log to stderr as well as octld.log.
+    #[arg(long)]
+    foreground: bool,
+    /// Log at debug level.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let home = octld::home::resolve(args.home);
+    if !args.foreground {
+        return detach(&home, args.verbose);
+    }
+    let config = octld::Config {
+        home,
+        foreground: true,
+        verbose: args.verbose,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(octld::run(config, signals())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("octld: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn signals() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Starts `octld --foreground` in its own session and waits until it answers or exits.
+fn detach(home: &std::path::Path, verbose: bool) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    if let Some(pid) = std::fs::create_dir_all(home)
+        .ok()
+        .and_then(|_| octld::lock::acquire(&octld::home::Home::new(home).lock()).err())
+        .and_then(|e| match e {
+            octld::lock::LockError::Held { pid, .. } => Some(pid),
+            _ => None,
+        })
+    {
+        eprintln!(
+            "octld: another octld (pid {}) holds {}",
+            pid.map(|p| p.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            home.join("octld.lock").display()
+        );
+        return ExitCode::from(1);
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|_| "octld".into());
+    let mut cmd = Command::new(exe);
+    cmd.arg("--home").arg(home).arg("--foreground");
+    if verbose {
+        cmd.arg("--verbose");
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; it only detaches the child from our terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("octld: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let socket = home.join("octld.sock");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            println!(
+                "octld started (pid {}), socket {}",
+                child.id(),
+                socket.display()
+            );
+            return ExitCode::SUCCESS;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            eprintln!(
+                "octld: exited during start ({status}); see {}",
+                home.join("octld.log").display()
+            );
+            return ExitCode::from(1);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "octld: did not answer within 5 s; see {}",
+        home.join("octld.log").display()
+    );
+    ExitCode::from(1)
+}

@@ -1,0 +1,101 @@
+//! The daemon's life: take the lock, load the store, bind the socket, serve until asked to
+//! stop (signal, `daemon.shutdown`, or the caller's future), then finish in-flight appends,
+//! remove the socket and return.
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::home::Home;
+use crate::lock::{self, LockError};
+use crate::store::Store;
+use crate::{logging, server};
+
+/// How the daemon was asked to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: PathBuf,
+    pub foreground: bool,
+    pub verbose: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error("{0} still answers: another daemon serves it; not removing it")]
+    SocketInUse(String),
+}
+
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Io { what, source }
+}
+
+/// Everything a request handler may reach.
+pub struct Daemon {
+    pub home: Home,
+    pub store: Store,
+    started: Instant,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Daemon {
+    pub fn uptime_s(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// Asks the daemon to stop (the same path as SIGTERM).
+    pub fn request_shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Resolves when shutdown was requested.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// Runs a daemon on `config.home` until `stop` resolves, a signal-free `daemon.shutdown`
+/// arrives, or an error. Public so tests can run a daemon in-process.
+pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    let home = Home::new(&config.home);
+    home.ensure()
+        .map_err(io_err(format!("cannot create {}", home.root().display())))?;
+    let _lock = lock::acquire(&home.lock())?;
+    logging::init(&home.log(), config.foreground, config.verbose);
+    tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "octld starting");
+
+    let store = Store::open(home.clone()).map_err(io_err("cannot load runs"))?;
+    let listener = server::bind(&home.socket())?;
+    let (shutdown, _) = watch::channel(false);
+    let daemon = Arc::new(Daemon {
+        home: home.clone(),
+        store,
+        started: Instant::now(),
+        shutdown,
+    });
+    tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");
+
+    let mut asked = daemon.shutdown_signal();
+    let serving = server::serve(listener, daemon.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        _ = stop => {}
+        _ = asked.wait_for(|v| *v) => {}
+        _ = &mut serving => {}
+    }
+    tracing::info!("octld stopping: finishing in-flight requests");
+    daemon.request_shutdown();
+    serving.await;
+    daemon.store.shutdown().await;
+    let _ = std::fs::remove_file(home.socket());
+    tracing::info!("octld stopped");
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The state layout under `$OCTL_HOME` (DESIGN.md §3). Every path the daemon uses is named here.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Default home when neither `--home` nor `$OCTL_HOME` is given: `~/.orchestratectl`.
+pub fn resolve(flag: Option<PathBuf>) -> PathBuf {
+    if let Some(dir) = flag {
+        return absolute(dir);
+    }
+    if let Some(dir) = std::env::var_os("OCTL_HOME").filter(|v| !v.is_empty()) {
+        return absolute(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/".into());
+    home.join(".orchestratectl")
+}
+
+fn absolute(dir: PathBuf) -> PathBuf {
+    if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
+    }
+}
+
+/// Paths inside one home.
+#[derive(Debug, Clone)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    pub fn new(root: impl Into<PathBuf>) -> Home {
+        Home { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("octld.sock")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("octld.lock")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.root.join("octld.log")
+    }
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.root.join("tmux.sock")
+    }
+    pub fn runs(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.runs().join(run)
+    }
+    pub fn worktrees(&self) -> PathBuf {
+        self.root.join("worktrees")
+    }
+
+    /// Creates the home (mode 0700) and `runs/`. A home that exists with wider permissions is
+    /// narrowed to 0700: the socket's safety rests on it.
+    pub fn ensure(&self) -> io::Result<()> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)?;
+        let mode = fs::metadata(&self.root)?.permissions().mode() & 0o777;
+        if mode != 0o700 {
+            tracing::warn!(home = %self.root.display(), mode = format!("{mode:o}"), "narrowing home permissions to 0700");
+            fs::set_permissions(&self.root, fs::Permissions::from_mode(0o700))?;
+        }
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.runs())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! `daemon.status`, `daemon.shutdown`.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use octl_proto::rpc::DaemonStatus;
+use octl_proto::{AppError, PROTOCOL_VERSION};
+
+use super::{params, to_value, NoParams};
+use crate::daemon::Daemon;
+
+pub fn status(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let NoParams {} = params(p)?;
+    to_value(&DaemonStatus {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        protocol: PROTOCOL_VERSION,
+        home: daemon.home.root().display().to_string(),
+        uptime_s: daemon.uptime_s(),
+        runs: daemon.store.len(),
+    })
+}
+
+/// Answers first, then stops: the shutdown runs after this response is written.
+pub fn shutdown(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let NoParams {} = params(p)?;
+    let d = daemon.clone();
+    tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        d.request_shutdown();
+    });
+    Ok(json!({ "stopping": true, "pid": std::process::id() }))
+}

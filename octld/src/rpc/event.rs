@@ -1,0 +1,73 @@
+//! `event.append`, `event.list`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use octl_proto::event::{validate_data, validate_type};
+use octl_proto::ids::{validate_idempotency_key, validate_node_id};
+use octl_proto::rpc::{EventAppendParams, EventListParams};
+use octl_proto::{Actor, AppError, ErrorKind};
+
+use super::{params, to_value};
+use crate::daemon::Daemon;
+use crate::store::{log, Draft};
+
+/// Largest `event.list` answer; page with `since` for more.
+const MAX_LIST: u64 = 100_000;
+
+pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: EventAppendParams = params(p)?;
+    // Validate everything before touching the run, so bad input changes nothing.
+    let run_ref = octl_proto::ids::parse_run_ref("run", &p.run)?;
+    if let Some(node) = &p.node {
+        validate_node_id("node", node)?;
+    }
+    validate_type(&p.kind)?;
+    let data = validate_data(p.data)?;
+    if let Some(key) = &p.idempotency_key {
+        validate_idempotency_key(key)?;
+    }
+    let actor = p.actor.unwrap_or_default();
+    if actor == Actor::Daemon {
+        return Err(AppError::new(
+            ErrorKind::Forbidden,
+            "invalid actor \"daemon\": clients speak as agent, human or tool",
+        ));
+    }
+    let handle = daemon.store.resolve("run", run_ref.as_str())?;
+    let draft = Draft {
+        node: p.node,
+        kind: p.kind,
+        actor,
+        data,
+        idempotency_key: p.idempotency_key,
+    };
+    to_value(&daemon.store.append(&handle, draft, true).await?)
+}
+
+pub async fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: EventListParams = params(p)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    if let Some(reason) = handle.corrupt() {
+        return Err(AppError::new(
+            ErrorKind::RunCorrupt,
+            format!("run {} is corrupt: {reason}", handle.id),
+        ));
+    }
+    let limit = p.limit.unwrap_or(MAX_LIST);
+    if limit == 0 || limit > MAX_LIST {
+        return Err(AppError::invalid(format!(
+            "invalid limit {limit}: use 1 to {MAX_LIST}, and page with since"
+        )));
+    }
+    let since = p.since.unwrap_or(0);
+    let upto = handle.committed();
+    let path = handle.log_path();
+    let events =
+        tokio::task::spawn_blocking(move || log::read_range(&path, since, upto, limit as usize))
+            .await
+            .map_err(|e| AppError::internal(e.to_string()))?
+            .map_err(|e| AppError::internal(format!("cannot read the log: {e}")))?;
+    to_value(&events)
+}

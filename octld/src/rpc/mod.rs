@@ -1,0 +1,210 @@
+//! The JSON-RPC methods. One file per family; [`METHODS`] describes every method once, for
+//! dispatch checks and for the OpenRPC document of `rpc.discover`.
+//!
+//! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
+//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`.
+//! - [`event`]: `event.append`, `event.list`.
+//! - [`discover`]: `rpc.discover`.
+
+pub mod daemon;
+pub mod discover;
+pub mod event;
+pub mod run;
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use octl_proto::{AppError, ErrorKind};
+
+use crate::daemon::Daemon;
+
+/// One parameter of a method: name, required, JSON Schema, description.
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub required: bool,
+    pub schema: &'static str,
+    pub doc: &'static str,
+}
+
+/// One method, as `rpc.discover` describes it.
+pub struct MethodSpec {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub params: &'static [ParamSpec],
+    pub result: &'static str,
+}
+
+const RUN_PARAM: ParamSpec = ParamSpec {
+    name: "run",
+    required: true,
+    schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
+    doc: "the run",
+};
+
+pub const METHODS: &[MethodSpec] = &[
+    MethodSpec {
+        name: "daemon.status",
+        summary: "The daemon's pid, version, protocol, home and uptime.",
+        params: &[],
+        result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
+    },
+    MethodSpec {
+        name: "daemon.shutdown",
+        summary: "Finish in-flight appends, remove the socket and exit.",
+        params: &[],
+        result: r#"{"type":"object","properties":{"stopping":{"type":"boolean"}}}"#,
+    },
+    MethodSpec {
+        name: "run.create",
+        summary: "Create a run that records events (kind generic).",
+        params: &[
+            ParamSpec {
+                name: "kind",
+                required: true,
+                schema: r#"{"type":"string","enum":["generic"]}"#,
+                doc: "the kind of run",
+            },
+            ParamSpec {
+                name: "title",
+                required: false,
+                schema: r#"{"type":"string","maxLength":1024}"#,
+                doc: "a title for people",
+            },
+        ],
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "run.list",
+        summary: "Every run's summary, oldest first.",
+        params: &[ParamSpec {
+            name: "status",
+            required: false,
+            schema: r#"{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}"#,
+            doc: "only runs in this status",
+        }],
+        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
+    },
+    MethodSpec {
+        name: "run.show",
+        summary: "One run: its summary, nodes, discussions and spin-off proposals.",
+        params: &[RUN_PARAM],
+        result: r#"{"type":"object","required":["manifest","nodes","discussions","spinoffs"]}"#,
+    },
+    MethodSpec {
+        name: "run.rebuild",
+        summary: "Re-derive a run's projection files from its log alone.",
+        params: &[RUN_PARAM],
+        result: r#"{"type":"object","required":["run","events","files"]}"#,
+    },
+    MethodSpec {
+        name: "event.append",
+        summary: "Append one event; answered once it is on disk.",
+        params: &[
+            RUN_PARAM,
+            ParamSpec {
+                name: "node",
+                required: false,
+                schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
+                doc: "the node the event is about",
+            },
+            ParamSpec {
+                name: "type",
+                required: true,
+                schema: r#"{"type":"string","description":"an event type a client may append to this kind of run, or x.<name>"}"#,
+                doc: "the event type",
+            },
+            ParamSpec {
+                name: "data",
+                required: false,
+                schema: r#"{"type":"object","description":"at most 64 KiB"}"#,
+                doc: "the payload",
+            },
+            ParamSpec {
+                name: "idempotency_key",
+                required: false,
+                schema: r#"{"type":"string","maxLength":128}"#,
+                doc: "a repeat with the same key returns the first append's seq and id and writes nothing",
+            },
+            ParamSpec {
+                name: "actor",
+                required: false,
+                schema: r#"{"type":"string","enum":["agent","human","tool"]}"#,
+                doc: "who says it (default human)",
+            },
+        ],
+        result: r#"{"type":"object","required":["seq","id"],"properties":{"seq":{"type":"integer"},"id":{"type":"string"}}}"#,
+    },
+    MethodSpec {
+        name: "event.list",
+        summary: "A run's events after a seq.",
+        params: &[
+            RUN_PARAM,
+            ParamSpec {
+                name: "since",
+                required: false,
+                schema: r#"{"type":"integer","minimum":0}"#,
+                doc: "only events with a greater seq (default 0)",
+            },
+            ParamSpec {
+                name: "limit",
+                required: false,
+                schema: r#"{"type":"integer","minimum":1}"#,
+                doc: "at most this many events",
+            },
+        ],
+        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
+    },
+    MethodSpec {
+        name: "rpc.discover",
+        summary: "This OpenRPC document.",
+        params: &[],
+        result: r#"{"type":"object"}"#,
+    },
+];
+
+/// Runs one method.
+pub async fn dispatch(
+    daemon: &Arc<Daemon>,
+    method: &str,
+    params: Value,
+) -> Result<Value, AppError> {
+    match method {
+        "daemon.status" => daemon::status(daemon, params),
+        "daemon.shutdown" => daemon::shutdown(daemon, params),
+        "run.create" => run::create(daemon, params).await,
+        "run.list" => run::list(daemon, params),
+        "run.show" => run::show(daemon, params),
+        "run.rebuild" => run::rebuild(daemon, params).await,
+        "event.append" => event::append(daemon, params).await,
+        "event.list" => event::list(daemon, params).await,
+        "rpc.discover" => discover::discover(params),
+        _ => Err(AppError::new(
+            ErrorKind::MethodNotFound,
+            format!("method not found: {method:?}; rpc.discover lists every method"),
+        )),
+    }
+}
+
+/// Parses named params strictly: unknown fields are refused and errors name the field.
+pub fn params<T: DeserializeOwned>(params: Value) -> Result<T, AppError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." {
+            AppError::invalid(format!("invalid params: {inner}"))
+        } else {
+            AppError::invalid(format!("invalid params: {path}: {inner}"))
+        }
+    })
+}
+
+/// Methods that take no parameters still refuse unknown ones.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+pub fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
+    serde_json::to_value(v).map_err(|e| AppError::internal(e.to_string()))
+}

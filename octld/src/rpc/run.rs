@@ -1,0 +1,83 @@
+//! `run.create`, `run.list`, `run.show`, `run.rebuild`.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use octl_proto::rpc::{RunCreateParams, RunListParams, RunParams};
+use octl_proto::{AppError, RunKind};
+
+use super::{params, to_value};
+use crate::daemon::Daemon;
+
+const MAX_TITLE: usize = 1024;
+
+pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RunCreateParams = params(p)?;
+    match RunKind::parse(&p.kind) {
+        Some(RunKind::Generic) => {}
+        Some(other) => {
+            return Err(AppError::invalid(format!(
+                "invalid kind {:?}: run.create makes generic runs; {} runs are started by their own command",
+                p.kind,
+                other.as_str()
+            )))
+        }
+        None => {
+            return Err(AppError::invalid(format!(
+                "invalid kind {:?}: use generic",
+                p.kind
+            )))
+        }
+    }
+    let mut settings = Map::new();
+    if let Some(title) = p.title {
+        if title.chars().count() > MAX_TITLE || title.chars().any(char::is_control) {
+            return Err(AppError::invalid(format!(
+                "invalid title: use at most {MAX_TITLE} characters without control characters"
+            )));
+        }
+        settings.insert("title".into(), json!(title));
+    }
+    let handle = daemon.store.create_run(RunKind::Generic, settings).await?;
+    to_value(&handle.summary())
+}
+
+pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RunListParams = params(p)?;
+    const STATUSES: [&str; 6] = [
+        "active",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled",
+        "corrupt",
+    ];
+    if let Some(s) = &p.status {
+        if !STATUSES.contains(&s.as_str()) {
+            return Err(AppError::invalid(format!(
+                "invalid status {s:?}: use one of {}",
+                STATUSES.join(", ")
+            )));
+        }
+    }
+    let runs: Vec<_> = daemon
+        .store
+        .list()
+        .into_iter()
+        .filter(|r| p.status.as_ref().is_none_or(|s| &r.status == s))
+        .collect();
+    to_value(&runs)
+}
+
+pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RunParams = params(p)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    to_value(&*handle.view())
+}
+
+pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RunParams = params(p)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    to_value(&daemon.store.rebuild(&handle).await?)
+}

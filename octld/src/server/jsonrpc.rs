@@ -1,0 +1,115 @@
+//! JSON-RPC 2.0, exactly: a single request or a batch; notifications (no `id`) get no
+//! response, and a batch of only notifications gets no body at all.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{Map, Value};
+
+use octl_proto::rpc::{error_response, result_response, JSONRPC_VERSION};
+use octl_proto::{AppError, ErrorKind};
+
+use crate::daemon::Daemon;
+use crate::rpc;
+
+/// Answers a request body; `None` means nothing to send back.
+pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<Value> {
+    let parsed: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
+            return Some(error_response(Value::Null, &err));
+        }
+    };
+    match parsed {
+        Value::Array(items) if items.is_empty() => Some(error_response(
+            Value::Null,
+            &AppError::new(ErrorKind::InvalidRequest, "invalid request: an empty batch"),
+        )),
+        // Members of a batch run concurrently, so a batch of appends shares group commits.
+        Value::Array(items) => {
+            let replies: Vec<Value> = join_all(items.into_iter().map(|item| one(daemon, item)))
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            (!replies.is_empty()).then_some(Value::Array(replies))
+        }
+        other => one(daemon, other).await,
+    }
+}
+
+async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<Value> {
+    let Value::Object(mut req) = item else {
+        return Some(invalid(Value::Null, "a request must be a JSON object"));
+    };
+    // An `id` that is present but not a string, number or null cannot be echoed back.
+    let id = match req.remove("id") {
+        None => None,
+        Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(v),
+        Some(_) => {
+            return Some(invalid(
+                Value::Null,
+                "id must be a string, a number or null",
+            ))
+        }
+    };
+    let reply_id = id.clone().unwrap_or(Value::Null);
+    if req.get("jsonrpc") != Some(&Value::String(JSONRPC_VERSION.into())) {
+        return Some(invalid(reply_id, "jsonrpc must be \"2.0\""));
+    }
+    let method = match req.remove("method") {
+        Some(Value::String(m)) => m,
+        _ => return Some(invalid(reply_id, "method must be a string")),
+    };
+    let params = req.remove("params");
+    req.remove("jsonrpc");
+    if let Some(extra) = req.keys().next() {
+        return Some(invalid(
+            reply_id,
+            &format!("unknown member {extra:?}: a request has jsonrpc, method, params and id"),
+        ));
+    }
+    let params = match params {
+        None => None,
+        Some(Value::Object(p)) => Some(p),
+        Some(Value::Array(_)) => {
+            return reply(
+                id,
+                Err(AppError::invalid(
+                    "params must be given by name, as an object such as {\"run\":\"01JDXJ…\"}",
+                )),
+            )
+        }
+        Some(_) => return Some(invalid(reply_id, "params must be an object")),
+    };
+    let result = rpc::dispatch(
+        daemon,
+        &method,
+        params
+            .map(Value::Object)
+            .unwrap_or(Value::Object(Map::new())),
+    )
+    .await;
+    if let Err(e) = &result {
+        if e.kind == ErrorKind::Internal {
+            tracing::error!(method, error = %e.message, "internal error");
+        }
+    }
+    reply(id, result)
+}
+
+fn reply(id: Option<Value>, result: Result<Value, AppError>) -> Option<Value> {
+    let id = id?;
+    Some(match result {
+        Ok(v) => result_response(id, v),
+        Err(e) => error_response(id, &e),
+    })
+}
+
+fn invalid(id: Value, why: &str) -> Value {
+    error_response(
+        id,
+        &AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}")),
+    )
+}

@@ -1,0 +1,94 @@
+//! The daemon's HTTP server on its Unix socket.
+//!
+//! - [`routes`]: `POST /rpc` and `GET /v1/runs/<RUN>/events`, limits and HTTP error bodies.
+//! - [`jsonrpc`]: JSON-RPC 2.0 envelopes: batches, notifications, standard errors.
+//! - [`stream`]: the event stream of one run (past events, then new ones as they land).
+//!
+//! Every connection's peer uid is checked against ours before any byte is parsed; another
+//! uid is answered 403 (`unauthorized`) whatever the socket's mode.
+
+pub mod jsonrpc;
+pub mod routes;
+pub mod stream;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::UnixListener;
+
+use crate::daemon::{io_err, Daemon, DaemonError};
+
+/// How long a client may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long in-flight connections get to finish at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds the socket. A socket file left by a crash (nobody answers) is replaced; one that
+/// still answers belongs to a live daemon and is left alone.
+pub fn bind(path: &Path) -> Result<UnixListener, DaemonError> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(DaemonError::SocketInUse(path.display().to_string()));
+        }
+        tracing::warn!(socket = %path.display(), "replacing a stale socket left by a daemon that is gone");
+        std::fs::remove_file(path)
+            .map_err(io_err(format!("cannot remove stale {}", path.display())))?;
+    }
+    let listener =
+        UnixListener::bind(path).map_err(io_err(format!("cannot bind {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err(format!("cannot set the mode of {}", path.display())))?;
+    Ok(listener)
+}
+
+/// Serves until the daemon's shutdown is requested, then drains in-flight connections.
+pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
+    let graceful = GracefulShutdown::new();
+    let me = unsafe { libc::geteuid() };
+    let router = routes::router(daemon.clone());
+    let mut stop = daemon.shutdown_signal();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let peer = stream.peer_cred().ok().map(|c| c.uid());
+                let authorized = peer == Some(me);
+                if !authorized {
+                    tracing::warn!(peer_uid = ?peer, "refused a connection from another uid");
+                }
+                let svc = TowerToHyperService::new(router.clone().layer(axum::Extension(routes::Peer { authorized })));
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), svc);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = stop.wait_for(|v| *v) => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish within the drain timeout");
+    }
+}

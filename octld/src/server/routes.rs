@@ -1,0 +1,161 @@
+//! HTTP routes, request limits and error bodies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde_json::{json, Value};
+
+use octl_proto::rpc::{self, MAX_BODY_BYTES, RPC_PATH};
+use octl_proto::{AppError, ErrorKind};
+
+use super::{jsonrpc, stream};
+use crate::daemon::Daemon;
+
+/// How long one JSON-RPC request (reading the body and answering) may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether this connection's peer is the daemon's owner.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    pub authorized: bool,
+}
+
+pub fn router(daemon: Arc<Daemon>) -> Router {
+    Router::new()
+        .route(RPC_PATH, post(rpc_handler))
+        .route("/v1/runs/{run}/events", get(stream_handler))
+        .fallback(fallback)
+        .layer(middleware::from_fn(check_peer))
+        .with_state(daemon)
+}
+
+async fn check_peer(Extension(peer): Extension<Peer>, req: Request, next: Next) -> Response {
+    if !peer.authorized {
+        let err = AppError::new(
+            ErrorKind::Unauthorized,
+            "this daemon serves only the user that owns it",
+        );
+        return (
+            StatusCode::FORBIDDEN,
+            json_body(&rpc::error_response(Value::Null, &err)),
+        )
+            .into_response();
+    }
+    next.run(req).await
+}
+
+fn json_body(v: &Value) -> ([(header::HeaderName, &'static str); 1], String) {
+    ([(header::CONTENT_TYPE, "application/json")], v.to_string())
+}
+
+/// The HTTP status for an error outside JSON-RPC (streams, limits).
+pub fn status_for(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Unauthorized => StatusCode::FORBIDDEN,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::RunCorrupt | ErrorKind::InvalidTransition => StatusCode::CONFLICT,
+        ErrorKind::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Timeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// `{"error":{"kind","message","hint"}}` with the matching status.
+pub fn error_response(err: &AppError) -> Response {
+    (status_for(err.kind), json_body(&json!({ "error": err }))).into_response()
+}
+
+async fn fallback() -> Response {
+    error_response(&AppError::not_found(
+        "no such endpoint: use POST /rpc or GET /v1/runs/<RUN>/events",
+    ))
+}
+
+async fn rpc_handler(State(daemon): State<Arc<Daemon>>, req: Request) -> Response {
+    let too_large = || {
+        let err = AppError::new(
+            ErrorKind::TooLarge,
+            format!("request body over {MAX_BODY_BYTES} bytes (1 MiB)"),
+        );
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json_body(&rpc::error_response(Value::Null, &err)),
+        )
+            .into_response()
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return too_large();
+    }
+    let work = async {
+        let body: Bytes = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(_) => return too_large(),
+        };
+        match jsonrpc::handle(&daemon, &body).await {
+            Some(reply) => json_body(&reply).into_response(),
+            None => StatusCode::NO_CONTENT.into_response(),
+        }
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, work).await {
+        Ok(resp) => resp,
+        Err(_) => {
+            let err = AppError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the request took longer than {} s",
+                    REQUEST_TIMEOUT.as_secs()
+                ),
+            );
+            json_body(&rpc::error_response(Value::Null, &err)).into_response()
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    since: Option<u64>,
+    follow: Option<bool>,
+}
+
+async fn stream_handler(
+    State(daemon): State<Arc<Daemon>>,
+    Path(run): Path<String>,
+    query: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => {
+            return error_response(&AppError::invalid(format!(
+                "invalid query: {}; accepted: since=<SEQ>&follow=true|false",
+                e.body_text()
+            )))
+        }
+    };
+    match stream::open(
+        &daemon,
+        &run,
+        q.since.unwrap_or(0),
+        q.follow.unwrap_or(false),
+    ) {
+        Ok(body) => Response::builder()
+            .header(header::CONTENT_TYPE, "application/x-ndjson")
+            .body(Body::from_stream(body))
+            .expect("static response parts"),
+        Err(e) => error_response(&e),
+    }
+}

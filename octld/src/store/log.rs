@@ -1,0 +1,158 @@
+//! Reading and writing one run's `events.jsonl`.
+//!
+//! A line is only ever written whole, in one `write` with the rest of its batch, then synced.
+//! So a last line without its newline is a write that a crash cut short and was never
+//! acknowledged: it is cut off. A bad line anywhere else means the file was damaged: the run
+//! is corrupt and its log is set aside, never written again.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+
+use octl_proto::{Event, RunState};
+
+/// Name of the log inside a run directory.
+pub const LOG_FILE: &str = "events.jsonl";
+/// Name a corrupt log is moved to, so nothing writes to it again.
+pub const CORRUPT_FILE: &str = "events.jsonl.corrupt";
+
+/// Why a log cannot be replayed.
+#[derive(Debug, Clone)]
+pub struct Corruption {
+    /// 1-based line number of the first bad line (0 when the log is empty).
+    pub line: u64,
+    pub reason: String,
+}
+
+/// A replayed log: the folded state, the file's valid length, and bytes cut from a torn tail.
+pub struct Replayed {
+    pub state: RunState,
+    pub len: u64,
+    pub cut: u64,
+}
+
+/// Replays `path` line by line (streaming: a log of millions of events is never held whole).
+/// With `repair`, a torn last line is truncated away on disk.
+pub fn replay(path: &Path, repair: bool) -> io::Result<Result<Replayed, Corruption>> {
+    let file = File::open(path)?;
+    let total = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut buf = Vec::with_capacity(512);
+    let mut offset: u64 = 0;
+    let mut line_no: u64 = 0;
+    let mut state: Option<RunState> = None;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            // Torn tail: never acknowledged, since the ack waits for the whole batch's sync.
+            break;
+        }
+        line_no += 1;
+        let text = match std::str::from_utf8(&buf[..buf.len() - 1]) {
+            Ok(t) => t,
+            Err(_) => return Ok(Err(bad(line_no, "not UTF-8".into()))),
+        };
+        let ev = match Event::from_line(text) {
+            Ok(ev) => ev,
+            Err(e) => return Ok(Err(bad(line_no, format!("not a valid event: {e}")))),
+        };
+        let applied = match state.as_mut() {
+            None => RunState::from_created(&ev).map(|s| state = Some(s)),
+            Some(s) => s.apply(&ev),
+        };
+        if let Err(e) = applied {
+            return Ok(Err(bad(
+                line_no,
+                format!("event seq {} does not fit: {}", ev.seq, e.message),
+            )));
+        }
+        offset += n as u64;
+    }
+    let Some(state) = state else {
+        return Ok(Err(Corruption {
+            line: 0,
+            reason: "the log holds no complete event".into(),
+        }));
+    };
+    let cut = total - offset;
+    if cut > 0 && repair {
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(offset)?;
+        f.sync_all()?;
+    }
+    Ok(Ok(Replayed {
+        state,
+        len: offset,
+        cut,
+    }))
+}
+
+fn bad(line: u64, reason: String) -> Corruption {
+    Corruption { line, reason }
+}
+
+/// Reads the events with `since < seq <= upto`, at most `limit` of them.
+pub fn read_range(path: &Path, since: u64, upto: u64, limit: usize) -> io::Result<Vec<Event>> {
+    #[derive(serde::Deserialize)]
+    struct SeqOnly {
+        seq: u64,
+    }
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut buf = Vec::with_capacity(512);
+    let mut out = Vec::new();
+    while out.len() < limit {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 || buf.last() != Some(&b'\n') {
+            break;
+        }
+        let line = &buf[..buf.len() - 1];
+        let seq = serde_json::from_slice::<SeqOnly>(line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            .seq;
+        if seq <= since {
+            continue;
+        }
+        if seq > upto {
+            break;
+        }
+        let text =
+            std::str::from_utf8(line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        out.push(
+            Event::from_line(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?,
+        );
+    }
+    Ok(out)
+}
+
+/// An open log, appended to in batches.
+pub struct LogWriter {
+    file: File,
+}
+
+impl LogWriter {
+    pub fn open(path: &Path) -> io::Result<LogWriter> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(LogWriter { file })
+    }
+
+    /// Writes a batch of lines in one write and syncs it, under the run's flock. Returns only
+    /// when the data is on disk: the caller acknowledges after this.
+    pub fn append_synced(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.lock()?;
+        let result = self
+            .file
+            .write_all(bytes)
+            .and_then(|_| self.file.sync_data());
+        let _ = self.file.unlock();
+        result
+    }
+}
+
+/// Syncs a directory, so a file created in it survives a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}

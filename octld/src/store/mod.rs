@@ -1,0 +1,400 @@
+//! The event store: every run's log, its writer, its published state and its event stream.
+//!
+//! - [`log`]: reading, repairing and appending `events.jsonl`.
+//! - [`writer`]: the per-run group-commit writer.
+//! - [`projections`]: atomic writes of the derived files.
+
+pub mod log;
+pub mod projections;
+pub mod writer;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use octl_proto::ids::{self, RunRef};
+use octl_proto::projection::{self, RunDetail, RunSummary};
+use octl_proto::rpc::{AppendResult, RebuildResult};
+use octl_proto::{AppError, ErrorKind, Event, RunKind, RunState};
+
+use crate::home::Home;
+use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
+pub use writer::Draft;
+use writer::{Command, Writer};
+
+/// Queue depth of one run's writer.
+const QUEUE: usize = 8192;
+
+/// One run as the rest of the daemon sees it.
+pub struct RunHandle {
+    pub id: String,
+    pub dir: PathBuf,
+    tx: Mutex<Option<mpsc::Sender<Command>>>,
+    view: RwLock<Arc<RunDetail>>,
+    /// Highest seq known to be on disk.
+    committed: AtomicU64,
+    /// Each committed group, in order.
+    events: broadcast::Sender<Arc<Vec<Event>>>,
+    /// Set when the log could not be replayed: the run is read-only.
+    corrupt: Option<String>,
+}
+
+impl RunHandle {
+    fn new(id: String, dir: PathBuf, view: RunDetail, corrupt: Option<String>) -> RunHandle {
+        RunHandle {
+            id,
+            dir,
+            tx: Mutex::new(None),
+            committed: AtomicU64::new(view.manifest.last_seq),
+            view: RwLock::new(Arc::new(view)),
+            events: broadcast::channel(1024).0,
+            corrupt,
+        }
+    }
+
+    /// The state as of the last committed group.
+    pub fn view(&self) -> Arc<RunDetail> {
+        self.view.read().expect("view lock").clone()
+    }
+
+    pub fn summary(&self) -> RunSummary {
+        self.view().manifest.clone()
+    }
+
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Vec<Event>>> {
+        self.events.subscribe()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    pub fn corrupt(&self) -> Option<&str> {
+        self.corrupt.as_deref()
+    }
+
+    fn publish(&self, state: &RunState) {
+        *self.view.write().expect("view lock") = Arc::new(projection::detail(state));
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Command>, AppError> {
+        if let Some(reason) = &self.corrupt {
+            return Err(corrupt_error(&self.id, reason));
+        }
+        self.tx
+            .lock()
+            .expect("tx lock")
+            .clone()
+            .ok_or_else(|| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))
+    }
+}
+
+fn corrupt_error(id: &str, reason: &str) -> AppError {
+    AppError::new(ErrorKind::RunCorrupt, format!("run {id} is corrupt: {reason}"))
+        .with_hint(format!(
+            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working"
+        ))
+}
+
+pub struct Store {
+    home: Home,
+    runs: RwLock<BTreeMap<String, Arc<RunHandle>>>,
+    closing: AtomicBool,
+    writers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Store {
+    /// Loads every run under `runs/`: replays its log (cutting a torn tail), re-derives its
+    /// projections, and starts its writer. A run that cannot be replayed is set aside.
+    pub fn open(home: Home) -> io::Result<Store> {
+        let store = Store {
+            home,
+            runs: RwLock::new(BTreeMap::new()),
+            closing: AtomicBool::new(false),
+            writers: Mutex::new(Vec::new()),
+        };
+        let mut ids: Vec<String> = fs::read_dir(store.home.runs())?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| ids::is_full_run_id(name))
+            .collect();
+        ids.sort();
+        for id in ids {
+            store.load(id)?;
+        }
+        Ok(store)
+    }
+
+    fn load(&self, id: String) -> io::Result<()> {
+        let dir = self.home.run_dir(&id);
+        let path = dir.join(LOG_FILE);
+        let aside = dir.join(CORRUPT_FILE);
+        if !path.exists() {
+            if aside.exists() {
+                let reason = match log::replay(&aside, false)? {
+                    Err(c) => describe(&c),
+                    Ok(_) => "its log was set aside earlier".to_string(),
+                };
+                self.insert_corrupt(id, dir, reason);
+            } else {
+                tracing::warn!(run = %id, "run directory without a log (a creation cut short); ignored");
+            }
+            return Ok(());
+        }
+        match log::replay(&path, true)? {
+            Ok(replayed) => {
+                if replayed.cut > 0 {
+                    tracing::warn!(run = %id, bytes = replayed.cut, "cut a torn last line from the log (a write a crash interrupted, never acknowledged)");
+                }
+                projections::write_all(&dir, &replayed.state)?;
+                self.start(id, dir, replayed.state)?;
+            }
+            Err(c) => {
+                let reason = describe(&c);
+                tracing::error!(run = %id, line = c.line, reason = %c.reason, "corrupt log: setting it aside; the run is read-only");
+                fs::rename(&path, &aside)?;
+                self.insert_corrupt(id, dir, reason);
+            }
+        }
+        Ok(())
+    }
+
+    fn insert_corrupt(&self, id: String, dir: PathBuf, reason: String) {
+        let summary = RunSummary {
+            id: id.clone(),
+            kind: "unknown".into(),
+            status: "corrupt".into(),
+            title: None,
+            repo: None,
+            base: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+            nodes: BTreeMap::new(),
+            last_seq: 0,
+            settings: Map::new(),
+            merge: None,
+            error: Some(reason.clone()),
+        };
+        let view = RunDetail {
+            manifest: summary,
+            nodes: vec![],
+            discussions: vec![],
+            spinoffs: vec![],
+        };
+        let handle = Arc::new(RunHandle::new(id.clone(), dir, view, Some(reason)));
+        self.runs.write().expect("runs lock").insert(id, handle);
+    }
+
+    fn start(&self, id: String, dir: PathBuf, state: RunState) -> io::Result<Arc<RunHandle>> {
+        let log = LogWriter::open(&dir.join(LOG_FILE))?;
+        let handle = Arc::new(RunHandle::new(
+            id.clone(),
+            dir,
+            projection::detail(&state),
+            None,
+        ));
+        let (tx, rx) = mpsc::channel(QUEUE);
+        *handle.tx.lock().expect("tx lock") = Some(tx);
+        let writer = Writer {
+            handle: handle.clone(),
+            state,
+            log: Some(log),
+        };
+        let task = tokio::spawn(writer.run(rx));
+        self.writers.lock().expect("writers lock").push(task);
+        self.runs
+            .write()
+            .expect("runs lock")
+            .insert(id, handle.clone());
+        Ok(handle)
+    }
+
+    /// Creates a run: its directory, and its log holding `run.created` (synced, with the
+    /// directory entry synced too) before the run is known to anyone.
+    pub async fn create_run(
+        &self,
+        kind: RunKind,
+        settings: Map<String, Value>,
+    ) -> Result<Arc<RunHandle>, AppError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(AppError::new(
+                ErrorKind::ShuttingDown,
+                "the daemon is shutting down",
+            ));
+        }
+        let id = ids::new_ulid();
+        let dir = self.home.run_dir(&id);
+        let mut data = settings;
+        data.insert("kind".into(), json!(kind.as_str()));
+        let draft = Draft::daemon(None, "run.created", Value::Object(data));
+        let seed = RunState {
+            id: id.clone(),
+            kind,
+            title: None,
+            repo: None,
+            base: None,
+            settings: Map::new(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            last_seq: 0,
+            ended: None,
+            merge: None,
+            nodes: Default::default(),
+            discussions: Default::default(),
+            spinoffs: Default::default(),
+            idempotency: Default::default(),
+        };
+        let ev = writer::new_event(&seed, draft);
+        let state = RunState::from_created(&ev)?;
+        let runs_dir = self.home.runs();
+        let line = format!("{}\n", ev.to_line());
+        let created = state.clone();
+        let dir2 = dir.clone();
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            fs::create_dir(&dir2)?;
+            for sub in ["nodes", "logs", "discussions", "spinoffs"] {
+                fs::create_dir(dir2.join(sub))?;
+            }
+            let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
+            log.append_synced(line.as_bytes())?;
+            log::sync_dir(&dir2)?;
+            log::sync_dir(&runs_dir)?;
+            projections::write_all(&dir2, &created)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AppError::internal(e.to_string()))?
+        .map_err(|e| AppError::internal(format!("cannot create run {id}: {e}")))?;
+        self.start(id, dir, state)
+            .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))
+    }
+
+    /// Finds a run by full id or unique prefix (`field` names the parameter in errors).
+    pub fn resolve(&self, field: &str, given: &str) -> Result<Arc<RunHandle>, AppError> {
+        let r = ids::parse_run_ref(field, given)?;
+        let runs = self.runs.read().expect("runs lock");
+        match &r {
+            RunRef::Full(id) => runs.get(id).cloned().ok_or_else(|| not_found(given)),
+            RunRef::Prefix(p) => {
+                let matches: Vec<&Arc<RunHandle>> = runs
+                    .range(p.clone()..)
+                    .take_while(|(k, _)| k.starts_with(p.as_str()))
+                    .map(|(_, v)| v)
+                    .take(6)
+                    .collect();
+                match matches.as_slice() {
+                    [] => Err(not_found(given)),
+                    [one] => Ok((*one).clone()),
+                    many => Err(AppError::new(
+                        ErrorKind::AmbiguousId,
+                        format!(
+                            "{field} {given:?} matches more than one run: {}{}",
+                            many.iter()
+                                .take(5)
+                                .map(|h| h.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if many.len() > 5 { ", …" } else { "" }
+                        ),
+                    )
+                    .with_hint("give more characters of the run id")),
+                }
+            }
+        }
+    }
+
+    /// Every run's summary, oldest first (ULIDs sort by creation time).
+    pub fn list(&self) -> Vec<RunSummary> {
+        self.runs
+            .read()
+            .expect("runs lock")
+            .values()
+            .map(|h| h.summary())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.runs.read().expect("runs lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn handles(&self) -> Vec<Arc<RunHandle>> {
+        self.runs
+            .read()
+            .expect("runs lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Appends one event and returns once it is on disk.
+    pub async fn append(
+        &self,
+        run: &RunHandle,
+        draft: Draft,
+        client: bool,
+    ) -> Result<AppendResult, AppError> {
+        let tx = run.sender()?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(Command::Append {
+            draft,
+            client,
+            reply,
+        })
+        .await
+        .map_err(|_| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))?;
+        rx.await
+            .map_err(|_| AppError::internal("the run's writer stopped"))?
+    }
+
+    /// Re-derives every projection of a run from its log alone.
+    pub async fn rebuild(&self, run: &RunHandle) -> Result<RebuildResult, AppError> {
+        let tx = run.sender()?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(Command::Rebuild { reply })
+            .await
+            .map_err(|_| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))?;
+        rx.await
+            .map_err(|_| AppError::internal("the run's writer stopped"))?
+    }
+
+    /// Stops taking appends, lets every writer finish what is queued, and waits for them.
+    pub async fn shutdown(&self) {
+        self.closing.store(true, Ordering::Release);
+        for h in self.handles() {
+            h.tx.lock().expect("tx lock").take();
+        }
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.writers.lock().expect("writers lock"));
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+fn describe(c: &log::Corruption) -> String {
+    if c.line == 0 {
+        c.reason.clone()
+    } else {
+        format!("line {} of its log: {}", c.line, c.reason)
+    }
+}
+
+fn not_found(given: &str) -> AppError {
+    AppError::not_found(format!("no run matches {given:?}"))
+        .with_hint("list runs with `orchestratectl run list`")
+}

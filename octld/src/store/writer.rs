@@ -1,0 +1,327 @@
+//! The writer of one run: a task that owns the run's state and log, takes append requests
+//! from a queue, and commits them in groups. Everything queued while the previous group was
+//! syncing goes into the next one, so many clients share one `fdatasync`.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use octl_proto::projection::{self, ProjectionFile};
+use octl_proto::reducer::{client_may_append, client_types};
+use octl_proto::rpc::{AppendResult, RebuildResult};
+use octl_proto::{ids, time, Actor, AppError, ErrorKind, Event, RunState, EVENT_VERSION};
+
+use super::log::{self, LogWriter, LOG_FILE};
+use super::{projections, RunHandle};
+
+/// Largest group committed at once.
+const MAX_BATCH: usize = 4096;
+
+/// An event to append, before the writer gives it its seq, id and time.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub node: Option<String>,
+    pub kind: String,
+    pub actor: Actor,
+    pub data: Map<String, Value>,
+    pub idempotency_key: Option<String>,
+}
+
+impl Draft {
+    /// A daemon event.
+    pub fn daemon(node: Option<&str>, kind: &str, data: Value) -> Draft {
+        Draft {
+            node: node.map(str::to_string),
+            kind: kind.to_string(),
+            actor: Actor::Daemon,
+            data: match data {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            },
+            idempotency_key: None,
+        }
+    }
+}
+
+pub enum Command {
+    Append {
+        draft: Draft,
+        /// Appended on behalf of a client: the client-type rules apply.
+        client: bool,
+        reply: oneshot::Sender<Result<AppendResult, AppError>>,
+    },
+    Rebuild {
+        reply: oneshot::Sender<Result<RebuildResult, AppError>>,
+    },
+}
+
+pub struct Writer {
+    pub handle: Arc<RunHandle>,
+    pub state: RunState,
+    pub log: Option<LogWriter>,
+}
+
+type Reply = oneshot::Sender<Result<AppendResult, AppError>>;
+
+enum Outcome {
+    Write(Event),
+    Repeat(AppendResult),
+}
+
+impl Writer {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(cmd) => batch.push(cmd),
+                    Err(_) => break,
+                }
+            }
+            let mut rebuilds = Vec::new();
+            let mut appends = Vec::new();
+            for cmd in batch {
+                match cmd {
+                    Command::Append {
+                        draft,
+                        client,
+                        reply,
+                    } => appends.push((draft, client, reply)),
+                    Command::Rebuild { reply } => rebuilds.push(reply),
+                }
+            }
+            if !appends.is_empty() {
+                self.commit(appends).await;
+            }
+            for reply in rebuilds {
+                let _ = reply.send(self.rebuild().await);
+            }
+        }
+    }
+
+    /// Checks, writes, syncs, projects, publishes, then acknowledges one group.
+    async fn commit(&mut self, appends: Vec<(Draft, bool, Reply)>) {
+        let mut lines = String::new();
+        let mut events = Vec::new();
+        let mut acks: Vec<(Reply, Result<AppendResult, AppError>)> = Vec::new();
+        let mut touched = Touched::default();
+        for (draft, client, reply) in appends {
+            let result = self.check_and_apply(draft, client, &mut touched);
+            let ack = result.map(|outcome| match outcome {
+                Outcome::Write(ev) => {
+                    lines.push_str(&ev.to_line());
+                    lines.push('\n');
+                    let ack = AppendResult {
+                        seq: ev.seq,
+                        id: ev.id.clone(),
+                    };
+                    events.push(ev);
+                    ack
+                }
+                Outcome::Repeat(ack) => ack,
+            });
+            acks.push((reply, ack));
+        }
+        if !events.is_empty() {
+            let files = touched.render(&self.state);
+            let dir = self.handle.dir.clone();
+            let mut log = self.log.take();
+            let bytes = lines.into_bytes();
+            let (log_back, result) = tokio::task::spawn_blocking(move || {
+                let result = match log.as_mut() {
+                    Some(w) => w.append_synced(&bytes),
+                    None => Err(std::io::Error::other("the run's log is not open")),
+                };
+                let result = result.and_then(|_| projections::write(&dir, &files));
+                (log, result)
+            })
+            .await
+            .unwrap_or_else(|e| (None, Err(std::io::Error::other(e.to_string()))));
+            self.log = log_back;
+            if let Err(e) = result {
+                tracing::error!(run = %self.handle.id, error = %e, "append failed; reloading the run from its log");
+                let err =
+                    AppError::internal(format!("could not write run {}: {e}", self.handle.id));
+                for (reply, res) in acks {
+                    let _ = reply.send(res.and(Err(err.clone())));
+                }
+                self.reload().await;
+                return;
+            }
+            self.handle
+                .committed
+                .store(self.state.last_seq, Ordering::Release);
+            self.handle.publish(&self.state);
+            let _ = self.handle.events.send(Arc::new(events));
+        }
+        for (reply, res) in acks {
+            let _ = reply.send(res);
+        }
+    }
+
+    fn check_and_apply(
+        &mut self,
+        draft: Draft,
+        client: bool,
+        touched: &mut Touched,
+    ) -> Result<Outcome, AppError> {
+        let kind = self.state.kind;
+        if client && !client_may_append(kind, &draft.kind) {
+            return Err(AppError::new(
+                ErrorKind::Forbidden,
+                format!(
+                    "type {:?} may not be appended by a client to a {} run; accepted: {}",
+                    draft.kind,
+                    kind.as_str(),
+                    client_types(kind).join(", ")
+                ),
+            ));
+        }
+        if let Some(key) = &draft.idempotency_key {
+            if let Some((seq, id)) = self.state.idempotency.get(key) {
+                // A retry: answer with the first append, write nothing.
+                return Ok(Outcome::Repeat(AppendResult {
+                    seq: *seq,
+                    id: id.clone(),
+                }));
+            }
+        }
+        let ev = new_event(&self.state, draft);
+        self.state.apply(&ev)?;
+        touched.note(&ev, &self.state);
+        Ok(Outcome::Write(ev))
+    }
+
+    async fn rebuild(&mut self) -> Result<RebuildResult, AppError> {
+        let dir = self.handle.dir.clone();
+        let id = self.handle.id.clone();
+        let replayed = tokio::task::spawn_blocking(move || {
+            let state = match log::replay(&dir.join(LOG_FILE), false) {
+                Ok(Ok(r)) => r.state,
+                Ok(Err(c)) => {
+                    return Err(AppError::new(
+                        ErrorKind::RunCorrupt,
+                        format!("run {id}: line {} of its log: {}", c.line, c.reason),
+                    ))
+                }
+                Err(e) => return Err(AppError::internal(format!("cannot read run {id}: {e}"))),
+            };
+            let files = projections::write_all(&dir, &state).map_err(|e| {
+                AppError::internal(format!("cannot write projections of run {id}: {e}"))
+            })?;
+            Ok((state, files))
+        })
+        .await
+        .map_err(|e| AppError::internal(e.to_string()))??;
+        let (state, files) = replayed;
+        let result = RebuildResult {
+            run: self.handle.id.clone(),
+            events: state.last_seq,
+            files,
+        };
+        if state != self.state {
+            tracing::error!(run = %self.handle.id, "the state replayed from the log differs from the daemon's; adopting the log's");
+            self.state = state;
+            self.handle.publish(&self.state);
+        }
+        Ok(result)
+    }
+
+    async fn reload(&mut self) {
+        let path = self.handle.dir.join(LOG_FILE);
+        match tokio::task::spawn_blocking(move || log::replay(&path, true)).await {
+            Ok(Ok(Ok(r))) => {
+                self.state = r.state;
+                self.handle
+                    .committed
+                    .store(self.state.last_seq, Ordering::Release);
+                self.handle.publish(&self.state);
+            }
+            other => {
+                tracing::error!(run = %self.handle.id, outcome = ?other.map(|r| r.map(|r| r.map(|_| ()))), "cannot reload the run");
+            }
+        }
+        if self.log.is_none() {
+            self.log = LogWriter::open(&self.handle.dir.join(LOG_FILE)).ok();
+        }
+    }
+}
+
+/// Which projection files a group changed.
+#[derive(Default)]
+struct Touched {
+    manifest: bool,
+    nodes: BTreeSet<String>,
+    discussions: BTreeSet<String>,
+    spinoffs: BTreeSet<String>,
+}
+
+impl Touched {
+    fn note(&mut self, ev: &Event, state: &RunState) {
+        self.manifest = true;
+        if let Some(n) = &ev.node {
+            self.nodes.insert(n.clone());
+        }
+        if let Some(id) = ev.str_field("id") {
+            if ev.kind.starts_with("discussion.") {
+                self.discussions.insert(id.to_string());
+                if let Some(n) = state.discussions.get(id).and_then(|d| d.node.clone()) {
+                    self.nodes.insert(n);
+                }
+            } else if ev.kind.starts_with("spinoff.") {
+                self.spinoffs.insert(id.to_string());
+            }
+        }
+    }
+
+    fn render(&self, state: &RunState) -> Vec<ProjectionFile> {
+        let mut files = Vec::new();
+        if self.manifest {
+            files.push(projection::manifest_file(state));
+        }
+        files.extend(
+            self.nodes
+                .iter()
+                .filter_map(|n| state.nodes.get(n))
+                .map(projection::node_file),
+        );
+        files.extend(
+            self.discussions
+                .iter()
+                .filter_map(|d| state.discussions.get(d))
+                .map(projection::discussion_file),
+        );
+        files.extend(
+            self.spinoffs
+                .iter()
+                .filter_map(|s| state.spinoffs.get(s))
+                .map(projection::spinoff_file),
+        );
+        files
+    }
+}
+
+pub(super) fn new_event(state: &RunState, draft: Draft) -> Event {
+    Event {
+        v: EVENT_VERSION,
+        seq: state.last_seq + 1,
+        id: ids::new_ulid(),
+        ts: time::format_millis(now_ms()),
+        run: state.id.clone(),
+        node: draft.node,
+        kind: draft.kind,
+        actor: draft.actor,
+        data: draft.data,
+        idempotency_key: draft.idempotency_key,
+    }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
