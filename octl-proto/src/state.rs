@@ -245,7 +245,8 @@ impl RunState {
             | NodeState::Starting
             | NodeState::Running
             | NodeState::Merging => true,
-            NodeState::Done => self.kind != RunKind::Code,
+            // Only spinoff, fan-out and orchestrate runs have a daemon that merges done nodes.
+            NodeState::Done => !matches!(self.kind, RunKind::Code | RunKind::Generic),
             _ => false,
         }) || self.merge.as_deref() == Some("merging");
         if progressing {

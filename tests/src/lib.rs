@@ -1,1 +1,13 @@
+//! The test harness of orchestratectl: real binaries on a temporary home, never the user's.
+//!
+//! - [`env`]: [`TestEnv`], an isolated world (home, `HOME`, `CLAUDE_CONFIG_DIR`, git identity),
+//!   the real `octld` started and stopped in it, and the real `orchestratectl` run in it.
+//! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
+//! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
+pub mod env;
+pub mod http;
+pub mod wait;
+
+pub use env::{bin, Cli, Daemon, TestEnv};
+pub use wait::wait_until;

@@ -1,0 +1,280 @@
+//! An isolated world for one test: a temp dir holding the octl home, a fake user `HOME`, a
+//! `CLAUDE_CONFIG_DIR`, and git's identity in the environment. The real `octld` and
+//! `orchestratectl` binaries run inside it; nothing touches the user's own home or tmux.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::http;
+use crate::wait::wait_until;
+
+/// A binary of the workspace, built by `cargo build --workspace --bins`.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first with `cargo build --workspace --bins` (the README's test command does)",
+        path.display()
+    );
+    path
+}
+
+pub struct TestEnv {
+    pub root: tempfile::TempDir,
+    /// `$OCTL_HOME`.
+    pub home: PathBuf,
+    /// `$HOME` of every process started here.
+    pub user_home: PathBuf,
+    /// `$CLAUDE_CONFIG_DIR`.
+    pub claude_dir: PathBuf,
+    extra_env: Vec<(String, String)>,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let root = tempfile::Builder::new()
+            .prefix("octl-test-")
+            .tempdir()
+            .expect("temp dir");
+        let home = root.path().join("octl");
+        let user_home = root.path().join("user");
+        let claude_dir = root.path().join("claude");
+        std::fs::create_dir_all(&user_home).unwrap();
+        std::fs::create_dir_all(&claude_dir).unwrap();
+        TestEnv {
+            root,
+            home,
+            user_home,
+            claude_dir,
+            extra_env: Vec::new(),
+        }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("octld.sock")
+    }
+
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.home.join("runs").join(run)
+    }
+
+    /// Adds an environment variable to every process started from now on.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.into(), value.into()));
+    }
+
+    /// Applies the isolated environment to a command.
+    pub fn isolate(&self, cmd: &mut Command) {
+        for var in ["OCTL_RUN", "OCTL_NODE", "OCTL_WORKTREE", "OCTL_MANIFEST", "OCTL_NO_AUTOSTART", "TMUX", "TMUX_PANE"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OCTL_HOME", &self.home)
+            .env("HOME", &self.user_home)
+            .env("CLAUDE_CONFIG_DIR", &self.claude_dir)
+            .env("OCTLD_BIN", bin("octld"))
+            .env("GIT_AUTHOR_NAME", "Octl Test")
+            .env("GIT_AUTHOR_EMAIL", "test@octl.invalid")
+            .env("GIT_COMMITTER_NAME", "Octl Test")
+            .env("GIT_COMMITTER_EMAIL", "test@octl.invalid")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", self.user_home.join(".gitconfig"))
+            .env("RUST_BACKTRACE", "1");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+    }
+
+    /// Starts the real daemon in the foreground on this home and waits until it answers.
+    pub fn start_daemon(&self) -> Daemon {
+        let mut cmd = Command::new(bin("octld"));
+        cmd.arg("--home").arg(&self.home).arg("--foreground");
+        self.isolate(&mut cmd);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start octld");
+        wait_until("octld to answer", Duration::from_secs(10), || {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                use std::io::Read;
+                child.stderr.take().map(|mut s| s.read_to_string(&mut err));
+                panic!("octld exited during start ({status}): {err}");
+            }
+            self.try_rpc("daemon.status", json!({})).ok().map(|_| ())
+        });
+        Daemon { child: Some(child) }
+    }
+
+    /// Runs `orchestratectl --home <home> <args>` to completion.
+    pub fn cli<I, S>(&self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cli_with(args, |_| {})
+    }
+
+    /// Like [`cli`](Self::cli), with a chance to adjust the command (env, cwd).
+    pub fn cli_with<I, S>(&self, args: I, adjust: impl FnOnce(&mut Command)) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(bin("orchestratectl"));
+        cmd.arg("--home").arg(&self.home).args(args);
+        self.isolate(&mut cmd);
+        cmd.stdin(Stdio::null());
+        adjust(&mut cmd);
+        Cli::from(cmd.output().expect("run orchestratectl"))
+    }
+
+    /// One JSON-RPC call; returns the `result`, or the `error` object as Err.
+    pub fn try_rpc(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let resp = http::request(&self.socket(), "POST", "/rpc", Some(body.to_string().as_bytes()))
+            .map_err(|e| json!({ "io": e.to_string() }))?;
+        let v = resp.json();
+        match v.get("result") {
+            Some(r) => Ok(r.clone()),
+            None => Err(v["error"].clone()),
+        }
+    }
+
+    /// One JSON-RPC call that must succeed.
+    pub fn rpc(&self, method: &str, params: Value) -> Value {
+        self.try_rpc(method, params.clone())
+            .unwrap_or_else(|e| panic!("{method} {params} failed: {e}"))
+    }
+
+    /// Sends a raw body to `POST /rpc`.
+    pub fn raw_rpc(&self, body: &[u8]) -> http::Response {
+        http::request(&self.socket(), "POST", "/rpc", Some(body)).expect("raw rpc")
+    }
+
+    /// Creates a generic run and returns its id.
+    pub fn create_run(&self, title: &str) -> String {
+        self.rpc("run.create", json!({"kind": "generic", "title": title}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The lines of a run's log, parsed.
+    pub fn log_events(&self, run: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.run_dir(run).join("events.jsonl")).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).expect("log line is JSON")).collect()
+    }
+
+    /// Every projection file of a run, path → bytes.
+    pub fn projections(&self, run: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+        let dir = self.run_dir(run);
+        let mut out = std::collections::BTreeMap::new();
+        let mut files = vec![dir.join("manifest.json")];
+        for sub in ["nodes", "discussions", "spinoffs"] {
+            if let Ok(rd) = std::fs::read_dir(dir.join(sub)) {
+                files.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| {
+                    p.extension().is_some_and(|x| x == "json")
+                }));
+            }
+        }
+        for f in files {
+            if let Ok(bytes) = std::fs::read(&f) {
+                out.insert(f.strip_prefix(&dir).unwrap().display().to_string(), bytes);
+            }
+        }
+        out
+    }
+}
+
+/// A daemon started by [`TestEnv::start_daemon`]; killed when dropped.
+pub struct Daemon {
+    child: Option<Child>,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
+    /// `kill -9`: the crash the store must survive.
+    pub fn kill9(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends a signal and waits for the exit status.
+    pub fn signal_and_wait(mut self, sig: i32) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("daemon running");
+        unsafe { libc::kill(c.id() as i32, sig) };
+        let status = wait_until("octld to exit", Duration::from_secs(15), || c.try_wait().ok().flatten());
+        status
+    }
+
+    /// Waits for a daemon that was told to stop (e.g. `daemon.shutdown`).
+    pub fn wait_exit(mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("daemon running");
+        wait_until("octld to exit", Duration::from_secs(15), || c.try_wait().ok().flatten())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What a CLI invocation did.
+#[derive(Debug)]
+pub struct Cli {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Cli {
+    fn from(o: Output) -> Cli {
+        Cli {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Cli {
+    /// Stdout as one JSON document.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {self:?}"))
+    }
+
+    /// The `{"error":{…}}` object printed on stderr with `--json`.
+    pub fn error(&self) -> Value {
+        let v: Value = serde_json::from_str(self.stderr.trim())
+            .unwrap_or_else(|e| panic!("stderr is not a JSON error ({e}): {self:?}"));
+        v["error"].clone()
+    }
+
+    pub fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "command failed: {self:?}");
+        self
+    }
+}
