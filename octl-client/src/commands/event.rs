@@ -1,0 +1,286 @@
+//! `event append|list|tail`. `append` validates everything locally first (the daemon checks
+//! again); `tail` streams from the daemon, or reads `events.jsonl` itself when the daemon is down.
+
+use octl_proto::event::{validate_data, validate_type};
+use octl_proto::ids::{parse_run_ref, validate_idempotency_key, validate_node_id};
+use octl_proto::projection::RunDetail;
+use octl_proto::rpc::{AppendResult, EventAppendParams, EventListParams};
+use octl_proto::{Actor, AppError};
+use serde_json::{json, Value};
+
+use super::{decode, Ctx};
+use crate::cli::{EventAppendArgs, EventCmd, EventListArgs, EventTailArgs};
+use crate::client::CallError;
+use crate::log_file::{resolve_run_dir, seq_of, LogFile, Start};
+use crate::output::{event_line, truncate};
+
+/// How much of a bad `--data` value an error message quotes.
+const QUOTE_MAX: usize = 80;
+
+pub async fn execute(ctx: &Ctx, cmd: EventCmd) -> Result<(), AppError> {
+    match cmd {
+        EventCmd::Append(args) => append(ctx, args).await,
+        EventCmd::List(args) => list(ctx, args).await,
+        EventCmd::Tail(args) => tail(ctx, args).await,
+    }
+}
+
+/// Who is appending: `agent` inside an agent window (`OCTL_NODE` set), else `human`.
+pub fn actor_from_env(octl_node: Option<&str>) -> Actor {
+    match octl_node {
+        Some(n) if !n.is_empty() => Actor::Agent,
+        _ => Actor::Human,
+    }
+}
+
+/// Renames the field in an `octl-proto` validation message to the CLI flag the user typed:
+/// `invalid data: …` → `invalid --data: …`.
+fn as_flag(mut err: AppError, field: &str, flag: &str) -> AppError {
+    if let Some(rest) = err.message.strip_prefix(&format!("invalid {field}")) {
+        err.message = format!("invalid {flag}{rest}");
+    }
+    err
+}
+
+/// Parses and checks `--data`: JSON, an object, at most 64 KiB.
+pub fn parse_data(given: &str) -> Result<Value, AppError> {
+    let quoted = truncate(given, QUOTE_MAX);
+    let value: Value = serde_json::from_str(given).map_err(|e| {
+        AppError::invalid(format!(
+            "invalid --data {quoted:?}: not valid JSON ({e}); give a JSON object such as '{{\"message\":\"…\"}}'"
+        ))
+    })?;
+    let map = validate_data(Some(value)).map_err(|e| {
+        let e = as_flag(e, "data", "--data");
+        match e.message.strip_prefix("invalid --data") {
+            Some(rest) => AppError {
+                message: format!("invalid --data {quoted:?}{rest}"),
+                ..e
+            },
+            None => e,
+        }
+    })?;
+    Ok(Value::Object(map))
+}
+
+/// Builds the `event.append` params from the flags, checking each one.
+pub fn append_params(
+    args: &EventAppendArgs,
+    octl_node_env: Option<&str>,
+) -> Result<EventAppendParams, AppError> {
+    let run = parse_run_ref("--run", &args.run)?;
+    if let Some(node) = &args.node {
+        validate_node_id("--node", node)?;
+    }
+    validate_type(&args.kind).map_err(|e| as_flag(e, "type", "--type"))?;
+    let data = args.data.as_deref().map(parse_data).transpose()?;
+    if let Some(key) = &args.idempotency_key {
+        validate_idempotency_key(key)
+            .map_err(|e| as_flag(e, "idempotency_key", "--idempotency-key"))?;
+    }
+    Ok(EventAppendParams {
+        run: run.as_str().to_string(),
+        node: args.node.clone(),
+        kind: args.kind.clone(),
+        data,
+        idempotency_key: args.idempotency_key.clone(),
+        actor: Some(actor_from_env(octl_node_env)),
+    })
+}
+
+async fn append(ctx: &Ctx, args: EventAppendArgs) -> Result<(), AppError> {
+    let env_node = std::env::var("OCTL_NODE").ok();
+    let params = append_params(&args, env_node.as_deref())?;
+    let params = serde_json::to_value(&params).expect("RPC params always serialize");
+    let value = ctx.client.call("event.append", params).await?;
+    let r: AppendResult = decode("event.append", &value)?;
+    ctx.out
+        .result(&value, || format!("Appended seq {} ({})", r.seq, r.id));
+    Ok(())
+}
+
+async fn list(ctx: &Ctx, args: EventListArgs) -> Result<(), AppError> {
+    let params = EventListParams {
+        run: parse_run_ref("--run", &args.run)?.as_str().to_string(),
+        since: args.since,
+        limit: args.limit,
+    };
+    let params = serde_json::to_value(&params).expect("RPC params always serialize");
+    let value = ctx.client.call("event.list", params).await?;
+    let events: Vec<Value> = decode("event.list", &value)?;
+    ctx.out.result(&value, || {
+        events.iter().map(event_line).collect::<Vec<_>>().join("\n")
+    });
+    Ok(())
+}
+
+async fn tail(ctx: &Ctx, args: EventTailArgs) -> Result<(), AppError> {
+    let run = parse_run_ref("--run", &args.run)?;
+    let lines = usize::try_from(args.lines).unwrap_or(usize::MAX);
+    let shown = match ctx
+        .client
+        .try_call("run.show", json!({ "run": run.as_str() }))
+        .await
+    {
+        Ok(value) => {
+            let detail: RunDetail = decode("run.show", &value)?;
+            let id = detail.manifest.id;
+            let since = detail.manifest.last_seq.saturating_sub(args.lines);
+            match ctx.client.event_stream(&id, since, args.follow).await {
+                Ok(mut stream) => {
+                    let mut last = since;
+                    loop {
+                        match stream.next_line().await {
+                            Ok(Some(line)) => {
+                                last = seq_of(&line).unwrap_or(last);
+                                ctx.out.event_line(&line);
+                            }
+                            Ok(None) => break,
+                            Err(e) if !args.follow => return Err(e),
+                            Err(_) => break,
+                        }
+                    }
+                    if !args.follow {
+                        return Ok(());
+                    }
+                    // The daemon went away while we followed: carry on from the file.
+                    if !ctx.out.json {
+                        eprintln!("note: octld stopped; following the log file from seq {last}");
+                    }
+                    Start::AfterSeq(last)
+                }
+                Err(CallError::NotRunning(_)) => Start::LastLines(lines),
+                Err(CallError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(CallError::NotRunning(_)) => Start::LastLines(lines),
+        Err(CallError::Failed(e)) => return Err(e),
+    };
+    tail_file(ctx, &args, shown).await
+}
+
+/// `event tail` without the daemon: read and follow `runs/<RUN>/events.jsonl` directly.
+async fn tail_file(ctx: &Ctx, args: &EventTailArgs, start: Start) -> Result<(), AppError> {
+    let runs = ctx.client.home().runs();
+    let (_id, dir) = resolve_run_dir(&runs, "--run", &args.run)?;
+    let mut log = LogFile::new(&dir);
+    for line in log.initial(start)? {
+        ctx.out.event_line(&line);
+    }
+    if args.follow {
+        let out = ctx.out;
+        log.follow(&mut |line: &str| out.event_line(line)).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use octl_proto::ErrorKind;
+
+    fn args(run: &str, node: Option<&str>, kind: &str, data: Option<&str>) -> EventAppendArgs {
+        EventAppendArgs {
+            run: run.into(),
+            node: node.map(Into::into),
+            kind: kind.into(),
+            data: data.map(Into::into),
+            idempotency_key: None,
+        }
+    }
+
+    const RUN: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6E";
+
+    #[test]
+    fn good_params() {
+        let p = append_params(
+            &args(
+                "01jdxj5r",
+                Some("api"),
+                "node.done",
+                Some(r#"{"message":"ok"}"#),
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.run, "01JDXJ5R");
+        assert_eq!(p.actor, Some(Actor::Human));
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            v,
+            json!({"run":"01JDXJ5R","node":"api","type":"node.done","data":{"message":"ok"},"actor":"human"})
+        );
+        let p = append_params(&args(RUN, None, "x.note", None), Some("api")).unwrap();
+        assert_eq!(p.actor, Some(Actor::Agent));
+        assert!(serde_json::to_value(&p).unwrap().get("data").is_none());
+    }
+
+    #[test]
+    fn bad_data_names_the_flag_the_value_and_the_form() {
+        let err = append_params(&args(RUN, None, "x.a", Some("{oops")), None).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert_eq!(err.kind.exit_code(), 2);
+        assert!(
+            err.message
+                .starts_with("invalid --data \"{oops\": not valid JSON"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("JSON object"), "{}", err.message);
+
+        let err = append_params(&args(RUN, None, "x.a", Some("[1,2]")), None).unwrap_err();
+        assert!(
+            err.message
+                .starts_with("invalid --data \"[1,2]\": got a JSON array"),
+            "{}",
+            err.message
+        );
+
+        let long = format!("{{\"a\":\"{}\"}}", "x".repeat(70 * 1024));
+        let err = append_params(&args(RUN, None, "x.a", Some(&long)), None).unwrap_err();
+        assert!(err.message.contains("64 KiB"), "{}", err.message);
+        assert!(
+            err.message.len() < 400,
+            "the value is quoted in full: {}",
+            err.message.len()
+        );
+        assert!(err.message.contains('…'));
+    }
+
+    #[test]
+    fn bad_ids_and_types() {
+        let err = append_params(&args("../x", None, "x.a", None), None).unwrap_err();
+        assert!(
+            err.message
+                .starts_with("invalid --run \"../x\": it looks like a path"),
+            "{}",
+            err.message
+        );
+        let err = append_params(&args(RUN, Some("../x"), "x.a", None), None).unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid --node \"../x\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        );
+        let err = append_params(&args(RUN, None, "node.exploded", None), None).unwrap_err();
+        assert!(
+            err.message.starts_with("invalid --type \"node.exploded\""),
+            "{}",
+            err.message
+        );
+        let mut a = args(RUN, None, "x.a", None);
+        a.idempotency_key = Some("has space".into());
+        let err = append_params(&a, None).unwrap_err();
+        assert!(
+            err.message.starts_with("invalid --idempotency-key"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn actor() {
+        assert_eq!(actor_from_env(Some("api")), Actor::Agent);
+        assert_eq!(actor_from_env(Some("")), Actor::Human);
+        assert_eq!(actor_from_env(None), Actor::Human);
+    }
+}

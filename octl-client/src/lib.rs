@@ -1,0 +1,81 @@
+//! `orchestratectl`, the command-line client of the octld daemon.
+//!
+//! - [`cli`]: the command line (clap derive): global flags and one enum per command group.
+//! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`) and its paths.
+//! - [`client`]: JSON-RPC over the Unix socket (hyperlocal), the event stream, autostart.
+//! - [`output`]: human and JSON printing, error printing, exit codes, tables.
+//! - [`log_file`]: reading and following a run's `events.jsonl` when the daemon is down.
+//! - [`commands`]: one module per command group (`run`, `event`, `daemon`, `version`).
+//!
+//! [`main`] is the whole program; `src/main.rs` only calls it.
+
+pub mod cli;
+pub mod client;
+pub mod commands;
+pub mod home;
+pub mod log_file;
+pub mod output;
+
+use std::ffi::OsString;
+
+use clap::error::ErrorKind as ClapErrorKind;
+use clap::Parser;
+use octl_proto::AppError;
+
+use crate::cli::{wants_json, Cli};
+use crate::client::{autostart_disabled, Client};
+use crate::commands::Ctx;
+use crate::home::Home;
+use crate::output::{missing_command_error, print_error, usage_error, Output};
+
+/// Runs the CLI with these arguments and returns the process exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let json = wants_json(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(err) => return clap_failure(json, err),
+    };
+    let home = match Home::from_env(cli.home.as_deref()) {
+        Ok(home) => home,
+        Err(err) => return print_error(cli.json, &err),
+    };
+    let ctx = Ctx {
+        out: Output::new(cli.json),
+        client: Client::new(
+            home,
+            !autostart_disabled(std::env::var_os("OCTL_NO_AUTOSTART")),
+        ),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let err = AppError::internal(format!("cannot start the async runtime: {e}"));
+            return print_error(cli.json, &err);
+        }
+    };
+    match runtime.block_on(commands::dispatch(&ctx, cli.group)) {
+        Ok(()) => 0,
+        Err(err) => print_error(cli.json, &err),
+    }
+}
+
+/// Help and version requests print and succeed; usage errors exit 2, as JSON with `--json`.
+fn clap_failure(json: bool, err: clap::Error) -> i32 {
+    match err.kind() {
+        ClapErrorKind::DisplayHelp | ClapErrorKind::DisplayVersion => {
+            let _ = err.print();
+            0
+        }
+        ClapErrorKind::DisplayHelpOnMissingArgumentOrSubcommand if json => {
+            print_error(true, &missing_command_error(&err.render().to_string()))
+        }
+        _ if json => print_error(true, &usage_error(&err.render().to_string())),
+        _ => {
+            let _ = err.print();
+            2
+        }
+    }
+}
