@@ -139,7 +139,7 @@ mod tests {
             assert!(is_node_id(good), "{good}");
         }
         for bad in ["", "-a", "A", "a_b", "../x", "a b", &"a".repeat(64)] {
-            assert!(is_node_id(bad) == false, "{bad}");
+            assert!(!is_node_id(bad), "{bad}");
         }
         let msg = validate_node_id("node", "../x").unwrap_err().message;
         assert_eq!(

@@ -56,9 +56,17 @@ impl Daemon {
         let _ = self.shutdown.send(true);
     }
 
-    /// Resolves when shutdown was requested.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
+    /// Resolves once shutdown is requested (at once if it already was).
+    pub fn shutdown_requested(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.subscribe();
+        async move {
+            // The borrow ends before each await, which keeps this future Send.
+            while !*rx.borrow_and_update() {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -83,17 +91,16 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     });
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");
 
-    let mut asked = daemon.shutdown_signal();
-    let serving = server::serve(listener, daemon.clone());
-    tokio::pin!(serving);
+    // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the
+    // caller's future asks it to.
+    let serving = tokio::spawn(server::serve(listener, daemon.clone()));
     tokio::select! {
         _ = stop => {}
-        _ = asked.wait_for(|v| *v) => {}
-        _ = &mut serving => {}
+        _ = daemon.shutdown_requested() => {}
     }
     tracing::info!("octld stopping: finishing in-flight requests");
     daemon.request_shutdown();
-    serving.await;
+    let _ = serving.await;
     daemon.store.shutdown().await;
     let _ = std::fs::remove_file(home.socket());
     tracing::info!("octld stopped");

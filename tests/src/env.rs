@@ -3,7 +3,7 @@
 //! `orchestratectl` binaries run inside it; nothing touches the user's own home or tmux.
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -15,9 +15,13 @@ use crate::wait::wait_until;
 /// A binary of the workspace, built by `cargo build --workspace --bins`.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = dir.join(name);
+    // Tests live in target/<profile>/deps/, the bench binary in target/<profile>/.
+    let here = exe.parent().expect("exe dir");
+    let path = [here, here.parent().unwrap_or(here)]
+        .iter()
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| here.join(name));
     assert!(
         path.exists(),
         "{} is missing: build the binaries first with `cargo build --workspace --bins` (the README's test command does)",
@@ -78,7 +82,15 @@ impl TestEnv {
 
     /// Applies the isolated environment to a command.
     pub fn isolate(&self, cmd: &mut Command) {
-        for var in ["OCTL_RUN", "OCTL_NODE", "OCTL_WORKTREE", "OCTL_MANIFEST", "OCTL_NO_AUTOSTART", "TMUX", "TMUX_PANE"] {
+        for var in [
+            "OCTL_RUN",
+            "OCTL_NODE",
+            "OCTL_WORKTREE",
+            "OCTL_MANIFEST",
+            "OCTL_NO_AUTOSTART",
+            "TMUX",
+            "TMUX_PANE",
+        ] {
             cmd.env_remove(var);
         }
         cmd.env("OCTL_HOME", &self.home)
@@ -102,20 +114,27 @@ impl TestEnv {
         let mut cmd = Command::new(bin("octld"));
         cmd.arg("--home").arg(&self.home).arg("--foreground");
         self.isolate(&mut cmd);
+        // Its stderr goes to a file: a pipe nobody reads would fill up and stall the daemon.
+        let stderr_path = self
+            .root
+            .path()
+            .join(format!("octld-{}.stderr", ulid_like()));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         let mut child = cmd.spawn().expect("start octld");
         wait_until("octld to answer", Duration::from_secs(10), || {
             if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                use std::io::Read;
-                child.stderr.take().map(|mut s| s.read_to_string(&mut err));
+                let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 panic!("octld exited during start ({status}): {err}");
             }
             self.try_rpc("daemon.status", json!({})).ok().map(|_| ())
         });
-        Daemon { child: Some(child) }
+        Daemon {
+            child: Some(child),
+            stderr_path,
+        }
     }
 
     /// Runs `orchestratectl --home <home> <args>` to completion.
@@ -144,8 +163,13 @@ impl TestEnv {
     /// One JSON-RPC call; returns the `result`, or the `error` object as Err.
     pub fn try_rpc(&self, method: &str, params: Value) -> Result<Value, Value> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let resp = http::request(&self.socket(), "POST", "/rpc", Some(body.to_string().as_bytes()))
-            .map_err(|e| json!({ "io": e.to_string() }))?;
+        let resp = http::request(
+            &self.socket(),
+            "POST",
+            "/rpc",
+            Some(body.to_string().as_bytes()),
+        )
+        .map_err(|e| json!({ "io": e.to_string() }))?;
         let v = resp.json();
         match v.get("result") {
             Some(r) => Ok(r.clone()),
@@ -174,8 +198,11 @@ impl TestEnv {
 
     /// The lines of a run's log, parsed.
     pub fn log_events(&self, run: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.run_dir(run).join("events.jsonl")).unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).expect("log line is JSON")).collect()
+        let text =
+            std::fs::read_to_string(self.run_dir(run).join("events.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect()
     }
 
     /// Every projection file of a run, path → bytes.
@@ -185,9 +212,11 @@ impl TestEnv {
         let mut files = vec![dir.join("manifest.json")];
         for sub in ["nodes", "discussions", "spinoffs"] {
             if let Ok(rd) = std::fs::read_dir(dir.join(sub)) {
-                files.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| {
-                    p.extension().is_some_and(|x| x == "json")
-                }));
+                files.extend(
+                    rd.filter_map(|e| e.ok())
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "json")),
+                );
             }
         }
         for f in files {
@@ -202,6 +231,17 @@ impl TestEnv {
 /// A daemon started by [`TestEnv::start_daemon`]; killed when dropped.
 pub struct Daemon {
     child: Option<Child>,
+    stderr_path: PathBuf,
+}
+
+fn ulid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl Daemon {
@@ -218,17 +258,30 @@ impl Daemon {
     }
 
     /// Sends a signal and waits for the exit status.
-    pub fn signal_and_wait(mut self, sig: i32) -> std::process::ExitStatus {
-        let mut c = self.child.take().expect("daemon running");
+    pub fn signal_and_wait(self, sig: i32) -> std::process::ExitStatus {
+        let c = self.child.as_ref().expect("daemon running");
         unsafe { libc::kill(c.id() as i32, sig) };
-        let status = wait_until("octld to exit", Duration::from_secs(15), || c.try_wait().ok().flatten());
-        status
+        self.wait_exit()
     }
 
     /// Waits for a daemon that was told to stop (e.g. `daemon.shutdown`).
     pub fn wait_exit(mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("daemon running");
-        wait_until("octld to exit", Duration::from_secs(15), || c.try_wait().ok().flatten())
+        let status = wait_until("octld to exit", Duration::from_secs(15), || {
+            c.try_wait().ok().flatten()
+        });
+        if !status.success() {
+            eprintln!(
+                "octld exited with {status}; its stderr:\n{}",
+                std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+            );
+        }
+        status
+    }
+
+    /// What the daemon printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 }
 

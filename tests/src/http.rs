@@ -38,7 +38,12 @@ fn head(method: &str, path: &str, body_len: Option<usize>) -> String {
 }
 
 /// Sends one request and reads the whole response.
-pub fn request(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> std::io::Result<Response> {
+pub fn request(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> std::io::Result<Response> {
     let mut s = UnixStream::connect(socket)?;
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
     s.write_all(head(method, path, body.map(<[u8]>::len)).as_bytes())?;
@@ -46,7 +51,9 @@ pub fn request(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> 
         // A server that refuses a body early (413) may close before reading it all; its
         // answer is still there to read.
         if let Err(e) = s.write_all(b) {
-            if e.kind() != std::io::ErrorKind::BrokenPipe && e.kind() != std::io::ErrorKind::ConnectionReset {
+            if e.kind() != std::io::ErrorKind::BrokenPipe
+                && e.kind() != std::io::ErrorKind::ConnectionReset
+            {
                 return Err(e);
             }
         }
@@ -141,7 +148,10 @@ impl Stream {
         loop {
             if let Some(i) = self.pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=i).collect();
-                return Ok(Some(serde_json::from_slice(&line[..line.len() - 1]).map_err(std::io::Error::other)?));
+                return Ok(Some(
+                    serde_json::from_slice(&line[..line.len() - 1])
+                        .map_err(std::io::Error::other)?,
+                ));
             }
             match read_chunk(&mut self.reader)? {
                 Some(chunk) => self.pending.extend(chunk),

@@ -18,7 +18,10 @@ fn home_and_socket_are_private() {
     let _d = env.start_daemon();
     assert_eq!(mode(&env.home), 0o700);
     assert_eq!(mode(&env.socket()), 0o600);
-    assert!(std::fs::metadata(env.socket()).unwrap().file_type().is_socket());
+    assert!(std::fs::metadata(env.socket())
+        .unwrap()
+        .file_type()
+        .is_socket());
     assert!(env.home.join("octld.lock").exists());
     let log = std::fs::read_to_string(env.home.join("octld.log")).unwrap();
     for line in log.lines() {
@@ -36,7 +39,10 @@ fn a_second_daemon_on_the_same_home_is_refused_naming_the_holder() {
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("pid {}", d.pid())), "names the holder: {err}");
+    assert!(
+        err.contains(&format!("pid {}", d.pid())),
+        "names the holder: {err}"
+    );
     // The first daemon is untouched.
     assert!(env.try_rpc("daemon.status", json!({})).is_ok());
     assert!(env.socket().exists());
@@ -48,7 +54,10 @@ fn a_socket_left_by_a_crash_is_replaced() {
     let d = env.start_daemon();
     let run = env.create_run("before crash");
     d.kill9();
-    assert!(env.socket().exists(), "kill -9 leaves the socket file behind");
+    assert!(
+        env.socket().exists(),
+        "kill -9 leaves the socket file behind"
+    );
     let _d = env.start_daemon();
     let show = env.rpc("run.show", json!({"run": run}));
     assert_eq!(show["manifest"]["title"], json!("before crash"));
@@ -88,15 +97,20 @@ fn sigterm_and_sigint_finish_in_flight_appends_then_exit_zero() {
                 })
             })
             .collect();
-        wait_until("some appends", Duration::from_secs(20), || (acked.lock().unwrap().len() >= 50).then_some(()));
+        wait_until("some appends", Duration::from_secs(20), || {
+            (acked.lock().unwrap().len() >= 50).then_some(())
+        });
         let status = d.signal_and_wait(sig);
         assert_eq!(status.code(), Some(0), "signal {sig}: clean exit");
         for t in threads {
             t.join().unwrap();
         }
         assert!(!env.socket().exists(), "the socket is removed");
-        let logged: std::collections::HashSet<u64> =
-            env.log_events(&run).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        let logged: std::collections::HashSet<u64> = env
+            .log_events(&run)
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
         for seq in acked.lock().unwrap().iter() {
             assert!(logged.contains(seq), "acknowledged seq {seq} is in the log");
         }

@@ -26,16 +26,41 @@ fn single_requests_and_standard_errors() {
 
     let cases: [(&[u8], i64, &str); 7] = [
         (b"{not json", -32700, "parse_error"),
-        (br#"{"jsonrpc":"1.0","id":1,"method":"daemon.status"}"#, -32600, "invalid_request"),
+        (
+            br#"{"jsonrpc":"1.0","id":1,"method":"daemon.status"}"#,
+            -32600,
+            "invalid_request",
+        ),
         (br#"{"jsonrpc":"2.0","id":1}"#, -32600, "invalid_request"),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"no.such"}"#, -32601, "method_not_found"),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":["01JDXJ"]}"#, -32602, "invalid_params"),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":{"run":"01JDXJ","extra":1}}"#, -32602, "invalid_params"),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":{}}"#, -32602, "invalid_params"),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"no.such"}"#,
+            -32601,
+            "method_not_found",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":["01JDXJ"]}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":{"run":"01JDXJ","extra":1}}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"run.show","params":{}}"#,
+            -32602,
+            "invalid_params",
+        ),
     ];
     for (body, code, k) in cases {
         let v = env.raw_rpc(body).json();
-        assert_eq!(v["error"]["code"], json!(code), "{}: {v}", String::from_utf8_lossy(body));
+        assert_eq!(
+            v["error"]["code"],
+            json!(code),
+            "{}: {v}",
+            String::from_utf8_lossy(body)
+        );
         assert_eq!(kind(&v), k);
     }
     // Application errors use -32000..-32099 with data.kind.
@@ -52,11 +77,16 @@ fn batches_and_notifications() {
     let run = env.create_run("batch");
 
     // A notification is carried out but answered with nothing.
-    let note = json!({"jsonrpc":"2.0","method":"event.append","params":{"run": run, "type":"x.quiet"}});
+    let note =
+        json!({"jsonrpc":"2.0","method":"event.append","params":{"run": run, "type":"x.quiet"}});
     let r = env.raw_rpc(note.to_string().as_bytes());
     assert_eq!(r.status, 204);
     assert!(r.body.is_empty());
-    assert_eq!(env.log_events(&run).len(), 2, "the notification was appended");
+    assert_eq!(
+        env.log_events(&run).len(),
+        2,
+        "the notification was appended"
+    );
 
     // A mixed batch: answers for requests only, errors per member.
     let batch = json!([
@@ -98,9 +128,16 @@ fn the_stream_delivers_past_then_new_events_in_order() {
     let _d = env.start_daemon();
     let run = env.create_run("stream");
     for i in 0..5 {
-        env.rpc("event.append", json!({"run": run, "type": "x.past", "data": {"i": i}}));
+        env.rpc(
+            "event.append",
+            json!({"run": run, "type": "x.past", "data": {"i": i}}),
+        );
     }
-    let mut s = Stream::open(&env.socket(), &format!("/v1/runs/{}/events?since=2&follow=true", &run[..10])).unwrap();
+    let mut s = Stream::open(
+        &env.socket(),
+        &format!("/v1/runs/{}/events?since=2&follow=true", &run[..10]),
+    )
+    .unwrap();
     assert_eq!(s.status, 200);
     let writer = {
         let socket = env.socket();
@@ -118,12 +155,32 @@ fn the_stream_delivers_past_then_new_events_in_order() {
         seqs.push(ev["seq"].as_u64().unwrap());
     }
     writer.join().unwrap();
-    assert_eq!(seqs, (3..=56).collect::<Vec<_>>(), "past events after since, then new ones, in order");
+    assert_eq!(
+        seqs,
+        (3..=56).collect::<Vec<_>>(),
+        "past events after since, then new ones, in order"
+    );
 
     // Without follow the stream ends after the past events.
-    let r = http::request(&env.socket(), "GET", &format!("/v1/runs/{run}/events?since=50"), None).unwrap();
-    let lines: Vec<Value> = String::from_utf8(r.body).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.iter().map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>(), (51..=56).collect::<Vec<_>>());
+    let r = http::request(
+        &env.socket(),
+        "GET",
+        &format!("/v1/runs/{run}/events?since=50"),
+        None,
+    )
+    .unwrap();
+    let lines: Vec<Value> = String::from_utf8(r.body)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        (51..=56).collect::<Vec<_>>()
+    );
 
     let r = http::request(&env.socket(), "GET", "/v1/runs/..%2Fetc/events", None).unwrap();
     assert_eq!(r.status, 400);
@@ -153,8 +210,23 @@ fn rpc_discover_describes_every_method() {
     let _d = env.start_daemon();
     let doc = env.rpc("rpc.discover", json!({}));
     assert!(doc["openrpc"].as_str().unwrap().starts_with("1."));
-    let names: Vec<&str> = doc["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
-    for m in ["daemon.status", "daemon.shutdown", "run.create", "run.list", "run.show", "run.rebuild", "event.append", "event.list", "rpc.discover"] {
+    let names: Vec<&str> = doc["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    for m in [
+        "daemon.status",
+        "daemon.shutdown",
+        "run.create",
+        "run.list",
+        "run.show",
+        "run.rebuild",
+        "event.append",
+        "event.list",
+        "rpc.discover",
+    ] {
         assert!(names.contains(&m), "{m} missing from {names:?}");
     }
     // Every described method is dispatched (none answers method_not_found).

@@ -4,7 +4,7 @@
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
 //! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`.
 //! - [`event`]: `event.append`, `event.list`.
-//! - [`discover`]: `rpc.discover`.
+//! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
 pub mod discover;

@@ -52,7 +52,8 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
     let graceful = GracefulShutdown::new();
     let me = unsafe { libc::geteuid() };
     let router = routes::router(daemon.clone());
-    let mut stop = daemon.shutdown_signal();
+    let stop = daemon.shutdown_requested();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -81,7 +82,7 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
                     }
                 });
             }
-            _ = stop.wait_for(|v| *v) => break,
+            _ = &mut stop => break,
         }
     }
     drop(listener);

@@ -29,7 +29,7 @@ pub fn open(
     // Subscribe before reading the file, so no group falls between the two.
     let sub = handle.subscribe();
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let stop = daemon.shutdown_signal();
+    let stop = daemon.shutdown_requested();
     tokio::spawn(pump(handle, sub, tx, since, follow, stop));
     Ok(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok(b), rx))
@@ -42,12 +42,10 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
     since: u64,
     follow: bool,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: impl std::future::Future<Output = ()>,
 ) {
+    tokio::pin!(stop);
     let mut last = since;
-    if *stop.borrow_and_update() {
-        return;
-    }
     if !catch_up(&handle, &tx, &mut last).await || !follow {
         return;
     }
@@ -71,7 +69,7 @@ async fn pump(
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            _ = stop.changed() => return,
+            _ = &mut stop => return,
             _ = tx.closed() => return,
         }
     }

@@ -1,0 +1,200 @@
+//! `bench`: performance figures of orchestratectl next to baselines measured in the same run.
+//!
+//! ```text
+//! cargo build --release --workspace --bins
+//! target/release/bench all            # or: appends | run-list
+//! ```
+//! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
+//! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use octl_tests::TestEnv;
+use serde_json::{json, Value};
+
+const ROUNDS: usize = 3;
+const SECONDS_PER_POINT: f64 = 2.0;
+
+struct Row {
+    metric: String,
+    ours: f64,
+    baseline: Option<f64>,
+    unit: &'static str,
+    target: String,
+    pass: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// One writer appending a line and `fdatasync`ing it, in a loop: the disk's own limit.
+fn disk_limit(dir: &std::path::Path) -> f64 {
+    let path = dir.join("bench-disk-limit.jsonl");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let line = format!(
+        "{}\n",
+        json!({"v":1,"seq":1,"id":"01JDXK0000000000000000000A","type":"x.tick","data":{}})
+    );
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < SECONDS_PER_POINT {
+        f.write_all(line.as_bytes()).unwrap();
+        f.sync_data().unwrap();
+        n += 1;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
+/// `clients` threads appending to one run over the socket for a fixed time.
+fn socket_appends(env: &Arc<TestEnv>, clients: usize) -> f64 {
+    let run = env.create_run(&format!("bench {clients} clients"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let (env, run, stop, count) = (env.clone(), run.clone(), stop.clone(), count.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    env.rpc(
+                        "event.append",
+                        json!({"run": run, "type": "x.tick", "data": {}}),
+                    );
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(SECONDS_PER_POINT));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn appends(rows: &mut Vec<Row>) {
+    let env = Arc::new(TestEnv::new());
+    let _d = env.start_daemon();
+    let mut disk = Vec::new();
+    let mut ours: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        eprintln!("appends: round {}/{ROUNDS}", round + 1);
+        disk.push(disk_limit(&env.home));
+        for (i, c) in [1, 8, 32].into_iter().enumerate() {
+            ours[i].push(socket_appends(&env, c));
+        }
+    }
+    let disk = median(disk);
+    for (i, c) in [1, 8, 32].into_iter().enumerate() {
+        let rate = median(ours[i].clone());
+        let (target, pass) = if c == 32 {
+            ("≥ 3× disk limit".to_string(), rate >= 3.0 * disk)
+        } else {
+            ("—".to_string(), true)
+        };
+        rows.push(Row {
+            metric: format!("durable appends/s, {c} client(s)"),
+            ours: rate,
+            baseline: Some(disk),
+            unit: "/s",
+            target,
+            pass,
+        });
+    }
+}
+
+fn run_list(rows: &mut Vec<Row>) {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    for i in 0..100 {
+        let run = env.create_run(&format!("bench run {i}"));
+        env.rpc(
+            "event.append",
+            json!({"run": run, "node": "a", "type": "node.added"}),
+        );
+    }
+    let time = || {
+        let start = Instant::now();
+        let out = env.cli(["--json", "run", "list"]);
+        let t = start.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_eq!(out.json().as_array().unwrap().len(), 100);
+        t
+    };
+    for _ in 0..5 {
+        time();
+    }
+    let samples: Vec<f64> = (0..60).map(|_| time()).collect();
+    let ms = median(samples);
+    rows.push(Row {
+        metric: "`orchestratectl --json run list`, 100 runs (median)".into(),
+        ours: ms,
+        baseline: None,
+        unit: "ms",
+        target: "≤ 5 ms".into(),
+        pass: ms <= 5.0,
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let what = args.first().map(String::as_str).unwrap_or("all");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| "target/bench.json".into());
+    let mut rows = Vec::new();
+    match what {
+        "appends" => appends(&mut rows),
+        "run-list" => run_list(&mut rows),
+        "all" => {
+            run_list(&mut rows);
+            appends(&mut rows);
+        }
+        other => {
+            eprintln!("unknown benchmark {other:?}: use all, appends or run-list");
+            std::process::exit(2);
+        }
+    }
+    println!("| metric | ours | baseline | ratio | target | result |");
+    println!("|---|---|---|---|---|---|");
+    let mut json_rows: Vec<Value> = Vec::new();
+    for r in &rows {
+        let ratio = r.baseline.map(|b| r.ours / b);
+        println!(
+            "| {} | {:.1} {} | {} | {} | {} | {} |",
+            r.metric,
+            r.ours,
+            r.unit,
+            r.baseline
+                .map(|b| format!("{b:.1} {}", r.unit))
+                .unwrap_or_else(|| "—".into()),
+            ratio
+                .map(|x| format!("{x:.2}×"))
+                .unwrap_or_else(|| "—".into()),
+            r.target,
+            if r.pass { "pass" } else { "miss" }
+        );
+        json_rows.push(json!({"metric": r.metric, "ours": r.ours, "baseline": r.baseline, "unit": r.unit, "ratio": ratio, "target": r.target, "pass": r.pass}));
+    }
+    let doc = json!({"rows": json_rows, "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)});
+    if let Some(parent) = std::path::Path::new(&out).parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    eprintln!("wrote {out}");
+}
