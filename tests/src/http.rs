@@ -27,7 +27,14 @@ impl Response {
 }
 
 fn head(method: &str, path: &str, body_len: Option<usize>) -> String {
-    let mut h = format!("{method} {path} HTTP/1.1\r\nHost: octld\r\nConnection: close\r\n");
+    head_with(method, path, body_len, true)
+}
+
+fn head_with(method: &str, path: &str, body_len: Option<usize>, close: bool) -> String {
+    let mut h = format!("{method} {path} HTTP/1.1\r\nHost: octld\r\n");
+    if close {
+        h.push_str("Connection: close\r\n");
+    }
     if let Some(n) = body_len {
         h.push_str(&format!(
             "Content-Type: application/json\r\nContent-Length: {n}\r\n"
@@ -158,5 +165,31 @@ impl Stream {
                 None => return Ok(None),
             }
         }
+    }
+}
+
+/// A kept-alive connection for many requests in a row (benchmarks, long-lived clients).
+pub struct Conn {
+    reader: BufReader<UnixStream>,
+}
+
+impl Conn {
+    pub fn open(socket: &Path) -> std::io::Result<Conn> {
+        let s = UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        Ok(Conn {
+            reader: BufReader::new(s),
+        })
+    }
+
+    /// `POST /rpc` with `body`; the response must carry a Content-Length.
+    pub fn post_rpc(&mut self, body: &[u8]) -> std::io::Result<Response> {
+        let mut req = head_with("POST", "/rpc", Some(body.len()), false).into_bytes();
+        req.extend_from_slice(body);
+        self.reader.get_mut().write_all(&req)?;
+        let (status, _, len) = read_head(&mut self.reader)?;
+        let mut out = vec![0; len.unwrap_or(0)];
+        self.reader.read_exact(&mut out)?;
+        Ok(Response { status, body: out })
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use octl_tests::TestEnv;
+use octl_tests::{http, TestEnv};
 use serde_json::{json, Value};
 
 const ROUNDS: usize = 3;
@@ -67,11 +67,14 @@ fn socket_appends(env: &Arc<TestEnv>, clients: usize) -> f64 {
         .map(|_| {
             let (env, run, stop, count) = (env.clone(), run.clone(), stop.clone(), count.clone());
             std::thread::spawn(move || {
+                // Each client keeps its connection, as a long-lived program would.
+                let mut conn = http::Conn::open(&env.socket()).unwrap();
+                let body = json!({"jsonrpc": "2.0", "id": 1, "method": "event.append",
+                    "params": {"run": run, "type": "x.tick", "data": {}}})
+                .to_string();
                 while !stop.load(Ordering::Relaxed) {
-                    env.rpc(
-                        "event.append",
-                        json!({"run": run, "type": "x.tick", "data": {}}),
-                    );
+                    let r = conn.post_rpc(body.as_bytes()).unwrap();
+                    assert!(r.json()["result"]["seq"].is_u64(), "append failed: {r:?}");
                     count.fetch_add(1, Ordering::Relaxed);
                 }
             })
