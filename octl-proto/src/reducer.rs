@@ -281,6 +281,10 @@ impl RunState {
             snapshot_ref: None,
             snapshot_refs: Vec::new(),
             outcome: None,
+            pane: None,
+            on_exit: None,
+            report_on_exit: false,
+            report: None,
             created_at: ev.ts.clone(),
             updated_at: ev.ts.clone(),
             started_at: None,
@@ -361,6 +365,25 @@ impl RunState {
         let commit = opt_string(d, "commit")?;
         let snapshot = opt_string(d, "snapshot_ref")?;
         let files = string_list(d, "files")?;
+        let pane = opt_string(d, "pane")?;
+        let on_exit = opt_string(d, "on_exit")?;
+        let report = opt_string(d, "report")?;
+        if let Some(r) = &report {
+            if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
+                return Err(AppError::invalid(format!(
+                    "invalid data.report {r:?}: only node.progress carries a report, done or failed"
+                )));
+            }
+        }
+        let report_on_exit = match d.get("report_on_exit") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.report_on_exit: a boolean is accepted",
+                ))
+            }
+        };
         let outcome = match d.get("outcome") {
             None | Some(Value::Null) => None,
             Some(Value::Object(o)) => Some(o.clone()),
@@ -399,6 +422,18 @@ impl RunState {
                 node.snapshot_refs.push(s.clone());
             }
             node.snapshot_ref = Some(s);
+        }
+        if pane.is_some() {
+            node.pane = pane;
+        }
+        if on_exit.is_some() {
+            node.on_exit = on_exit;
+        }
+        if let Some(b) = report_on_exit {
+            node.report_on_exit = b;
+        }
+        if report.is_some() {
+            node.report = report;
         }
         match t {
             "node.started" => node.started_at = Some(ev.ts.clone()),

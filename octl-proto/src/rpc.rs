@@ -140,3 +140,60 @@ pub fn error_response(id: Value, err: &AppError) -> Value {
 pub fn result_response(id: Value, result: Value) -> Value {
     json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "result": result })
 }
+
+/// `spawn.spinoff`, `spawn.code`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnParams {
+    pub task: String,
+    /// Absolute path inside the repository (the CLI sends its working directory).
+    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+}
+
+/// `run.cancel`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelParams {
+    pub run: String,
+    #[serde(default)]
+    pub discard: bool,
+}
+
+/// `merge`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MergeParams {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+/// `merge` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeResult {
+    pub run: String,
+    pub node: String,
+    pub state: String,
+    pub target: String,
+    pub merge_commit: String,
+}
+
+/// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeReportParams {
+    pub run: String,
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}

@@ -171,6 +171,19 @@ pub struct Node {
     pub snapshot_refs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Map<String, Value>>,
+    /// The tmux pane of the agent (`%N`), once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
+    /// What the agent's exit means when it did not report: `done`, `exited` or `shell`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exit: Option<String>,
+    /// The agent's report is held until its process ends, so the session's outcome (cost,
+    /// turns) can go into the node's done or failed event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub report_on_exit: bool,
+    /// A held report: `done` or `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,10 +10,12 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use crate::engine::Engine;
 use crate::home::Home;
 use crate::lock::{self, LockError};
 use crate::store::Store;
-use crate::{logging, server};
+use crate::tmux::Tmux;
+use crate::{engine, logging, server};
 
 /// How the daemon was asked to run.
 #[derive(Debug, Clone)]
@@ -42,6 +44,10 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Daemo
 pub struct Daemon {
     pub home: Home,
     pub store: Store,
+    /// The private tmux server the agents run in.
+    pub tmux: Tmux,
+    /// What drives agent runs forward: spawning, supervising, merging, cleaning up.
+    pub engine: Engine,
     started: Instant,
     shutdown: watch::Sender<bool>,
 }
@@ -81,14 +87,18 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "octld starting");
 
     let store = Store::open(home.clone()).map_err(io_err("cannot load runs"))?;
+    let changes = store.watch_changes();
     let listener = server::bind(&home.socket())?;
     let (shutdown, _) = watch::channel(false);
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
+        tmux: Tmux::new(home.tmux_socket()),
+        engine: Engine::default(),
         started: Instant::now(),
         shutdown,
     });
+    let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");
 
     // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the
@@ -101,6 +111,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     tracing::info!("octld stopping: finishing in-flight requests");
     daemon.request_shutdown();
     let _ = serving.await;
+    let _ = driving.await;
     daemon.store.shutdown().await;
     let _ = std::fs::remove_file(home.socket());
     tracing::info!("octld stopped");

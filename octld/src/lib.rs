@@ -7,10 +7,17 @@
 //! - [`store`]: the event store: per-run logs, group commit, projections, repair.
 //! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
+//! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
+//! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
+//! - [`config`]: `config.toml`: agent profiles and defaults.
+//! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs).
 
+pub mod agents;
+pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod git;
 pub mod home;
 pub mod lock;
@@ -19,5 +26,6 @@ pub mod rpc;
 pub mod server;
 pub mod store;
 pub mod tmux;
+pub mod wrap;
 
 pub use daemon::{run, Config, Daemon, DaemonError};

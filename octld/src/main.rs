@@ -1,10 +1,11 @@
 //! `octld [--home DIR] [--foreground] [-v]`: the daemon. Without `--foreground` it starts
 //! itself detached in its own session and returns once it answers.
+//! `octld agent-wrap --raw-log FILE -- ARGV…` is used inside agent windows (see `wrap`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// The orchestratectl daemon: owns runs, their event logs, agents and merges.
 #[derive(Parser, Debug)]
@@ -23,10 +24,27 @@ struct Args {
     /// Log at debug level.
     #[arg(short, long)]
     verbose: bool,
+    #[command(subcommand)]
+    command: Option<Internal>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Internal {
+    /// Runs a stream-json agent: raw lines to FILE, readable lines to the terminal.
+    #[command(hide = true)]
+    AgentWrap {
+        #[arg(long, value_name = "FILE")]
+        raw_log: PathBuf,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Internal::AgentWrap { raw_log, argv }) = args.command {
+        return ExitCode::from(octld::wrap::run(&raw_log, &argv).clamp(0, 255) as u8);
+    }
     let home = octld::home::resolve(args.home);
     if !args.foreground {
         return detach(&home, args.verbose);

@@ -2,21 +2,27 @@
 //! dispatch checks and for the OpenRPC document of `rpc.discover`.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
-//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`.
+//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`.
 //! - [`event`]: `event.append`, `event.list`.
+//! - [`spawn`]: `spawn.spinoff`, `spawn.code`.
+//! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports).
+//! - [`merge`]: `merge` (code runs and retries).
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
 pub mod discover;
 pub mod event;
+pub mod merge;
+pub mod node;
 pub mod run;
+pub mod spawn;
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use octl_proto::{AppError, ErrorKind};
+use octl_proto::{AppError, ErrorKind, RunKind};
 
 use crate::daemon::Daemon;
 
@@ -42,6 +48,61 @@ const RUN_PARAM: ParamSpec = ParamSpec {
     schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
     doc: "the run",
 };
+
+const NODE_PARAM: ParamSpec = ParamSpec {
+    name: "node",
+    required: true,
+    schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
+    doc: "the node",
+};
+
+const MESSAGE_PARAM: ParamSpec = ParamSpec {
+    name: "message",
+    required: false,
+    schema: r#"{"type":"string","maxLength":4096}"#,
+    doc: "a one-line summary",
+};
+
+const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
+
+const SPAWN_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "task",
+        required: true,
+        schema: r#"{"type":"string","maxLength":32768}"#,
+        doc: "what the agent should do (for the shell profile: a shell script)",
+    },
+    ParamSpec {
+        name: "repo",
+        required: true,
+        schema: r#"{"type":"string","description":"an absolute path inside the repository"}"#,
+        doc: "the repository",
+    },
+    ParamSpec {
+        name: "base",
+        required: false,
+        schema: r#"{"type":"string"}"#,
+        doc: "the branch to start from and merge into (default: the repository's current branch)",
+    },
+    ParamSpec {
+        name: "agent",
+        required: false,
+        schema: r#"{"type":"string"}"#,
+        doc: "the agent profile (default: [defaults] agent in config.toml, else claude)",
+    },
+    ParamSpec {
+        name: "node",
+        required: false,
+        schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
+        doc: "the node's name (default: from the task's first words)",
+    },
+    ParamSpec {
+        name: "gate",
+        required: false,
+        schema: r#"{"type":"string"}"#,
+        doc: "a shell command run in the worktree after done and before merge; failing fails the node",
+    },
+];
 
 pub const METHODS: &[MethodSpec] = &[
     MethodSpec {
@@ -157,6 +218,73 @@ pub const METHODS: &[MethodSpec] = &[
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
     },
     MethodSpec {
+        name: "run.cancel",
+        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot.",
+        params: &[
+            RUN_PARAM,
+            ParamSpec {
+                name: "discard",
+                required: false,
+                schema: r#"{"type":"boolean"}"#,
+                doc: "also remove worktrees and branches (their content is kept under refs/octl/snapshots/)",
+            },
+        ],
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "spawn.spinoff",
+        summary: "Start an autonomous agent in a new worktree; merged into base when done.",
+        params: SPAWN_PARAMS,
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "spawn.code",
+        summary: "Start an interactive agent in a new worktree; merged when a human runs merge.",
+        params: SPAWN_PARAMS,
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "merge",
+        summary: "Merge a node's branch into its target (code runs, retries after a conflict or a blocked merge).",
+        params: &[
+            RUN_PARAM,
+            ParamSpec {
+                name: "node",
+                required: false,
+                schema: r#"{"type":"string"}"#,
+                doc: "the node (default: the run's only node)",
+            },
+        ],
+        result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
+    },
+    MethodSpec {
+        name: "node.done",
+        summary: "An agent reports its node done (commit first).",
+        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
+        result: APPEND_RESULT,
+    },
+    MethodSpec {
+        name: "node.fail",
+        summary: "An agent reports that it cannot finish.",
+        params: &[
+            RUN_PARAM,
+            NODE_PARAM,
+            ParamSpec {
+                name: "reason",
+                required: true,
+                schema: r#"{"type":"string","maxLength":4096}"#,
+                doc: "why",
+            },
+        ],
+        result: APPEND_RESULT,
+    },
+    MethodSpec {
+        name: "node.progress",
+        summary: "An agent says what it is doing.",
+        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
+        result: APPEND_RESULT,
+    },
+    MethodSpec {
         name: "rpc.discover",
         summary: "This OpenRPC document.",
         params: &[],
@@ -179,6 +307,11 @@ pub async fn dispatch(
         "run.rebuild" => run::rebuild(daemon, params).await,
         "event.append" => event::append(daemon, params).await,
         "event.list" => event::list(daemon, params).await,
+        "run.cancel" => run::cancel(daemon, params).await,
+        "spawn.spinoff" => spawn::spawn(daemon, RunKind::Spinoff, params).await,
+        "spawn.code" => spawn::spawn(daemon, RunKind::Code, params).await,
+        "node.done" | "node.fail" | "node.progress" => node::report(daemon, method, params).await,
+        "merge" => merge::merge(daemon, params).await,
         "rpc.discover" => discover::discover(params),
         _ => Err(AppError::new(
             ErrorKind::MethodNotFound,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::rpc::{RunCreateParams, RunListParams, RunParams};
+use octl_proto::rpc::{CancelParams, RunCreateParams, RunListParams, RunParams};
 use octl_proto::{AppError, RunKind};
 
 use super::{params, to_value};
@@ -80,4 +80,11 @@ pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> 
     let p: RunParams = params(p)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     to_value(&daemon.store.rebuild(&handle).await?)
+}
+
+pub async fn cancel(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: CancelParams = params(p)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    crate::engine::cancel::cancel(daemon, &handle, p.discard).await?;
+    to_value(&handle.summary())
 }

@@ -44,6 +44,8 @@ pub struct RunHandle {
     events: broadcast::Sender<Arc<Vec<Event>>>,
     /// Set when the log could not be replayed: the run is read-only.
     corrupt: Option<String>,
+    /// Where to say that this run changed.
+    changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
 impl RunHandle {
@@ -56,6 +58,7 @@ impl RunHandle {
             view: RwLock::new(Arc::new(view)),
             events: broadcast::channel(1024).0,
             corrupt,
+            changes: Mutex::new(None),
         }
     }
 
@@ -86,6 +89,9 @@ impl RunHandle {
 
     fn publish(&self, state: &RunState) {
         *self.view.write().expect("view lock") = Arc::new(projection::detail(state));
+        if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
+            let _ = tx.send(self.id.clone());
+        }
     }
 
     fn sender(&self) -> Result<mpsc::Sender<Command>, AppError> {
@@ -110,6 +116,8 @@ fn corrupt_error(id: &str, reason: &str) -> AppError {
 pub struct Store {
     home: Home,
     runs: RwLock<BTreeMap<String, Arc<RunHandle>>>,
+    /// Told the id of every run whose state changed (the engine listens).
+    changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
     closing: AtomicBool,
     writers: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -121,6 +129,7 @@ impl Store {
         let store = Store {
             home,
             runs: RwLock::new(BTreeMap::new()),
+            changes: Mutex::new(None),
             closing: AtomicBool::new(false),
             writers: Mutex::new(Vec::new()),
         };
@@ -196,6 +205,23 @@ impl Store {
         self.runs.write().expect("runs lock").insert(id, handle);
     }
 
+    /// Starts telling the returned receiver the id of each run whose state changes.
+    pub fn watch_changes(&self) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for h in self.handles() {
+            *h.changes.lock().expect("changes lock") = Some(tx.clone());
+        }
+        *self.changes.lock().expect("changes lock") = Some(tx);
+        rx
+    }
+
+    /// Says that `run` changed, so the engine looks at it again.
+    pub fn notify(&self, run: &str) {
+        if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
+            let _ = tx.send(run.to_string());
+        }
+    }
+
     fn start(&self, id: String, dir: PathBuf, state: RunState) -> io::Result<Arc<RunHandle>> {
         let log = LogWriter::open(&dir.join(LOG_FILE))?;
         let handle = Arc::new(RunHandle::new(
@@ -206,6 +232,8 @@ impl Store {
         ));
         let (tx, rx) = mpsc::channel(QUEUE);
         *handle.tx.lock().expect("tx lock") = Some(tx);
+        *handle.changes.lock().expect("changes lock") =
+            self.changes.lock().expect("changes lock").clone();
         let writer = Writer {
             handle: handle.clone(),
             state,

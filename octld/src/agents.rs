@@ -1,0 +1,282 @@
+//! Agent profiles: how to start an agent for a node, and what its exit means.
+//!
+//! Built in: `shell` (the task is a shell script; exit 0 → its changes are committed and the
+//! node is done, else failed) and `claude` (Claude Code: interactive for `code` runs,
+//! `claude -p` with stream-json output for autonomous ones). Any other agent is an argv
+//! template in `config.toml` (see [`crate::config`]).
+
+use std::path::{Path, PathBuf};
+
+use octl_proto::{AppError, ErrorKind};
+
+use crate::config::{AgentConfig, Config, OnExit};
+
+/// The profile used when neither `--agent` nor `[defaults] agent` says otherwise.
+pub const DEFAULT_PROFILE: &str = "claude";
+
+/// Whether a human works with the agent (`code`) or it works alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Interactive,
+    Autonomous,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProfileKind {
+    Shell,
+    Claude {
+        program: String,
+        permission_mode: String,
+        allowed_tools: Vec<String>,
+    },
+    Argv {
+        interactive: Option<Vec<String>>,
+        autonomous: Option<Vec<String>>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub name: String,
+    pub kind: ProfileKind,
+    pub on_exit: Option<OnExit>,
+}
+
+/// How to run one agent: its argv, and how its output and exit are read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub argv: Vec<String>,
+    /// `done`, `exited` or `shell`: what the process's end means when the agent did not report.
+    pub on_exit: &'static str,
+    /// The agent's output is a stream of JSON lines, kept raw in the node's log while the
+    /// pane shows a readable rendering (see `octld agent-wrap`).
+    pub stream_json: bool,
+}
+
+/// Appended to Claude's system prompt in autonomous runs: how to report.
+pub const CLAUDE_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If you notice separate work outside your task, propose it with `orchestratectl spinoff propose --task \"<task>\"` instead of doing it. Report progress on long tasks with `orchestratectl node progress --message \"<what>\"`.";
+
+impl Profile {
+    /// The program that must exist on PATH for this profile and mode.
+    pub fn program(&self, mode: Mode) -> Result<String, AppError> {
+        Ok(match &self.kind {
+            ProfileKind::Shell => "sh".to_string(),
+            ProfileKind::Claude { program, .. } => program.clone(),
+            ProfileKind::Argv { .. } => self.template(mode)?[0].clone(),
+        })
+    }
+
+    fn template(&self, mode: Mode) -> Result<&Vec<String>, AppError> {
+        let ProfileKind::Argv {
+            interactive,
+            autonomous,
+        } = &self.kind
+        else {
+            unreachable!("only argv profiles have templates")
+        };
+        let (t, field) = match mode {
+            Mode::Interactive => (interactive, "interactive"),
+            Mode::Autonomous => (autonomous, "autonomous"),
+        };
+        t.as_ref().ok_or_else(|| {
+            AppError::invalid(format!(
+                "agent profile {:?} has no {field} command: add agents.{}.{field} to config.toml",
+                self.name, self.name
+            ))
+        })
+    }
+
+    /// The argv for `task` in `mode`.
+    pub fn launch(&self, mode: Mode, task: &str) -> Result<Launch, AppError> {
+        let exited = |default: &'static str| match self.on_exit {
+            Some(OnExit::Done) => "done",
+            Some(OnExit::Exited) => "exited",
+            None => default,
+        };
+        Ok(match (&self.kind, mode) {
+            (ProfileKind::Shell, _) => Launch {
+                argv: vec!["sh".into(), "-c".into(), task.to_string()],
+                on_exit: "shell",
+                stream_json: false,
+            },
+            (ProfileKind::Claude { program, .. }, Mode::Interactive) => Launch {
+                argv: vec![program.clone(), task.to_string()],
+                // A human ends an interactive session when the work is ready for review.
+                on_exit: exited("done"),
+                stream_json: false,
+            },
+            (
+                ProfileKind::Claude {
+                    program,
+                    permission_mode,
+                    allowed_tools,
+                },
+                Mode::Autonomous,
+            ) => {
+                let mut argv = vec![
+                    program.clone(),
+                    "-p".into(),
+                    "--output-format".into(),
+                    "stream-json".into(),
+                    "--verbose".into(),
+                    "--permission-mode".into(),
+                    permission_mode.clone(),
+                ];
+                if !allowed_tools.is_empty() {
+                    argv.push("--allowedTools".into());
+                    argv.extend(allowed_tools.iter().cloned());
+                }
+                // A single-valued flag ends the variadic --allowedTools list; `--` keeps a
+                // task that starts with '-' from being read as an option.
+                argv.extend([
+                    "--append-system-prompt".into(),
+                    CLAUDE_REPORTING.into(),
+                    "--".into(),
+                    task.to_string(),
+                ]);
+                Launch {
+                    argv,
+                    on_exit: exited("exited"),
+                    stream_json: true,
+                }
+            }
+            (ProfileKind::Argv { .. }, _) => Launch {
+                argv: self
+                    .template(mode)?
+                    .iter()
+                    .map(|a| a.replace("{prompt}", task))
+                    .collect(),
+                on_exit: exited("exited"),
+                stream_json: false,
+            },
+        })
+    }
+}
+
+/// Resolves a profile by name (`None`: the configured default, else `claude`).
+pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError> {
+    let name = name
+        .map(str::to_string)
+        .or_else(|| config.defaults.agent.clone())
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_string());
+    let user = config.agents.get(&name);
+    let kind = match name.as_str() {
+        "shell" => ProfileKind::Shell,
+        "claude" => claude(user),
+        _ => match user {
+            Some(AgentConfig {
+                interactive,
+                autonomous,
+                ..
+            }) if interactive.is_some() || autonomous.is_some() => ProfileKind::Argv {
+                interactive: interactive.clone(),
+                autonomous: autonomous.clone(),
+            },
+            _ => {
+                let mut known: Vec<&str> = vec!["claude", "shell"];
+                known.extend(config.agents.keys().map(String::as_str));
+                return Err(AppError::not_found(format!(
+                    "no agent profile {name:?}; known: {}",
+                    known.join(", ")
+                ))
+                .with_hint("define it as [agents.NAME] with interactive/autonomous argv templates in $OCTL_HOME/config.toml"));
+            }
+        },
+    };
+    Ok(Profile {
+        name,
+        kind,
+        on_exit: user.and_then(|u| u.on_exit),
+    })
+}
+
+fn claude(user: Option<&AgentConfig>) -> ProfileKind {
+    ProfileKind::Claude {
+        program: user
+            .and_then(|u| u.program.clone())
+            .unwrap_or_else(|| "claude".into()),
+        permission_mode: user
+            .and_then(|u| u.permission_mode.clone())
+            .unwrap_or_else(|| "acceptEdits".into()),
+        allowed_tools: user
+            .and_then(|u| u.allowed_tools.clone())
+            .unwrap_or_else(|| vec!["Bash(git *)".into(), "Bash(orchestratectl *)".into()]),
+    }
+}
+
+/// Finds `program` the way a shell would: a path is taken as is, a bare name is looked up
+/// in `PATH`.
+pub fn find_program(program: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// A missing agent program: kind `tool_missing` (exit 6), before anything is created.
+pub fn require_program(
+    profile: &Profile,
+    mode: Mode,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, AppError> {
+    let program = profile.program(mode)?;
+    find_program(&program, path_var).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::ToolMissing,
+            format!(
+                "the agent program {program:?} of profile {:?} was not found on the daemon's PATH",
+                profile.name
+            ),
+        )
+        .with_hint("install it, or choose another profile with --agent (shell needs no AI)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_and_user_profiles() {
+        let config = Config::parse(
+            "[defaults]\nagent = \"aider\"\n[agents.aider]\nautonomous = [\"aider\", \"--message\", \"{prompt}\"]\non_exit = \"done\"\n",
+        )
+        .unwrap();
+        let p = resolve(&config, None).unwrap();
+        assert_eq!(p.name, "aider");
+        let l = p.launch(Mode::Autonomous, "fix it").unwrap();
+        assert_eq!(l.argv, vec!["aider", "--message", "fix it"]);
+        assert_eq!(l.on_exit, "done");
+        assert!(p.launch(Mode::Interactive, "x").is_err());
+
+        let shell = resolve(&config, Some("shell")).unwrap();
+        assert_eq!(
+            shell.launch(Mode::Autonomous, "echo hi").unwrap().argv,
+            vec!["sh", "-c", "echo hi"]
+        );
+
+        let claude = resolve(&Config::default(), None).unwrap();
+        let l = claude
+            .launch(Mode::Autonomous, "-starts with a dash")
+            .unwrap();
+        assert_eq!(l.argv.last().unwrap(), "-starts with a dash");
+        assert_eq!(l.argv[l.argv.len() - 2], "--");
+        assert!(l.stream_json);
+        assert_eq!(
+            claude.launch(Mode::Interactive, "hi").unwrap().argv,
+            vec!["claude", "hi"]
+        );
+
+        let err = resolve(&config, Some("nope")).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::NotFound);
+    }
+}

@@ -1,0 +1,122 @@
+//! A done node in a run the daemon merges by itself: wait for its agent to leave, run the
+//! gate, merge, clean up. A failing gate fails the node and keeps its branch and worktree.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use octl_proto::{AppError, NodeState};
+
+use super::{append, blocking, cleanup, merge, spawn};
+use crate::daemon::Daemon;
+use crate::store::RunHandle;
+
+/// How long an agent that reported done may take to leave before its window is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+pub async fn finish(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node_id: &str) {
+    if let Err(e) = steps(daemon, handle, node_id).await {
+        tracing::info!(run = %handle.id, node = node_id, kind = %e.kind, error = %e.message, "node not merged");
+    }
+}
+
+async fn steps(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node_id: &str,
+) -> Result<(), AppError> {
+    let view = handle.view();
+    let Some(node) = view.nodes.iter().find(|n| n.id == node_id).cloned() else {
+        return Ok(());
+    };
+    if node.state != NodeState::Done {
+        return Ok(());
+    }
+    wait_for_exit(daemon, node.pane.clone()).await;
+    if let Some(gate) = node
+        .gate
+        .clone()
+        .or_else(|| spawn::setting(&view, "gate").map(str::to_string))
+    {
+        if let Some(failure) = run_gate(handle, &node, &gate).await? {
+            append(daemon, handle, Some(node_id), "node.failed", failure).await?;
+            return Ok(());
+        }
+    }
+    let merged = merge::merge_node(daemon, handle, node_id).await?;
+    let node = handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node_id)
+        .cloned()
+        .unwrap_or(node);
+    cleanup::cleanup(daemon, handle, &node, Some(&merged.target)).await
+}
+
+/// Waits (bounded) for the agent's pane to die, then closes its window.
+async fn wait_for_exit(daemon: &Arc<Daemon>, pane: Option<String>) {
+    let Some(pane) = pane else { return };
+    let deadline = Instant::now() + EXIT_GRACE;
+    loop {
+        let (tmux, p) = (daemon.tmux.clone(), pane.clone());
+        let alive = blocking(move || {
+            Ok(tmux
+                .list_panes()?
+                .into_iter()
+                .any(|info| info.pane_id == p && !info.dead))
+        })
+        .await
+        .unwrap_or(false);
+        if !alive || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(super::TICK).await;
+    }
+    let tmux = daemon.tmux.clone();
+    let _ = blocking(move || Ok(tmux.kill_window_of_pane(&pane)?)).await;
+}
+
+/// Runs the gate in the node's worktree, its output appended to the node's log. `Some(data)`
+/// for a `node.failed` when it fails.
+async fn run_gate(
+    handle: &Arc<RunHandle>,
+    node: &octl_proto::state::Node,
+    gate: &str,
+) -> Result<Option<serde_json::Value>, AppError> {
+    let Some(worktree) = node.worktree.clone() else {
+        return Ok(None);
+    };
+    let log = handle.dir.join("logs").join(format!("{}.log", node.id));
+    let gate = gate.to_string();
+    blocking(move || {
+        use std::io::Write;
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| AppError::internal(format!("cannot open {}: {e}", log.display())))?;
+        let _ = writeln!(out, "\n== gate: {gate}");
+        let err = out
+            .try_clone()
+            .map_err(|e| AppError::internal(e.to_string()))?;
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&gate)
+            .current_dir(&worktree)
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().map_err(|e| AppError::internal(e.to_string()))?)
+            .stderr(err)
+            .status()
+            .map_err(|e| AppError::new(octl_proto::ErrorKind::ToolFailed, format!("cannot run the gate: {e}")))?;
+        let _ = writeln!(out, "== gate exited with {status}");
+        Ok((!status.success()).then(|| {
+            json!({
+                "reason": format!("the gate `{gate}` failed ({status}); its output is in the node's log"),
+                "exit_status": status.code(),
+            })
+        }))
+    })
+    .await
+}

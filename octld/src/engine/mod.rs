@@ -1,0 +1,223 @@
+//! The engine: what moves agent runs forward once they exist.
+//!
+//! It is level-triggered: whenever a run's state changes (the store says so) or the
+//! supervisor's tick sees an agent exit, [`reconcile`] looks at the run as it is now and starts
+//! whatever step is due — a gate and merge for a done node, the run's end when every node is
+//! finished. A set of steps in flight keeps one step per node at a time, so an event seen twice
+//! never does the work twice.
+//!
+//! - [`spawn`]: create a run, its node, branch, worktree and tmux window.
+//! - [`supervise`]: one `tmux list-panes` per tick; an agent's exit becomes an event.
+//! - [`finish`]: done → gate → merge → clean up.
+//! - [`merge`]: merging a branch without losing anything (DESIGN.md §6).
+//! - [`cleanup`]: snapshot, then remove window, worktree and branch.
+//! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
+
+pub mod cancel;
+pub mod cleanup;
+pub mod finish;
+pub mod merge;
+pub mod spawn;
+pub mod supervise;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use octl_proto::projection::RunDetail;
+use octl_proto::{AppError, NodeState, RunKind};
+
+use crate::daemon::Daemon;
+use crate::store::{Draft, RunHandle};
+
+/// How often the supervisor looks at the panes.
+pub const TICK: Duration = Duration::from_millis(200);
+
+/// The engine's in-memory bookkeeping; everything durable is in the runs' logs.
+#[derive(Default)]
+pub struct Engine {
+    /// (run, node) pairs with a step running.
+    in_flight: Mutex<HashSet<(String, String)>>,
+    /// One merge at a time per repository (keyed by its git common dir).
+    repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// Dead panes seen without an exit status yet, and how many ticks ago.
+    pub(crate) unreaped: Mutex<HashMap<String, u32>>,
+}
+
+/// Held while a step runs for a node; frees the slot when dropped.
+pub struct Slot {
+    daemon: Arc<Daemon>,
+    key: (String, String),
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.daemon
+            .engine
+            .in_flight
+            .lock()
+            .expect("in_flight lock")
+            .remove(&self.key);
+        // The step may have left the run in a state that wants the next one.
+        self.daemon.store.notify(&self.key.0);
+    }
+}
+
+impl Engine {
+    /// Claims the node for one step; `None` when a step is already running for it.
+    pub fn claim(daemon: &Arc<Daemon>, run: &str, node: &str) -> Option<Slot> {
+        let key = (run.to_string(), node.to_string());
+        let fresh = daemon
+            .engine
+            .in_flight
+            .lock()
+            .expect("in_flight lock")
+            .insert(key.clone());
+        fresh.then(|| Slot {
+            daemon: daemon.clone(),
+            key,
+        })
+    }
+
+    fn busy(&self, run: &str) -> bool {
+        self.in_flight
+            .lock()
+            .expect("in_flight lock")
+            .iter()
+            .any(|(r, _)| r == run)
+    }
+
+    pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {
+        self.repo_locks
+            .lock()
+            .expect("repo_locks lock")
+            .entry(common_dir)
+            .or_default()
+            .clone()
+    }
+}
+
+/// Runs the engine until shutdown: reconciles every run once at start, then each run that
+/// changes, and lets the supervisor look at the panes every tick.
+pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<String>) {
+    for handle in daemon.store.handles() {
+        reconcile(&daemon, &handle);
+    }
+    let stop = daemon.shutdown_requested();
+    tokio::pin!(stop);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            Some(run) = changes.recv() => {
+                if let Ok(handle) = daemon.store.resolve("run", &run) {
+                    reconcile(&daemon, &handle);
+                }
+            }
+            _ = tick.tick() => supervise::tick(&daemon).await,
+            _ = &mut stop => return,
+        }
+    }
+}
+
+/// Whether the daemon merges this kind's done nodes by itself.
+fn merges_by_itself(kind: &str) -> bool {
+    matches!(kind, "spinoff" | "fanout" | "orchestrate")
+}
+
+/// Starts whatever step is due for the run as it is now.
+pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
+    let view = handle.view();
+    let kind = view.manifest.kind.as_str();
+    if handle.corrupt().is_some() || kind == "generic" || kind == "unknown" {
+        return;
+    }
+    if matches!(
+        view.manifest.status.as_str(),
+        "completed" | "failed" | "cancelled"
+    ) {
+        return;
+    }
+    if merges_by_itself(kind) {
+        for node in view.nodes.iter().filter(|n| n.state == NodeState::Done) {
+            if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+                let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
+                tokio::spawn(async move {
+                    finish::finish(&d, &h, &n).await;
+                    drop(slot);
+                });
+            }
+        }
+    }
+    if matches!(kind, "spinoff" | "code") && !daemon.engine.busy(&handle.id) {
+        if let Some(end) = run_end(&view) {
+            let (d, h) = (daemon.clone(), handle.clone());
+            tokio::spawn(async move {
+                let _ = append(&d, &h, None, end, Value::Null).await;
+            });
+        }
+    }
+}
+
+/// `run.completed` when every node merged, `run.failed` when every node finished and one did
+/// not merge; `None` while a node can still move.
+fn run_end(view: &RunDetail) -> Option<&'static str> {
+    if view.nodes.is_empty() || !view.nodes.iter().all(|n| n.state.is_terminal()) {
+        return None;
+    }
+    if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
+        Some("run.completed")
+    } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled) {
+        None
+    } else {
+        Some("run.failed")
+    }
+}
+
+/// Appends a daemon event.
+pub async fn append(
+    daemon: &Arc<Daemon>,
+    handle: &RunHandle,
+    node: Option<&str>,
+    kind: &str,
+    data: Value,
+) -> Result<octl_proto::rpc::AppendResult, AppError> {
+    let result = daemon
+        .store
+        .append(handle, Draft::daemon(node, kind, data), false)
+        .await;
+    if let Err(e) = &result {
+        tracing::warn!(run = %handle.id, node = ?node, kind, error = %e.message, "daemon event refused");
+    }
+    result
+}
+
+/// Runs blocking work (git, tmux, files) off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| AppError::internal(format!("a blocking step panicked: {e}")))?
+}
+
+impl From<crate::git::GitError> for AppError {
+    fn from(e: crate::git::GitError) -> AppError {
+        AppError::new(e.kind(), e.to_string())
+    }
+}
+
+impl From<crate::tmux::TmuxError> for AppError {
+    fn from(e: crate::tmux::TmuxError) -> AppError {
+        AppError::new(e.kind(), e.to_string())
+    }
+}
+
+/// The kind of a run, as the engine needs it.
+pub fn kind_of(view: &RunDetail) -> Option<RunKind> {
+    RunKind::parse(&view.manifest.kind)
+}

@@ -1,0 +1,341 @@
+//! Spawning: a run with one node (spinoff, code), and starting a node's agent. Each side
+//! effect is preceded by the event that announces it (`node.starting` names the branch and
+//! worktree before they exist), so a crash mid-spawn leaves a log that says what to heal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::{AppError, ErrorKind, RunKind};
+
+use super::{append, blocking};
+use crate::agents::{self, Launch, Mode, Profile};
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::git::Git;
+use crate::store::RunHandle;
+use crate::tmux::WindowSpec;
+
+/// Largest accepted task text.
+pub const MAX_TASK: usize = 32 * 1024;
+
+/// What `spawn spinoff` and `spawn code` ask for.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    pub kind: RunKind,
+    pub task: String,
+    pub repo: PathBuf,
+    pub base: Option<String>,
+    pub agent: Option<String>,
+    pub node: Option<String>,
+    pub gate: Option<String>,
+}
+
+/// Everything checked before a spawn creates anything.
+pub struct Checked {
+    pub repo: PathBuf,
+    pub base: String,
+    pub profile: Profile,
+    pub launch: Launch,
+    pub node: String,
+}
+
+pub fn validate_task(task: &str) -> Result<(), AppError> {
+    if task.trim().is_empty() {
+        return Err(AppError::invalid(
+            "invalid task: give the agent something to do (a non-empty text)",
+        ));
+    }
+    if task.len() > MAX_TASK || task.contains('\0') {
+        return Err(AppError::invalid(format!(
+            "invalid task: use at most {MAX_TASK} bytes of text without NUL characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A node name from the task: its first words, lower-cased, joined by '-'.
+pub fn slug(task: &str) -> String {
+    let mut out = String::new();
+    for word in task
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let w = word.to_ascii_lowercase();
+        if out.len() + w.len() + 1 > 40 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&w);
+    }
+    if out.is_empty() {
+        "agent".to_string()
+    } else {
+        out
+    }
+}
+
+/// The repository, base branch, git and tmux versions, and the agent program: all checked
+/// before anything is written.
+pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked, AppError> {
+    validate_task(&req.task)?;
+    if let Some(n) = &req.node {
+        validate_node_id("node", n)?;
+    }
+    if let Some(g) = &req.gate {
+        if g.trim().is_empty() || g.contains('\0') {
+            return Err(AppError::invalid(
+                "invalid gate: give a shell command, e.g. \"cargo test\"",
+            ));
+        }
+    }
+    let config = Config::load(&daemon.home.config())?;
+    let profile = agents::resolve(&config, req.agent.as_deref())?;
+    let launch = profile.launch(mode, &req.task)?;
+    agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
+    if !req.repo.is_absolute() {
+        return Err(AppError::invalid(format!(
+            "invalid repo {:?}: give an absolute path",
+            req.repo.display().to_string()
+        )));
+    }
+    let repo_dir = req.repo.canonicalize().map_err(|e| {
+        AppError::invalid(format!(
+            "invalid repo {:?}: {e}",
+            req.repo.display().to_string()
+        ))
+    })?;
+    let git = Git::new(&repo_dir);
+    git.check_version()?;
+    daemon.tmux.check_version()?;
+    let repo = git.toplevel().map_err(|e| match e {
+        crate::git::GitError::NotARepo { .. } => AppError::invalid(format!(
+            "invalid repo {:?}: not inside a git repository",
+            req.repo.display().to_string()
+        )),
+        other => other.into(),
+    })?;
+    let git = Git::new(&repo);
+    let base = match &req.base {
+        Some(b) => b.clone(),
+        None => git.current_branch()?,
+    };
+    if !git.branch_exists(&base)? {
+        return Err(
+            AppError::not_found(format!("no branch {base:?} in {}", repo.display()))
+                .with_hint("name an existing local branch with --base"),
+        );
+    }
+    let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
+    Ok(Checked {
+        repo,
+        base,
+        profile,
+        launch,
+        node,
+    })
+}
+
+/// The first line of the task, shortened: the run's title.
+pub fn title(task: &str) -> String {
+    let line = task
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if line.chars().count() > 80 {
+        format!("{}…", line.chars().take(79).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+/// Creates a spinoff or code run and starts its agent.
+pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHandle>, AppError> {
+    let mode = if req.kind == RunKind::Code {
+        Mode::Interactive
+    } else {
+        Mode::Autonomous
+    };
+    let d = daemon.clone();
+    let r = req.clone();
+    let checked = blocking(move || check(&d, &r, mode)).await?;
+    let mut settings = Map::new();
+    settings.insert("title".into(), json!(title(&req.task)));
+    settings.insert("repo".into(), json!(checked.repo.display().to_string()));
+    settings.insert("base".into(), json!(checked.base));
+    settings.insert("agent".into(), json!(checked.profile.name));
+    if let Some(g) = &req.gate {
+        settings.insert("gate".into(), json!(g));
+    }
+    let handle = daemon.store.create_run(req.kind, settings).await?;
+    let branch = branch_name(&handle.id, &checked.node);
+    let worktree = daemon.home.worktrees().join(&handle.id).join(&checked.node);
+    append(
+        daemon,
+        &handle,
+        Some(&checked.node),
+        "node.added",
+        json!({
+            "agent": checked.profile.name,
+            "task": req.task,
+            "gate": req.gate,
+            "branch": branch,
+            "worktree": worktree.display().to_string(),
+        }),
+    )
+    .await?;
+    start_node(
+        daemon,
+        &handle,
+        &checked.node,
+        &checked.repo,
+        &checked.base,
+        &checked.launch,
+    )
+    .await?;
+    Ok(handle)
+}
+
+pub fn branch_name(run: &str, node: &str) -> String {
+    format!("octl/{run}/{node}")
+}
+
+/// Starts the agent of an added node: `node.starting` (the intent), the branch and worktree
+/// from `start_point`, the tmux window, then `node.started`. A failed step fails the node.
+pub async fn start_node(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &str,
+    repo: &Path,
+    start_point: &str,
+    launch: &Launch,
+) -> Result<(), AppError> {
+    let branch = branch_name(&handle.id, node);
+    let worktree = daemon.home.worktrees().join(&handle.id).join(node);
+    append(
+        daemon,
+        handle,
+        Some(node),
+        "node.starting",
+        json!({"branch": branch, "worktree": worktree.display().to_string()}),
+    )
+    .await?;
+    let started = {
+        let (d, h, n, repo, start_point, launch) = (
+            daemon.clone(),
+            handle.clone(),
+            node.to_string(),
+            repo.to_path_buf(),
+            start_point.to_string(),
+            launch.clone(),
+        );
+        let (branch, worktree) = (branch.clone(), worktree.clone());
+        blocking(move || {
+            Git::new(&repo).worktree_add(&worktree, &branch, &start_point)?;
+            open_window(&d, &h, &n, &worktree, &launch)
+        })
+        .await
+    };
+    match started {
+        Ok((pane, pid)) => {
+            append(
+                daemon,
+                handle,
+                Some(node),
+                "node.started",
+                json!({
+                    "pane": pane,
+                    "pid": pid,
+                    "on_exit": launch.on_exit,
+                    "report_on_exit": launch.stream_json,
+                }),
+            )
+            .await?;
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(run = %handle.id, node, error = %e.message, "could not start the agent");
+            let _ = append(
+                daemon,
+                handle,
+                Some(node),
+                "node.failed",
+                json!({"reason": format!("could not start the agent: {}", e.message)}),
+            )
+            .await;
+            let kind = if e.kind == ErrorKind::ToolMissing {
+                ErrorKind::ToolMissing
+            } else {
+                ErrorKind::ToolFailed
+            };
+            Err(AppError::new(kind, e.message))
+        }
+    }
+}
+
+/// The tmux window of a node: the agent's argv with the octl environment, its output kept.
+fn open_window(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+    launch: &Launch,
+) -> Result<(String, u32), AppError> {
+    let logs = handle.dir.join("logs");
+    let log = logs.join(format!("{node}.log"));
+    let exe = std::env::current_exe()
+        .map_err(|e| AppError::internal(format!("cannot find octld's own path: {e}")))?;
+    // A stream-json agent is wrapped: its raw lines go to the node's log, the pane shows a
+    // readable rendering (kept in <node>.pane.log).
+    let (argv, pane_log) = if launch.stream_json {
+        let mut argv = vec![
+            exe.display().to_string(),
+            "agent-wrap".to_string(),
+            "--raw-log".to_string(),
+            log.display().to_string(),
+            "--".to_string(),
+        ];
+        argv.extend(launch.argv.iter().cloned());
+        (argv, logs.join(format!("{node}.pane.log")))
+    } else {
+        (launch.argv.clone(), log)
+    };
+    // orchestratectl is installed next to octld; agents call it.
+    let mut path = exe
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(':');
+        path.push_str(&p.to_string_lossy());
+    }
+    let env = vec![
+        (
+            "OCTL_HOME".to_string(),
+            daemon.home.root().display().to_string(),
+        ),
+        ("OCTL_RUN".to_string(), handle.id.clone()),
+        ("OCTL_NODE".to_string(), node.to_string()),
+        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let spawned = daemon.tmux.spawn_window(&WindowSpec {
+        session: &handle.id,
+        window: node,
+        cwd: worktree,
+        env: &env,
+        argv: &argv,
+        log: &pane_log,
+    })?;
+    Ok((spawned.pane_id, spawned.pane_pid))
+}
+
+/// Reads a value of the run's settings (`run.created` data).
+pub fn setting<'a>(view: &'a octl_proto::projection::RunDetail, key: &str) -> Option<&'a str> {
+    view.manifest.settings.get(key).and_then(Value::as_str)
+}

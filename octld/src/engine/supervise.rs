@@ -1,0 +1,181 @@
+//! The supervisor: once per tick, one `tmux list-panes` for every pane on the server; an agent
+//! whose pane died (or vanished) becomes an event, as its profile says.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use octl_proto::state::Node;
+use octl_proto::AppError;
+
+use super::{append, blocking, Engine};
+use crate::daemon::Daemon;
+use crate::git::Git;
+use crate::store::RunHandle;
+
+/// Ticks a dead pane may go without an exit status before it counts as killed by a signal
+/// (tmux may mark a pane dead a moment before it reaps the process).
+const UNREAPED_TICKS: u32 = 5;
+
+pub async fn tick(daemon: &Arc<Daemon>) {
+    let watched: Vec<(Arc<RunHandle>, Node)> = daemon
+        .store
+        .handles()
+        .into_iter()
+        .flat_map(|h| {
+            let view = h.view();
+            view.nodes
+                .iter()
+                .filter(|n| n.state.is_alive() && n.pane.is_some())
+                .cloned()
+                .map(|n| (h.clone(), n))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if watched.is_empty() {
+        return;
+    }
+    let tmux = daemon.tmux.clone();
+    let panes = match blocking(move || Ok(tmux.list_panes()?)).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "cannot list tmux panes");
+            return;
+        }
+    };
+    let by_id: HashMap<&str, &crate::tmux::PaneInfo> =
+        panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
+    for (handle, node) in watched {
+        let pane_id = node.pane.as_deref().expect("filtered on pane");
+        let status = match by_id.get(pane_id) {
+            Some(p) if !p.dead => continue,
+            Some(p) => match (p.dead_status, p.dead_signal) {
+                (Some(code), _) => Some(code),
+                (None, Some(sig)) => Some(128 + sig),
+                (None, None) => {
+                    let mut unreaped = daemon.engine.unreaped.lock().expect("unreaped lock");
+                    let seen = unreaped.entry(pane_id.to_string()).or_insert(0);
+                    *seen += 1;
+                    if *seen < UNREAPED_TICKS {
+                        continue;
+                    }
+                    None
+                }
+            },
+            // The window is gone (killed by hand, or the tmux server died).
+            None => None,
+        };
+        daemon
+            .engine
+            .unreaped
+            .lock()
+            .expect("unreaped lock")
+            .remove(pane_id);
+        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+            let d = daemon.clone();
+            tokio::spawn(async move {
+                if let Err(e) = on_exit(&d, &handle, &node, status).await {
+                    tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
+                }
+                drop(slot);
+            });
+        }
+    }
+}
+
+/// The agent's process ended with `status` (`None`: killed, or its window vanished).
+async fn on_exit(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    status: Option<i32>,
+) -> Result<(), AppError> {
+    let outcome = if node.report_on_exit {
+        let log = handle.dir.join("logs").join(format!("{}.log", node.id));
+        blocking(move || Ok(read_outcome(&log))).await?
+    } else {
+        None
+    };
+    let mut data = Map::new();
+    data.insert("exit_status".into(), json!(status));
+    if let Some(o) = &outcome {
+        data.insert("outcome".into(), Value::Object(o.clone()));
+    }
+    let (kind, extra) = match (node.report.as_deref(), node.on_exit.as_deref()) {
+        (Some("done"), _) => ("node.done", json!({"message": node.message})),
+        (Some("failed"), _) => ("node.failed", json!({"reason": node.reason})),
+        (_, Some("shell")) if status == Some(0) => {
+            let commit = commit_work(node).await?;
+            ("node.done", json!({"commit": commit}))
+        }
+        (_, Some("shell")) => (
+            "node.failed",
+            json!({"reason": match status {
+                Some(code) => format!("the task exited with status {code}"),
+                None => "the task was killed or its window closed".to_string(),
+            }}),
+        ),
+        (_, Some("done")) => ("node.done", json!({})),
+        _ => ("node.exited", json!({})),
+    };
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            if !v.is_null() {
+                data.insert(k, v);
+            }
+        }
+    }
+    append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
+    // The output is in the node's log; the dead window has nothing more to show.
+    let (tmux, pane) = (daemon.tmux.clone(), node.pane.clone());
+    if let Some(pane) = pane {
+        let _ = blocking(move || Ok(tmux.kill_window_of_pane(&pane)?)).await;
+    }
+    Ok(())
+}
+
+/// A `shell` agent's work: everything in its worktree, committed with the task's first line.
+async fn commit_work(node: &Node) -> Result<Option<String>, AppError> {
+    let Some(worktree) = node.worktree.clone() else {
+        return Ok(None);
+    };
+    let message = super::spawn::title(node.task.as_deref().unwrap_or("shell task"));
+    let message = if message.is_empty() {
+        "shell task".to_string()
+    } else {
+        message
+    };
+    blocking(move || Ok(Git::new(&worktree).commit_all(&message)?)).await
+}
+
+/// The final `{"type":"result",…}` line of a stream-json log: cost, turns and how it ended.
+pub fn read_outcome(log: &Path) -> Option<Map<String, Value>> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let result: Value = text
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))?;
+    let mut out = Map::new();
+    for key in [
+        "subtype",
+        "is_error",
+        "total_cost_usd",
+        "num_turns",
+        "duration_ms",
+        "session_id",
+    ] {
+        if let Some(v) = result.get(key) {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    if let Some(r) = result.get("result").and_then(Value::as_str) {
+        out.insert(
+            "result".into(),
+            json!(r.chars().take(2000).collect::<String>()),
+        );
+    }
+    Some(out)
+}

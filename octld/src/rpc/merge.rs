@@ -1,0 +1,68 @@
+//! `merge`: merge a node of a run (a `code` run, or a retry after a conflict or a blocked
+//! merge), then clean it up. Merging a node that is already merged answers with that merge.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::rpc::{MergeParams, MergeResult};
+use octl_proto::AppError;
+
+use super::{params, to_value};
+use crate::daemon::Daemon;
+use crate::engine::{cleanup, merge, Engine};
+
+pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: MergeParams = params(p)?;
+    if let Some(n) = &p.node {
+        validate_node_id("node", n)?;
+    }
+    let handle = daemon.store.resolve("run", &p.run)?;
+    let view = handle.view();
+    let node = match &p.node {
+        Some(n) => n.clone(),
+        None => match view.nodes.as_slice() {
+            [one] => one.id.clone(),
+            nodes => {
+                return Err(AppError::invalid(format!(
+                    "run {} has {} nodes: name one with node ({})",
+                    handle.id,
+                    nodes.len(),
+                    nodes
+                        .iter()
+                        .map(|n| n.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        },
+    };
+    // Wait for any step already running on this node (e.g. the daemon's own merge).
+    let slot = loop {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, &node) {
+            break slot;
+        }
+        tokio::time::sleep(crate::engine::TICK).await;
+    };
+    let merged = merge::merge_node(daemon, &handle, &node).await?;
+    let after = handle.view();
+    if let Some(n) = after.nodes.iter().find(|n| n.id == node && !n.cleaned) {
+        cleanup::cleanup(daemon, &handle, n, Some(&merged.target)).await?;
+    }
+    drop(slot);
+    let state = handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .map(|n| n.state.as_str().to_string())
+        .unwrap_or_default();
+    to_value(&MergeResult {
+        run: handle.id.clone(),
+        node,
+        state,
+        target: merged.target,
+        merge_commit: merged.commit,
+    })
+}

@@ -1,0 +1,84 @@
+//! `node.done`, `node.fail`, `node.progress`: what an agent says about its own node.
+//!
+//! An agent whose outcome is read from its output when it ends (Claude Code in stream-json)
+//! has its done/fail report held as a `node.progress` with `report`; the supervisor turns it
+//! into `node.done`/`node.failed`, with the session's cost and turns, once the process ends.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::rpc::NodeReportParams;
+use octl_proto::{Actor, AppError};
+
+use super::{params, to_value};
+use crate::daemon::Daemon;
+use crate::store::Draft;
+
+const MAX_TEXT: usize = 4096;
+
+fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>, AppError> {
+    match v {
+        None if required => Err(AppError::invalid(format!(
+            "missing {field}: give a short text"
+        ))),
+        Some(t) if t.len() > MAX_TEXT || t.trim().is_empty() => Err(AppError::invalid(format!(
+            "invalid {field}: give 1 to {MAX_TEXT} bytes of text"
+        ))),
+        other => Ok(other),
+    }
+}
+
+pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Value, AppError> {
+    let p: NodeReportParams = params(p)?;
+    validate_node_id("node", &p.node)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    let (message, reason) = match method {
+        "node.fail" => (
+            text("message", p.message, false)?,
+            text("reason", p.reason, true)?,
+        ),
+        "node.progress" => (
+            text("message", p.message, true)?,
+            text("reason", p.reason, false)?,
+        ),
+        _ => (
+            text("message", p.message, false)?,
+            text("reason", p.reason, false)?,
+        ),
+    };
+    let node = handle.view().nodes.iter().find(|n| n.id == p.node).cloned();
+    let held = node
+        .as_ref()
+        .is_some_and(|n| n.report_on_exit && n.state.is_alive())
+        && method != "node.progress";
+    let mut data = Map::new();
+    if let Some(m) = message {
+        data.insert("message".into(), json!(m));
+    }
+    if let Some(r) = reason {
+        data.insert("reason".into(), json!(r));
+    }
+    let kind = match (method, held) {
+        ("node.done", true) => {
+            data.insert("report".into(), json!("done"));
+            "node.progress"
+        }
+        ("node.fail", true) => {
+            data.insert("report".into(), json!("failed"));
+            "node.progress"
+        }
+        ("node.done", false) => "node.done",
+        ("node.fail", false) => "node.failed",
+        _ => "node.progress",
+    };
+    let draft = Draft {
+        node: Some(p.node),
+        kind: kind.to_string(),
+        actor: Actor::Agent,
+        data,
+        idempotency_key: None,
+    };
+    to_value(&daemon.store.append(&handle, draft, true).await?)
+}

@@ -1,0 +1,35 @@
+//! `spawn.spinoff`, `spawn.code`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use octl_proto::rpc::SpawnParams;
+use octl_proto::{AppError, RunKind};
+
+use super::{params, to_value};
+use crate::daemon::Daemon;
+use crate::engine::spawn::{spawn as spawn_run, SpawnRequest};
+
+pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: Value) -> Result<Value, AppError> {
+    let p: SpawnParams = params(p)?;
+    let handle = spawn_run(
+        daemon,
+        SpawnRequest {
+            kind,
+            task: p.task,
+            repo: p.repo.into(),
+            base: p.base,
+            agent: p.agent,
+            node: p.node,
+            gate: p.gate,
+        },
+    )
+    .await?;
+    let view = handle.view();
+    let mut out = to_value(&view.manifest)?;
+    if let Some(node) = view.nodes.first() {
+        out["node"] = to_value(node)?;
+    }
+    Ok(out)
+}
