@@ -399,11 +399,15 @@ impl RunState {
             node.state = to;
         }
         node.updated_at = ev.ts.clone();
-        if branch.is_some() {
-            node.branch = branch;
-        }
-        if worktree.is_some() {
-            node.worktree = worktree;
+        // Only the daemon's intent to start a node names its branch and worktree; other
+        // events may carry paths of their own (a blocked merge names the target's worktree).
+        if t == "node.starting" {
+            if branch.is_some() {
+                node.branch = branch;
+            }
+            if worktree.is_some() {
+                node.worktree = worktree;
+            }
         }
         if message.is_some() {
             node.message = message;

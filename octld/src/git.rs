@@ -532,6 +532,25 @@ impl Git {
     }
 
     /// The branch checked out here (short name); [`GitError::DetachedHead`] if none.
+    /// The top-level directory and the checked-out branch (`None` when HEAD is detached) in
+    /// one git call: spawning asks for both.
+    pub fn toplevel_and_branch(&self) -> Result<(PathBuf, Option<String>)> {
+        let out = self
+            .call(["rev-parse", "--show-toplevel", "--abbrev-ref", "HEAD"])
+            .stdout()?;
+        let out = String::from_utf8_lossy(&out);
+        let mut lines = out.lines();
+        let top = lines.next().unwrap_or_default();
+        let branch = lines.next().unwrap_or_default();
+        if top.is_empty() {
+            return Err(GitError::NotARepo {
+                dir: self.dir.clone(),
+            });
+        }
+        let branch = (!branch.is_empty() && branch != "HEAD").then(|| branch.to_string());
+        Ok((PathBuf::from(top), branch))
+    }
+
     pub fn current_branch(&self) -> Result<String> {
         let (code, out) = self
             .call(["symbolic-ref", "--quiet", "--short", "HEAD"])

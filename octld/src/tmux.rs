@@ -394,6 +394,16 @@ impl Tmux {
     /// window keeps its pane after the program exits, has a fixed size, and the pane's output
     /// is appended to `spec.log` from the first byte.
     pub fn spawn_window(&self, spec: &WindowSpec<'_>) -> Result<Spawned> {
+        self.spawn(spec, false)
+    }
+
+    /// Like [`Tmux::spawn_window`] for a window that is most likely its session's first (a
+    /// new run): creating the session is tried first, saving a failed `new-window` call.
+    pub fn spawn_first_window(&self, spec: &WindowSpec<'_>) -> Result<Spawned> {
+        self.spawn(spec, true)
+    }
+
+    fn spawn(&self, spec: &WindowSpec<'_>, fresh_session: bool) -> Result<Spawned> {
         check_name("session name", spec.session)?;
         check_name("window name", spec.window)?;
         let cwd = utf8_path("working directory", spec.cwd)?;
@@ -416,7 +426,7 @@ impl Tmux {
             launcher = Some(path);
             format!("exec /bin/sh {}", sh_quote(&path_str))
         };
-        let result = self.spawn_with(spec, cwd, log, &command);
+        let result = self.spawn_with(spec, cwd, log, &command, fresh_session);
         if result.is_err() {
             if let Some(path) = launcher {
                 let _ = std::fs::remove_file(path);
@@ -431,6 +441,7 @@ impl Tmux {
         cwd: &str,
         log: &str,
         command: &str,
+        fresh_session: bool,
     ) -> Result<Spawned> {
         let format = format!("#{{pane_id}}{SEP}#{{pane_pid}}");
         let dir = format_literal(cwd);
@@ -505,6 +516,14 @@ impl Tmux {
             cmds
         };
 
+        // A run's first window creates its session: one tmux call either way.
+        if fresh_session {
+            match self.run(&new_session()) {
+                Ok(out) => return parse_spawned(self, &out, true),
+                Err(e) if e.stderr_contains("duplicate session") => {}
+                Err(e) => return Err(e),
+            }
+        }
         // The common case (the run's session exists) costs one tmux call.
         let (out, created_session) = match self.run(&new_window()) {
             Ok(out) => (out, false),
@@ -518,22 +537,7 @@ impl Tmux {
             },
             Err(e) => return Err(e),
         };
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().next().unwrap_or("");
-        let parsed = line
-            .split_once(SEP)
-            .and_then(|(id, pid)| Some((id.to_string(), pid.trim().parse().ok()?)));
-        match parsed {
-            Some((pane_id, pane_pid)) if is_pane_id(&pane_id) => Ok(Spawned {
-                pane_id,
-                pane_pid,
-                created_session,
-            }),
-            _ => Err(TmuxError::Parse {
-                argv: vec![self.program_name(), "new-window".into()],
-                detail: format!("expected `%N<sep>PID`, got {line:?}"),
-            }),
-        }
+        parse_spawned(self, &out, created_session)
     }
 
     /// Every pane on the server in one call (no server: empty). The supervisor polls this.
@@ -698,6 +702,26 @@ fn utf8_path<'p>(what: &'static str, path: &'p Path) -> Result<&'p str> {
 }
 
 /// The `sh` text that enters `cwd`, exports `env`, runs `argv` and exits with its status.
+/// Reads `%N<sep>PID` printed by new-window / new-session.
+fn parse_spawned(tmux: &Tmux, out: &Output, created_session: bool) -> Result<Spawned> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().unwrap_or("");
+    let parsed = line
+        .split_once(SEP)
+        .and_then(|(id, pid)| Some((id.to_string(), pid.trim().parse().ok()?)));
+    match parsed {
+        Some((pane_id, pane_pid)) if is_pane_id(&pane_id) => Ok(Spawned {
+            pane_id,
+            pane_pid,
+            created_session,
+        }),
+        _ => Err(TmuxError::Parse {
+            argv: vec![tmux.program_name(), "new-window".into()],
+            detail: format!("expected `%N<sep>PID`, got {line:?}"),
+        }),
+    }
+}
+
 fn launch_script(cwd: &str, env: &[(String, String)], argv: &[String]) -> Result<String> {
     let Some(program) = argv.first() else {
         return Err(invalid("argv", "", "give at least the program to run"));

@@ -228,6 +228,95 @@ impl TestEnv {
     }
 }
 
+impl Drop for TestEnv {
+    /// The private tmux server outlives the daemon; stop it with the test.
+    fn drop(&mut self) {
+        let sock = self.home.join("tmux.sock");
+        if sock.exists() {
+            let _ = Command::new("tmux")
+                .arg("-S")
+                .arg(&sock)
+                .arg("kill-server")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl TestEnv {
+    /// Spawns a run through the daemon (`spawn.spinoff` or `spawn.code`); the error object
+    /// on failure.
+    pub fn spawn(
+        &self,
+        kind: &str,
+        repo: &crate::TestRepo,
+        task: &str,
+        extra: Value,
+    ) -> Result<Value, Value> {
+        let mut params = json!({"task": task, "repo": repo.path.display().to_string()});
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                params[k] = v;
+            }
+        }
+        self.try_rpc(&format!("spawn.{kind}"), params)
+    }
+
+    /// Waits until the run's status is one of `statuses`; returns `run.show`.
+    pub fn wait_status(&self, run: &str, statuses: &[&str]) -> Value {
+        wait_until(
+            &format!("run {run} to be {statuses:?}"),
+            Duration::from_secs(60),
+            || {
+                let show = self.rpc("run.show", json!({"run": run}));
+                let status = show["manifest"]["status"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                statuses.contains(&status.as_str()).then_some(show)
+            },
+        )
+    }
+
+    /// Waits until node `node` of `run` is in `state`; returns the node.
+    pub fn wait_node(&self, run: &str, node: &str, state: &str) -> Value {
+        wait_until(
+            &format!("node {node} of {run} to be {state}"),
+            Duration::from_secs(60),
+            || {
+                let show = self.rpc("run.show", json!({"run": run}));
+                show["nodes"]
+                    .as_array()
+                    .and_then(|ns| ns.iter().find(|n| n["id"] == json!(node)).cloned())
+                    .filter(|n| n["state"] == json!(state))
+            },
+        )
+    }
+
+    /// The types of a run's events, in order.
+    pub fn event_types(&self, run: &str) -> Vec<String> {
+        self.log_events(run)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Window names on the private tmux server.
+    pub fn tmux_windows(&self) -> Vec<String> {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(self.home.join("tmux.sock"))
+            .args(["list-windows", "-a", "-F", "#{session_name}:#{window_name}"])
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 /// A daemon started by [`TestEnv::start_daemon`]; killed when dropped.
 pub struct Daemon {
     child: Option<Child>,

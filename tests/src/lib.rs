@@ -3,11 +3,15 @@
 //! - [`env`]: [`TestEnv`], an isolated world (home, `HOME`, `CLAUDE_CONFIG_DIR`, git identity),
 //!   the real `octld` started and stopped in it, and the real `orchestratectl` run in it.
 //! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
+//! - [`repo`]: a real git repository with a test identity.
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
 pub mod env;
 pub mod http;
+pub mod model;
+pub mod repo;
 pub mod wait;
 
 pub use env::{bin, Cli, Daemon, TestEnv};
+pub use repo::TestRepo;
 pub use wait::wait_until;

@@ -32,6 +32,7 @@ pub async fn cleanup(
     let branch = node.branch.clone();
     let merged_into = merged_into.map(str::to_string);
     let worktrees_of_run = daemon.home.worktrees().join(&handle.id);
+    let own_worktrees = daemon.home.worktrees();
     let done = blocking(move || {
         if let Some(p) = pane {
             let _ = tmux.kill_window_of_pane(&p);
@@ -41,7 +42,11 @@ pub async fn cleanup(
         };
         let git = Git::new(&repo);
         let mut snapshot = None;
-        if let Some(wt) = worktree.as_ref().filter(|w| w.exists()) {
+        // Only worktrees the daemon made are ever removed, whatever a log says.
+        if let Some(wt) = worktree
+            .as_ref()
+            .filter(|w| w.exists() && w.starts_with(&own_worktrees))
+        {
             let snap = git.snapshot(wt, &run, &node_id)?;
             git.worktree_remove_snapshotted(wt, &snap)?;
             snapshot = Some(snap);

@@ -227,7 +227,7 @@ pub async fn merge_node(
                 handle,
                 Some(node_id),
                 "merge.blocked",
-                json!({"reason": "target_dirty", "worktree": worktree.display().to_string(), "paths": paths}),
+                json!({"reason": "target_dirty", "target_worktree": worktree.display().to_string(), "paths": paths}),
             )
             .await?;
             Err(AppError::new(

@@ -46,6 +46,8 @@ pub struct Engine {
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
     pub(crate) unreaped: Mutex<HashMap<String, u32>>,
+    /// git and tmux were found recent enough; checked again only after a failure.
+    tools_ok: std::sync::atomic::AtomicBool,
 }
 
 /// Held while a step runs for a node; frees the slot when dropped.
@@ -89,6 +91,21 @@ impl Engine {
             .expect("in_flight lock")
             .iter()
             .any(|(r, _)| r == run)
+    }
+
+    /// Checks the git and tmux versions once per daemon (each check is a process).
+    pub fn check_tools(
+        &self,
+        git: &crate::git::Git,
+        tmux: &crate::tmux::Tmux,
+    ) -> Result<(), AppError> {
+        use std::sync::atomic::Ordering;
+        if !self.tools_ok.load(Ordering::Acquire) {
+            git.check_version()?;
+            tmux.check_version()?;
+            self.tools_ok.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {

@@ -15,7 +15,7 @@ use crate::agents::{self, Launch, Mode, Profile};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::git::Git;
-use crate::store::RunHandle;
+use crate::store::{Draft, RunHandle};
 use crate::tmux::WindowSpec;
 
 /// Largest accepted task text.
@@ -82,6 +82,7 @@ pub fn slug(task: &str) -> String {
 /// The repository, base branch, git and tmux versions, and the agent program: all checked
 /// before anything is written.
 pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked, AppError> {
+    let t = std::time::Instant::now();
     validate_task(&req.task)?;
     if let Some(n) = &req.node {
         validate_node_id("node", n)?;
@@ -110,27 +111,45 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         ))
     })?;
     let git = Git::new(&repo_dir);
-    git.check_version()?;
-    daemon.tmux.check_version()?;
-    let repo = git.toplevel().map_err(|e| match e {
-        crate::git::GitError::NotARepo { .. } => AppError::invalid(format!(
-            "invalid repo {:?}: not inside a git repository",
-            req.repo.display().to_string()
-        )),
+    let t_pre = t.elapsed();
+    daemon.engine.check_tools(&git, &daemon.tmux)?;
+    let t_tools = t.elapsed();
+    let not_a_repo = |e| match e {
+        crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
+            AppError::invalid(format!(
+                "invalid repo {:?}: not inside a git repository with at least one commit",
+                req.repo.display().to_string()
+            ))
+        }
         other => other.into(),
-    })?;
-    let git = Git::new(&repo);
-    let base = match &req.base {
-        Some(b) => b.clone(),
-        None => git.current_branch()?,
     };
-    if !git.branch_exists(&base)? {
-        return Err(
-            AppError::not_found(format!("no branch {base:?} in {}", repo.display()))
-                .with_hint("name an existing local branch with --base"),
-        );
-    }
+    let (repo, current) = git.toplevel_and_branch().map_err(not_a_repo)?;
+    let git = Git::new(&repo);
+    let base = match (&req.base, current) {
+        (Some(b), current) => {
+            if current.as_ref() != Some(b) && !git.branch_exists(b)? {
+                return Err(
+                    AppError::not_found(format!("no branch {b:?} in {}", repo.display()))
+                        .with_hint("name an existing local branch with --base"),
+                );
+            }
+            b.clone()
+        }
+        (None, Some(current)) => current,
+        (None, None) => {
+            return Err(AppError::invalid(format!(
+                "HEAD is detached in {}: name the base branch with --base",
+                repo.display()
+            )))
+        }
+    };
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
+    tracing::debug!(
+        pre_ms = t_pre.as_secs_f64() * 1e3,
+        tools_ms = t_tools.as_secs_f64() * 1e3,
+        git_ms = t.elapsed().as_secs_f64() * 1e3,
+        "checked"
+    );
     Ok(Checked {
         repo,
         base,
@@ -161,9 +180,11 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     } else {
         Mode::Autonomous
     };
+    let t0 = std::time::Instant::now();
     let d = daemon.clone();
     let r = req.clone();
     let checked = blocking(move || check(&d, &r, mode)).await?;
+    let t_check = t0.elapsed();
     let mut settings = Map::new();
     settings.insert("title".into(), json!(title(&req.task)));
     settings.insert("repo".into(), json!(checked.repo.display().to_string()));
@@ -172,23 +193,24 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     if let Some(g) = &req.gate {
         settings.insert("gate".into(), json!(g));
     }
-    let handle = daemon.store.create_run(req.kind, settings).await?;
-    let branch = branch_name(&handle.id, &checked.node);
-    let worktree = daemon.home.worktrees().join(&handle.id).join(&checked.node);
-    append(
-        daemon,
-        &handle,
-        Some(&checked.node),
-        "node.added",
-        json!({
-            "agent": checked.profile.name,
-            "task": req.task,
-            "gate": req.gate,
-            "branch": branch,
-            "worktree": worktree.display().to_string(),
-        }),
-    )
-    .await?;
+    // The node, and the intent to give it a branch and worktree named after the new run,
+    // go into the run's first write.
+    let (node, task, gate) = (checked.node.clone(), req.task.clone(), req.gate.clone());
+    let (agent, worktrees) = (checked.profile.name.clone(), daemon.home.worktrees());
+    let handle = daemon
+        .store
+        .create_run(req.kind, settings, move |run| {
+            vec![
+                Draft::daemon(
+                    Some(&node),
+                    "node.added",
+                    json!({"agent": agent, "task": task, "gate": gate}),
+                ),
+                starting(run, &node, &worktrees),
+            ]
+        })
+        .await?;
+    let t_create = t0.elapsed();
     start_node(
         daemon,
         &handle,
@@ -198,7 +220,18 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
         &checked.launch,
     )
     .await?;
+    tracing::debug!(run = %handle.id, check_ms = t_check.as_secs_f64() * 1e3, created_ms = t_create.as_secs_f64() * 1e3, started_ms = t0.elapsed().as_secs_f64() * 1e3, "spawned");
     Ok(handle)
+}
+
+/// `node.starting`: the intent, recorded before the branch and worktree exist.
+pub fn starting(run: &str, node: &str, worktrees: &Path) -> Draft {
+    let worktree = worktrees.join(run).join(node);
+    Draft::daemon(
+        Some(node),
+        "node.starting",
+        json!({"branch": branch_name(run, node), "worktree": worktree.display().to_string()}),
+    )
 }
 
 pub fn branch_name(run: &str, node: &str) -> String {
@@ -217,14 +250,15 @@ pub async fn start_node(
 ) -> Result<(), AppError> {
     let branch = branch_name(&handle.id, node);
     let worktree = daemon.home.worktrees().join(&handle.id).join(node);
-    append(
-        daemon,
-        handle,
-        Some(node),
-        "node.starting",
-        json!({"branch": branch, "worktree": worktree.display().to_string()}),
-    )
-    .await?;
+    let planned = handle
+        .view()
+        .nodes
+        .iter()
+        .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
+    if !planned {
+        let intent = starting(&handle.id, node, &daemon.home.worktrees());
+        daemon.store.append(handle, intent, false).await?;
+    }
     let started = {
         let (d, h, n, repo, start_point, launch) = (
             daemon.clone(),
@@ -236,8 +270,16 @@ pub async fn start_node(
         );
         let (branch, worktree) = (branch.clone(), worktree.clone());
         blocking(move || {
+            let t = std::time::Instant::now();
             Git::new(&repo).worktree_add(&worktree, &branch, &start_point)?;
-            open_window(&d, &h, &n, &worktree, &launch)
+            let t_wt = t.elapsed();
+            let r = open_window(&d, &h, &n, &worktree, &launch);
+            tracing::debug!(
+                worktree_ms = t_wt.as_secs_f64() * 1e3,
+                window_ms = (t.elapsed() - t_wt).as_secs_f64() * 1e3,
+                "side effects"
+            );
+            r
         })
         .await
     };
@@ -324,14 +366,20 @@ fn open_window(
         ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
         ("PATH".to_string(), path),
     ];
-    let spawned = daemon.tmux.spawn_window(&WindowSpec {
+    let spec = WindowSpec {
         session: &handle.id,
         window: node,
         cwd: worktree,
         env: &env,
         argv: &argv,
         log: &pane_log,
-    })?;
+    };
+    let first = handle.view().nodes.iter().all(|n| n.pane.is_none());
+    let spawned = if first {
+        daemon.tmux.spawn_first_window(&spec)?
+    } else {
+        daemon.tmux.spawn_window(&spec)?
+    };
     Ok((spawned.pane_id, spawned.pane_pid))
 }
 

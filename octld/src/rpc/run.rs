@@ -39,7 +39,10 @@ pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         }
         settings.insert("title".into(), json!(title));
     }
-    let handle = daemon.store.create_run(RunKind::Generic, settings).await?;
+    let handle = daemon
+        .store
+        .create_run(RunKind::Generic, settings, |_| Vec::new())
+        .await?;
     to_value(&handle.summary())
 }
 

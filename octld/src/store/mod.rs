@@ -250,10 +250,13 @@ impl Store {
 
     /// Creates a run: its directory, and its log holding `run.created` (synced, with the
     /// directory entry synced too) before the run is known to anyone.
+    /// `initial(run_id)` gives events that follow `run.created` in the same first write (one
+    /// sync for all); they may name things after the new run's id.
     pub async fn create_run(
         &self,
         kind: RunKind,
         settings: Map<String, Value>,
+        initial: impl FnOnce(&str) -> Vec<Draft>,
     ) -> Result<Arc<RunHandle>, AppError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(AppError::new(
@@ -284,9 +287,15 @@ impl Store {
             idempotency: Default::default(),
         };
         let ev = writer::new_event(&seed, draft);
-        let state = RunState::from_created(&ev)?;
+        let mut state = RunState::from_created(&ev)?;
+        let mut line = format!("{}\n", ev.to_line());
+        for draft in initial(&id) {
+            let ev = writer::new_event(&state, draft);
+            state.apply(&ev)?;
+            line.push_str(&ev.to_line());
+            line.push('\n');
+        }
         let runs_dir = self.home.runs();
-        let line = format!("{}\n", ev.to_line());
         let created = state.clone();
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || -> io::Result<()> {

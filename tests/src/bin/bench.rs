@@ -152,6 +152,87 @@ fn run_list(rows: &mut Vec<Row>) {
     });
 }
 
+/// `spawn.spinoff` (request → agent process running) next to the bare commands doing the same
+/// work: `git worktree add -b` and `tmux new-window`.
+fn spawn(rows: &mut Vec<Row>) {
+    use std::process::Command;
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = octl_tests::TestRepo::new(&env, "repo");
+    let bare_sock = env.root.path().join("bare-tmux.sock");
+    let tmux = |args: &[&str]| {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&bare_sock)
+            .arg("-f")
+            .arg("/dev/null")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "bare",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sleep 600",
+    ]);
+    let mut ours = Vec::new();
+    let mut bare = Vec::new();
+    for i in 0..15 {
+        let start = Instant::now();
+        let r = env.spawn(
+            "spinoff",
+            &repo,
+            "sleep 600",
+            json!({"agent": "shell", "node": format!("n{i}")}),
+        );
+        ours.push(start.elapsed().as_secs_f64() * 1000.0);
+        assert!(r.is_ok(), "{r:?}");
+
+        let wt = env.root.path().join(format!("bare-wt-{i}"));
+        let start = Instant::now();
+        repo.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &format!("bare/{i}"),
+            wt.to_str().unwrap(),
+            "main",
+        ]);
+        tmux(&[
+            "new-window",
+            "-d",
+            "-t",
+            "bare",
+            "-c",
+            wt.to_str().unwrap(),
+            "sleep 600",
+        ]);
+        bare.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    tmux(&["kill-server"]);
+    let (o, b) = (median(ours), median(bare));
+    rows.push(Row {
+        metric: "spawn latency: request → agent running (median of 15)".into(),
+        ours: o,
+        baseline: Some(b),
+        unit: "ms",
+        target: "≤ 1.2× bare".into(),
+        pass: o <= 1.2 * b,
+    });
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("all");
@@ -164,12 +245,14 @@ fn main() {
     match what {
         "appends" => appends(&mut rows),
         "run-list" => run_list(&mut rows),
+        "spawn" => spawn(&mut rows),
         "all" => {
             run_list(&mut rows);
             appends(&mut rows);
+            spawn(&mut rows);
         }
         other => {
-            eprintln!("unknown benchmark {other:?}: use all, appends or run-list");
+            eprintln!("unknown benchmark {other:?}: use all, appends, run-list or spawn");
             std::process::exit(2);
         }
     }
