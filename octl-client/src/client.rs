@@ -549,6 +549,14 @@ fn find_octld_in(
     )))
 }
 
+/// Finds a program on PATH (`tmux`, `git`): the first executable file of that name.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path_var = std::env::var_os("PATH")?;
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path)

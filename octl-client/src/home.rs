@@ -73,6 +73,11 @@ impl Home {
     pub fn runs(&self) -> PathBuf {
         self.dir.join("runs")
     }
+
+    /// `tmux.sock`: the daemon's private tmux server, where the agents' windows are.
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.dir.join("tmux.sock")
+    }
 }
 
 #[cfg(test)]
@@ -94,6 +99,7 @@ mod tests {
         assert_eq!(h.dir(), Path::new("/c/.orchestratectl"));
         assert_eq!(h.socket(), Path::new("/c/.orchestratectl/octld.sock"));
         assert_eq!(h.runs(), Path::new("/c/.orchestratectl/runs"));
+        assert_eq!(h.tmux_socket(), Path::new("/c/.orchestratectl/tmux.sock"));
     }
 
     #[test]

@@ -5,16 +5,23 @@
 //! - [`client`]: JSON-RPC over the Unix socket (hyperlocal), the event stream, autostart.
 //! - [`output`]: human and JSON printing, error printing, exit codes, tables.
 //! - [`log_file`]: reading and following a run's `events.jsonl` when the daemon is down.
-//! - [`commands`]: one module per command group (`run`, `event`, `daemon`, `version`).
+//! - [`follow`]: following a run until it settles (`run wait`, `spawn --wait`, `demo`) and the
+//!   live progress on stderr.
+//! - [`skills`]: the bundled Claude Code skills (embedded by `build.rs`), their frontmatter,
+//!   and installing them without overwriting edited files.
+//! - [`commands`]: one module per command group (`spawn`, `run`, `merge`, `node`, `skill`,
+//!   `demo`, `event`, `daemon`, `version`).
 //!
 //! [`main`] is the whole program; `src/main.rs` only calls it.
 
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod follow;
 pub mod home;
 pub mod log_file;
 pub mod output;
+pub mod skills;
 
 use std::ffi::OsString;
 
@@ -57,7 +64,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     match runtime.block_on(commands::dispatch(&ctx, cli.group)) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(err) => print_error(cli.json, &err),
     }
 }

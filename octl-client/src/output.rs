@@ -256,6 +256,19 @@ pub fn event_line(ev: &Value) -> String {
     )
 }
 
+/// A word as a POSIX shell reads it back: unchanged when it is plain, else single-quoted.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:%@=+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// Shortens what a user gave for an error message: at most `max` characters, then `…`.
 pub fn truncate(given: &str, max: usize) -> String {
     if given.chars().count() <= max {
@@ -342,6 +355,11 @@ mod tests {
         assert_eq!(duration(59), "59s");
         assert_eq!(truncate("abcdef", 3), "abc…");
         assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(shell_word("/h/tmux.sock"), "/h/tmux.sock");
+        assert_eq!(shell_word("01R:api"), "01R:api");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
         assert_eq!(
             fields(&[("Run", "x".into()), ("Status", "y".into())]),
             "Run     x\nStatus  y\n"

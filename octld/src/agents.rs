@@ -51,6 +51,10 @@ pub struct Launch {
     /// The agent's output is a stream of JSON lines, kept raw in the node's log while the
     /// pane shows a readable rendering (see `octld agent-wrap`).
     pub stream_json: bool,
+    /// Autonomous agents' done/fail reports are held until their process ends: a node counts
+    /// as alive (against a parallelism cap) exactly as long as its agent runs, and its
+    /// outcome is known when the report becomes an event.
+    pub hold_reports: bool,
 }
 
 /// Appended to Claude's system prompt in autonomous runs: how to report.
@@ -93,17 +97,20 @@ impl Profile {
             Some(OnExit::Exited) => "exited",
             None => default,
         };
+        let autonomous = mode == Mode::Autonomous;
         Ok(match (&self.kind, mode) {
             (ProfileKind::Shell, _) => Launch {
                 argv: vec!["sh".into(), "-c".into(), task.to_string()],
                 on_exit: "shell",
                 stream_json: false,
+                hold_reports: autonomous,
             },
             (ProfileKind::Claude { program, .. }, Mode::Interactive) => Launch {
                 argv: vec![program.clone(), task.to_string()],
                 // A human ends an interactive session when the work is ready for review.
                 on_exit: exited("done"),
                 stream_json: false,
+                hold_reports: false,
             },
             (
                 ProfileKind::Claude {
@@ -138,6 +145,7 @@ impl Profile {
                     argv,
                     on_exit: exited("exited"),
                     stream_json: true,
+                    hold_reports: true,
                 }
             }
             (ProfileKind::Argv { .. }, _) => Launch {
@@ -148,6 +156,7 @@ impl Profile {
                     .collect(),
                 on_exit: exited("exited"),
                 stream_json: false,
+                hold_reports: autonomous,
             },
         })
     }

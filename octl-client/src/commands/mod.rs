@@ -1,9 +1,16 @@
 //! One module per command group. Each exposes `execute(ctx, cmd)`, which talks to the daemon
 //! through [`Ctx::client`] and prints through [`Ctx::out`]; errors are returned, not printed.
+//! A command that ends with a non-zero exit code without an error (`run wait` on a failed run:
+//! its summary is the result) returns that code.
 
 pub mod daemon;
+pub mod demo;
 pub mod event;
+pub mod merge;
+pub mod node;
 pub mod run;
+pub mod skill;
+pub mod spawn;
 pub mod version;
 
 use octl_proto::AppError;
@@ -18,13 +25,18 @@ pub struct Ctx {
     pub client: Client,
 }
 
-/// Runs the chosen command.
-pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<(), AppError> {
+/// Runs the chosen command and returns its exit code (errors are printed by the caller).
+pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
     match group {
+        Group::Spawn(cmd) => spawn::execute(ctx, cmd).await,
         Group::Run(cmd) => run::execute(ctx, cmd).await,
-        Group::Event(cmd) => event::execute(ctx, cmd).await,
-        Group::Daemon(cmd) => daemon::execute(ctx, cmd).await,
-        Group::Version => version::execute(ctx),
+        Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
+        Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
+        Group::Skill(cmd) => skill::execute(ctx, cmd).map(|()| 0),
+        Group::Demo(args) => demo::execute(ctx, args).await,
+        Group::Event(cmd) => event::execute(ctx, cmd).await.map(|()| 0),
+        Group::Daemon(cmd) => daemon::execute(ctx, cmd).await.map(|()| 0),
+        Group::Version => version::execute(ctx).map(|()| 0),
     }
 }
 

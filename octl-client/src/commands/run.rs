@@ -1,22 +1,36 @@
-//! `run create|list|show|rebuild`. JSON output is the daemon's result as it came; the human
-//! output reads it through the `octl-proto` projection types.
+//! `run create|list|show|rebuild|wait|cancel|attach`. JSON output is the daemon's result as it
+//! came; the human output reads it through the `octl-proto` projection types. `wait` follows the
+//! run through [`crate::follow`]; `attach` replaces this process with tmux.
 
-use octl_proto::ids::parse_run_ref;
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::Duration;
+
+use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::projection::{RunDetail, RunSummary};
-use octl_proto::rpc::{RebuildResult, RunCreateParams, RunListParams, RunParams};
-use octl_proto::AppError;
-use serde_json::Value;
+use octl_proto::rpc::{CancelParams, RebuildResult, RunCreateParams, RunListParams, RunParams};
+use octl_proto::state::Node;
+use octl_proto::{AppError, ErrorKind, NodeState};
+use serde_json::{json, Value};
 
 use super::{decode, Ctx};
-use crate::cli::{RunArg, RunCmd, RunCreateArgs, RunListArgs};
-use crate::output::{cell, fields, node_counts, short_time, table};
+use crate::cli::{
+    RunArg, RunAttachArgs, RunCancelArgs, RunCmd, RunCreateArgs, RunListArgs, RunWaitArgs,
+};
+use crate::client::find_on_path;
+use crate::follow::{report_wait, wait_run, Mode, Progress};
+use crate::output::{cell, fields, node_counts, shell_word, short_time, table};
 
-pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<(), AppError> {
+pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
     match cmd {
-        RunCmd::Create(args) => create(ctx, args).await,
-        RunCmd::List(args) => list(ctx, args).await,
-        RunCmd::Show(arg) => show(ctx, arg).await,
-        RunCmd::Rebuild(arg) => rebuild(ctx, arg).await,
+        RunCmd::Create(args) => create(ctx, args).await.map(|()| 0),
+        RunCmd::List(args) => list(ctx, args).await.map(|()| 0),
+        RunCmd::Show(arg) => show(ctx, arg).await.map(|()| 0),
+        RunCmd::Rebuild(arg) => rebuild(ctx, arg).await.map(|()| 0),
+        RunCmd::Wait(args) => wait(ctx, args).await,
+        RunCmd::Cancel(args) => cancel(ctx, args).await.map(|()| 0),
+        RunCmd::Attach(args) => attach(ctx, args).await,
     }
 }
 
@@ -193,10 +207,164 @@ async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     Ok(())
 }
 
+async fn wait(ctx: &Ctx, args: RunWaitArgs) -> Result<i32, AppError> {
+    let run = run_param(&args.run)?.run;
+    let timeout = args.timeout.map(timeout_duration).transpose()?;
+    let mut progress = Progress::new(Mode::detect(ctx.out.json));
+    let (value, detail) = wait_run(ctx, &run, None, timeout, &mut progress).await?;
+    let summary = value.get("manifest").cloned().unwrap_or(Value::Null);
+    Ok(report_wait(ctx, &summary, &detail))
+}
+
+/// `--timeout S`: a number of seconds, ≥ 0.
+pub fn timeout_duration(seconds: f64) -> Result<Duration, AppError> {
+    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+        return Err(AppError::invalid(format!(
+            "invalid --timeout {seconds}: give a number of seconds from 0 to 1000000000, e.g. 300 or 2.5"
+        )));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppError> {
+    let params = CancelParams {
+        run: run_param(&args.run)?.run,
+        discard: args.discard,
+    };
+    let value = ctx.client.call("run.cancel", to_params(&params)).await?;
+    let summary: RunSummary = decode("run.cancel", &value)?;
+    ctx.out
+        .result(&value, || cancelled_text(&summary.id, args.discard));
+    Ok(())
+}
+
+/// `Cancelled run 01…` and what became of its work.
+pub fn cancelled_text(run: &str, discard: bool) -> String {
+    if discard {
+        format!(
+            "Cancelled run {run}\n  worktrees removed; work saved under refs/octl/snapshots/{run}/… (branches deleted; their tips are in the snapshots)"
+        )
+    } else {
+        format!("Cancelled run {run}\n  branches and worktrees kept")
+    }
+}
+
+async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppError> {
+    let run = run_param(&args.run)?.run;
+    if let Some(node) = &args.node {
+        validate_node_id("--node", node)?;
+    }
+    let value = ctx.client.call("run.show", json!({ "run": run })).await?;
+    let detail: RunDetail = decode("run.show", &value)?;
+    let node = pick_node(&detail, args.node.as_deref())?;
+    let argv = attach_argv(&ctx.client.home().tmux_socket(), &detail.manifest.id, node);
+    if !std::io::stdin().is_terminal() {
+        return Err(AppError::invalid(format!(
+            "run attach needs a terminal: stdin is not one, and tmux can only show the window \
+             of node {} on a terminal",
+            node.id
+        ))
+        .with_hint(format!(
+            "from a terminal, run: {}",
+            argv.iter()
+                .map(|a| shell_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )));
+    }
+    let Some(tmux) = find_on_path("tmux") else {
+        return Err(AppError::new(
+            ErrorKind::ToolMissing,
+            "cannot attach: tmux is not installed (no tmux program on PATH)",
+        )
+        .with_hint("install tmux (e.g. `apt install tmux` or `brew install tmux`)"));
+    };
+    // Only returns if the exec failed.
+    let err = std::process::Command::new(&tmux).args(&argv[1..]).exec();
+    Err(AppError::new(
+        ErrorKind::ToolFailed,
+        format!("cannot start {}: {err}", tmux.display()),
+    ))
+}
+
+/// The node `run attach` shows: the one asked for; else the only one; else the first whose
+/// agent is alive. Refused when that node has no window.
+pub fn pick_node<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppError> {
+    let id = &d.manifest.id;
+    let listing = || {
+        d.nodes
+            .iter()
+            .map(|n| format!("{} ({})", n.id, n.state.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let node = match asked {
+        Some(asked) => d.nodes.iter().find(|n| n.id == asked).ok_or_else(|| {
+            AppError::not_found(format!(
+                "run {id} has no node {asked:?}; its nodes: {}",
+                if d.nodes.is_empty() {
+                    "none".to_string()
+                } else {
+                    listing()
+                }
+            ))
+        })?,
+        None => match d.nodes.as_slice() {
+            [] => {
+                return Err(AppError::not_found(format!(
+                    "run {id} has no nodes, so there is no agent window to attach to"
+                )))
+            }
+            [only] => only,
+            nodes => nodes.iter().find(|n| n.state.is_alive()).ok_or_else(|| {
+                AppError::invalid(format!(
+                    "run {id} has {} nodes and none has a live agent: {}; choose one with --node",
+                    nodes.len(),
+                    listing()
+                ))
+            })?,
+        },
+    };
+    let gone = node.cleaned || matches!(node.state, NodeState::Merged | NodeState::Cancelled);
+    if gone || matches!(node.state, NodeState::Pending | NodeState::Ready) {
+        let why = if gone {
+            "its window is gone"
+        } else {
+            "it has no window yet: its agent has not started"
+        };
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {} of run {id} is {}: {why}",
+                node.id,
+                node.state.as_str()
+            ),
+        )
+        .with_hint(format!("see it with `orchestratectl run show {id}`")));
+    }
+    Ok(node)
+}
+
+/// `tmux -S <HOME>/tmux.sock attach-session -t <RUN>:<NODE>`. A node id of digits only would be
+/// read by tmux as a window index, so such a node is targeted by its pane (`%N`) when known.
+pub fn attach_argv(socket: &Path, run: &str, node: &Node) -> Vec<String> {
+    let target = match &node.pane {
+        Some(pane) if node.id.bytes().all(|b| b.is_ascii_digit()) => pane.clone(),
+        _ => format!("{run}:{}", node.id),
+    };
+    vec![
+        "tmux".to_string(),
+        "-S".to_string(),
+        socket.display().to_string(),
+        "attach-session".to_string(),
+        "-t".to_string(),
+        target,
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {
         serde_json::from_value(json!({
@@ -256,6 +424,108 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("Discussions"));
+    }
+
+    fn detail_with(nodes: Value) -> RunDetail {
+        serde_json::from_value(json!({
+            "manifest": serde_json::to_value(summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({}))).unwrap(),
+            "nodes": nodes, "discussions": [], "spinoffs": []
+        }))
+        .unwrap()
+    }
+
+    fn node(id: &str, state: &str) -> Value {
+        json!({"id": id, "state": state, "branch": null, "worktree": null, "agent": null,
+               "deps": [], "created_at": "t", "updated_at": "t"})
+    }
+
+    #[test]
+    fn attach_picks_the_node() {
+        let d = detail_with(json!([node("api", "exited")]));
+        assert_eq!(pick_node(&d, None).unwrap().id, "api");
+        let d = detail_with(json!([node("api", "merged")]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 4);
+        assert!(
+            err.message.ends_with("is merged: its window is gone"),
+            "{}",
+            err.message
+        );
+        let d = detail_with(json!([
+            node("a", "merged"),
+            node("b", "running"),
+            node("c", "waiting")
+        ]));
+        assert_eq!(pick_node(&d, None).unwrap().id, "b");
+        assert_eq!(pick_node(&d, Some("c")).unwrap().id, "c");
+        let err = pick_node(&d, Some("zz")).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 3);
+        assert!(
+            err.message.contains("a (merged), b (running), c (waiting)"),
+            "{}",
+            err.message
+        );
+        let d = detail_with(json!([node("a", "merged"), node("b", "failed")]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(
+            err.message.contains("a (merged), b (failed)"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("--node"), "{}", err.message);
+        let d = detail_with(json!([]));
+        assert_eq!(pick_node(&d, None).unwrap_err().kind.exit_code(), 3);
+        let mut cleaned = node("a", "merged");
+        cleaned["cleaned"] = json!(true);
+        let d = detail_with(json!([cleaned]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 4);
+        assert!(err.message.contains("window is gone"), "{}", err.message);
+        let d = detail_with(json!([node("a", "pending")]));
+        assert_eq!(pick_node(&d, None).unwrap_err().kind.exit_code(), 4);
+    }
+
+    #[test]
+    fn the_attach_command() {
+        let n: Node = serde_json::from_value(node("api", "running")).unwrap();
+        let argv = attach_argv(Path::new("/h/tmux.sock"), "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", &n);
+        assert_eq!(
+            argv,
+            [
+                "tmux",
+                "-S",
+                "/h/tmux.sock",
+                "attach-session",
+                "-t",
+                "01JDXJ5R8Q4M0ZK7P2W9TB3C6E:api"
+            ]
+        );
+        let mut digits = node("42", "running");
+        digits["pane"] = json!("%7");
+        let n: Node = serde_json::from_value(digits).unwrap();
+        assert_eq!(attach_argv(Path::new("/h/s"), "R", &n)[5], "%7");
+    }
+
+    #[test]
+    fn wait_timeouts_and_cancel_text() {
+        assert_eq!(timeout_duration(2.5).unwrap(), Duration::from_millis(2500));
+        assert_eq!(timeout_duration(0.0).unwrap(), Duration::ZERO);
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e12] {
+            assert_eq!(
+                timeout_duration(bad).unwrap_err().kind.exit_code(),
+                2,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            cancelled_text("01R", false),
+            "Cancelled run 01R\n  branches and worktrees kept"
+        );
+        assert_eq!(
+            cancelled_text("01R", true),
+            "Cancelled run 01R\n  worktrees removed; work saved under refs/octl/snapshots/01R/… (branches deleted; their tips are in the snapshots)"
+        );
     }
 
     #[test]

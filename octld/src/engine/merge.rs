@@ -14,7 +14,7 @@ use octl_proto::{AppError, ErrorKind, NodeState};
 use super::{append, blocking};
 use crate::daemon::Daemon;
 use crate::git::{Git, MergePlan, MoveOutcome};
-use crate::store::RunHandle;
+use crate::store::{Draft, RunHandle};
 
 /// Attempts when another writer moves the target between computing and moving.
 const RACE_RETRIES: usize = 5;
@@ -185,30 +185,31 @@ pub async fn merge_node(
             })
         }
         Ok(Outcome::Conflict(files)) => {
-            let ack = append(
-                daemon,
-                handle,
-                Some(node_id),
-                "merge.conflict",
-                json!({"files": files}),
-            )
-            .await?;
             let worktree = node.worktree.clone().unwrap_or_default();
-            let _ = append(
-                daemon,
-                handle,
-                Some(node_id),
-                "discussion.opened",
-                json!({
-                    "id": format!("merge-{}", ack.seq),
-                    "title": format!("Merge conflict: {branch} into {target}"),
-                    "body": format!(
-                        "Conflicting files: {}. The branch and its worktree ({worktree}) are kept and {target} is untouched. Resolve it there (for example: git merge {target}, fix the files, commit), then run: orchestratectl merge {} --node {node_id}",
-                        files.join(", "), handle.id
-                    ),
-                }),
-            )
-            .await;
+            // The conflict and the question to a human land together: whoever sees the
+            // node in conflict also sees the discussion.
+            let question = format!("merge-{}", octl_proto::ids::new_ulid().to_ascii_lowercase());
+            daemon
+                .store
+                .append_all(
+                    handle,
+                    vec![
+                        Draft::daemon(Some(node_id), "merge.conflict", json!({"files": files})),
+                        Draft::daemon(
+                            Some(node_id),
+                            "discussion.opened",
+                            json!({
+                                "id": question,
+                                "title": format!("Merge conflict: {branch} into {target}"),
+                                "body": format!(
+                                    "Conflicting files: {}. The branch and its worktree ({worktree}) are kept and {target} is untouched. Resolve it there (for example: git merge {target}, fix the files, commit), then run: orchestratectl merge {} --node {node_id}",
+                                    files.join(", "), handle.id
+                                ),
+                            }),
+                        ),
+                    ],
+                )
+                .await?;
             Err(AppError::new(
                 ErrorKind::MergeConflict,
                 format!(

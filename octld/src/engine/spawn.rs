@@ -294,7 +294,7 @@ pub async fn start_node(
                     "pane": pane,
                     "pid": pid,
                     "on_exit": launch.on_exit,
-                    "report_on_exit": launch.stream_json,
+                    "report_on_exit": launch.hold_reports,
                 }),
             )
             .await?;

@@ -50,7 +50,16 @@ pub async fn tick(daemon: &Arc<Daemon>) {
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         let status = match by_id.get(pane_id) {
-            Some(p) if !p.dead => continue,
+            Some(p) if !p.dead => {
+                if node.report.is_some() && overdue(&node.updated_at) {
+                    // It reported but does not leave: close its window; the exit that follows
+                    // turns the report into the node's event.
+                    tracing::info!(run = %handle.id, node = %node.id, "agent reported but did not exit within the grace period; closing its window");
+                    let (tmux, p) = (daemon.tmux.clone(), pane_id.to_string());
+                    let _ = blocking(move || Ok(tmux.kill_window_of_pane(&p)?)).await;
+                }
+                continue;
+            }
             Some(p) => match (p.dead_status, p.dead_signal) {
                 (Some(code), _) => Some(code),
                 (None, Some(sig)) => Some(128 + sig),
@@ -85,6 +94,14 @@ pub async fn tick(daemon: &Arc<Daemon>) {
     }
 }
 
+/// How long an agent that reported done or failed may take to leave.
+pub const REPORT_GRACE_MS: u64 = 30_000;
+
+fn overdue(since: &str) -> bool {
+    let now = crate::store::writer::now_ms();
+    octl_proto::time::parse_millis(since).is_some_and(|t| now.saturating_sub(t) > REPORT_GRACE_MS)
+}
+
 /// The agent's process ended with `status` (`None`: killed, or its window vanished).
 async fn on_exit(
     daemon: &Arc<Daemon>,
@@ -92,41 +109,53 @@ async fn on_exit(
     node: &Node,
     status: Option<i32>,
 ) -> Result<(), AppError> {
-    let outcome = if node.report_on_exit {
-        let log = handle.dir.join("logs").join(format!("{}.log", node.id));
-        blocking(move || Ok(read_outcome(&log))).await?
-    } else {
-        None
-    };
+    let log = handle.dir.join("logs").join(format!("{}.log", node.id));
+    let outcome = blocking(move || Ok(read_outcome(&log))).await?;
     let mut data = Map::new();
     data.insert("exit_status".into(), json!(status));
     if let Some(o) = &outcome {
         data.insert("outcome".into(), Value::Object(o.clone()));
     }
-    let (kind, extra) = match (node.report.as_deref(), node.on_exit.as_deref()) {
-        (Some("done"), _) => ("node.done", json!({"message": node.message})),
-        (Some("failed"), _) => ("node.failed", json!({"reason": node.reason})),
-        (_, Some("shell")) if status == Some(0) => {
-            let commit = commit_work(node).await?;
-            ("node.done", json!({"commit": commit}))
+    let said = |data: &mut Map<String, Value>| {
+        if let Some(m) = &node.message {
+            data.insert("message".into(), json!(m));
         }
-        (_, Some("shell")) => (
-            "node.failed",
-            json!({"reason": match status {
-                Some(code) => format!("the task exited with status {code}"),
-                None => "the task was killed or its window closed".to_string(),
-            }}),
-        ),
-        (_, Some("done")) => ("node.done", json!({})),
-        _ => ("node.exited", json!({})),
+        if let Some(r) = &node.reason {
+            data.insert("reason".into(), json!(r));
+        }
     };
-    if let Value::Object(extra) = extra {
-        for (k, v) in extra {
-            if !v.is_null() {
-                data.insert(k, v);
-            }
+    // A shell task is judged by its exit status alone; any other agent by its held report,
+    // else by what its profile says an unreported exit means.
+    let kind = match (node.on_exit.as_deref(), node.report.as_deref()) {
+        // Exit 0, or closed by us after it reported done.
+        (Some("shell"), report)
+            if status == Some(0) || (status.is_none() && report == Some("done")) =>
+        {
+            data.insert("commit".into(), json!(commit_work(node).await?));
+            said(&mut data);
+            "node.done"
         }
-    }
+        (Some("shell"), _) => {
+            data.insert(
+                "reason".into(),
+                json!(match status {
+                    Some(code) => format!("the task exited with status {code}"),
+                    None => "the task was killed or its window closed".to_string(),
+                }),
+            );
+            "node.failed"
+        }
+        (_, Some("done")) => {
+            said(&mut data);
+            "node.done"
+        }
+        (_, Some("failed")) => {
+            said(&mut data);
+            "node.failed"
+        }
+        (Some("done"), None) => "node.done",
+        _ => "node.exited",
+    };
     append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
     let (tmux, pane) = (daemon.tmux.clone(), node.pane.clone());
@@ -152,7 +181,15 @@ async fn commit_work(node: &Node) -> Result<Option<String>, AppError> {
 
 /// The final `{"type":"result",…}` line of a stream-json log: cost, turns and how it ended.
 pub fn read_outcome(log: &Path) -> Option<Map<String, Value>> {
-    let text = std::fs::read_to_string(log).ok()?;
+    use std::io::{Read, Seek, SeekFrom};
+    // The result line is last; a long session's log need not be read whole.
+    let mut f = std::fs::File::open(log).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     let result: Value = text
         .lines()
         .rev()

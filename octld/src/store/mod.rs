@@ -398,6 +398,21 @@ impl Store {
             .map_err(|_| AppError::internal("the run's writer stopped"))?
     }
 
+    /// Appends daemon events together: all are written in one group, or none is.
+    pub async fn append_all(
+        &self,
+        run: &RunHandle,
+        drafts: Vec<Draft>,
+    ) -> Result<Vec<AppendResult>, AppError> {
+        let tx = run.sender()?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(Command::AppendAll { drafts, reply })
+            .await
+            .map_err(|_| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))?;
+        rx.await
+            .map_err(|_| AppError::internal("the run's writer stopped"))?
+    }
+
     /// Re-derives every projection of a run from its log alone.
     pub async fn rebuild(&self, run: &RunHandle) -> Result<RebuildResult, AppError> {
         let tx = run.sender()?;

@@ -53,9 +53,51 @@ pub enum Command {
         client: bool,
         reply: oneshot::Sender<Result<AppendResult, AppError>>,
     },
+    /// Several daemon events that are written together or not at all.
+    AppendAll {
+        drafts: Vec<Draft>,
+        reply: oneshot::Sender<Result<Vec<AppendResult>, AppError>>,
+    },
     Rebuild {
         reply: oneshot::Sender<Result<RebuildResult, AppError>>,
     },
+}
+
+/// One queued append request within a group commit.
+enum Item {
+    One(Draft, bool, Reply),
+    All(
+        Vec<Draft>,
+        oneshot::Sender<Result<Vec<AppendResult>, AppError>>,
+    ),
+}
+
+/// An answer to send once the group is on disk.
+enum Ack {
+    One(Reply, Result<AppendResult, AppError>),
+    All(
+        oneshot::Sender<Result<Vec<AppendResult>, AppError>>,
+        Result<Vec<AppendResult>, AppError>,
+    ),
+}
+
+impl Ack {
+    fn send(self, failure: Option<&AppError>) {
+        match self {
+            Ack::One(reply, res) => {
+                let _ = reply.send(match failure {
+                    Some(e) => res.and(Err(e.clone())),
+                    None => res,
+                });
+            }
+            Ack::All(reply, res) => {
+                let _ = reply.send(match failure {
+                    Some(e) => res.and(Err(e.clone())),
+                    None => res,
+                });
+            }
+        }
+    }
 }
 
 pub struct Writer {
@@ -89,7 +131,8 @@ impl Writer {
                         draft,
                         client,
                         reply,
-                    } => appends.push((draft, client, reply)),
+                    } => appends.push(Item::One(draft, client, reply)),
+                    Command::AppendAll { drafts, reply } => appends.push(Item::All(drafts, reply)),
                     Command::Rebuild { reply } => rebuilds.push(reply),
                 }
             }
@@ -103,27 +146,61 @@ impl Writer {
     }
 
     /// Checks, writes, syncs, projects, publishes, then acknowledges one group.
-    async fn commit(&mut self, appends: Vec<(Draft, bool, Reply)>) {
+    async fn commit(&mut self, appends: Vec<Item>) {
         let mut lines = String::new();
-        let mut events = Vec::new();
-        let mut acks: Vec<(Reply, Result<AppendResult, AppError>)> = Vec::new();
+        let mut events: Vec<Event> = Vec::new();
+        let mut acks: Vec<Ack> = Vec::new();
         let mut touched = Touched::default();
-        for (draft, client, reply) in appends {
-            let result = self.check_and_apply(draft, client, &mut touched);
-            let ack = result.map(|outcome| match outcome {
-                Outcome::Write(ev) => {
-                    lines.push_str(&ev.to_line());
-                    lines.push('\n');
-                    let ack = AppendResult {
-                        seq: ev.seq,
-                        id: ev.id.clone(),
-                    };
-                    events.push(ev);
-                    ack
+        let write = |ev: Event, lines: &mut String, events: &mut Vec<Event>| {
+            lines.push_str(&ev.to_line());
+            lines.push('\n');
+            let ack = AppendResult {
+                seq: ev.seq,
+                id: ev.id.clone(),
+            };
+            events.push(ev);
+            ack
+        };
+        for item in appends {
+            match item {
+                Item::One(draft, client, reply) => {
+                    let ack = self
+                        .check_and_apply(draft, client, &mut touched)
+                        .map(|outcome| match outcome {
+                            Outcome::Write(ev) => write(ev, &mut lines, &mut events),
+                            Outcome::Repeat(ack) => ack,
+                        });
+                    acks.push(Ack::One(reply, ack));
                 }
-                Outcome::Repeat(ack) => ack,
-            });
-            acks.push((reply, ack));
+                Item::All(drafts, reply) => {
+                    // All or nothing: on a refusal, the state and the group go back to how
+                    // they were before this request.
+                    let (before, n_lines, n_events) =
+                        (self.state.clone(), lines.len(), events.len());
+                    let mut out = Vec::new();
+                    let mut failed = None;
+                    for draft in drafts {
+                        match self.check_and_apply(draft, false, &mut touched) {
+                            Ok(Outcome::Write(ev)) => out.push(write(ev, &mut lines, &mut events)),
+                            Ok(Outcome::Repeat(ack)) => out.push(ack),
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    let res = match failed {
+                        Some(e) => {
+                            self.state = before;
+                            lines.truncate(n_lines);
+                            events.truncate(n_events);
+                            Err(e)
+                        }
+                        None => Ok(out),
+                    };
+                    acks.push(Ack::All(reply, res));
+                }
+            }
         }
         if !events.is_empty() {
             let files = touched.render(&self.state);
@@ -145,8 +222,8 @@ impl Writer {
                 tracing::error!(run = %self.handle.id, error = %e, "append failed; reloading the run from its log");
                 let err =
                     AppError::internal(format!("could not write run {}: {e}", self.handle.id));
-                for (reply, res) in acks {
-                    let _ = reply.send(res.and(Err(err.clone())));
+                for ack in acks {
+                    ack.send(Some(&err));
                 }
                 self.reload().await;
                 return;
@@ -157,8 +234,8 @@ impl Writer {
             self.handle.publish(&self.state);
             let _ = self.handle.events.send(Arc::new(events));
         }
-        for (reply, res) in acks {
-            let _ = reply.send(res);
+        for ack in acks {
+            ack.send(None);
         }
     }
 

@@ -1,0 +1,167 @@
+//! `merge RUN [--node NODE]`: merge a node's branch into its target (a code run's base, or a
+//! retry after a conflict or a blocked merge). Refusals come back as `merge_conflict` or
+//! `target_dirty` (exit 4) with the daemon's hint, or one made here from `run show`.
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::projection::RunDetail;
+use octl_proto::rpc::{MergeParams, MergeResult};
+use octl_proto::{AppError, ErrorKind};
+use serde_json::json;
+
+use super::{decode, Ctx};
+use crate::cli::MergeArgs;
+use crate::commands::run::run_param;
+
+pub async fn execute(ctx: &Ctx, args: MergeArgs) -> Result<(), AppError> {
+    let params = merge_params(&args)?;
+    let value = match ctx
+        .client
+        .call(
+            "merge",
+            serde_json::to_value(&params).expect("RPC params always serialize"),
+        )
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => return Err(with_merge_hint(ctx, e, &params).await),
+    };
+    let r: MergeResult = decode("merge", &value)?;
+    ctx.out.result(&value, || merged_text(&r));
+    Ok(())
+}
+
+/// `{run, node?}`, checked.
+pub fn merge_params(args: &MergeArgs) -> Result<MergeParams, AppError> {
+    if let Some(node) = &args.node {
+        validate_node_id("--node", node)?;
+    }
+    Ok(MergeParams {
+        run: run_param(&args.run)?.run,
+        node: args.node.clone(),
+    })
+}
+
+/// `Merged node api of run 01… into main at 3f2a…`
+pub fn merged_text(r: &MergeResult) -> String {
+    if r.state == "merged" {
+        format!(
+            "Merged node {} of run {} into {} at {}",
+            r.node, r.run, r.target, r.merge_commit
+        )
+    } else {
+        format!(
+            "Node {} of run {} is {} (merge into {} at {})",
+            r.node, r.run, r.state, r.target, r.merge_commit
+        )
+    }
+}
+
+/// A refused merge keeps the daemon's hint; without one, says what to do, naming the node's
+/// worktree when `run show` can tell it.
+async fn with_merge_hint(ctx: &Ctx, err: AppError, params: &MergeParams) -> AppError {
+    if err.hint.is_some() || !matches!(err.kind, ErrorKind::MergeConflict | ErrorKind::TargetDirty)
+    {
+        return err;
+    }
+    let detail = match ctx
+        .client
+        .call("run.show", json!({"run": params.run}))
+        .await
+    {
+        Ok(v) => decode::<RunDetail>("run.show", &v).ok(),
+        Err(_) => None,
+    };
+    let hint = merge_hint(
+        err.kind,
+        detail.as_ref(),
+        &params.run,
+        params.node.as_deref(),
+    );
+    err.with_hint(hint)
+}
+
+/// What to do after a refused merge.
+pub fn merge_hint(
+    kind: ErrorKind,
+    detail: Option<&RunDetail>,
+    run: &str,
+    node: Option<&str>,
+) -> String {
+    let n = detail.and_then(|d| match node {
+        Some(id) => d.nodes.iter().find(|n| n.id == id),
+        None => d.nodes.first(),
+    });
+    let run_id = detail.map(|d| d.manifest.id.as_str()).unwrap_or(run);
+    let base = detail
+        .and_then(|d| d.manifest.base.as_deref())
+        .unwrap_or("BASE");
+    let again = match n.map(|n| n.id.as_str()).or(node) {
+        Some(id) => format!("orchestratectl merge {run_id} --node {id}"),
+        None => format!("orchestratectl merge {run_id}"),
+    };
+    match kind {
+        ErrorKind::MergeConflict => {
+            let worktree = n
+                .and_then(|n| n.worktree.as_deref())
+                .unwrap_or("the node's worktree");
+            format!(
+                "resolve it in {worktree}: `git merge {base}`, fix the files, commit; then run `{again}` again"
+            )
+        }
+        _ => format!(
+            "commit or stash the uncommitted changes in the checkout of {base} (see `git worktree list`), then run `{again}` again"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_and_text() {
+        let p = merge_params(&MergeArgs {
+            run: "01jdxj5r".into(),
+            node: None,
+        })
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"run": "01JDXJ5R"})
+        );
+        let err = merge_params(&MergeArgs {
+            run: "01JDXJ5R".into(),
+            node: Some("a b".into()),
+        })
+        .unwrap_err();
+        assert_eq!(err.kind.exit_code(), 2);
+
+        let r: MergeResult = serde_json::from_value(json!({"run": "01R", "node": "api",
+            "state": "merged", "merge_commit": "abc123", "target": "main"}))
+        .unwrap();
+        assert_eq!(
+            merged_text(&r),
+            "Merged node api of run 01R into main at abc123"
+        );
+    }
+
+    #[test]
+    fn hints_name_the_worktree() {
+        let d: RunDetail = serde_json::from_value(json!({
+            "manifest": {"id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": "code", "status": "waiting",
+                "title": null, "repo": "/r", "base": "main", "created_at": "t", "updated_at": "t",
+                "nodes": {"conflict": 1}, "last_seq": 9},
+            "nodes": [{"id": "api", "state": "conflict", "branch": "b", "worktree": "/w/api",
+                "agent": "shell", "deps": [], "created_at": "t", "updated_at": "t"}],
+            "discussions": [], "spinoffs": []
+        }))
+        .unwrap();
+        let h = merge_hint(ErrorKind::MergeConflict, Some(&d), "01JDXJ", None);
+        assert_eq!(
+            h,
+            "resolve it in /w/api: `git merge main`, fix the files, commit; then run `orchestratectl merge 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api` again"
+        );
+        let h = merge_hint(ErrorKind::TargetDirty, None, "01JDXJ", None);
+        assert!(h.contains("orchestratectl merge 01JDXJ`"), "{h}");
+    }
+}

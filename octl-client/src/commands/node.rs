@@ -1,0 +1,146 @@
+//! `node done|fail|progress`: what an agent reports about its own node. The run and node come
+//! from `--run`/`--node`, else from `OCTL_RUN`/`OCTL_NODE` (set in every agent window).
+
+use octl_proto::ids::{parse_run_ref, validate_node_id};
+use octl_proto::rpc::{AppendResult, NodeReportParams};
+use octl_proto::AppError;
+
+use super::{decode, Ctx};
+use crate::cli::{NodeCmd, NodeTarget};
+
+pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
+    let (method, what, target, text) = match cmd {
+        NodeCmd::Done(a) => ("node.done", "done", a.target, Text::Message(a.message)),
+        NodeCmd::Fail(a) => ("node.fail", "failure", a.target, Text::Reason(a.reason)),
+        NodeCmd::Progress(a) => (
+            "node.progress",
+            "progress",
+            a.target,
+            Text::Message(Some(a.message)),
+        ),
+    };
+    let (run, node) = resolve_target(&target)?;
+    let params = node_params(&run, &node, text)?;
+    let params = serde_json::to_value(&params).expect("RPC params always serialize");
+    let value = ctx.client.call(method, params).await?;
+    let r: AppendResult = decode(method, &value)?;
+    ctx.out.result(&value, || {
+        format!(
+            "Reported {what} for node {node} of run {run} (seq {})",
+            r.seq
+        )
+    });
+    Ok(())
+}
+
+/// The text a report carries: `--message` (optional for done) or `--reason`.
+#[derive(Debug)]
+pub enum Text {
+    Message(Option<String>),
+    Reason(String),
+}
+
+/// The run and node, from the flags or the environment (clap fills both from `OCTL_RUN` and
+/// `OCTL_NODE`), validated. A missing one is an error that says where it could come from.
+pub fn resolve_target(t: &NodeTarget) -> Result<(String, String), AppError> {
+    let missing = |flag: &str, var: &str| {
+        AppError::invalid(format!(
+            "missing {flag}: give {flag} or set {var} (both are set inside an agent window)"
+        ))
+        .with_hint(
+            "inside an agent started by orchestratectl they come from the environment; elsewhere \
+             name them, e.g. `orchestratectl node done --run 01JDXJ5R --node api`",
+        )
+    };
+    let run = match t.run.as_deref() {
+        Some(r) if !r.is_empty() => parse_run_ref("--run", r)?.as_str().to_string(),
+        _ => return Err(missing("--run", "OCTL_RUN")),
+    };
+    let node = match t.node.as_deref() {
+        Some(n) if !n.is_empty() => {
+            validate_node_id("--node", n)?;
+            n.to_string()
+        }
+        _ => return Err(missing("--node", "OCTL_NODE")),
+    };
+    Ok((run, node))
+}
+
+/// `{run, node, message?}` or `{run, node, reason}`; an empty text is refused.
+pub fn node_params(run: &str, node: &str, text: Text) -> Result<NodeReportParams, AppError> {
+    let mut p = NodeReportParams {
+        run: run.to_string(),
+        node: node.to_string(),
+        message: None,
+        reason: None,
+    };
+    let (flag, slot, value) = match text {
+        Text::Message(None) => return Ok(p),
+        Text::Message(Some(m)) => ("--message", &mut p.message, m),
+        Text::Reason(r) => ("--reason", &mut p.reason, r),
+    };
+    if value.trim().is_empty() {
+        return Err(AppError::invalid(format!(
+            "invalid {flag} \"\": give a short text for the human who reads the run"
+        )));
+    }
+    *slot = Some(value);
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(run: Option<&str>, node: Option<&str>) -> NodeTarget {
+        NodeTarget {
+            run: run.map(Into::into),
+            node: node.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn run_and_node_are_required_and_checked() {
+        let (run, node) = resolve_target(&target(Some("01jdxj5r"), Some("api"))).unwrap();
+        assert_eq!((run.as_str(), node.as_str()), ("01JDXJ5R", "api"));
+        let err = resolve_target(&target(None, Some("api"))).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 2);
+        assert_eq!(
+            err.message,
+            "missing --run: give --run or set OCTL_RUN (both are set inside an agent window)"
+        );
+        let err = resolve_target(&target(Some("01JDXJ5R"), Some(""))).unwrap_err();
+        assert!(err.message.starts_with("missing --node"), "{}", err.message);
+        let err = resolve_target(&target(Some("x/y"), Some("api"))).unwrap_err();
+        assert!(err.message.starts_with("invalid --run"), "{}", err.message);
+        let err = resolve_target(&target(Some("01JDXJ5R"), Some("API"))).unwrap_err();
+        assert!(err.message.starts_with("invalid --node"), "{}", err.message);
+    }
+
+    fn params_json(text: Text) -> serde_json::Value {
+        serde_json::to_value(node_params("01R", "api", text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn params() {
+        use serde_json::json;
+        assert_eq!(
+            params_json(Text::Message(None)),
+            json!({"run": "01R", "node": "api"})
+        );
+        assert_eq!(
+            params_json(Text::Message(Some("ok".into()))),
+            json!({"run": "01R", "node": "api", "message": "ok"})
+        );
+        assert_eq!(
+            params_json(Text::Reason("no db".into())),
+            json!({"run": "01R", "node": "api", "reason": "no db"})
+        );
+        let err = node_params("01R", "api", Text::Reason(" ".into())).unwrap_err();
+        assert!(
+            err.message.starts_with("invalid --reason"),
+            "{}",
+            err.message
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! `skill list|print|install`: the bundled Claude Code skills ([`crate::skills`]). Never talks
+//! to the daemon.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use octl_proto::{AppError, ErrorKind};
+use serde_json::{json, Value};
+
+use super::Ctx;
+use crate::cli::{SkillCmd, SkillInstallArgs};
+use crate::output::{table, truncate};
+use crate::skills::{self, description, skill_path, status_in, InstallReport, SKILLS};
+
+/// How much of a description `skill list` shows.
+const DESCRIPTION_WIDTH: usize = 72;
+
+pub fn execute(ctx: &Ctx, cmd: SkillCmd) -> Result<(), AppError> {
+    match cmd {
+        SkillCmd::List(arg) => list(ctx, &target_dir(arg.dir.as_deref())?),
+        SkillCmd::Print(arg) => print(ctx, &arg.name),
+        SkillCmd::Install(args) => install(ctx, args),
+    }
+}
+
+fn target_dir(flag: Option<&Path>) -> Result<PathBuf, AppError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    skills::skills_dir(
+        flag,
+        std::env::var_os("CLAUDE_CONFIG_DIR"),
+        std::env::var_os("HOME"),
+        &cwd,
+    )
+}
+
+fn list(ctx: &Ctx, dir: &Path) -> Result<(), AppError> {
+    let mut items = Vec::new();
+    let mut rows = Vec::new();
+    for skill in SKILLS {
+        let status = status_in(dir, skill)?;
+        let desc = description(skill);
+        rows.push(vec![
+            skill.name.to_string(),
+            status.as_str().to_string(),
+            truncate(&desc, DESCRIPTION_WIDTH),
+        ]);
+        items.push(json!({
+            "name": skill.name,
+            "description": desc,
+            "status": status,
+            "path": skill_path(dir, skill.name).display().to_string(),
+        }));
+    }
+    ctx.out.result(&Value::Array(items), || {
+        format!(
+            "{}\nSkills directory: {}",
+            table(&["NAME", "STATUS", "DESCRIPTION"], &rows),
+            dir.display()
+        )
+    });
+    Ok(())
+}
+
+fn print(ctx: &Ctx, name: &str) -> Result<(), AppError> {
+    let skill = skills::find(name).ok_or_else(|| {
+        AppError::not_found(format!(
+            "no bundled skill {name:?}; the skills are: {}",
+            skills::names()
+        ))
+        .with_hint("see them with `orchestratectl skill list`")
+    })?;
+    if ctx.out.json {
+        ctx.out.result(
+            &json!({"name": skill.name, "description": description(skill), "text": skill.text}),
+            String::new,
+        );
+    } else {
+        // Exactly the file's bytes, nothing added.
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(skill.text.as_bytes());
+        let _ = out.flush();
+    }
+    Ok(())
+}
+
+fn install(ctx: &Ctx, args: SkillInstallArgs) -> Result<(), AppError> {
+    let dir = target_dir(args.dir.as_deref())?;
+    let report = skills::install(&dir, SKILLS, args.force)?;
+    ctx.out.result(&report, || install_text(&report));
+    match skipped_error(&report) {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// The human form of an install: one line per change, and a count of what stayed.
+pub fn install_text(r: &InstallReport) -> String {
+    let mut out = String::new();
+    for (word, names) in [("installed", &r.installed), ("updated", &r.updated)] {
+        for name in names {
+            out.push_str(&format!(
+                "{word:<9}  {}\n",
+                skill_path(Path::new(&r.dir), name).display()
+            ));
+        }
+    }
+    for name in &r.skipped {
+        out.push_str(&format!(
+            "{:<9}  {} (edited; kept)\n",
+            "skipped",
+            skill_path(Path::new(&r.dir), name).display()
+        ));
+    }
+    let changed = r.installed.len() + r.updated.len();
+    out.push_str(&format!(
+        "{changed} skill{} written, {} already up to date, {} skipped, in {}",
+        if changed == 1 { "" } else { "s" },
+        r.unchanged.len(),
+        r.skipped.len(),
+        r.dir
+    ));
+    out
+}
+
+/// Exit 4 when edited files were kept: kind `forbidden`, naming them.
+pub fn skipped_error(r: &InstallReport) -> Option<AppError> {
+    if r.skipped.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = r
+        .skipped
+        .iter()
+        .map(|n| skill_path(Path::new(&r.dir), n).display().to_string())
+        .collect();
+    Some(
+        AppError::new(
+            ErrorKind::Forbidden,
+            format!(
+                "kept {} edited skill file{} (not written by orchestratectl, or changed since): {}",
+                files.len(),
+                if files.len() == 1 { "" } else { "s" },
+                files.join(", ")
+            ),
+        )
+        .with_hint("use --force to overwrite them"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_report_text_and_exit() {
+        let r = InstallReport {
+            dir: "/s".into(),
+            installed: vec!["a".into()],
+            updated: vec![],
+            unchanged: vec!["b".into(), "c".into()],
+            skipped: vec![],
+        };
+        assert_eq!(
+            install_text(&r),
+            "installed  /s/a/SKILL.md\n1 skill written, 2 already up to date, 0 skipped, in /s"
+        );
+        assert!(skipped_error(&r).is_none());
+        let r = InstallReport {
+            skipped: vec!["d".into()],
+            ..r
+        };
+        let err = skipped_error(&r).unwrap();
+        assert_eq!(err.kind.exit_code(), 4);
+        assert_eq!(err.kind, ErrorKind::Forbidden);
+        assert!(err.message.contains("/s/d/SKILL.md"), "{}", err.message);
+        assert_eq!(err.hint.as_deref(), Some("use --force to overwrite them"));
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"dir": "/s", "installed": ["a"], "updated": [], "unchanged": ["b", "c"], "skipped": ["d"]})
+        );
+    }
+}

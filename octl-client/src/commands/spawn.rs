@@ -1,0 +1,350 @@
+//! `spawn spinoff|code TASK`: one agent in its own worktree and branch. The flags are checked
+//! here (the daemon checks again and finds the repository's top level); `--wait` then follows
+//! the run exactly like `run wait`.
+
+use std::path::{Path, PathBuf};
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::rpc::SpawnParams;
+use octl_proto::AppError;
+use serde_json::Value;
+
+use super::Ctx;
+use crate::cli::{SpawnArgs, SpawnCmd};
+use crate::follow::{report_wait, wait_run, Mode, Progress};
+
+/// The two kinds of spawn: the RPC method and the word shown to people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnKind {
+    Spinoff,
+    Code,
+}
+
+impl SpawnKind {
+    pub fn method(self) -> &'static str {
+        match self {
+            SpawnKind::Spinoff => "spawn.spinoff",
+            SpawnKind::Code => "spawn.code",
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            SpawnKind::Spinoff => "spinoff",
+            SpawnKind::Code => "code",
+        }
+    }
+}
+
+pub async fn execute(ctx: &Ctx, cmd: SpawnCmd) -> Result<i32, AppError> {
+    let (kind, args) = match cmd {
+        SpawnCmd::Spinoff(args) => (SpawnKind::Spinoff, args),
+        SpawnCmd::Code(args) => (SpawnKind::Code, args),
+    };
+    let cwd = std::env::current_dir().map_err(|e| {
+        AppError::invalid(format!("cannot read the current directory: {e}"))
+            .with_hint("run it from a directory that exists, or pass --repo DIR")
+    })?;
+    let params = spawn_params(&args, &cwd)?;
+    let value = spawn(ctx, kind, &params).await?;
+    if !args.wait {
+        ctx.out.result(&value, || spawned_text(kind, &value));
+        return Ok(0);
+    }
+    if !ctx.out.json {
+        crate::output::print_text(&spawned_text(kind, &value));
+    }
+    let run = value
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            AppError::internal(format!("octld's answer to {} has no run id", kind.method()))
+        })?
+        .to_string();
+    let since = value.get("last_seq").and_then(Value::as_u64);
+    let node = node_field(&value, "id");
+    let mut progress = Progress::new(Mode::detect(ctx.out.json));
+    let (shown, detail) = wait_run(ctx, &run, since, None, &mut progress).await?;
+    // One document with --json: the final run summary and its node, as `spawn` prints them.
+    let mut doc = shown.get("manifest").cloned().unwrap_or(Value::Null);
+    if let Some(obj) = doc.as_object_mut() {
+        let final_node = shown
+            .get("nodes")
+            .and_then(Value::as_array)
+            .and_then(|nodes| {
+                nodes
+                    .iter()
+                    .find(|n| n.get("id").and_then(Value::as_str) == node.as_deref())
+            })
+            .cloned()
+            .or_else(|| value.get("node").cloned())
+            .unwrap_or(Value::Null);
+        obj.insert("node".to_string(), final_node);
+    }
+    Ok(report_wait(ctx, &doc, &detail))
+}
+
+/// Sends a spawn request (also used by `demo`). The result is the run summary plus `node`.
+pub async fn spawn(ctx: &Ctx, kind: SpawnKind, params: &SpawnParams) -> Result<Value, AppError> {
+    let params = serde_json::to_value(params).expect("RPC params always serialize");
+    ctx.client.call(kind.method(), params).await
+}
+
+/// Builds `{task, repo, base?, agent?, node?, gate?}` from the flags, checking each one.
+/// `repo` is made absolute and canonical (default: `cwd`); the task is sent as given.
+pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppError> {
+    if args.task.trim().is_empty() {
+        return Err(AppError::invalid(
+            "invalid TASK: it is empty; say what the agent should do (for --agent shell: the script to run)",
+        ));
+    }
+    let repo = repo_dir(args.repo.as_deref(), cwd)?;
+    if let Some(base) = &args.base {
+        validate_branch("--base", base)?;
+    }
+    if let Some(agent) = &args.agent {
+        validate_node_id("--agent", agent).map_err(|e| {
+            e.with_hint("built-in profiles are `claude` and `shell`; others are [agents.NAME] in $OCTL_HOME/config.toml")
+        })?;
+    }
+    if let Some(node) = &args.node {
+        validate_node_id("--node", node)?;
+    }
+    if args.gate.as_deref().is_some_and(|g| g.trim().is_empty()) {
+        return Err(AppError::invalid(
+            "invalid --gate \"\": give a shell command such as 'cargo test', or leave --gate out",
+        ));
+    }
+    Ok(SpawnParams {
+        task: args.task.clone(),
+        repo,
+        base: args.base.clone(),
+        agent: args.agent.clone(),
+        node: args.node.clone(),
+        gate: args.gate.clone(),
+    })
+}
+
+/// The repository directory to send: `given` (relative to `cwd`) or `cwd`, canonical, UTF-8.
+pub fn repo_dir(given: Option<&Path>, cwd: &Path) -> Result<String, AppError> {
+    let path: PathBuf = match given {
+        Some(p) if p.as_os_str().is_empty() => {
+            return Err(AppError::invalid(
+                "invalid --repo \"\": give a directory inside a git repository",
+            ))
+        }
+        Some(p) => cwd.join(p),
+        None => cwd.to_path_buf(),
+    };
+    let shown = given
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| path.display().to_string());
+    let flag = if given.is_some() {
+        "--repo"
+    } else {
+        "the current directory"
+    };
+    let canonical = std::fs::canonicalize(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            AppError::not_found(format!("invalid {flag} {shown:?}: no such directory"))
+        } else {
+            AppError::invalid(format!("invalid {flag} {shown:?}: {e}"))
+        }
+    })?;
+    if !canonical.is_dir() {
+        return Err(AppError::invalid(format!(
+            "invalid {flag} {shown:?}: not a directory; give a directory inside a git repository"
+        )));
+    }
+    canonical.into_os_string().into_string().map_err(|p| {
+        AppError::invalid(format!(
+            "invalid {flag} {:?}: the path is not valid UTF-8, which the daemon cannot take",
+            PathBuf::from(p).display().to_string()
+        ))
+    })
+}
+
+/// A light check of a branch name (git check-ref-format's main rules); the daemon asks git.
+pub fn validate_branch(field: &str, given: &str) -> Result<(), AppError> {
+    let bad = given.is_empty()
+        || given.starts_with('-')
+        || given.starts_with('/')
+        || given.ends_with('/')
+        || given.ends_with('.')
+        || given.ends_with(".lock")
+        || given.contains("..")
+        || given.contains("//")
+        || given.contains("@{")
+        || given == "@"
+        || given.split('/').any(|c| c.starts_with('.'))
+        || given
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
+    if bad {
+        return Err(AppError::invalid(format!(
+            "invalid {field} {given:?}: give a branch name such as main or feature/login (no spaces, '..', '~^:?*[\\', leading '-' or '.')"
+        )));
+    }
+    Ok(())
+}
+
+fn node_field(value: &Value, key: &str) -> Option<String> {
+    value
+        .get("node")
+        .and_then(|n| n.get(key))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The human form of a spawn result:
+/// ```text
+/// Spawned spinoff run 01…: node api on branch octl/01…/api
+///   worktree /home/u/.orchestratectl/worktrees/01…/api
+///   follow it: orchestratectl run wait 01…   attach: orchestratectl run attach 01…
+/// ```
+pub fn spawned_text(kind: SpawnKind, value: &Value) -> String {
+    let run = value.get("id").and_then(Value::as_str).unwrap_or("?");
+    let node = node_field(value, "id").unwrap_or_else(|| "?".to_string());
+    let branch = node_field(value, "branch").unwrap_or_else(|| "-".to_string());
+    let mut text = format!(
+        "Spawned {} run {run}: node {node} on branch {branch}\n",
+        kind.word()
+    );
+    if let Some(worktree) = node_field(value, "worktree") {
+        text.push_str(&format!("  worktree {worktree}\n"));
+    }
+    text.push_str(&format!(
+        "  follow it: orchestratectl run wait {run}   attach: orchestratectl run attach {run}\n"
+    ));
+    if kind == SpawnKind::Code {
+        text.push_str(&format!(
+            "  when the work is ready: orchestratectl merge {run}\n"
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(task: &str) -> SpawnArgs {
+        SpawnArgs {
+            task: task.into(),
+            repo: None,
+            base: None,
+            agent: None,
+            node: None,
+            gate: None,
+            wait: false,
+        }
+    }
+
+    #[test]
+    fn params_carry_the_task_untouched_and_omit_what_was_not_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().canonicalize().unwrap();
+        let task = "line 1\n  'quoted' \"double\" $HOME `tick` \\ ;\n-- --flag ünïcode\n";
+        let p = spawn_params(&args(task), &cwd).unwrap();
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"task": task, "repo": cwd.to_str().unwrap()}),
+            "nothing else is sent"
+        );
+        let mut a = args("x");
+        a.base = Some("feature/login".into());
+        a.agent = Some("shell".into());
+        a.node = Some("api".into());
+        a.gate = Some("cargo test".into());
+        let p = serde_json::to_value(spawn_params(&a, &cwd).unwrap()).unwrap();
+        assert_eq!(p["base"], "feature/login");
+        assert_eq!(p["agent"], "shell");
+        assert_eq!(p["node"], "api");
+        assert_eq!(p["gate"], "cargo test");
+    }
+
+    #[test]
+    fn repo_is_made_absolute_and_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub"), root.join("link")).unwrap();
+        let got = repo_dir(Some(Path::new("link/../sub")), &root).unwrap();
+        assert_eq!(got, root.join("sub").to_str().unwrap());
+        let got = repo_dir(Some(Path::new("link")), &root).unwrap();
+        assert_eq!(got, root.join("sub").to_str().unwrap());
+        assert_eq!(repo_dir(None, &root).unwrap(), root.to_str().unwrap());
+
+        let err = repo_dir(Some(Path::new("nope")), &root).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 3);
+        assert_eq!(err.message, "invalid --repo \"nope\": no such directory");
+        std::fs::write(root.join("file"), "x").unwrap();
+        let err = repo_dir(Some(Path::new("file")), &root).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 2);
+        assert!(err.message.contains("not a directory"), "{}", err.message);
+    }
+
+    #[test]
+    fn bad_flags_are_refused_before_anything_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let err = spawn_params(&args("  \n"), cwd).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 2);
+        assert!(err.message.starts_with("invalid TASK"), "{}", err.message);
+
+        let mut a = args("x");
+        a.node = Some("../x".into());
+        let err = spawn_params(&a, cwd).unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid --node \"../x\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        );
+
+        let mut a = args("x");
+        a.agent = Some("Claude Code".into());
+        let err = spawn_params(&a, cwd).unwrap_err();
+        assert!(
+            err.message.starts_with("invalid --agent"),
+            "{}",
+            err.message
+        );
+
+        for base in [
+            "", "-x", "a..b", "a b", "a~1", "x.lock", "a/", ".hidden", "a/.b", "@",
+        ] {
+            let mut a = args("x");
+            a.base = Some(base.into());
+            let err = spawn_params(&a, cwd).unwrap_err();
+            assert!(
+                err.message.starts_with("invalid --base"),
+                "{base}: {}",
+                err.message
+            );
+        }
+        for base in ["main", "feature/login", "release-1.2", "v2_x"] {
+            validate_branch("--base", base).unwrap();
+        }
+
+        let mut a = args("x");
+        a.gate = Some(" ".into());
+        assert!(spawn_params(&a, cwd)
+            .unwrap_err()
+            .message
+            .starts_with("invalid --gate"));
+    }
+
+    #[test]
+    fn the_spawned_text() {
+        let v = json!({"id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": "spinoff", "status": "active",
+            "node": {"id": "api", "state": "starting", "branch": "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api",
+                     "worktree": "/h/worktrees/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api", "agent": "shell"}});
+        assert_eq!(
+            spawned_text(SpawnKind::Spinoff, &v),
+            "Spawned spinoff run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E: node api on branch octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api\n  worktree /h/worktrees/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api\n  follow it: orchestratectl run wait 01JDXJ5R8Q4M0ZK7P2W9TB3C6E   attach: orchestratectl run attach 01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"
+        );
+        assert!(spawned_text(SpawnKind::Code, &v).ends_with(
+            "  when the work is ready: orchestratectl merge 01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"
+        ));
+    }
+}

@@ -1,0 +1,656 @@
+//! Following runs until they settle, for `run wait`, `spawn --wait` and `demo`: `run.show`,
+//! then the run's event stream (re-checking `run.show` after every event and every second),
+//! and the live progress those commands print on stderr.
+//!
+//! A run is *settled* when its status is terminal (`completed`, `failed`, `cancelled`) or
+//! `waiting` (only a human can move it). Exit code: 0 for `completed`, 4 for the others.
+//!
+//! Progress ([`Progress`]) never touches stdout: on a terminal it redraws a status block on
+//! stderr ([`Screen`]); otherwise it prints one plain line per event; with `--json`, nothing.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use octl_proto::projection::RunDetail;
+use octl_proto::state::Node;
+use octl_proto::{AppError, ErrorKind, NodeState};
+use serde_json::{json, Value};
+
+use crate::client::CallError;
+use crate::commands::{decode, Ctx};
+use crate::output::{duration, node_counts, truncate};
+
+/// How often the status is re-checked and the progress redrawn without an event.
+const TICK: Duration = Duration::from_secs(1);
+/// Pause before opening the event stream again after it ended (daemon restarted).
+const RECONNECT: Duration = Duration::from_millis(250);
+
+/// Is the run's status one that `run wait` stops at?
+pub fn is_settled(status: &str) -> bool {
+    matches!(
+        status,
+        "completed" | "failed" | "cancelled" | "waiting" | "corrupt"
+    )
+}
+
+/// The exit code of `run wait` for a settled status: 0 completed, 4 otherwise.
+pub fn wait_exit_code(status: &str) -> i32 {
+    if status == "completed" {
+        0
+    } else {
+        4
+    }
+}
+
+/// `run.show` of one run: the raw answer and its typed form.
+pub async fn show(ctx: &Ctx, run: &str) -> Result<(Value, RunDetail), AppError> {
+    let value = ctx.client.call("run.show", json!({ "run": run })).await?;
+    let detail: RunDetail = decode("run.show", &value)?;
+    Ok((value, detail))
+}
+
+/// Follows `run` (an id or prefix, already validated) until it settles, then returns its last
+/// `run.show`. Events after `since` (default: the run's last seq when we start) are fed to
+/// `progress`. Stops after `timeout` with kind `timeout`.
+pub async fn wait_run(
+    ctx: &Ctx,
+    run: &str,
+    since: Option<u64>,
+    timeout: Option<Duration>,
+    progress: &mut Progress,
+) -> Result<(Value, RunDetail), AppError> {
+    let started = Instant::now();
+    let result = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, follow(ctx, run, since, progress)).await {
+            Ok(r) => r,
+            Err(_) => Err(timed_out(run, started.elapsed(), progress.last_status())),
+        },
+        None => follow(ctx, run, since, progress).await,
+    };
+    progress.finish();
+    result
+}
+
+fn timed_out(run: &str, waited: Duration, last: Option<(String, String)>) -> AppError {
+    let (id, state) = match last {
+        Some((id, state)) => (id, format!(": it is still {state}")),
+        None => (run.to_string(), String::new()),
+    };
+    AppError::new(
+        ErrorKind::Timeout,
+        format!(
+            "gave up waiting for run {id} after {}{state}",
+            duration_precise(waited)
+        ),
+    )
+    .with_hint(format!(
+        "the run goes on; wait again with `orchestratectl run wait {id}` or look at it with `orchestratectl run show {id}`"
+    ))
+}
+
+fn duration_precise(d: Duration) -> String {
+    if d.as_secs() >= 60 {
+        duration(d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+async fn follow(
+    ctx: &Ctx,
+    run: &str,
+    since: Option<u64>,
+    progress: &mut Progress,
+) -> Result<(Value, RunDetail), AppError> {
+    let (mut value, mut detail) = show(ctx, run).await?;
+    progress.state(&detail);
+    if is_settled(&detail.manifest.status) {
+        return Ok((value, detail));
+    }
+    let id = detail.manifest.id.clone();
+    let mut cursor = since
+        .unwrap_or(detail.manifest.last_seq)
+        .min(detail.manifest.last_seq);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        match ctx.client.event_stream(&id, cursor, true).await {
+            Ok(mut stream) => loop {
+                tokio::select! {
+                    line = stream.next_line() => {
+                        let Ok(Some(line)) = line else { break };
+                        if let Ok(ev) = serde_json::from_str::<Value>(&line) {
+                            if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
+                                cursor = cursor.max(seq);
+                            }
+                            progress.event(&ev);
+                        }
+                    }
+                    _ = tick.tick() => progress.tick(),
+                }
+                (value, detail) = show(ctx, &id).await?;
+                progress.state(&detail);
+                if is_settled(&detail.manifest.status) {
+                    return Ok((value, detail));
+                }
+            },
+            // The daemon went away: `show` below starts it again (unless autostart is off).
+            Err(CallError::NotRunning(_)) => {}
+            Err(CallError::Failed(e)) => return Err(e),
+        }
+        tokio::time::sleep(RECONNECT).await;
+        (value, detail) = show(ctx, &id).await?;
+        progress.state(&detail);
+        if is_settled(&detail.manifest.status) {
+            return Ok((value, detail));
+        }
+    }
+}
+
+/// Prints the outcome of a wait and returns its exit code: the summary on stdout (`json` as
+/// given with `--json`, else one line), and for exit 4, in human mode, why on stderr.
+pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunDetail) -> i32 {
+    ctx.out.result(json, || wait_summary_text(detail));
+    let code = wait_exit_code(&detail.manifest.status);
+    if code != 0 && !ctx.out.json {
+        let (why, hint) = why_text(detail);
+        let mut text = format!("{why}\n");
+        if let Some(hint) = hint {
+            text.push_str(&format!("hint: {hint}\n"));
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+    }
+    code
+}
+
+/// `Run 01… completed: nodes 1 merged`
+pub fn wait_summary_text(d: &RunDetail) -> String {
+    let m = &d.manifest;
+    format!("Run {} {}: nodes {}", m.id, m.status, node_counts(&m.nodes))
+}
+
+/// Why a run that is not `completed` stopped, and what to do about it:
+/// `run 01… is waiting: node api is conflict (greeting.txt)`.
+pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
+    let m = &d.manifest;
+    let id = &m.id;
+    let show = format!("orchestratectl run show {id}");
+    match m.status.as_str() {
+        "waiting" => {
+            let mut parts = Vec::new();
+            let mut hint = None;
+            for n in &d.nodes {
+                let detail = match n.state {
+                    NodeState::Conflict => {
+                        if hint.is_none() {
+                            hint = Some(format!(
+                                "resolve the conflict in {} (git merge {}, fix, commit), then run `orchestratectl merge {id} --node {}`",
+                                n.worktree.as_deref().unwrap_or("the node's worktree"),
+                                m.base.as_deref().unwrap_or("BASE"),
+                                n.id
+                            ));
+                        }
+                        if n.conflict_files.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", n.conflict_files.join(", "))
+                        }
+                    }
+                    NodeState::MergeBlocked => {
+                        if hint.is_none() {
+                            hint = Some(format!(
+                                "commit or stash the changes in the checkout of {}, then run `orchestratectl merge {id} --node {}`",
+                                m.base.as_deref().unwrap_or("the base branch"),
+                                n.id
+                            ));
+                        }
+                        String::new()
+                    }
+                    NodeState::Done if m.kind == "code" => {
+                        if hint.is_none() {
+                            hint = Some(format!(
+                                "review it, then run `orchestratectl merge {id} --node {}`",
+                                n.id
+                            ));
+                        }
+                        " (awaiting merge)".to_string()
+                    }
+                    NodeState::Waiting | NodeState::Blocked => n
+                        .message
+                        .as_deref()
+                        .or(n.reason.as_deref())
+                        .map(|t| format!(" ({})", one_line(t, 80)))
+                        .unwrap_or_default(),
+                    _ => continue,
+                };
+                parts.push(format!("node {} is {}{detail}", n.id, n.state.as_str()));
+            }
+            for x in d.discussions.iter().filter(|x| x.open) {
+                parts.push(format!(
+                    "discussion {} is open ({})",
+                    x.id,
+                    one_line(&x.title, 80)
+                ));
+            }
+            if parts.is_empty() {
+                parts.push("a human has to act".to_string());
+            }
+            (
+                format!("run {id} is waiting: {}", parts.join("; ")),
+                hint.or(Some(show)),
+            )
+        }
+        "failed" => {
+            let parts: Vec<String> = d
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.state, NodeState::Failed | NodeState::Exited))
+                .map(failed_node_text)
+                .collect();
+            let why = if !parts.is_empty() {
+                parts.join("; ")
+            } else if let Some(e) = &m.error {
+                one_line(e, 120)
+            } else {
+                "see its events".to_string()
+            };
+            (
+                format!("run {id} failed: {why}"),
+                Some(format!(
+                    "{show}; the branches and worktrees of failed nodes are kept"
+                )),
+            )
+        }
+        "cancelled" => (format!("run {id} was cancelled"), Some(show)),
+        other => (format!("run {id} is {other}"), Some(show)),
+    }
+}
+
+fn failed_node_text(n: &Node) -> String {
+    let mut text = format!("node {} {}", n.id, n.state.as_str());
+    if let Some(status) = n.exit_status {
+        text.push_str(&format!(" with status {status}"));
+    }
+    if let Some(reason) = n.reason.as_deref().or(n.message.as_deref()) {
+        text.push_str(&format!(" ({})", one_line(reason, 80)));
+    }
+    text
+}
+
+/// Text on one line, at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate(&flat, max)
+}
+
+/// What an event says, in a few words: its message, reason, error, files or exit status.
+pub fn event_message(ev: &Value) -> String {
+    let Some(data) = ev.get("data").filter(|d| d.is_object()) else {
+        return String::new();
+    };
+    for key in ["message", "reason", "error"] {
+        if let Some(text) = data.get(key).and_then(Value::as_str) {
+            return one_line(text, 200);
+        }
+    }
+    if let Some(files) = data.get("files").and_then(Value::as_array) {
+        let names: Vec<&str> = files.iter().filter_map(Value::as_str).collect();
+        if !names.is_empty() {
+            return format!("files: {}", names.join(", "));
+        }
+    }
+    for key in ["exit_status", "status"] {
+        if let Some(code) = data.get(key).and_then(Value::as_i64) {
+            return format!("status {code}");
+        }
+    }
+    if let Some(commit) = data.get("commit").and_then(Value::as_str) {
+        return format!("commit {}", commit.get(..12).unwrap_or(commit));
+    }
+    String::new()
+}
+
+/// One plain progress line for an event: `SEQ TYPE NODE MESSAGE` (`-` for a run-level event).
+pub fn plain_event_line(ev: &Value) -> String {
+    let seq = ev
+        .get("seq")
+        .and_then(Value::as_u64)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "?".to_string());
+    let kind = ev.get("type").and_then(Value::as_str).unwrap_or("?");
+    let node = ev.get("node").and_then(Value::as_str).unwrap_or("-");
+    format!("{seq} {kind} {node} {}", event_message(ev))
+        .trim_end()
+        .to_string()
+}
+
+/// The last event for the status line: `api: node.progress "tests pass"`.
+pub fn short_event(ev: &Value) -> String {
+    let kind = ev.get("type").and_then(Value::as_str).unwrap_or("?");
+    let msg = event_message(ev);
+    let mut text = match ev.get("node").and_then(Value::as_str) {
+        Some(node) => format!("{node}: {kind}"),
+        None => kind.to_string(),
+    };
+    if !msg.is_empty() {
+        text.push_str(&format!(" {msg:?}"));
+    }
+    text
+}
+
+/// Where progress goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Nothing (`--json`).
+    Off,
+    /// One plain line per event on stderr.
+    Lines,
+    /// A status block redrawn on stderr (stdout and stderr are terminals).
+    Redraw,
+}
+
+impl Mode {
+    /// The mode for this process: off with `--json`, redrawn on a terminal, else plain lines.
+    pub fn detect(json: bool) -> Mode {
+        Mode::choose(
+            json,
+            std::io::stdout().is_terminal() && std::io::stderr().is_terminal(),
+        )
+    }
+
+    pub fn choose(json: bool, terminal: bool) -> Mode {
+        match (json, terminal) {
+            (true, _) => Mode::Off,
+            (false, true) => Mode::Redraw,
+            (false, false) => Mode::Lines,
+        }
+    }
+}
+
+/// The live progress of one run.
+pub struct Progress {
+    mode: Mode,
+    started: Instant,
+    run: Option<String>,
+    status: Option<String>,
+    counts: String,
+    last: Option<String>,
+    screen: Screen,
+}
+
+impl Progress {
+    pub fn new(mode: Mode) -> Progress {
+        Progress {
+            mode,
+            started: Instant::now(),
+            run: None,
+            status: None,
+            counts: String::new(),
+            last: None,
+            screen: Screen::default(),
+        }
+    }
+
+    /// The run's id and `status (counts)` as last seen.
+    pub fn last_status(&self) -> Option<(String, String)> {
+        Some((
+            self.run.clone()?,
+            format!("{} (nodes {})", self.status.clone()?, self.counts),
+        ))
+    }
+
+    /// A new `run.show`.
+    pub fn state(&mut self, d: &RunDetail) {
+        self.run = Some(d.manifest.id.clone());
+        self.status = Some(d.manifest.status.clone());
+        self.counts = node_counts(&d.manifest.nodes);
+        self.draw();
+    }
+
+    /// A new event (followed by a [`Progress::state`]).
+    pub fn event(&mut self, ev: &Value) {
+        match self.mode {
+            Mode::Off => {}
+            Mode::Lines => eprint_line(&plain_event_line(ev)),
+            // Drawn with the `run.show` that follows every event.
+            Mode::Redraw => self.last = Some(short_event(ev)),
+        }
+    }
+
+    /// Time passed: redraw the elapsed time.
+    pub fn tick(&mut self) {
+        self.draw();
+    }
+
+    /// The status line: `[12s] 2 running, 1 done · api: node.progress "tests pass"`.
+    pub fn status_line(&self, elapsed: Duration) -> String {
+        let mut line = format!("[{}] {}", duration(elapsed.as_secs()), self.counts);
+        if let Some(last) = &self.last {
+            line.push_str(" · ");
+            line.push_str(last);
+        }
+        line
+    }
+
+    fn draw(&mut self) {
+        if self.mode == Mode::Redraw && self.status.is_some() {
+            let line = self.status_line(self.started.elapsed());
+            self.screen.draw(&[line]);
+        }
+    }
+
+    /// Removes the status line (call before printing the result).
+    pub fn finish(&mut self) {
+        self.screen.clear();
+    }
+}
+
+/// Writes one line to stderr.
+pub fn eprint_line(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}
+
+/// A block of lines at the bottom of the terminal, redrawn in place on stderr. Every line is
+/// cut to the terminal's width so that none wraps (wrapping would break the redraw).
+#[derive(Default)]
+pub struct Screen {
+    drawn: usize,
+}
+
+impl Screen {
+    pub fn draw(&mut self, lines: &[String]) {
+        let cols = terminal_columns().saturating_sub(1).max(20);
+        let mut text = self.erase_sequence();
+        for line in lines {
+            text.push_str(&truncate(line, cols));
+            text.push('\n');
+        }
+        self.drawn = lines.len();
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+    }
+
+    pub fn clear(&mut self) {
+        if self.drawn > 0 {
+            let text = self.erase_sequence();
+            self.drawn = 0;
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(text.as_bytes());
+            let _ = err.flush();
+        }
+    }
+
+    /// Back to the first drawn line, then clear to the end of the screen.
+    fn erase_sequence(&self) -> String {
+        if self.drawn == 0 {
+            String::new()
+        } else {
+            format!("\r\x1b[{}A\x1b[J", self.drawn)
+        }
+    }
+}
+
+/// The width of the terminal on stderr (80 when unknown).
+fn terminal_columns() -> usize {
+    // SAFETY: TIOCGWINSZ fills a `winsize`; on failure it is left zeroed.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        usize::from(ws.ws_col)
+    } else {
+        std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(80)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail(kind: &str, status: &str, nodes: Value, discussions: Value) -> RunDetail {
+        serde_json::from_value(json!({
+            "manifest": {
+                "id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": kind, "status": status,
+                "title": null, "repo": "/r", "base": "main",
+                "created_at": "t", "updated_at": "t", "nodes": {}, "last_seq": 9
+            },
+            "nodes": nodes, "discussions": discussions, "spinoffs": []
+        }))
+        .unwrap()
+    }
+
+    fn node(id: &str, state: &str, extra: Value) -> Value {
+        let mut n = json!({"id": id, "state": state, "branch": format!("octl/R/{id}"),
+            "worktree": format!("/w/{id}"), "agent": "shell", "deps": [],
+            "created_at": "t", "updated_at": "t"});
+        for (k, v) in extra.as_object().unwrap() {
+            n[k] = v.clone();
+        }
+        n
+    }
+
+    #[test]
+    fn wait_exit_codes() {
+        assert_eq!(wait_exit_code("completed"), 0);
+        for s in ["failed", "cancelled", "waiting", "corrupt"] {
+            assert_eq!(wait_exit_code(s), 4, "{s}");
+            assert!(is_settled(s), "{s}");
+        }
+        assert!(is_settled("completed"));
+        assert!(!is_settled("active"));
+    }
+
+    #[test]
+    fn why_a_run_waits() {
+        let d = detail(
+            "spinoff",
+            "waiting",
+            json!([node(
+                "api",
+                "conflict",
+                json!({"conflict_files": ["a.txt", "b.txt"]})
+            )]),
+            json!([]),
+        );
+        let (why, hint) = why_text(&d);
+        assert_eq!(
+            why,
+            "run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E is waiting: node api is conflict (a.txt, b.txt)"
+        );
+        let hint = hint.unwrap();
+        assert!(hint.contains("/w/api"), "{hint}");
+        assert!(
+            hint.contains("orchestratectl merge 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api"),
+            "{hint}"
+        );
+
+        let d = detail(
+            "code",
+            "waiting",
+            json!([node("ui", "done", json!({}))]),
+            json!([]),
+        );
+        let (why, hint) = why_text(&d);
+        assert!(why.ends_with("node ui is done (awaiting merge)"), "{why}");
+        assert!(hint.unwrap().contains("orchestratectl merge"));
+    }
+
+    #[test]
+    fn why_a_run_failed_or_was_cancelled() {
+        let d = detail(
+            "spinoff",
+            "failed",
+            json!([node("api", "exited", json!({"exit_status": 3}))]),
+            json!([]),
+        );
+        assert_eq!(
+            why_text(&d).0,
+            "run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E failed: node api exited with status 3"
+        );
+        let d = detail("spinoff", "cancelled", json!([]), json!([]));
+        assert_eq!(
+            why_text(&d).0,
+            "run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E was cancelled"
+        );
+    }
+
+    #[test]
+    fn progress_text() {
+        let ev = json!({"seq": 7, "type": "node.progress", "node": "api",
+            "data": {"message": "tests\npass"}});
+        assert_eq!(plain_event_line(&ev), "7 node.progress api tests pass");
+        assert_eq!(short_event(&ev), "api: node.progress \"tests pass\"");
+        let ev = json!({"seq": 1, "type": "run.created", "data": {"kind": "spinoff"}});
+        assert_eq!(plain_event_line(&ev), "1 run.created -");
+        let ev = json!({"seq": 9, "type": "merge.conflict", "node": "b",
+            "data": {"files": ["greeting.txt"]}});
+        assert_eq!(
+            plain_event_line(&ev),
+            "9 merge.conflict b files: greeting.txt"
+        );
+
+        let mut p = Progress::new(Mode::Off);
+        p.state(&detail("spinoff", "active", json!([]), json!([])));
+        p.event(&json!({"seq": 2, "type": "node.started", "node": "api", "data": {}}));
+        assert_eq!(p.status_line(Duration::from_secs(12)), "[12s] -");
+        assert_eq!(p.last_status().unwrap().1, "active (nodes -)".to_string());
+        p.last = Some("api: node.started".into());
+        assert_eq!(
+            p.status_line(Duration::from_secs(3)),
+            "[3s] - · api: node.started"
+        );
+    }
+
+    #[test]
+    fn progress_modes() {
+        assert_eq!(Mode::choose(true, true), Mode::Off);
+        assert_eq!(Mode::choose(true, false), Mode::Off);
+        assert_eq!(Mode::choose(false, true), Mode::Redraw);
+        assert_eq!(Mode::choose(false, false), Mode::Lines);
+    }
+
+    #[test]
+    fn timeouts_name_the_run_and_how_to_go_on() {
+        let e = timed_out(
+            "01JDXJ",
+            Duration::from_millis(1500),
+            Some((
+                "01JDXJ5R8Q4M0ZK7P2W9TB3C6E".into(),
+                "active (nodes 1 running)".into(),
+            )),
+        );
+        assert_eq!(e.kind, ErrorKind::Timeout);
+        assert_eq!(e.kind.exit_code(), 1);
+        assert_eq!(
+            e.message,
+            "gave up waiting for run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E after 1.5 s: it is still active (nodes 1 running)"
+        );
+    }
+}
