@@ -11,9 +11,13 @@ Examples:
   orchestratectl demo                                   # see the whole loop, no AI needed
   orchestratectl spawn spinoff 'add a --verbose flag to the CLI' --wait
   orchestratectl spawn code 'refactor the parser'       # then: run attach RUN, merge RUN
+  orchestratectl fan-out --manifest units.toml --max-parallel auto
+  orchestratectl orchestrate --plan plan.toml           # a DAG through an integration branch
   orchestratectl run list
+  orchestratectl run watch 01JDXJ5R
   orchestratectl run wait 01JDXJ5R
   orchestratectl merge 01JDXJ5R
+  orchestratectl discussion list --open                 # questions agents are waiting on
   orchestratectl skill install                          # the /worktree-* skills for Claude Code
   orchestratectl --json run show 01JDXJ5R
 
@@ -57,8 +61,37 @@ pub enum Group {
     #[command(subcommand, after_help = SPAWN_EXAMPLES)]
     Spawn(SpawnCmd),
 
-    /// Create, list, inspect, wait for, cancel and attach to runs (a run is one piece of
-    /// orchestrated work)
+    /// Run N disjoint units from one manifest in parallel, each in its own worktree, at most
+    /// --max-parallel agents alive at once; each unit merges into base as it finishes
+    ///
+    /// The manifest (TOML or JSON, by its extension) has a `prompt` template with {var}
+    /// placeholders, optional `agent` and `gate`, and [[units]], each with an `id` and its
+    /// `vars`. The daemon checks it whole and reports every problem at once (exit 2), creating
+    /// nothing. Each unit merges into base as soon as it is done (one merge at a time); a unit
+    /// that fails or conflicts stops only itself. Every agent can read the manifest
+    /// ($OCTL_MANIFEST, or `orchestratectl fan-out manifest`).
+    #[command(
+        name = "fan-out",
+        after_help = FANOUT_EXAMPLES,
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
+    FanOut(FanOutArgs),
+
+    /// Run a DAG of tasks: each node starts from a shared integration branch once its
+    /// dependencies are merged into it; at the end the integration branch is merged into base
+    ///
+    /// The plan (TOML or JSON, by its extension) lists nodes with `id`, `task`, `deps`, and
+    /// optional `agent` and `gate`. The daemon checks it whole (unknown deps, duplicate ids,
+    /// cycles naming their nodes) and reports every problem at once (exit 2), creating
+    /// nothing. The integration branch octl/<RUN>/integration starts from base; a node that
+    /// fails or conflicts blocks only its dependents (`run retry` starts it again). When every
+    /// node is merged, `orchestratectl merge RUN` (or --auto-merge) merges integration into base.
+    #[command(after_help = ORCHESTRATE_EXAMPLES)]
+    Orchestrate(OrchestrateArgs),
+
+    /// Create, list, inspect, watch, wait for, retry, cancel and attach to runs (a run is one
+    /// piece of orchestrated work)
     #[command(subcommand, after_help = RUN_EXAMPLES)]
     Run(RunCmd),
 
@@ -75,6 +108,15 @@ pub enum Group {
     /// environment)
     #[command(subcommand, after_help = NODE_EXAMPLES)]
     Node(NodeCmd),
+
+    /// Questions from agents to a human: ask (and wait for the answer), list, answer
+    #[command(subcommand, after_help = DISCUSSION_EXAMPLES)]
+    Discussion(DiscussionCmd),
+
+    /// Spin-off proposals: an agent proposes separate work, a human accepts it (a new linked
+    /// spinoff run starts) or rejects it
+    #[command(subcommand, after_help = SPINOFF_EXAMPLES)]
+    Spinoff(SpinoffCmd),
 
     /// The bundled Claude Code skills: list them, print one, install them into Claude Code
     #[command(subcommand, after_help = SKILL_EXAMPLES)]
@@ -199,9 +241,336 @@ pub struct MergeArgs {
     #[arg(value_name = "RUN")]
     pub run: String,
 
-    /// The node to merge; default: the run's only node (needed when it has several)
+    /// The node to merge; default: the run's only node (needed when it has several). For an
+    /// orchestrate run, leave it out to merge the integration branch into base
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// fan-out
+
+const FANOUT_EXAMPLES: &str = "\
+Examples:
+  orchestratectl fan-out --manifest units.toml
+  orchestratectl fan-out --manifest units.json --max-parallel 3 --agent shell --wait
+  orchestratectl fan-out --manifest units.toml --max-parallel auto --gate 'cargo test'
+  orchestratectl --json fan-out --manifest units.toml    # the run summary
+  orchestratectl fan-out manifest                        # inside a unit's agent window
+
+A manifest (units.toml):
+  prompt = \"Port the {module} module to the new logging API; keep its tests green.\"
+  [[units]]
+  id = \"net\"
+  vars = { module = \"net\" }
+  [[units]]
+  id = \"db\"
+  vars = { module = \"db\" }";
+
+#[derive(Debug, Args)]
+pub struct FanOutArgs {
+    #[command(subcommand)]
+    pub cmd: Option<FanOutCmd>,
+
+    #[command(flatten)]
+    pub start: FanOutStartArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FanOutStartArgs {
+    /// The manifest: a .toml or .json file of at most 1 MiB (symlinks and '..' are resolved;
+    /// its text is sent to the daemon, which keeps a copy in the run's directory)
+    #[arg(long, value_name = "FILE", required = true)]
+    pub manifest: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub common: StartArgs,
+
+    /// A shell command run in each unit's worktree after its agent reports done and before
+    /// the merge (e.g. 'cargo test'); overrides the manifest's `gate`
+    #[arg(long, value_name = "CMD")]
+    pub gate: Option<String>,
+}
+
+/// The flags `fan-out` and `orchestrate` share.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// At most this many agents alive at once: a number from 1 to 256, or `auto`
+    /// (max(1, min(2 × cores, available memory in GiB)), at most 32; the chosen number and
+    /// what it came from are recorded in the run); default: auto
+    #[arg(long, value_name = "N|auto")]
+    pub max_parallel: Option<String>,
+
+    /// The git repository to work in (any directory inside it); default: the current directory
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+
+    /// The branch to start from and to merge into; default: the repository's current branch
+    #[arg(long, value_name = "BRANCH")]
+    pub base: Option<String>,
+
+    /// The agent profile for every unit or node that names none: `claude`, `shell`, or a
+    /// profile [agents.NAME] from $OCTL_HOME/config.toml; default: the configured default
+    #[arg(long, value_name = "PROFILE")]
+    pub agent: Option<String>,
+
+    /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
+    /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FanOutCmd {
+    /// Print a fan-out run's manifest exactly as it was given (for the units' agents)
+    ///
+    /// Without --run, inside a unit's agent window, prints the file $OCTL_MANIFEST names
+    /// (no daemon needed); otherwise asks the daemon for the manifest of --run, else $OCTL_RUN.
+    #[command(after_help = "\
+Examples:
+  orchestratectl fan-out manifest                    # inside a unit's agent window
+  orchestratectl fan-out manifest --run 01JDXJ5R
+  orchestratectl --json fan-out manifest --run 01JDXJ5R   # {run, format, path, text}")]
+    Manifest(FanOutManifestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FanOutManifestArgs {
+    /// The fan-out run: a ULID or a unique prefix of at least 6 characters; default: the file
+    /// $OCTL_MANIFEST names, else the run $OCTL_RUN (both set in every unit's window)
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// orchestrate
+
+const ORCHESTRATE_EXAMPLES: &str = "\
+Examples:
+  orchestratectl orchestrate --plan plan.toml
+  orchestratectl orchestrate --plan plan.json --auto-merge --max-parallel 4 --wait
+  orchestratectl orchestrate --plan plan.toml --agent shell --base develop
+  orchestratectl --json orchestrate --plan plan.toml     # the run summary
+  orchestratectl run watch 01JDXJ5R                      # then see it go
+  orchestratectl merge 01JDXJ5R                          # when every node is merged
+
+A plan (plan.toml): api and ui start once schema is merged into integration; docs last.
+  [[nodes]]
+  id = \"schema\"
+  task = \"add the orders table and its migration\"
+  [[nodes]]
+  id = \"api\"
+  task = \"add the /orders endpoints\"
+  deps = [\"schema\"]
+  [[nodes]]
+  id = \"ui\"
+  task = \"add the orders page\"
+  deps = [\"schema\"]
+  [[nodes]]
+  id = \"docs\"
+  task = \"document orders\"
+  deps = [\"api\", \"ui\"]";
+
+#[derive(Debug, Args)]
+pub struct OrchestrateArgs {
+    /// The plan: a .toml or .json file of at most 1 MiB (symlinks and '..' are resolved; its
+    /// text is sent to the daemon, which keeps a copy in the run's directory)
+    #[arg(long, value_name = "FILE")]
+    pub plan: PathBuf,
+
+    /// When every node is merged into the integration branch, merge it into base too
+    /// (otherwise the run completes and waits for `orchestratectl merge RUN`)
+    #[arg(long)]
+    pub auto_merge: bool,
+
+    #[command(flatten)]
+    pub common: StartArgs,
+}
+
+// ---------------------------------------------------------------------------------------------
+// discussion
+
+const DISCUSSION_EXAMPLES: &str = "\
+Examples:
+  # an agent, inside its window (OCTL_RUN and OCTL_NODE are set):
+  answer=$(orchestratectl discussion ask --title 'keep the v1 endpoint?' --body 'clients: …' --wait)
+  # a human:
+  orchestratectl discussion list --open
+  orchestratectl discussion answer q-schema --text 'yes, keep it until June'";
+
+#[derive(Debug, Subcommand)]
+pub enum DiscussionCmd {
+    /// Ask a human a question; with --wait, block until it is answered and print the answer
+    ///
+    /// The node shows `waiting` while the question is open. With --wait the answer alone is
+    /// printed on stdout (with --json: {id, run, answer}), so an agent can capture it.
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion ask --title 'which database for tests?'
+  orchestratectl discussion ask --title 'drop Python 3.8?' --body 'CI still runs it' --wait
+  orchestratectl discussion ask --title 'ok to rename Foo?' --wait --timeout 1800
+  orchestratectl --json discussion ask --run 01JDXJ5R --title 'release today?'   # {id, run}")]
+    Ask(DiscussionAskArgs),
+
+    /// List discussions, of one run or of all runs
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion list
+  orchestratectl discussion list --open
+  orchestratectl --json discussion list --run 01JDXJ5R")]
+    List(DiscussionListArgs),
+
+    /// Answer an open discussion (the agent waiting on it goes on)
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion answer q-db --text 'use sqlite in tests'
+  orchestratectl --json discussion answer q-db --text 'yes'   # the discussion")]
+    Answer(DiscussionAnswerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionAskArgs {
+    /// The question, in one line
+    #[arg(long, value_name = "T")]
+    pub title: String,
+
+    /// Details: context, options, what the agent would do by default
+    #[arg(long, value_name = "B")]
+    pub body: Option<String>,
+
+    /// Block until a human answers, then print the answer alone on stdout
+    #[arg(long)]
+    pub wait: bool,
+
+    /// With --wait: give up after S seconds (decimals allowed) with exit 1, kind `timeout`;
+    /// the discussion stays open
+    #[arg(long, value_name = "S", requires = "wait")]
+    pub timeout: Option<f64>,
+
+    /// The run: a ULID or a unique prefix of at least 6 characters; default $OCTL_RUN
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// The node asking (optional): 1-63 of a-z, 0-9 and '-'; default $OCTL_NODE
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionListArgs {
+    /// Only this run's discussions: a ULID or a unique prefix of at least 6 characters;
+    /// default $OCTL_RUN, else every run
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// Only the discussions still waiting for an answer
+    #[arg(long)]
+    pub open: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionAnswerArgs {
+    /// The discussion's id, as `discussion list` shows it
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// The answer, sent as written
+    #[arg(long, value_name = "T")]
+    pub text: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// spinoff
+
+const SPINOFF_EXAMPLES: &str = "\
+Examples:
+  # an agent that noticed separate work (OCTL_RUN and OCTL_NODE are set):
+  orchestratectl spinoff propose --task 'fix the flaky retry test' --why 'fails 1 in 5 on CI'
+  # a human:
+  orchestratectl spinoff list
+  orchestratectl spinoff accept flaky-retry --agent claude
+  orchestratectl spinoff reject flaky-retry --reason 'already tracked in #123'";
+
+#[derive(Debug, Subcommand)]
+pub enum SpinoffCmd {
+    /// Propose a separate piece of work for a human to accept or reject
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff propose --task 'upgrade serde to 1.0.200'
+  orchestratectl spinoff propose --task 'split utils.rs' --why 'it is 3000 lines'
+  orchestratectl --json spinoff propose --run 01JDXJ5R --task 'x'   # {id, run}")]
+    Propose(SpinoffProposeArgs),
+
+    /// List spin-off proposals, of one run or of all runs
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff list
+  orchestratectl --json spinoff list --run 01JDXJ5R")]
+    List(SpinoffListArgs),
+
+    /// Accept a proposal: start it as a new spinoff run, linked to the proposing run
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff accept flaky-retry
+  orchestratectl spinoff accept flaky-retry --agent shell
+  orchestratectl --json spinoff accept flaky-retry   # {proposal, run}")]
+    Accept(SpinoffAcceptArgs),
+
+    /// Reject a proposal, saying why (the proposing agent can read the reason)
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff reject flaky-retry --reason 'out of scope for this release'")]
+    Reject(SpinoffRejectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffProposeArgs {
+    /// The work to do: the new agent's prompt if it is accepted
+    #[arg(long, value_name = "T")]
+    pub task: String,
+
+    /// Why it is separate work, for the human who decides
+    #[arg(long, value_name = "W")]
+    pub why: Option<String>,
+
+    /// The run: a ULID or a unique prefix of at least 6 characters; default $OCTL_RUN
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// The node proposing (optional): 1-63 of a-z, 0-9 and '-'; default $OCTL_NODE
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffListArgs {
+    /// Only this run's proposals: a ULID or a unique prefix of at least 6 characters;
+    /// default $OCTL_RUN, else every run
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffAcceptArgs {
+    /// The proposal's id, as `spinoff list` shows it
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// The agent profile of the new run: `claude`, `shell`, or a profile [agents.NAME] from
+    /// $OCTL_HOME/config.toml; default: the configured default
+    #[arg(long, value_name = "PROFILE")]
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffRejectArgs {
+    /// The proposal's id, as `spinoff list` shows it
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// Why it is rejected
+    #[arg(long, value_name = "R")]
+    pub reason: String,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -377,7 +746,9 @@ const RUN_EXAMPLES: &str = "\
 Examples:
   orchestratectl run list --status active
   orchestratectl run show 01JDXJ5R
+  orchestratectl run watch 01JDXJ5R
   orchestratectl run wait 01JDXJ5R --timeout 600
+  orchestratectl run retry 01JDXJ5R --node api
   orchestratectl run attach 01JDXJ5R
   orchestratectl run cancel 01JDXJ5R
   orchestratectl run create --kind generic --title 'nightly build'";
@@ -426,6 +797,32 @@ Examples:
   orchestratectl run wait 01JDXJ5R --timeout 300      # exit 1, kind timeout, after 300 s
   orchestratectl --json run wait 01JDXJ5R             # the run summary, once")]
     Wait(RunWaitArgs),
+
+    /// A live view of a run: its nodes, their states, elapsed times and what they wait for,
+    /// and the last events; until the run ends
+    ///
+    /// On a terminal the screen is redrawn on every event (and every second); otherwise one
+    /// plain line per event is printed (`SEQ TS TYPE NODE MESSAGE`; with --json, the events as
+    /// JSON lines). Ends when the run completes (exit 0), fails or is cancelled (exit 4), or
+    /// on Ctrl-C; a run that waits for a human is watched on.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run watch 01JDXJ5R
+  orchestratectl run watch 01JDXJ5R | tee run.log      # plain lines
+  orchestratectl --json run watch 01JDXJ5R             # events as JSON lines")]
+    Watch(RunArg),
+
+    /// Start a failed or conflicting node of an orchestrate run again, from the current tip
+    /// of the integration branch (a fan-out unit: from the tip of base)
+    ///
+    /// The node may be failed, exited, conflict or merge_blocked. Its old branch and worktree
+    /// are saved under refs/octl/snapshots/<RUN>/<NODE> and removed; the nodes it blocked
+    /// wait for it again.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run retry 01JDXJ5R --node api
+  orchestratectl --json run retry 01JDXJ5R --node api   # the run summary")]
+    Retry(RunRetryArgs),
 
     /// Stop a run: its agents are stopped; its branches and worktrees are kept unless --discard
     #[command(after_help = "\
@@ -497,6 +894,17 @@ pub struct RunAttachArgs {
     /// is alive (starting, running or waiting)
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunRetryArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node to start again (a failed or conflicting one)
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
 }
 
 #[derive(Debug, Args)]
@@ -672,7 +1080,21 @@ mod tests {
         let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(
             names,
-            vec!["spawn", "run", "merge", "node", "skill", "demo", "event", "daemon", "version"]
+            vec![
+                "spawn",
+                "fan-out",
+                "orchestrate",
+                "run",
+                "merge",
+                "node",
+                "discussion",
+                "spinoff",
+                "skill",
+                "demo",
+                "event",
+                "daemon",
+                "version"
+            ]
         );
     }
 
@@ -707,6 +1129,67 @@ mod tests {
         for sub in cmd.get_subcommands() {
             walk(sub, "orchestratectl");
         }
+    }
+
+    /// The indented example file after `marker` in a help text.
+    fn example_file(help: &str, marker: &str) -> String {
+        let start = help.find(marker).expect("the example is there") + marker.len();
+        help[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| format!("{}\n", &l[2..]))
+            .collect()
+    }
+
+    #[test]
+    fn the_example_manifest_and_plan_are_valid() {
+        use octl_proto::plan::{parse_manifest, parse_plan, Format};
+        let manifest = example_file(FANOUT_EXAMPLES, "A manifest (units.toml):");
+        let m = parse_manifest(&manifest, Format::Toml).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(m.units.len(), 2);
+        let plan = example_file(ORCHESTRATE_EXAMPLES, "docs last.");
+        let p = parse_plan(&plan, Format::Toml).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(p.order(), vec!["schema", "api", "ui", "docs"]);
+    }
+
+    #[test]
+    fn fan_out_takes_a_manifest_or_a_command() {
+        let cli = Cli::try_parse_from([
+            "o",
+            "fan-out",
+            "--manifest",
+            "m.toml",
+            "--max-parallel",
+            "3",
+        ])
+        .unwrap();
+        match cli.group {
+            Group::FanOut(a) => {
+                assert!(a.cmd.is_none());
+                assert_eq!(
+                    a.start.manifest.as_deref(),
+                    Some(std::path::Path::new("m.toml"))
+                );
+                assert_eq!(a.start.common.max_parallel.as_deref(), Some("3"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["o", "fan-out", "manifest", "--run", "01JDXJ5R"]).unwrap();
+        match cli.group {
+            Group::FanOut(FanOutArgs {
+                cmd: Some(FanOutCmd::Manifest(m)),
+                ..
+            }) => assert_eq!(m.run.as_deref(), Some("01JDXJ5R")),
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["o", "fan-out"]).is_err());
+        assert!(Cli::try_parse_from(["o", "fan-out", "--manifest", "m.toml", "manifest"]).is_err());
+        // --timeout only with --wait.
+        assert!(
+            Cli::try_parse_from(["o", "discussion", "ask", "--title", "t", "--timeout", "5"])
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! Following runs until they settle, for `run wait`, `spawn --wait` and `demo`: `run.show`,
-//! then the run's event stream (re-checking `run.show` after every event and every second),
-//! and the live progress those commands print on stderr.
+//! Following runs: until they settle, for `run wait`, `spawn --wait`, `fan-out --wait`,
+//! `orchestrate --wait` and `demo` (`run.show`, then the run's event stream, re-checking
+//! `run.show` after every event and every second), with the live progress those commands print
+//! on stderr; until they end, for `run watch` (a view redrawn on stdout, or plain lines); and
+//! the event stream itself across daemon restarts ([`Events`], also used by `discussion ask
+//! --wait`).
 //!
 //! A run is *settled* when its status is terminal (`completed`, `failed`, `cancelled`) or
 //! `waiting` (only a human can move it). Exit code: 0 for `completed`, 4 for the others.
@@ -16,9 +19,10 @@ use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
 use serde_json::{json, Value};
 
-use crate::client::CallError;
+use crate::client::{CallError, EventStream};
+use crate::commands::run::{elapsed_cell, node_extras, waiting_cell, NodeExtra};
 use crate::commands::{decode, Ctx};
-use crate::output::{duration, node_counts, truncate};
+use crate::output::{duration, node_counts, print_text, table, truncate};
 
 /// How often the status is re-checked and the progress redrawn without an event.
 const TICK: Duration = Duration::from_secs(1);
@@ -108,41 +112,93 @@ async fn follow(
         return Ok((value, detail));
     }
     let id = detail.manifest.id.clone();
-    let mut cursor = since
+    let cursor = since
         .unwrap_or(detail.manifest.last_seq)
         .min(detail.manifest.last_seq);
+    let mut events = Events::new(&id, cursor);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        match ctx.client.event_stream(&id, cursor, true).await {
-            Ok(mut stream) => loop {
-                tokio::select! {
-                    line = stream.next_line() => {
-                        let Ok(Some(line)) = line else { break };
-                        if let Ok(ev) = serde_json::from_str::<Value>(&line) {
-                            if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
-                                cursor = cursor.max(seq);
-                            }
-                            progress.event(&ev);
-                        }
-                    }
-                    _ = tick.tick() => progress.tick(),
-                }
-                (value, detail) = show(ctx, &id).await?;
-                progress.state(&detail);
-                if is_settled(&detail.manifest.status) {
-                    return Ok((value, detail));
-                }
-            },
-            // The daemon went away: `show` below starts it again (unless autostart is off).
-            Err(CallError::NotRunning(_)) => {}
-            Err(CallError::Failed(e)) => return Err(e),
+        tokio::select! {
+            ev = events.next(ctx) => progress.event(&ev?),
+            _ = tick.tick() => progress.tick(),
         }
-        tokio::time::sleep(RECONNECT).await;
         (value, detail) = show(ctx, &id).await?;
         progress.state(&detail);
         if is_settled(&detail.manifest.status) {
             return Ok((value, detail));
+        }
+    }
+}
+
+/// A run's events after a cursor, as they land, across daemon restarts: when the stream ends
+/// it is opened again from the last event seen (after a pause, starting the daemon when
+/// autostart allows). Used by `run wait`, `run watch` and `discussion ask --wait`.
+///
+/// [`Events::next`] may be dropped in a `tokio::select!` and called again: nothing is lost.
+pub struct Events {
+    id: String,
+    cursor: u64,
+    stream: Option<EventStream>,
+}
+
+impl Events {
+    /// Events of run `id` (a full id) with a seq greater than `cursor`.
+    pub fn new(id: &str, cursor: u64) -> Events {
+        Events {
+            id: id.to_string(),
+            cursor,
+            stream: None,
+        }
+    }
+
+    /// The seq of the last event returned (or the starting cursor).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// The next event. Lines that are not JSON, and events already seen, are skipped.
+    pub async fn next(&mut self, ctx: &Ctx) -> Result<Value, AppError> {
+        self.next_line(ctx).await.map(|(_, ev)| ev)
+    }
+
+    /// The next event, with its line exactly as the daemon sent it.
+    pub async fn next_line(&mut self, ctx: &Ctx) -> Result<(String, Value), AppError> {
+        loop {
+            let stream = match &mut self.stream {
+                Some(stream) => stream,
+                None => match ctx.client.event_stream(&self.id, self.cursor, true).await {
+                    Ok(stream) => self.stream.insert(stream),
+                    Err(CallError::NotRunning(_)) => {
+                        // Start it again, or fail with daemon_unreachable when autostart is off.
+                        tokio::time::sleep(RECONNECT).await;
+                        ctx.client
+                            .call("run.show", json!({ "run": self.id }))
+                            .await?;
+                        continue;
+                    }
+                    Err(CallError::Failed(e)) => return Err(e),
+                },
+            };
+            match stream.next_line().await {
+                Ok(Some(line)) => {
+                    let Ok(ev) = serde_json::from_str::<Value>(&line) else {
+                        continue;
+                    };
+                    if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
+                        if seq <= self.cursor {
+                            continue;
+                        }
+                        self.cursor = seq;
+                    }
+                    return Ok((line, ev));
+                }
+                // The daemon ended the stream (it stopped or restarts): open it again.
+                Ok(None) | Err(_) => {
+                    self.stream = None;
+                    tokio::time::sleep(RECONNECT).await;
+                }
+            }
         }
     }
 }
@@ -497,17 +553,289 @@ impl Screen {
 
 /// The width of the terminal on stderr (80 when unknown).
 fn terminal_columns() -> usize {
+    terminal_size(libc::STDERR_FILENO).0
+}
+
+/// The columns and rows of the terminal on `fd` (else $COLUMNS and $LINES, else 80 × 24).
+fn terminal_size(fd: libc::c_int) -> (usize, usize) {
     // SAFETY: TIOCGWINSZ fills a `winsize`; on failure it is left zeroed.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_col > 0 {
-        usize::from(ws.ws_col)
-    } else {
-        std::env::var("COLUMNS")
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+    let env = |k: &str, default: usize| {
+        std::env::var(k)
             .ok()
             .and_then(|c| c.parse().ok())
-            .unwrap_or(80)
+            .unwrap_or(default)
+    };
+    let cols = if ok && ws.ws_col > 0 {
+        usize::from(ws.ws_col)
+    } else {
+        env("COLUMNS", 80)
+    };
+    let rows = if ok && ws.ws_row > 0 {
+        usize::from(ws.ws_row)
+    } else {
+        env("LINES", 24)
+    };
+    (cols, rows)
+}
+
+/// Writes text to stdout as it is.
+fn print_text_raw(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// run watch
+
+/// How many past events `run watch` shows first.
+pub const WATCH_BACKLOG: u64 = 10;
+/// How many recent events the redrawn view keeps at its bottom.
+const WATCH_RECENT: usize = 6;
+/// How long `run watch` waits, once the run ended, for the events that ended it.
+const WATCH_DRAIN: Duration = Duration::from_secs(2);
+
+/// Has the run ended for good (`run watch` stops there; a `waiting` run is watched on)?
+pub fn is_terminal_status(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled" | "corrupt")
+}
+
+/// How `run watch` shows the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    /// The events as JSON lines on stdout (`--json`).
+    Json,
+    /// One plain line per event on stdout (stdout is not a terminal).
+    Lines,
+    /// The whole view redrawn on stdout (a terminal).
+    Redraw,
+}
+
+impl WatchMode {
+    pub fn detect(json: bool) -> WatchMode {
+        WatchMode::choose(json, std::io::stdout().is_terminal())
     }
+
+    pub fn choose(json: bool, terminal: bool) -> WatchMode {
+        match (json, terminal) {
+            (true, _) => WatchMode::Json,
+            (false, true) => WatchMode::Redraw,
+            (false, false) => WatchMode::Lines,
+        }
+    }
+}
+
+/// One event for `run watch`: `SEQ TS TYPE NODE MESSAGE` (`-` for a run-level event); with
+/// `short`, the time of day only.
+pub fn watch_event_line(ev: &Value, short: bool) -> String {
+    let seq = ev
+        .get("seq")
+        .and_then(Value::as_u64)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "?".to_string());
+    let ts = ev.get("ts").and_then(Value::as_str).unwrap_or("-");
+    let ts = if short {
+        ts.split_once('T')
+            .map(|(_, t)| t.split('.').next().unwrap_or(t).trim_end_matches('Z'))
+            .unwrap_or(ts)
+    } else {
+        ts
+    };
+    let kind = ev.get("type").and_then(Value::as_str).unwrap_or("?");
+    let node = ev.get("node").and_then(Value::as_str).unwrap_or("-");
+    format!("{seq} {ts} {kind} {node} {}", event_message(ev))
+        .trim_end()
+        .to_string()
+}
+
+/// What `run watch` shows, and where.
+struct WatchView {
+    mode: WatchMode,
+    recent: std::collections::VecDeque<String>,
+}
+
+impl WatchView {
+    fn event(&mut self, raw: &str, ev: &Value) {
+        match self.mode {
+            WatchMode::Json => print_text(raw),
+            WatchMode::Lines => print_text(&watch_event_line(ev, false)),
+            WatchMode::Redraw => {
+                if self.recent.len() == WATCH_RECENT {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(watch_event_line(ev, true));
+            }
+        }
+    }
+
+    fn draw(&self, value: &Value, detail: &RunDetail) {
+        if self.mode != WatchMode::Redraw {
+            return;
+        }
+        let (cols, rows) = terminal_size(libc::STDOUT_FILENO);
+        let recent: Vec<String> = self.recent.iter().cloned().collect();
+        let lines = watch_frame(detail, &node_extras(value), &recent, cols, rows);
+        // Home, each line cleared to its end, then the rest of the screen cleared: no flicker.
+        let mut text = String::from("\x1b[H");
+        for line in &lines {
+            text.push_str(line);
+            text.push_str("\x1b[K\n");
+        }
+        text.push_str("\x1b[J");
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+}
+
+/// Watches a run until it ends (completed, failed, cancelled): the last [`WATCH_BACKLOG`]
+/// events, then every new one, shown by `mode`. Returns the last `run.show`.
+pub async fn watch_run(
+    ctx: &Ctx,
+    run: &str,
+    mode: WatchMode,
+) -> Result<(Value, RunDetail), AppError> {
+    let (mut value, mut detail) = show(ctx, run).await?;
+    let id = detail.manifest.id.clone();
+    let mut view = WatchView {
+        mode,
+        recent: Default::default(),
+    };
+    if mode == WatchMode::Redraw {
+        print_text_raw("\x1b[2J");
+    }
+    let since = detail.manifest.last_seq.saturating_sub(WATCH_BACKLOG);
+    if is_terminal_status(&detail.manifest.status) {
+        // Ended already: its last events, then the view once.
+        let mut stream = ctx.client.event_stream(&id, since, false).await?;
+        while let Some(line) = stream.next_line().await? {
+            if let Ok(ev) = serde_json::from_str::<Value>(&line) {
+                view.event(&line, &ev);
+            }
+        }
+        view.draw(&value, &detail);
+        return Ok((value, detail));
+    }
+    let mut events = Events::new(&id, since);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    view.draw(&value, &detail);
+    while !is_terminal_status(&detail.manifest.status) {
+        tokio::select! {
+            next = events.next_line(ctx) => {
+                let (line, ev) = next?;
+                view.event(&line, &ev);
+            }
+            _ = tick.tick() => {}
+        }
+        (value, detail) = show(ctx, &id).await?;
+        view.draw(&value, &detail);
+    }
+    // The events that ended it may still be on their way.
+    let last = detail.manifest.last_seq;
+    let _ = tokio::time::timeout(WATCH_DRAIN, async {
+        while events.cursor() < last {
+            match events.next_line(ctx).await {
+                Ok((line, ev)) => view.event(&line, &ev),
+                Err(_) => break,
+            }
+        }
+    })
+    .await;
+    view.draw(&value, &detail);
+    Ok((value, detail))
+}
+
+/// The redrawn `run watch` view, at most `height - 1` lines of at most `width - 1` columns:
+/// a header (run, kind, status, counts), the node table (ID, STATE, ELAPSED, WAITING FOR,
+/// BRANCH), and the last events. When the nodes do not fit, unfinished ones are shown first
+/// and the rest is counted.
+pub fn watch_frame(
+    d: &RunDetail,
+    extras: &std::collections::HashMap<String, NodeExtra>,
+    recent: &[String],
+    width: usize,
+    height: usize,
+) -> Vec<String> {
+    let m = &d.manifest;
+    let mut head = format!("Run {}  {}  {}", m.id, m.kind, m.status);
+    if let Some(title) = m.title.as_deref().filter(|t| !t.is_empty()) {
+        head.push_str(&format!("  {}", one_line(title, 60)));
+    }
+    let mut second = format!("Nodes: {}", node_counts(&m.nodes));
+    if let Some(cap) = m.settings.get("max_parallel").and_then(Value::as_u64) {
+        second.push_str(&format!("  ·  at most {cap} at once"));
+    }
+    if let Some(integration) = m.settings.get("integration").and_then(Value::as_str) {
+        second.push_str(&format!("  ·  {integration}"));
+        if let Some(merge) = &m.merge {
+            second.push_str(&format!(" ({merge})"));
+        }
+    }
+    let mut lines = vec![head, second, String::new()];
+
+    let footer = "Ctrl-C stops watching; the run goes on.".to_string();
+    let events_block = 2 + recent.len().max(1);
+    let fixed = lines.len() + 1 + events_block + 2;
+    let room = height.saturating_sub(1).saturating_sub(fixed).max(2);
+    let mut shown: Vec<usize> = (0..d.nodes.len()).collect();
+    let mut hidden = Vec::new();
+    if d.nodes.len() > room {
+        let keep = room - 1;
+        let (open, done): (Vec<usize>, Vec<usize>) = (0..d.nodes.len())
+            .partition(|&i| !matches!(d.nodes[i].state, NodeState::Merged | NodeState::Cancelled));
+        shown = open.iter().chain(done.iter()).take(keep).copied().collect();
+        shown.sort_unstable();
+        hidden = (0..d.nodes.len()).filter(|i| !shown.contains(i)).collect();
+    }
+    let mut rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|&i| {
+            let n = &d.nodes[i];
+            let extra = extras.get(&n.id);
+            vec![
+                n.id.clone(),
+                n.state.as_str().to_string(),
+                elapsed_cell(extra),
+                waiting_cell(extra),
+                n.branch.clone().unwrap_or_else(|| "-".to_string()),
+            ]
+        })
+        .collect();
+    if !hidden.is_empty() {
+        let mut counts = std::collections::BTreeMap::new();
+        for &i in &hidden {
+            *counts
+                .entry(d.nodes[i].state.as_str().to_string())
+                .or_insert(0usize) += 1;
+        }
+        rows.push(vec![
+            format!("… {} more", hidden.len()),
+            node_counts(&counts),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    if d.nodes.is_empty() {
+        lines.push("No nodes.".to_string());
+    } else {
+        let t = table(&["ID", "STATE", "ELAPSED", "WAITING FOR", "BRANCH"], &rows);
+        lines.extend(t.lines().map(str::to_string));
+    }
+    lines.push(String::new());
+    lines.push("Last events:".to_string());
+    if recent.is_empty() {
+        lines.push("  (none yet)".to_string());
+    }
+    lines.extend(recent.iter().map(|l| format!("  {l}")));
+    lines.push(String::new());
+    lines.push(footer);
+    // `truncate` adds its `…` after `cols` characters: every line stays within width - 1.
+    let cols = width.saturating_sub(2).max(20);
+    lines.iter().map(|l| truncate(l, cols)).collect()
 }
 
 #[cfg(test)]
@@ -626,6 +954,103 @@ mod tests {
             p.status_line(Duration::from_secs(3)),
             "[3s] - · api: node.started"
         );
+    }
+
+    #[test]
+    fn watch_lines_and_modes() {
+        let ev = json!({"seq": 7, "ts": "2026-11-30T10:00:05.123Z", "type": "node.progress",
+            "node": "api", "data": {"message": "tests pass"}});
+        assert_eq!(
+            watch_event_line(&ev, false),
+            "7 2026-11-30T10:00:05.123Z node.progress api tests pass"
+        );
+        assert_eq!(
+            watch_event_line(&ev, true),
+            "7 10:00:05 node.progress api tests pass"
+        );
+        let ev =
+            json!({"seq": 1, "ts": "2026-11-30T10:00:00.000Z", "type": "run.created", "data": {}});
+        assert_eq!(
+            watch_event_line(&ev, false),
+            "1 2026-11-30T10:00:00.000Z run.created -"
+        );
+        assert_eq!(WatchMode::choose(true, true), WatchMode::Json);
+        assert_eq!(WatchMode::choose(false, true), WatchMode::Redraw);
+        assert_eq!(WatchMode::choose(false, false), WatchMode::Lines);
+        for s in ["completed", "failed", "cancelled", "corrupt"] {
+            assert!(is_terminal_status(s), "{s}");
+        }
+        assert!(!is_terminal_status("waiting"));
+        assert!(!is_terminal_status("active"));
+    }
+
+    #[test]
+    fn the_watch_frame() {
+        let mut d = detail(
+            "orchestrate",
+            "active",
+            json!([
+                node("schema", "merged", json!({})),
+                node("api", "running", json!({"deps": ["schema"]})),
+                node("docs", "pending", json!({"deps": ["api"]}))
+            ]),
+            json!([]),
+        );
+        d.manifest.nodes = [
+            ("merged".to_string(), 1),
+            ("running".into(), 1),
+            ("pending".into(), 1),
+        ]
+        .into_iter()
+        .collect();
+        d.manifest.settings = json!({"integration": "octl/R/integration", "max_parallel": 2})
+            .as_object()
+            .unwrap()
+            .clone();
+        let mut extras = std::collections::HashMap::new();
+        extras.insert(
+            "api".to_string(),
+            NodeExtra {
+                elapsed_s: Some(65),
+                waiting_for: vec![],
+            },
+        );
+        extras.insert(
+            "docs".to_string(),
+            NodeExtra {
+                elapsed_s: None,
+                waiting_for: vec!["api".into()],
+            },
+        );
+        let recent = vec!["5 10:00:05 node.started api".to_string()];
+        let frame = watch_frame(&d, &extras, &recent, 120, 40);
+        assert_eq!(
+            frame,
+            [
+                "Run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E  orchestrate  active",
+                "Nodes: 1 pending, 1 running, 1 merged  ·  at most 2 at once  ·  octl/R/integration",
+                "",
+                "ID      STATE    ELAPSED  WAITING FOR  BRANCH",
+                "schema  merged   -        -            octl/R/schema",
+                "api     running  1m05s    -            octl/R/api",
+                "docs    pending  -        api          octl/R/docs",
+                "",
+                "Last events:",
+                "  5 10:00:05 node.started api",
+                "",
+                "Ctrl-C stops watching; the run goes on.",
+            ]
+        );
+        // A small terminal: unfinished nodes first, the rest counted, nothing wider than it.
+        d.nodes
+            .push(serde_json::from_value(node("auth", "merged", json!({}))).unwrap());
+        let frame = watch_frame(&d, &extras, &recent, 30, 13);
+        assert_eq!(frame.len(), 12, "{frame:#?}");
+        assert!(frame.iter().all(|l| l.chars().count() <= 29), "{frame:#?}");
+        let rows: Vec<&String> = frame.iter().skip(4).take(3).collect();
+        assert!(rows[0].starts_with("api "), "{frame:#?}");
+        assert!(rows[1].starts_with("docs "), "{frame:#?}");
+        assert!(rows[2].starts_with("… 2 more  2 merged"), "{frame:#?}");
     }
 
     #[test]

@@ -234,6 +234,25 @@ pub fn duration(secs: u64) -> String {
     }
 }
 
+/// A short duration for tables: `45s`, `1m05s`, `2h03m`, `3d04h`.
+pub fn clock(secs: u64) -> String {
+    let (d, h, m, s) = (
+        secs / 86_400,
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60,
+    );
+    if d > 0 {
+        format!("{d}d{h:02}h")
+    } else if h > 0 {
+        format!("{h}h{m:02}m")
+    } else if m > 0 {
+        format!("{m}m{s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
 /// One event for people: `SEQ  TS  TYPE  NODE  ACTOR  DATA` with the data as compact JSON.
 /// Works on any JSON so that fields added later do not break it.
 pub fn event_line(ev: &Value) -> String {
@@ -353,6 +372,11 @@ mod tests {
         );
         assert_eq!(duration(3723), "1h 2m 3s");
         assert_eq!(duration(59), "59s");
+        assert_eq!(clock(0), "0s");
+        assert_eq!(clock(45), "45s");
+        assert_eq!(clock(65), "1m05s");
+        assert_eq!(clock(3600 + 180 + 9), "1h03m");
+        assert_eq!(clock(3 * 86_400 + 4 * 3600 + 59), "3d04h");
         assert_eq!(truncate("abcdef", 3), "abc…");
         assert_eq!(truncate("abc", 3), "abc");
         assert_eq!(shell_word("/h/tmux.sock"), "/h/tmux.sock");

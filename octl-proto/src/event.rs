@@ -76,6 +76,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "node.failed",
     "node.exited",
     "node.blocked",
+    "node.unblocked",
+    "node.retried",
     "node.cancelled",
     "merge.started",
     "merge.succeeded",

@@ -6,12 +6,14 @@
 //! - [`state`]: run kinds, node states, run status, and the folded state of one run.
 //! - [`reducer`]: the pure fold from events to state; refuses illegal transitions.
 //! - [`projection`]: the JSON files derived from the state (`manifest.json`, `nodes/…`).
+//! - [`plan`]: fan-out manifests and orchestrate plans, every problem at once; `--max-parallel`.
 //! - [`rpc`]: JSON-RPC 2.0 envelopes, method names and parameter types.
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
 
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod plan;
 pub mod projection;
 pub mod reducer;
 pub mod rpc;

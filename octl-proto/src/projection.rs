@@ -29,6 +29,8 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -59,6 +61,7 @@ pub fn summary(state: &RunState) -> RunSummary {
         last_seq: state.last_seq,
         settings: state.settings.clone(),
         merge: state.merge.clone(),
+        merge_commit: state.merge_commit.clone(),
         error: None,
     }
 }

@@ -144,6 +144,7 @@ impl RunState {
             last_seq: 1,
             ended: None,
             merge: None,
+            merge_commit: None,
             nodes: Default::default(),
             discussions: Default::default(),
             spinoffs: Default::default(),
@@ -320,6 +321,10 @@ impl RunState {
             "node.failed" => (live(&[]), Some(Failed)),
             "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
             "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
+            // A dependency was retried: the node waits for it again.
+            "node.unblocked" => (vec![Blocked], Some(Pending)),
+            // `run retry`: a node that failed or could not merge starts over.
+            "node.retried" => (vec![Failed, Exited, Conflict, MergeBlocked], Some(Pending)),
             "node.cancelled" => (
                 NodeState::ALL
                     .into_iter()
@@ -440,6 +445,17 @@ impl RunState {
             node.report = report;
         }
         match t {
+            "node.retried" => {
+                node.pane = None;
+                node.report = None;
+                node.reason = None;
+                node.exit_status = None;
+                node.conflict_files.clear();
+                node.outcome = None;
+                node.started_at = None;
+                node.finished_at = None;
+                node.cleaned = false;
+            }
             "node.started" => node.started_at = Some(ev.ts.clone()),
             "merge.succeeded" => {
                 node.merge_commit = commit;
@@ -467,6 +483,9 @@ impl RunState {
                 "the run's merge is {}; {t} does not follow",
                 cur.unwrap_or("not started")
             )));
+        }
+        if t == "merge.succeeded" {
+            self.merge_commit = opt_string(&ev.data, "commit")?;
         }
         self.merge = Some(
             match t {

@@ -180,7 +180,8 @@ pub struct MergeParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MergeResult {
     pub run: String,
-    pub node: String,
+    /// `None` for an orchestrate run's integration branch merged into base.
+    pub node: Option<String>,
     pub state: String,
     pub target: String,
     pub merge_commit: String,
@@ -196,4 +197,112 @@ pub struct NodeReportParams {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// `fanout.start`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FanoutParams {
+    /// The manifest's text.
+    pub manifest: String,
+    /// `toml` or `json`.
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_path: Option<String>,
+    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    /// A number, or the string `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<Value>,
+}
+
+/// `orchestrate.start`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrchestrateParams {
+    pub plan: String,
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_path: Option<String>,
+    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<Value>,
+    #[serde(default)]
+    pub auto_merge: bool,
+}
+
+/// `run.retry`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryParams {
+    pub run: String,
+    pub node: String,
+}
+
+/// `discussion.ask`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskParams {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+/// `discussion.list`, `spinoff.list`
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<bool>,
+}
+
+/// `discussion.answer`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerParams {
+    pub id: String,
+    pub text: String,
+}
+
+/// `spinoff.propose`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProposeParams {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// `spinoff.accept`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptParams {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// `spinoff.reject`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RejectParams {
+    pub id: String,
+    pub reason: String,
 }

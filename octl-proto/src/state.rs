@@ -238,6 +238,8 @@ pub struct RunState {
     pub ended: Option<RunStatus>,
     /// State of a run-level merge (an orchestrate run's integration branch into base).
     pub merge: Option<String>,
+    /// The commit base moved to by that merge.
+    pub merge_commit: Option<String>,
     pub nodes: BTreeMap<String, Node>,
     pub discussions: BTreeMap<String, Discussion>,
     pub spinoffs: BTreeMap<String, Spinoff>,
@@ -265,7 +267,27 @@ impl RunState {
         if progressing {
             return RunStatus::Active;
         }
-        let human = self.discussions.values().any(|d| d.open)
+        // An orchestrate run whose nodes all merged waits for its integration branch to be
+        // merged into base (by `merge RUN`, or at once with auto_merge).
+        if self.kind == RunKind::Orchestrate
+            && !self.nodes.is_empty()
+            && self.nodes.values().all(|n| n.state == NodeState::Merged)
+            && self.merge.as_deref() != Some("merged")
+        {
+            let auto = self.settings.get("auto_merge").and_then(Value::as_bool) == Some(true);
+            if auto && self.merge.is_none() {
+                return RunStatus::Active;
+            }
+            return RunStatus::Waiting;
+        }
+        // In a DAG a failed node can be retried, so the run waits for a human.
+        let retryable = self.kind == RunKind::Orchestrate
+            && self
+                .nodes
+                .values()
+                .any(|n| matches!(n.state, NodeState::Failed | NodeState::Exited));
+        let human = retryable
+            || self.discussions.values().any(|d| d.open)
             || self.nodes.values().any(|n| {
                 matches!(
                     n.state,

@@ -55,6 +55,8 @@ pub struct Launch {
     /// as alive (against a parallelism cap) exactly as long as its agent runs, and its
     /// outcome is known when the report becomes an event.
     pub hold_reports: bool,
+    /// Claude Code's workspace-trust question may come up in the window: answer it.
+    pub answers_trust: bool,
 }
 
 /// Appended to Claude's system prompt in autonomous runs: how to report.
@@ -104,13 +106,38 @@ impl Profile {
                 on_exit: "shell",
                 stream_json: false,
                 hold_reports: autonomous,
+                answers_trust: false,
             },
-            (ProfileKind::Claude { program, .. }, Mode::Interactive) => Launch {
-                argv: vec![program.clone(), task.to_string()],
+            (
+                ProfileKind::Claude {
+                    program,
+                    permission_mode,
+                    allowed_tools,
+                },
+                Mode::Interactive,
+            ) => Launch {
+                // The permission mode and the tools it may use to commit and report are
+                // explicit, as in autonomous runs, so the agent does not stop to ask before
+                // each `git commit` or `orchestratectl node done`; `--` ends the variadic tool
+                // list and keeps any task text a prompt.
+                argv: {
+                    let mut argv = vec![
+                        program.clone(),
+                        "--permission-mode".into(),
+                        permission_mode.clone(),
+                    ];
+                    if !allowed_tools.is_empty() {
+                        argv.push("--allowedTools".into());
+                        argv.extend(allowed_tools.iter().cloned());
+                    }
+                    argv.extend(["--".into(), task.to_string()]);
+                    argv
+                },
                 // A human ends an interactive session when the work is ready for review.
                 on_exit: exited("done"),
                 stream_json: false,
                 hold_reports: false,
+                answers_trust: true,
             },
             (
                 ProfileKind::Claude {
@@ -146,6 +173,7 @@ impl Profile {
                     on_exit: exited("exited"),
                     stream_json: true,
                     hold_reports: true,
+                    answers_trust: false,
                 }
             }
             (ProfileKind::Argv { .. }, _) => Launch {
@@ -157,6 +185,7 @@ impl Profile {
                 on_exit: exited("exited"),
                 stream_json: false,
                 hold_reports: autonomous,
+                answers_trust: false,
             },
         })
     }
@@ -282,7 +311,16 @@ mod tests {
         assert!(l.stream_json);
         assert_eq!(
             claude.launch(Mode::Interactive, "hi").unwrap().argv,
-            vec!["claude", "hi"]
+            vec![
+                "claude",
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash(git *)",
+                "Bash(orchestratectl *)",
+                "--",
+                "hi"
+            ]
         );
 
         let err = resolve(&config, Some("nope")).unwrap_err();

@@ -490,6 +490,8 @@ impl Tmux {
                     &format!("{columns}x{rows}"),
                 ]),
                 strings(&["set-option", "-gw", "remain-on-exit", "on"]),
+                // Keep the server (and so its pane numbering) alive between runs.
+                strings(&["set-option", "-s", "exit-empty", "off"]),
                 strings(&["set-option", "-gw", "allow-rename", "off"]),
                 strings(&["set-option", "-gw", "automatic-rename", "off"]),
                 strings(&[
@@ -603,6 +605,26 @@ impl Tmux {
 
     /// Kills the window named `window` in `session`. `false` if there was none; an error if
     /// several windows there have that name.
+    /// Kills the window of `pane_id` only if that pane still belongs to `session`/`window`:
+    /// pane ids start again at `%0` when a server restarts, and a stale id must never close
+    /// another agent's window.
+    pub fn kill_window_of_pane_in(
+        &self,
+        pane_id: &str,
+        session: &str,
+        window: &str,
+    ) -> Result<bool> {
+        let owned = self
+            .list_panes()?
+            .iter()
+            .any(|p| p.pane_id == pane_id && p.session == session && p.window == window);
+        if owned {
+            self.kill_window_of_pane(pane_id)
+        } else {
+            Ok(false)
+        }
+    }
+
     pub fn kill_window(&self, session: &str, window: &str) -> Result<bool> {
         check_name("session name", session)?;
         check_name("window name", window)?;
@@ -638,9 +660,20 @@ impl Tmux {
 
     /// Presses `Enter` in the pane.
     pub fn send_enter(&self, pane_id: &str) -> Result<()> {
+        self.send_key(pane_id, "Enter")
+    }
+
+    /// Sends one named key (`Enter`, `Down`, `Escape`, …) to a pane.
+    pub fn send_key(&self, pane_id: &str, key: &str) -> Result<()> {
         check_pane_id(pane_id)?;
-        self.run1(&["send-keys", "-t", pane_id, "Enter"])
-            .map(|_| ())
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(invalid(
+                "key",
+                key,
+                "a tmux key name such as Enter, Down or C-c",
+            ));
+        }
+        self.run1(&["send-keys", "-t", pane_id, key]).map(|_| ())
     }
 
     /// The pane's text, scrollback included, wrapped lines joined.

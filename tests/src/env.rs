@@ -93,6 +93,10 @@ impl TestEnv {
         ] {
             cmd.env_remove(var);
         }
+        // Whatever Claude Code or model settings the caller has never leak into a test.
+        for var in crate::model::CLAUDE_ENV_REMOVE {
+            cmd.env_remove(var);
+        }
         cmd.env("OCTL_HOME", &self.home)
             .env("HOME", &self.user_home)
             .env("CLAUDE_CONFIG_DIR", &self.claude_dir)

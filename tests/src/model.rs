@@ -23,7 +23,7 @@
 //! Every request is recorded ([`ModelStandIn::requests`], [`ModelStandIn::main_requests`],
 //! [`ModelStandIn::log`]) so tests can assert on what Claude Code sent.
 //!
-//! Facts about Claude Code 2.1.x that the helpers encode (see the report in `docs/` if present):
+//! Facts about Claude Code 2.1.328 that the helpers encode:
 //! - `claude -p --output-format stream-json --verbose --permission-mode acceptEdits
 //!   --allowedTools "Bash(git *)" "Bash(orchestratectl *)" --append-system-prompt TEXT -- PROMPT`
 //!   works for any prompt (leading `-`, several lines, quotes); without `--` the variadic
@@ -34,6 +34,14 @@
 //! - `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` stops the `HEAD /api/hello` probe, the
 //!   session-title request, telemetry and update checks; `CLAUDE_CODE_TMPDIR` keeps its temp
 //!   files (`claude-<uid>/`, `cc-socks/`) out of the shared `/tmp`.
+//! - Interactive `claude` in a directory not yet trusted shows the workspace-trust dialog
+//!   ("Accessing workspace: … ❯ No, exit / Yes, I trust this folder"), default *No*: answer it
+//!   with Down, then Enter — but only once the dialog has been on screen for ~0.5 s (it is drawn
+//!   again ~150 ms after it first appears, resetting the selection and losing earlier keys) and
+//!   "❯ Yes, I trust this folder" is seen selected. A git worktree inherits its main repository's
+//!   trust, and accepting in a worktree records the trust for the main repository. First-run
+//!   onboarding (theme picker, security notes) is skipped when the config says
+//!   `hasCompletedOnboarding` — see [`seed_claude_config`], for temp configs only.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use octl_tests::model::{
     apply_claude_env, print_argv, require_claude, run_with_timeout, seed_claude_config,
@@ -231,6 +231,8 @@ fn tmux_available() -> bool {
 /// A private tmux server in a temp dir; killed on drop.
 struct Tmux {
     socket: PathBuf,
+    /// The pane's process (Claude Code itself: tmux execs a multi-word command directly).
+    pane_pid: std::cell::Cell<Option<i32>>,
 }
 
 impl Tmux {
@@ -277,8 +279,87 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
+        // Kill Claude Code first and wait until it is gone: exiting on the server's hang-up, it
+        // would still write into $CLAUDE_CONFIG_DIR after the temp dir is removed.
+        if let Some(pid) = self.pane_pid.get() {
+            // SAFETY: plain kill(2) on the pane's own process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let zombie = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                    state.starts_with('Z')
+                })
+            };
+            // SAFETY: signal 0 only asks whether the process exists.
+            let alive = || unsafe { libc::kill(pid, 0) } == 0 && !zombie();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = self.cmd().arg("kill-server").output();
     }
+}
+
+const TRUST_YES: &str = "Yes, I trust this folder";
+
+/// Answers Claude Code's workspace-trust dialog with keys, the way a supervisor has to: the
+/// dialog is drawn once and redrawn about 150 ms later with the selection reset to its default
+/// ("No, exit") and keys sent to the first drawing lost. So: wait until the dialog has been on
+/// screen for a while, move to "Yes", check that the selection holds, and only then press Enter.
+fn accept_trust_dialog(tmux: &Tmux) {
+    let yes_selected = |s: &str| {
+        s.lines()
+            .any(|l| l.trim_start().starts_with(&format!("❯ {TRUST_YES}")))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut shown_since: Option<Instant> = None;
+    loop {
+        if tmux.screen().contains(TRUST_YES) {
+            if shown_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(500)
+            {
+                break;
+            }
+        } else {
+            shown_since = None;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no stable trust dialog:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let poll = |what: &dyn Fn(&str) -> bool, timeout: Duration| {
+        let until = Instant::now() + timeout;
+        loop {
+            if what(&tmux.screen()) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for _ in 0..10 {
+        if !yes_selected(&tmux.screen()) {
+            tmux.keys(&["Down"]);
+            if !poll(&yes_selected, Duration::from_secs(1)) {
+                continue;
+            }
+        }
+        // The selection must hold (no redraw in between) before Enter may be pressed.
+        std::thread::sleep(Duration::from_millis(200));
+        if !yes_selected(&tmux.screen()) {
+            continue;
+        }
+        tmux.keys(&["Enter"]);
+        if poll(&|s: &str| !s.contains(TRUST_YES), Duration::from_secs(5)) {
+            return;
+        }
+    }
+    panic!("could not accept the trust dialog:\n{}", tmux.screen());
 }
 
 /// Interactive `claude` in a tmux pane of a new directory: the workspace-trust dialog comes up
@@ -305,6 +386,7 @@ fn interactive_session_in_tmux_passes_the_trust_dialog_with_keys() {
     ]);
     let tmux = Tmux {
         socket: world.root.path().join("tmux.sock"),
+        pane_pid: std::cell::Cell::new(None),
     };
     // The server inherits this command's environment, so the pane gets the isolated one.
     let mut start = tmux.cmd();
@@ -335,6 +417,13 @@ fn interactive_session_in_tmux_passes_the_trust_dialog_with_keys() {
     apply_claude_env(&mut start, &model.url(), &world.home, &world.config);
     start.env_remove("TMUX").env("TERM", "xterm-256color");
     assert!(start.status().expect("tmux new-session").success());
+    let pid = tmux
+        .cmd()
+        .args(["display-message", "-p", "-t", "t", "#{pane_pid}"])
+        .output()
+        .expect("tmux display-message");
+    tmux.pane_pid
+        .set(String::from_utf8_lossy(&pid.stdout).trim().parse().ok());
 
     let screen = tmux.wait_screen("the workspace trust dialog", Duration::from_secs(30), |s| {
         s.contains("Yes, I trust this folder")
@@ -345,25 +434,7 @@ fn interactive_session_in_tmux_passes_the_trust_dialog_with_keys() {
         model.main_requests().is_empty(),
         "ran before trust was given"
     );
-    // Keys sent as soon as the dialog is drawn can be lost (stdin is not read yet): move the
-    // selection, watch it move (again if needed), then confirm.
-    let selected = |s: &str| s.contains("❯ Yes, I trust this folder");
-    let mut attempts = 0;
-    while !selected(&tmux.screen()) {
-        attempts += 1;
-        assert!(
-            attempts <= 50,
-            "Down never moved the selection:\n{}",
-            tmux.screen()
-        );
-        tmux.keys(&["Down"]);
-        let deadline = std::time::Instant::now() + Duration::from_millis(300);
-        while std::time::Instant::now() < deadline && !selected(&tmux.screen()) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    eprintln!("Down was sent {attempts} time(s)");
-    tmux.keys(&["Enter"]);
+    accept_trust_dialog(&tmux);
 
     let screen = tmux.wait_screen("the final reply", Duration::from_secs(60), |s| {
         s.contains("Committed hi.txt.")

@@ -41,19 +41,33 @@ pub fn merge_params(args: &MergeArgs) -> Result<MergeParams, AppError> {
     })
 }
 
-/// `Merged node api of run 01… into main at 3f2a…`
+/// `Merged node api of run 01… into main at 3f2a…`; for an orchestrate run's integration
+/// branch (no node): `Merged octl/01…/integration of run 01… into main at 3f2a…`.
 pub fn merged_text(r: &MergeResult) -> String {
+    let what = match &r.node {
+        Some(node) => format!("node {node}"),
+        None => integration_of(&r.run),
+    };
     if r.state == "merged" {
         format!(
-            "Merged node {} of run {} into {} at {}",
-            r.node, r.run, r.target, r.merge_commit
+            "Merged {what} of run {} into {} at {}",
+            r.run, r.target, r.merge_commit
         )
     } else {
+        let what = match &r.node {
+            Some(node) => format!("Node {node}"),
+            None => what,
+        };
         format!(
-            "Node {} of run {} is {} (merge into {} at {})",
-            r.node, r.run, r.state, r.target, r.merge_commit
+            "{what} of run {} is {} (merge into {} at {})",
+            r.run, r.state, r.target, r.merge_commit
         )
     }
+}
+
+/// The integration branch of an orchestrate run, as the daemon names it.
+fn integration_of(run: &str) -> String {
+    format!("octl/{run}/integration")
 }
 
 /// A refused merge keeps the daemon's hint; without one, says what to do, naming the node's
@@ -87,14 +101,26 @@ pub fn merge_hint(
     run: &str,
     node: Option<&str>,
 ) -> String {
-    let n = detail.and_then(|d| match node {
-        Some(id) => d.nodes.iter().find(|n| n.id == id),
-        None => d.nodes.first(),
-    });
     let run_id = detail.map(|d| d.manifest.id.as_str()).unwrap_or(run);
     let base = detail
         .and_then(|d| d.manifest.base.as_deref())
         .unwrap_or("BASE");
+    let orchestrate = detail.is_some_and(|d| d.manifest.kind == "orchestrate");
+    if orchestrate && node.is_none() {
+        let integration = integration_of(run_id);
+        return match kind {
+            ErrorKind::MergeConflict => format!(
+                "resolve it on {integration}: check it out in a worktree (`git worktree add ../integration {integration}`), `git merge {base}`, fix the files, commit; then run `orchestratectl merge {run_id}` again"
+            ),
+            _ => format!(
+                "commit or stash the uncommitted changes in the checkout of {base} (see `git worktree list`), then run `orchestratectl merge {run_id}` again"
+            ),
+        };
+    }
+    let n = detail.and_then(|d| match node {
+        Some(id) => d.nodes.iter().find(|n| n.id == id),
+        None => d.nodes.first(),
+    });
     let again = match n.map(|n| n.id.as_str()).or(node) {
         Some(id) => format!("orchestratectl merge {run_id} --node {id}"),
         None => format!("orchestratectl merge {run_id}"),
@@ -143,6 +169,20 @@ mod tests {
             merged_text(&r),
             "Merged node api of run 01R into main at abc123"
         );
+        let r: MergeResult = serde_json::from_value(json!({"run": "01R", "node": null,
+            "state": "merged", "merge_commit": "abc123", "target": "main"}))
+        .unwrap();
+        assert_eq!(
+            merged_text(&r),
+            "Merged octl/01R/integration of run 01R into main at abc123"
+        );
+        let r: MergeResult = serde_json::from_value(json!({"run": "01R", "node": "api",
+            "state": "merging", "merge_commit": "abc123", "target": "main"}))
+        .unwrap();
+        assert_eq!(
+            merged_text(&r),
+            "Node api of run 01R is merging (merge into main at abc123)"
+        );
     }
 
     #[test]
@@ -163,5 +203,16 @@ mod tests {
         );
         let h = merge_hint(ErrorKind::TargetDirty, None, "01JDXJ", None);
         assert!(h.contains("orchestratectl merge 01JDXJ`"), "{h}");
+        let mut d = d;
+        d.manifest.kind = "orchestrate".into();
+        let h = merge_hint(ErrorKind::MergeConflict, Some(&d), "01JDXJ", None);
+        assert!(
+            h.starts_with("resolve it on octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration:"),
+            "{h}"
+        );
+        assert!(
+            h.ends_with("`orchestratectl merge 01JDXJ5R8Q4M0ZK7P2W9TB3C6E` again"),
+            "{h}"
+        );
     }
 }

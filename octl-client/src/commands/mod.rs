@@ -5,15 +5,20 @@
 
 pub mod daemon;
 pub mod demo;
+pub mod discussion;
 pub mod event;
+pub mod fanout;
 pub mod merge;
 pub mod node;
+pub mod orchestrate;
 pub mod run;
 pub mod skill;
 pub mod spawn;
+pub mod spinoff;
 pub mod version;
 
-use octl_proto::AppError;
+use octl_proto::{AppError, ErrorKind};
+use serde_json::Value;
 
 use crate::cli::Group;
 use crate::client::Client;
@@ -29,9 +34,13 @@ pub struct Ctx {
 pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
     match group {
         Group::Spawn(cmd) => spawn::execute(ctx, cmd).await,
+        Group::FanOut(args) => fanout::execute(ctx, args).await,
+        Group::Orchestrate(args) => orchestrate::execute(ctx, args).await,
         Group::Run(cmd) => run::execute(ctx, cmd).await,
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
+        Group::Discussion(cmd) => discussion::execute(ctx, cmd).await,
+        Group::Spinoff(cmd) => spinoff::execute(ctx, cmd).await.map(|()| 0),
         Group::Skill(cmd) => skill::execute(ctx, cmd).map(|()| 0),
         Group::Demo(args) => demo::execute(ctx, args).await,
         Group::Event(cmd) => event::execute(ctx, cmd).await.map(|()| 0),
@@ -50,4 +59,26 @@ pub fn decode<T: serde::de::DeserializeOwned>(
             "octld's answer to {what} has an unexpected shape: {e}"
         ))
     })
+}
+
+/// Calls a method, making `method_not_found` from a daemon older than this CLI say what to do.
+pub async fn call(ctx: &Ctx, method: &str, params: Value) -> Result<Value, AppError> {
+    ctx.client
+        .call(method, params)
+        .await
+        .map_err(|e| explain_missing_method(e, method))
+}
+
+/// A daemon that predates a method answers `method_not_found`; say so plainly.
+pub fn explain_missing_method(err: AppError, method: &str) -> AppError {
+    if err.kind != ErrorKind::MethodNotFound {
+        return err;
+    }
+    let message = format!(
+        "{} (the running octld does not know {method}; it is older than this orchestratectl)",
+        err.message
+    );
+    AppError { message, ..err }.with_hint(
+        "restart it with the matching version: `orchestratectl daemon stop`, then run the command again",
+    )
 }

@@ -1,7 +1,9 @@
-//! `run create|list|show|rebuild|wait|cancel|attach`. JSON output is the daemon's result as it
-//! came; the human output reads it through the `octl-proto` projection types. `wait` follows the
-//! run through [`crate::follow`]; `attach` replaces this process with tmux.
+//! `run create|list|show|rebuild|wait|watch|retry|cancel|attach`. JSON output is the daemon's
+//! result as it came; the human output reads it through the `octl-proto` projection types, plus
+//! the read-time node facts of `run.show` (`elapsed_s`, `waiting_for`). `wait` and `watch`
+//! follow the run through [`crate::follow`]; `attach` replaces this process with tmux.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -9,18 +11,26 @@ use std::time::Duration;
 
 use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::projection::{RunDetail, RunSummary};
-use octl_proto::rpc::{CancelParams, RebuildResult, RunCreateParams, RunListParams, RunParams};
+use octl_proto::rpc::{
+    CancelParams, RebuildResult, RetryParams, RunCreateParams, RunListParams, RunParams,
+};
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
 use serde_json::{json, Value};
 
-use super::{decode, Ctx};
+use super::{call, decode, Ctx};
 use crate::cli::{
-    RunArg, RunAttachArgs, RunCancelArgs, RunCmd, RunCreateArgs, RunListArgs, RunWaitArgs,
+    RunArg, RunAttachArgs, RunCancelArgs, RunCmd, RunCreateArgs, RunListArgs, RunRetryArgs,
+    RunWaitArgs,
 };
 use crate::client::find_on_path;
-use crate::follow::{report_wait, wait_run, Mode, Progress};
-use crate::output::{cell, fields, node_counts, shell_word, short_time, table};
+use crate::follow::{
+    is_terminal_status, report_wait, wait_exit_code, wait_run, watch_run, Mode, Progress, WatchMode,
+};
+use crate::output::{cell, clock, fields, node_counts, shell_word, short_time, table};
+
+/// `run list` shows the nodes of an unfinished run with at most this many nodes.
+pub const LIST_NODES_MAX: usize = 20;
 
 pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
     match cmd {
@@ -29,6 +39,8 @@ pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
         RunCmd::Show(arg) => show(ctx, arg).await.map(|()| 0),
         RunCmd::Rebuild(arg) => rebuild(ctx, arg).await.map(|()| 0),
         RunCmd::Wait(args) => wait(ctx, args).await,
+        RunCmd::Watch(arg) => watch(ctx, arg).await,
+        RunCmd::Retry(args) => retry(ctx, args).await.map(|()| 0),
         RunCmd::Cancel(args) => cancel(ctx, args).await.map(|()| 0),
         RunCmd::Attach(args) => attach(ctx, args).await,
     }
@@ -63,6 +75,20 @@ async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
     };
     let value = ctx.client.call("run.list", to_params(&params)).await?;
     let runs: Vec<RunSummary> = decode("run.list", &value)?;
+    if ctx.out.json {
+        ctx.out.result(&value, String::new);
+        return Ok(());
+    }
+    // The nodes of unfinished runs, for the lines under them (a run that cannot be shown
+    // now just keeps its counts).
+    let mut nodes = HashMap::new();
+    for r in runs.iter().filter(|r| lists_nodes(r)) {
+        if let Ok(v) = ctx.client.call("run.show", json!({ "run": r.id })).await {
+            if let Ok(d) = decode::<RunDetail>("run.show", &v) {
+                nodes.insert(r.id.clone(), node_lines(&d, &node_extras(&v)));
+            }
+        }
+    }
     ctx.out
         .result(&value, || match (&args.status, runs.is_empty()) {
             (None, true) => {
@@ -70,9 +96,35 @@ async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
                     .to_string()
             }
             (Some(status), true) => format!("No runs with status {status}."),
-            _ => runs_table(&runs),
+            _ => runs_text(&runs, &nodes),
         });
     Ok(())
+}
+
+/// Does `run list` show this run's nodes? Only an unfinished run with 1 to 20 nodes.
+pub fn lists_nodes(r: &RunSummary) -> bool {
+    let total: usize = r.nodes.values().sum();
+    !is_terminal_status(&r.status) && (1..=LIST_NODES_MAX).contains(&total)
+}
+
+/// The lines under a run in `run list`: `  <node>  <state>  <elapsed>`, lined up.
+pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<String> {
+    let rows: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.id.clone(),
+                n.state.as_str().to_string(),
+                elapsed_cell(extras.get(&n.id)),
+            ]
+        })
+        .collect();
+    table(&["", "", ""], &rows)
+        .lines()
+        .skip(1)
+        .map(|l| format!("  {l}"))
+        .collect()
 }
 
 /// The `run list` table: ID, KIND, STATUS, NODES, UPDATED, TITLE.
@@ -96,16 +148,94 @@ pub fn runs_table(runs: &[RunSummary]) -> String {
     )
 }
 
+/// The `run list` text: the table, with each run's node lines under its row.
+pub fn runs_text(runs: &[RunSummary], nodes: &HashMap<String, Vec<String>>) -> String {
+    let t = runs_table(runs);
+    let mut out = String::new();
+    for (i, line) in t.lines().enumerate() {
+        out.push_str(line);
+        out.push('\n');
+        let Some(r) = i.checked_sub(1).and_then(|i| runs.get(i)) else {
+            continue;
+        };
+        for l in nodes.get(&r.id).into_iter().flatten() {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
     let value = ctx.client.call("run.show", to_params(&params)).await?;
     let detail: RunDetail = decode("run.show", &value)?;
-    ctx.out.result(&value, || detail_text(&detail));
+    ctx.out
+        .result(&value, || detail_text(&detail, &node_extras(&value)));
     Ok(())
 }
 
+/// What `run.show` says of a node at read time, beside its projection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeExtra {
+    /// Seconds since it started, or until it finished; `None` if it never started.
+    pub elapsed_s: Option<u64>,
+    /// Its dependencies not merged yet.
+    pub waiting_for: Vec<String>,
+}
+
+/// The `elapsed_s` and `waiting_for` of every node in a `run.show` answer, by node id.
+pub fn node_extras(show: &Value) -> HashMap<String, NodeExtra> {
+    let Some(nodes) = show.get("nodes").and_then(Value::as_array) else {
+        return HashMap::new();
+    };
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let id = n.get("id")?.as_str()?.to_string();
+            let elapsed_s = n.get("elapsed_s").and_then(|e| {
+                e.as_u64()
+                    .or_else(|| e.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            });
+            let waiting_for = n
+                .get("waiting_for")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((
+                id,
+                NodeExtra {
+                    elapsed_s,
+                    waiting_for,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// ELAPSED: `1m05s`, or `-` for a node that never started.
+pub fn elapsed_cell(extra: Option<&NodeExtra>) -> String {
+    match extra.and_then(|e| e.elapsed_s) {
+        Some(s) => clock(s),
+        None => "-".to_string(),
+    }
+}
+
+/// WAITING FOR: `schema, auth`, or `-`.
+pub fn waiting_cell(extra: Option<&NodeExtra>) -> String {
+    match extra {
+        Some(e) if !e.waiting_for.is_empty() => e.waiting_for.join(", "),
+        _ => "-".to_string(),
+    }
+}
+
 /// The human form of `run show`: the summary, then the nodes, discussions and spin-offs.
-pub fn detail_text(d: &RunDetail) -> String {
+pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String {
     let m = &d.manifest;
     let mut pairs = vec![
         ("Run", m.id.clone()),
@@ -119,8 +249,27 @@ pub fn detail_text(d: &RunDetail) -> String {
     if let Some(base) = &m.base {
         pairs.push(("Base", base.clone()));
     }
+    let setting = |key: &str| match m.settings.get(key) {
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    };
+    if let Some(cap) = setting("max_parallel") {
+        pairs.push(("Parallel", format!("at most {cap} at once")));
+    }
+    if let Some(integration) = setting("integration") {
+        pairs.push(("Integration", integration));
+    }
     if let Some(merge) = &m.merge {
-        pairs.push(("Merge", merge.clone()));
+        let at = m
+            .merge_commit
+            .as_deref()
+            .map(|c| format!(" at {c}"))
+            .unwrap_or_default();
+        pairs.push(("Merge", format!("{merge}{at}")));
+    }
+    if let Some(parent) = setting("parent_run") {
+        pairs.push(("Parent", parent));
     }
     pairs.push(("Created", short_time(&m.created_at)));
     pairs.push(("Updated", short_time(&m.updated_at)));
@@ -139,9 +288,12 @@ pub fn detail_text(d: &RunDetail) -> String {
             .nodes
             .iter()
             .map(|n| {
+                let extra = extras.get(&n.id);
                 vec![
                     n.id.clone(),
                     n.state.as_str().to_string(),
+                    elapsed_cell(extra),
+                    waiting_cell(extra),
                     cell(n.branch.as_deref()),
                     cell(n.worktree.as_deref()),
                     cell(n.agent.as_deref()),
@@ -149,7 +301,15 @@ pub fn detail_text(d: &RunDetail) -> String {
             })
             .collect();
         out.push_str(&table(
-            &["ID", "STATE", "BRANCH", "WORKTREE", "AGENT"],
+            &[
+                "ID",
+                "STATE",
+                "ELAPSED",
+                "WAITING FOR",
+                "BRANCH",
+                "WORKTREE",
+                "AGENT",
+            ],
             &rows,
         ));
     }
@@ -162,7 +322,7 @@ pub fn detail_text(d: &RunDetail) -> String {
                 vec![
                     x.id.clone(),
                     cell(x.node.as_deref()),
-                    if x.open { "open" } else { "resolved" }.to_string(),
+                    if x.open { "open" } else { "answered" }.to_string(),
                     x.title.clone(),
                 ]
             })
@@ -214,6 +374,42 @@ async fn wait(ctx: &Ctx, args: RunWaitArgs) -> Result<i32, AppError> {
     let (value, detail) = wait_run(ctx, &run, None, timeout, &mut progress).await?;
     let summary = value.get("manifest").cloned().unwrap_or(Value::Null);
     Ok(report_wait(ctx, &summary, &detail))
+}
+
+async fn watch(ctx: &Ctx, arg: RunArg) -> Result<i32, AppError> {
+    let run = run_param(&arg.run)?.run;
+    let (_, detail) = watch_run(ctx, &run, WatchMode::detect(ctx.out.json)).await?;
+    if ctx.out.json {
+        // The stream was the output; the exit code says how the run ended.
+        return Ok(wait_exit_code(&detail.manifest.status));
+    }
+    Ok(report_wait(ctx, &Value::Null, &detail))
+}
+
+async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError> {
+    validate_node_id("--node", &args.node)?;
+    let params = RetryParams {
+        run: run_param(&args.run)?.run,
+        node: args.node.clone(),
+    };
+    let value = call(ctx, "run.retry", to_params(&params)).await?;
+    let summary: RunSummary = decode("run.retry", &value)?;
+    ctx.out.result(&value, || retry_text(&summary, &args.node));
+    Ok(())
+}
+
+/// `Retrying node api of run 01… from the integration tip (old branch saved under …)`; a
+/// fan-out unit starts again from the tip of base.
+pub fn retry_text(s: &RunSummary, node: &str) -> String {
+    let run = &s.id;
+    let from = if s.kind == "fanout" {
+        format!("the tip of {}", s.base.as_deref().unwrap_or("base"))
+    } else {
+        "the integration tip".to_string()
+    };
+    format!(
+        "Retrying node {node} of run {run} from {from} (old branch saved under refs/octl/snapshots/{run}/{node})\n  watch: orchestratectl run watch {run}"
+    )
 }
 
 /// `--timeout S`: a number of seconds, ≥ 0.
@@ -411,7 +607,7 @@ mod tests {
             "discussions": [], "spinoffs": []
         }))
         .unwrap();
-        let text = detail_text(&d);
+        let text = detail_text(&d, &HashMap::new());
         assert!(
             text.starts_with("Run      01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"),
             "{text}"
@@ -419,11 +615,135 @@ mod tests {
         assert!(text.contains("Nodes    1 running\n"), "{text}");
         assert!(
             text.contains(
-                "ID   STATE    BRANCH  WORKTREE  AGENT\napi  running  -       -         -\n"
+                "ID   STATE    ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT\napi  running  -        -            -       -         -\n"
             ),
             "{text}"
         );
         assert!(!text.contains("Discussions"));
+    }
+
+    /// A `run.show` answer of an orchestrate run with the read-time node facts.
+    fn dag_show() -> Value {
+        let mut m = serde_json::to_value(summary(
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E",
+            Some("orders"),
+            json!({"merged": 1, "running": 1, "pending": 1}),
+        ))
+        .unwrap();
+        m["kind"] = json!("orchestrate");
+        m["settings"] = json!({"integration": "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration", "max_parallel": 4});
+        let node = |id: &str, state: &str, deps: Value, extra: Value| {
+            let mut n = json!({"id": id, "state": state, "branch": format!("octl/R/{id}"),
+                "worktree": null, "agent": "shell", "deps": deps,
+                "created_at": "t", "updated_at": "t"});
+            for (k, v) in extra.as_object().unwrap() {
+                n[k] = v.clone();
+            }
+            n
+        };
+        json!({
+            "manifest": m,
+            "nodes": [
+                node("schema", "merged", json!([]), json!({"elapsed_s": 12, "waiting_for": []})),
+                node("api", "running", json!(["schema"]), json!({"elapsed_s": 65, "waiting_for": []})),
+                node("docs", "pending", json!(["api", "schema"]), json!({"waiting_for": ["api"]})),
+            ],
+            "discussions": [], "spinoffs": []
+        })
+    }
+
+    #[test]
+    fn elapsed_and_waiting_for_in_run_show() {
+        let v = dag_show();
+        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
+        let extras = node_extras(&v);
+        assert_eq!(
+            extras["docs"],
+            NodeExtra {
+                elapsed_s: None,
+                waiting_for: vec!["api".into()]
+            }
+        );
+        assert_eq!(extras["api"].elapsed_s, Some(65));
+        let text = detail_text(&d, &extras);
+        assert!(
+            text.contains("Parallel     at most 4 at once\nIntegration  octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration\n"),
+            "{text}"
+        );
+        let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("ID ")).collect();
+        assert_eq!(
+            table[..4],
+            [
+                "ID      STATE    ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT",
+                "schema  merged   12s      -            octl/R/schema  -         shell",
+                "api     running  1m05s    -            octl/R/api     -         shell",
+                "docs    pending  -        api          octl/R/docs    -         shell",
+            ]
+        );
+        // Absent or odd values do not break it.
+        assert!(node_extras(&json!({})).is_empty());
+        let odd =
+            node_extras(&json!({"nodes": [{"id": "a", "elapsed_s": 2.7, "waiting_for": "x"}]}));
+        assert_eq!(odd["a"].elapsed_s, Some(2));
+        assert!(odd["a"].waiting_for.is_empty());
+    }
+
+    #[test]
+    fn run_list_shows_the_nodes_of_unfinished_runs() {
+        let v = dag_show();
+        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
+        let lines = node_lines(&d, &node_extras(&v));
+        assert_eq!(
+            lines,
+            [
+                "  schema  merged   12s",
+                "  api     running  1m05s",
+                "  docs    pending  -"
+            ]
+        );
+        let runs = vec![
+            summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running": 1})),
+            summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6F", None, json!({"merged": 1})),
+        ];
+        let mut nodes = HashMap::new();
+        nodes.insert(runs[0].id.clone(), lines);
+        let text = runs_text(&runs, &nodes);
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), 6, "{text}");
+        assert!(got[1].starts_with("01JDXJ5R8Q4M0ZK7P2W9TB3C6E  generic"));
+        assert_eq!(got[2], "  schema  merged   12s");
+        assert_eq!(got[4], "  docs    pending  -");
+        assert!(got[5].starts_with("01JDXJ5R8Q4M0ZK7P2W9TB3C6F  generic"));
+
+        let mut r = summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running": 20}));
+        assert!(lists_nodes(&r));
+        r.nodes.insert("pending".into(), 1);
+        assert!(!lists_nodes(&r), "more than 20 nodes: counts only");
+        let mut r = summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"merged": 2}));
+        r.status = "completed".into();
+        assert!(!lists_nodes(&r), "finished runs: counts only");
+        r.status = "waiting".into();
+        assert!(lists_nodes(&r));
+        assert!(!lists_nodes(&summary(
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E",
+            None,
+            json!({})
+        )));
+    }
+
+    #[test]
+    fn the_retry_text() {
+        let mut s = summary("01R", None, json!({}));
+        s.kind = "orchestrate".into();
+        assert_eq!(
+            retry_text(&s, "api"),
+            "Retrying node api of run 01R from the integration tip (old branch saved under refs/octl/snapshots/01R/api)\n  watch: orchestratectl run watch 01R"
+        );
+        s.kind = "fanout".into();
+        s.base = Some("main".into());
+        assert!(
+            retry_text(&s, "u1").starts_with("Retrying node u1 of run 01R from the tip of main (")
+        );
     }
 
     fn detail_with(nodes: Value) -> RunDetail {

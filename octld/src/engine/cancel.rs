@@ -26,10 +26,7 @@ pub async fn cancel(
         for node in view.nodes.iter().filter(|n| !n.state.is_terminal()) {
             // The event first, then the window: the log says why the agent stopped.
             append(daemon, handle, Some(&node.id), "node.cancelled", json!({})).await?;
-            if let Some(p) = node.pane.clone() {
-                let tmux = daemon.tmux.clone();
-                let _ = blocking(move || Ok(tmux.kill_window_of_pane(&p)?)).await;
-            }
+            super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
         }
     }
     if discard {

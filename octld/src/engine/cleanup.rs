@@ -35,7 +35,7 @@ pub async fn cleanup(
     let own_worktrees = daemon.home.worktrees();
     let done = blocking(move || {
         if let Some(p) = pane {
-            let _ = tmux.kill_window_of_pane(&p);
+            let _ = tmux.kill_window_of_pane_in(&p, &run, &node_id);
         }
         let Some(repo) = repo else {
             return Ok(json!({}));

@@ -33,7 +33,7 @@ async fn steps(
     if node.state != NodeState::Done {
         return Ok(());
     }
-    wait_for_exit(daemon, node.pane.clone()).await;
+    wait_for_exit(daemon, &handle.id, node_id, node.pane.clone()).await;
     if let Some(gate) = node
         .gate
         .clone()
@@ -56,16 +56,20 @@ async fn steps(
 }
 
 /// Waits (bounded) for the agent's pane to die, then closes its window.
-async fn wait_for_exit(daemon: &Arc<Daemon>, pane: Option<String>) {
+async fn wait_for_exit(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Option<String>) {
     let Some(pane) = pane else { return };
     let deadline = Instant::now() + EXIT_GRACE;
     loop {
-        let (tmux, p) = (daemon.tmux.clone(), pane.clone());
+        let (tmux, p, r, n) = (
+            daemon.tmux.clone(),
+            pane.clone(),
+            run.to_string(),
+            node.to_string(),
+        );
         let alive = blocking(move || {
-            Ok(tmux
-                .list_panes()?
-                .into_iter()
-                .any(|info| info.pane_id == p && !info.dead))
+            Ok(tmux.list_panes()?.into_iter().any(|info| {
+                info.pane_id == p && info.session == r && info.window == n && !info.dead
+            }))
         })
         .await
         .unwrap_or(false);
@@ -74,8 +78,7 @@ async fn wait_for_exit(daemon: &Arc<Daemon>, pane: Option<String>) {
         }
         tokio::time::sleep(super::TICK).await;
     }
-    let tmux = daemon.tmux.clone();
-    let _ = blocking(move || Ok(tmux.kill_window_of_pane(&pane)?)).await;
+    super::close_window(daemon, run, node, Some(&pane)).await;
 }
 
 /// Runs the gate in the node's worktree, its output appended to the node's log. `Some(data)`

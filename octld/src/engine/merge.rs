@@ -258,3 +258,174 @@ pub async fn merge_node(
         }
     }
 }
+
+/// Merges an orchestrate run's integration branch into its base once every node is merged
+/// into it, then deletes the integration branch (it is contained in base) and completes the
+/// run. Repeating it after success answers with the same merge.
+pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<Merged, AppError> {
+    let view = handle.view();
+    let repo = view
+        .manifest
+        .repo
+        .clone()
+        .ok_or_else(|| AppError::invalid(format!("run {} has no repository", handle.id)))?;
+    let base = view.manifest.base.clone().unwrap_or_default();
+    let integration = super::spawn::setting(&view, "integration")
+        .ok_or_else(|| AppError::invalid(format!("run {} has no integration branch", handle.id)))?
+        .to_string();
+    let r = repo.clone();
+    let common = blocking(move || Ok(Git::new(&r).common_dir()?)).await?;
+    let lock = daemon.engine.repo_lock(common);
+    let _held = lock.lock().await;
+
+    let view = handle.view();
+    if view.manifest.merge.as_deref() == Some("merged") {
+        let commit = view.manifest.merge_commit.clone().unwrap_or_default();
+        return Ok(Merged {
+            node: String::new(),
+            target: base,
+            commit,
+        });
+    }
+    if let Some(n) = view.nodes.iter().find(|n| n.state != NodeState::Merged) {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {:?} is {}; the integration branch is merged into {base} once every node is merged into it",
+                n.id,
+                n.state.as_str()
+            ),
+        ));
+    }
+    append(
+        daemon,
+        handle,
+        None,
+        "merge.started",
+        json!({"target": base, "branch": integration}),
+    )
+    .await?;
+    let message = format!(
+        "Merge {integration}: {}",
+        view.manifest.title.clone().unwrap_or_default()
+    );
+    let (r, t, b) = (repo.clone(), base.clone(), integration.clone());
+    let outcome = blocking(move || {
+        let git = Git::new(&r);
+        for _ in 0..RACE_RETRIES {
+            let (old, new) = match git.plan_merge(&t, &b, &message)? {
+                MergePlan::Conflict { files } => return Ok(Outcome::Conflict(files)),
+                MergePlan::UpToDate { target } => (target.clone(), target),
+                MergePlan::FastForward { old, new } | MergePlan::Merge { old, new } => (old, new),
+            };
+            if old == new {
+                return Ok(Outcome::Moved {
+                    old,
+                    new,
+                    fast_forward: true,
+                });
+            }
+            match git.move_branch(&t, &old, &new, &message)? {
+                MoveOutcome::Moved => {
+                    return Ok(Outcome::Moved {
+                        old,
+                        new,
+                        fast_forward: false,
+                    })
+                }
+                MoveOutcome::TargetDirty { worktree, paths } => {
+                    return Ok(Outcome::Dirty { worktree, paths })
+                }
+                MoveOutcome::LostRace { .. } => continue,
+            }
+        }
+        Err(AppError::new(
+            ErrorKind::ToolFailed,
+            format!("{t} kept moving while merging {b}; try again"),
+        ))
+    })
+    .await;
+    match outcome {
+        Ok(Outcome::Moved { old, new, .. }) => {
+            let (r, b, t) = (repo.clone(), integration.clone(), base.clone());
+            let deleted = blocking(move || Ok(Git::new(&r).delete_merged_branch(&b, &t)?))
+                .await
+                .map(|d| d == crate::git::BranchDelete::Deleted)
+                .unwrap_or(false);
+            daemon
+                .store
+                .append_all(
+                    handle,
+                    vec![
+                        Draft::daemon(
+                            None,
+                            "merge.succeeded",
+                            json!({"commit": new, "target": base, "old": old}),
+                        ),
+                        Draft::daemon(
+                            None,
+                            "run.completed",
+                            json!({"merge_commit": new, "integration_deleted": deleted}),
+                        ),
+                    ],
+                )
+                .await?;
+            Ok(Merged {
+                node: String::new(),
+                target: base,
+                commit: new,
+            })
+        }
+        Ok(Outcome::Conflict(files)) => {
+            append(
+                daemon,
+                handle,
+                None,
+                "merge.conflict",
+                json!({"files": files}),
+            )
+            .await?;
+            Err(AppError::new(
+                ErrorKind::MergeConflict,
+                format!("merging {integration} into {base} conflicts in: {}", files.join(", ")),
+            )
+            .with_hint(format!(
+                "nothing moved; merge {base} into {integration} by hand (git switch {integration} in a worktree, git merge {base}, fix, commit), then run `orchestratectl merge {}`",
+                handle.id
+            )))
+        }
+        Ok(Outcome::Dirty { worktree, paths }) => {
+            append(
+                daemon,
+                handle,
+                None,
+                "merge.blocked",
+                json!({"reason": "target_dirty", "target_worktree": worktree.display().to_string(), "paths": paths}),
+            )
+            .await?;
+            Err(AppError::new(
+                ErrorKind::TargetDirty,
+                format!(
+                    "{base} is checked out in {} with uncommitted changes to {}; nothing was moved",
+                    worktree.display(),
+                    paths.join(", ")
+                ),
+            )
+            .with_hint(format!(
+                "commit or stash those changes there, then run `orchestratectl merge {}`",
+                handle.id
+            )))
+        }
+        Err(e) => {
+            let _ = append(
+                daemon,
+                handle,
+                None,
+                "merge.blocked",
+                json!({"reason": "error", "error": e.message}),
+            )
+            .await;
+            Err(e)
+        }
+    }
+}

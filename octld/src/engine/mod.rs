@@ -12,15 +12,22 @@
 //! - [`merge`]: merging a branch without losing anything (DESIGN.md §6).
 //! - [`cleanup`]: snapshot, then remove window, worktree and branch.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
+//! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
+//! - [`retry`]: a failed node of a DAG or fan-out starts over.
+//! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
 
 pub mod cancel;
 pub mod cleanup;
 pub mod finish;
+pub mod machine;
 pub mod merge;
+pub mod retry;
+pub mod schedule;
 pub mod spawn;
 pub mod supervise;
+pub mod trust;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,8 +47,9 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// The engine's in-memory bookkeeping; everything durable is in the runs' logs.
 #[derive(Default)]
 pub struct Engine {
-    /// (run, node) pairs with a step running.
-    in_flight: Mutex<HashSet<(String, String)>>,
+    /// (run, node) pairs with a step running, each with whether a claim was turned away
+    /// meanwhile (the state changed while the step ran).
+    in_flight: Mutex<HashMap<(String, String), bool>>,
     /// One merge at a time per repository (keyed by its git common dir).
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
@@ -54,6 +62,24 @@ pub struct Engine {
 pub struct Slot {
     daemon: Arc<Daemon>,
     key: (String, String),
+    /// Look at the run again when the step ends (its last event may call for the next).
+    notify: bool,
+}
+
+impl Slot {
+    /// Ends a pass unless someone asked for the slot while it ran; then it keeps the slot
+    /// and says so, and the caller goes round again. Checked and released under one lock,
+    /// so no request falls between the last look and the release.
+    pub fn release_or_again(&self) -> bool {
+        let mut in_flight = self.daemon.engine.in_flight.lock().expect("in_flight lock");
+        match in_flight.get_mut(&self.key) {
+            Some(asked) if *asked => {
+                *asked = false;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -65,7 +91,9 @@ impl Drop for Slot {
             .expect("in_flight lock")
             .remove(&self.key);
         // The step may have left the run in a state that wants the next one.
-        self.daemon.store.notify(&self.key.0);
+        if self.notify {
+            self.daemon.store.notify(&self.key.0);
+        }
     }
 }
 
@@ -73,15 +101,31 @@ impl Engine {
     /// Claims the node for one step; `None` when a step is already running for it.
     pub fn claim(daemon: &Arc<Daemon>, run: &str, node: &str) -> Option<Slot> {
         let key = (run.to_string(), node.to_string());
-        let fresh = daemon
-            .engine
-            .in_flight
-            .lock()
-            .expect("in_flight lock")
-            .insert(key.clone());
+        let mut in_flight = daemon.engine.in_flight.lock().expect("in_flight lock");
+        let fresh = match in_flight.get_mut(&key) {
+            Some(asked) => {
+                *asked = true;
+                false
+            }
+            None => {
+                in_flight.insert(key.clone(), false);
+                true
+            }
+        };
+        drop(in_flight);
         fresh.then(|| Slot {
             daemon: daemon.clone(),
             key,
+            notify: true,
+        })
+    }
+
+    /// A slot for a pass that only reacts to state (scheduling): its own events wake the
+    /// engine, so ending it must not, or passes would wake each other for ever.
+    pub fn claim_quiet(daemon: &Arc<Daemon>, run: &str, key: &str) -> Option<Slot> {
+        Self::claim(daemon, run, key).map(|mut s| {
+            s.notify = false;
+            s
         })
     }
 
@@ -89,8 +133,8 @@ impl Engine {
         self.in_flight
             .lock()
             .expect("in_flight lock")
-            .iter()
-            .any(|(r, _)| r == run)
+            .keys()
+            .any(|(r, step)| r == run && !step.starts_with('~'))
     }
 
     /// Checks the git and tmux versions once per daemon (each check is a process).
@@ -170,14 +214,54 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
             }
         }
     }
-    if matches!(kind, "spinoff" | "code") && !daemon.engine.busy(&handle.id) {
-        if let Some(end) = run_end(&view) {
+    if matches!(kind, "fanout" | "orchestrate") {
+        schedule::schedule(daemon, handle);
+    }
+    if kind == "orchestrate" && wants_auto_merge(&view) {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
             let (d, h) = (daemon.clone(), handle.clone());
             tokio::spawn(async move {
-                let _ = append(&d, &h, None, end, Value::Null).await;
+                if let Err(e) = merge::merge_run(&d, &h).await {
+                    tracing::info!(run = %h.id, error = %e.message, "integration not merged");
+                }
+                drop(slot);
             });
         }
     }
+    if matches!(kind, "spinoff" | "code" | "fanout") && !daemon.engine.busy(&handle.id) {
+        if let Some(end) = run_end(&view) {
+            if let Some(slot) = Engine::claim_quiet(daemon, &handle.id, "~end") {
+                let (d, h) = (daemon.clone(), handle.clone());
+                tokio::spawn(async move {
+                    // Judged again: another pass may have ended the run meanwhile.
+                    let now = h.view();
+                    if run_end(&now) == Some(end) && !ended(&now) {
+                        let _ = append(&d, &h, None, end, Value::Null).await;
+                    }
+                    drop(slot);
+                });
+            }
+        }
+    }
+}
+
+fn ended(view: &RunDetail) -> bool {
+    matches!(
+        view.manifest.status.as_str(),
+        "completed" | "failed" | "cancelled"
+    )
+}
+
+/// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
+fn wants_auto_merge(view: &RunDetail) -> bool {
+    view.manifest
+        .settings
+        .get("auto_merge")
+        .and_then(Value::as_bool)
+        == Some(true)
+        && view.manifest.merge.is_none()
+        && !view.nodes.is_empty()
+        && view.nodes.iter().all(|n| n.state == NodeState::Merged)
 }
 
 /// `run.completed` when every node merged, `run.failed` when every node finished and one did
@@ -211,6 +295,15 @@ pub async fn append(
         tracing::warn!(run = %handle.id, node = ?node, kind, error = %e.message, "daemon event refused");
     }
     result
+}
+
+/// Closes a node's window, if the pane still is that node's.
+pub async fn close_window(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Option<&str>) {
+    let Some(pane) = pane.map(str::to_string) else {
+        return;
+    };
+    let (tmux, run, node) = (daemon.tmux.clone(), run.to_string(), node.to_string());
+    let _ = blocking(move || Ok(tmux.kill_window_of_pane_in(&pane, &run, &node)?)).await;
 }
 
 /// Runs blocking work (git, tmux, files) off the async threads.

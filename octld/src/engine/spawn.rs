@@ -15,7 +15,7 @@ use crate::agents::{self, Launch, Mode, Profile};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::git::Git;
-use crate::store::{Draft, RunHandle};
+use crate::store::{Draft, NewRun, RunHandle};
 use crate::tmux::WindowSpec;
 
 /// Largest accepted task text.
@@ -31,6 +31,8 @@ pub struct SpawnRequest {
     pub agent: Option<String>,
     pub node: Option<String>,
     pub gate: Option<String>,
+    /// The run and spin-off proposal this run was accepted from.
+    pub parent: Option<(String, String)>,
 }
 
 /// Everything checked before a spawn creates anything.
@@ -82,74 +84,16 @@ pub fn slug(task: &str) -> String {
 /// The repository, base branch, git and tmux versions, and the agent program: all checked
 /// before anything is written.
 pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked, AppError> {
-    let t = std::time::Instant::now();
     validate_task(&req.task)?;
     if let Some(n) = &req.node {
         validate_node_id("node", n)?;
     }
-    if let Some(g) = &req.gate {
-        if g.trim().is_empty() || g.contains('\0') {
-            return Err(AppError::invalid(
-                "invalid gate: give a shell command, e.g. \"cargo test\"",
-            ));
-        }
-    }
+    check_gate(req.gate.as_deref())?;
     let config = Config::load(&daemon.home.config())?;
-    let profile = agents::resolve(&config, req.agent.as_deref())?;
+    let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let launch = profile.launch(mode, &req.task)?;
-    agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
-    if !req.repo.is_absolute() {
-        return Err(AppError::invalid(format!(
-            "invalid repo {:?}: give an absolute path",
-            req.repo.display().to_string()
-        )));
-    }
-    let repo_dir = req.repo.canonicalize().map_err(|e| {
-        AppError::invalid(format!(
-            "invalid repo {:?}: {e}",
-            req.repo.display().to_string()
-        ))
-    })?;
-    let git = Git::new(&repo_dir);
-    let t_pre = t.elapsed();
-    daemon.engine.check_tools(&git, &daemon.tmux)?;
-    let t_tools = t.elapsed();
-    let not_a_repo = |e| match e {
-        crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
-            AppError::invalid(format!(
-                "invalid repo {:?}: not inside a git repository with at least one commit",
-                req.repo.display().to_string()
-            ))
-        }
-        other => other.into(),
-    };
-    let (repo, current) = git.toplevel_and_branch().map_err(not_a_repo)?;
-    let git = Git::new(&repo);
-    let base = match (&req.base, current) {
-        (Some(b), current) => {
-            if current.as_ref() != Some(b) && !git.branch_exists(b)? {
-                return Err(
-                    AppError::not_found(format!("no branch {b:?} in {}", repo.display()))
-                        .with_hint("name an existing local branch with --base"),
-                );
-            }
-            b.clone()
-        }
-        (None, Some(current)) => current,
-        (None, None) => {
-            return Err(AppError::invalid(format!(
-                "HEAD is detached in {}: name the base branch with --base",
-                repo.display()
-            )))
-        }
-    };
+    let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
-    tracing::debug!(
-        pre_ms = t_pre.as_secs_f64() * 1e3,
-        tools_ms = t_tools.as_secs_f64() * 1e3,
-        git_ms = t.elapsed().as_secs_f64() * 1e3,
-        "checked"
-    );
     Ok(Checked {
         repo,
         base,
@@ -157,6 +101,71 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         launch,
         node,
     })
+}
+
+pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
+    match gate {
+        Some(g) if g.trim().is_empty() || g.contains('\0') => Err(AppError::invalid(
+            "invalid gate: give a shell command, e.g. \"cargo test\"",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The profile by name (or the default), with its program present on the daemon's PATH.
+pub fn check_profile(config: &Config, name: Option<&str>, mode: Mode) -> Result<Profile, AppError> {
+    let profile = agents::resolve(config, name)?;
+    profile.launch(mode, "")?;
+    agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
+    Ok(profile)
+}
+
+/// The repository's top level (symlinks resolved) and the base branch: the one given, which
+/// must exist, or the one checked out. Also checks git and tmux once per daemon.
+pub fn check_repo(
+    daemon: &Daemon,
+    repo: &Path,
+    base: Option<&str>,
+) -> Result<(PathBuf, String), AppError> {
+    let shown = repo.display().to_string();
+    if !repo.is_absolute() {
+        return Err(AppError::invalid(format!(
+            "invalid repo {shown:?}: give an absolute path"
+        )));
+    }
+    let repo_dir = repo
+        .canonicalize()
+        .map_err(|e| AppError::invalid(format!("invalid repo {shown:?}: {e}")))?;
+    let git = Git::new(&repo_dir);
+    daemon.engine.check_tools(&git, &daemon.tmux)?;
+    let (top, current) = git.toplevel_and_branch().map_err(|e| match e {
+        crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
+            AppError::invalid(format!(
+                "invalid repo {shown:?}: not inside a git repository with at least one commit"
+            ))
+        }
+        other => other.into(),
+    })?;
+    let git = Git::new(&top);
+    let base = match (base, current) {
+        (Some(b), current) => {
+            if current.as_deref() != Some(b) && !git.branch_exists(b)? {
+                return Err(
+                    AppError::not_found(format!("no branch {b:?} in {}", top.display()))
+                        .with_hint("name an existing local branch with --base"),
+                );
+            }
+            b.to_string()
+        }
+        (None, Some(current)) => current,
+        (None, None) => {
+            return Err(AppError::invalid(format!(
+                "HEAD is detached in {}: name the base branch with --base",
+                top.display()
+            )))
+        }
+    };
+    Ok((top, base))
 }
 
 /// The first line of the task, shortened: the run's title.
@@ -193,21 +202,29 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     if let Some(g) = &req.gate {
         settings.insert("gate".into(), json!(g));
     }
+    if let Some((run, proposal)) = &req.parent {
+        settings.insert("parent_run".into(), json!(run));
+        settings.insert("proposal".into(), json!(proposal));
+    }
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
-    let (node, task, gate) = (checked.node.clone(), req.task.clone(), req.gate.clone());
-    let (agent, worktrees) = (checked.profile.name.clone(), daemon.home.worktrees());
+    let id = octl_proto::ids::new_ulid();
+    let worktrees = daemon.home.worktrees();
     let handle = daemon
         .store
-        .create_run(req.kind, settings, move |run| {
-            vec![
+        .create_run(NewRun {
+            initial: vec![
                 Draft::daemon(
-                    Some(&node),
+                    Some(&checked.node),
                     "node.added",
-                    json!({"agent": agent, "task": task, "gate": gate}),
+                    json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
                 ),
-                starting(run, &node, &worktrees),
-            ]
+                starting(&id, &checked.node, &worktrees),
+            ],
+            id,
+            kind: req.kind,
+            settings,
+            files: Vec::new(),
         })
         .await?;
     let t_create = t0.elapsed();
@@ -285,6 +302,9 @@ pub async fn start_node(
     };
     match started {
         Ok((pane, pid)) => {
+            if launch.answers_trust {
+                super::trust::answer(daemon, pane.clone());
+            }
             append(
                 daemon,
                 handle,
@@ -356,7 +376,7 @@ fn open_window(
         path.push(':');
         path.push_str(&p.to_string_lossy());
     }
-    let env = vec![
+    let mut env = vec![
         (
             "OCTL_HOME".to_string(),
             daemon.home.root().display().to_string(),
@@ -366,6 +386,13 @@ fn open_window(
         ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
         ("PATH".to_string(), path),
     ];
+    // Every fan-out child can read the manifest it is a unit of.
+    if let Some(file) = setting(&handle.view(), "manifest_file") {
+        env.push((
+            "OCTL_MANIFEST".to_string(),
+            handle.dir.join(file).display().to_string(),
+        ));
+    }
     let spec = WindowSpec {
         session: &handle.id,
         window: node,

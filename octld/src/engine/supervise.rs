@@ -49,14 +49,17 @@ pub async fn tick(daemon: &Arc<Daemon>) {
         panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
-        let status = match by_id.get(pane_id) {
+        // The pane must still be this node's: ids restart with a new tmux server.
+        let mine = by_id
+            .get(pane_id)
+            .filter(|p| p.session == handle.id && p.window == node.id);
+        let status = match mine {
             Some(p) if !p.dead => {
                 if node.report.is_some() && overdue(&node.updated_at) {
                     // It reported but does not leave: close its window; the exit that follows
                     // turns the report into the node's event.
                     tracing::info!(run = %handle.id, node = %node.id, "agent reported but did not exit within the grace period; closing its window");
-                    let (tmux, p) = (daemon.tmux.clone(), pane_id.to_string());
-                    let _ = blocking(move || Ok(tmux.kill_window_of_pane(&p)?)).await;
+                    super::close_window(daemon, &handle.id, &node.id, Some(pane_id)).await;
                 }
                 continue;
             }
@@ -158,10 +161,7 @@ async fn on_exit(
     };
     append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
-    let (tmux, pane) = (daemon.tmux.clone(), node.pane.clone());
-    if let Some(pane) = pane {
-        let _ = blocking(move || Ok(tmux.kill_window_of_pane(&pane)?)).await;
-    }
+    super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
     Ok(())
 }
 

@@ -20,9 +20,20 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     }
     let handle = daemon.store.resolve("run", &p.run)?;
     let view = handle.view();
-    let node = match &p.node {
-        Some(n) => n.clone(),
-        None => match view.nodes.as_slice() {
+    let node = match (&p.node, view.manifest.kind.as_str()) {
+        (Some(n), _) => n.clone(),
+        // An orchestrate run without a node: its integration branch into base.
+        (None, "orchestrate") => {
+            let merged = crate::engine::merge::merge_run(daemon, &handle).await?;
+            return to_value(&MergeResult {
+                run: handle.id.clone(),
+                node: None,
+                state: "merged".into(),
+                target: merged.target,
+                merge_commit: merged.commit,
+            });
+        }
+        (None, _) => match view.nodes.as_slice() {
             [one] => one.id.clone(),
             nodes => {
                 return Err(AppError::invalid(format!(
@@ -60,7 +71,7 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         .unwrap_or_default();
     to_value(&MergeResult {
         run: handle.id.clone(),
-        node,
+        node: Some(node),
         state,
         target: merged.target,
         merge_commit: merged.commit,

@@ -2,20 +2,26 @@
 //! dispatch checks and for the OpenRPC document of `rpc.discover`.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
-//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`.
+//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`.
 //! - [`event`]: `event.append`, `event.list`.
 //! - [`spawn`]: `spawn.spinoff`, `spawn.code`.
 //! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports).
-//! - [`merge`]: `merge` (code runs and retries).
+//! - [`merge`]: `merge` (code runs, retries, an orchestrate run's integration branch).
+//! - [`fanout`]: `fanout.start`, `fanout.manifest`, `orchestrate.start`.
+//! - [`discussion`]: `discussion.ask`, `discussion.list`, `discussion.answer`.
+//! - [`spinoff`]: `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`.
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
 pub mod discover;
+pub mod discussion;
 pub mod event;
+pub mod fanout;
 pub mod merge;
 pub mod node;
 pub mod run;
 pub mod spawn;
+pub mod spinoff;
 
 use std::sync::Arc;
 
@@ -64,6 +70,34 @@ const MESSAGE_PARAM: ParamSpec = ParamSpec {
 };
 
 const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
+
+const REPO_PARAM: ParamSpec = ParamSpec {
+    name: "repo",
+    required: true,
+    schema: r#"{"type":"string","description":"an absolute path inside the repository"}"#,
+    doc: "the repository",
+};
+
+const BASE_PARAM: ParamSpec = ParamSpec {
+    name: "base",
+    required: false,
+    schema: r#"{"type":"string"}"#,
+    doc: "the branch to start from and merge into (default: the repository's current branch)",
+};
+
+const AGENT_PARAM: ParamSpec = ParamSpec {
+    name: "agent",
+    required: false,
+    schema: r#"{"type":"string"}"#,
+    doc: "the agent profile",
+};
+
+const MAX_PARALLEL_PARAM: ParamSpec = ParamSpec {
+    name: "max_parallel",
+    required: false,
+    schema: r#"{"oneOf":[{"type":"integer","minimum":1,"maximum":256},{"const":"auto"}]}"#,
+    doc: "at most this many agents alive at once; auto (the default) derives it from cores and memory",
+};
 
 const SPAWN_PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -285,6 +319,107 @@ pub const METHODS: &[MethodSpec] = &[
         result: APPEND_RESULT,
     },
     MethodSpec {
+        name: "run.retry",
+        summary: "Start a failed or unmerged node of a DAG or fan-out again (from the integration tip); its old branch is kept under a snapshot ref.",
+        params: &[RUN_PARAM, NODE_PARAM],
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "fanout.start",
+        summary: "Start N units from one manifest, at most max_parallel alive at once, each merged into base as it finishes.",
+        params: &[
+            ParamSpec { name: "manifest", required: true, schema: r#"{"type":"string"}"#, doc: "the manifest's text: prompt template, optional agent and gate, [[units]] with id and vars" },
+            ParamSpec { name: "format", required: true, schema: r#"{"type":"string","enum":["toml","json"]}"#, doc: "the manifest's format" },
+            ParamSpec { name: "manifest_path", required: false, schema: r#"{"type":"string"}"#, doc: "where it came from, for messages" },
+            REPO_PARAM, BASE_PARAM, AGENT_PARAM,
+            ParamSpec { name: "gate", required: false, schema: r#"{"type":"string"}"#, doc: "a shell command each unit must pass before its merge" },
+            MAX_PARALLEL_PARAM,
+        ],
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "fanout.manifest",
+        summary: "The manifest of a fan-out run, as given.",
+        params: &[RUN_PARAM],
+        result: r#"{"type":"object","required":["run","format","path","text"]}"#,
+    },
+    MethodSpec {
+        name: "orchestrate.start",
+        summary: "Start a DAG of nodes through an integration branch; each node starts once its deps are merged into it.",
+        params: &[
+            ParamSpec { name: "plan", required: true, schema: r#"{"type":"string"}"#, doc: "the plan's text: [[nodes]] with id, task, deps, optional agent and gate" },
+            ParamSpec { name: "format", required: true, schema: r#"{"type":"string","enum":["toml","json"]}"#, doc: "the plan's format" },
+            ParamSpec { name: "plan_path", required: false, schema: r#"{"type":"string"}"#, doc: "where it came from, for messages" },
+            REPO_PARAM, BASE_PARAM, AGENT_PARAM, MAX_PARALLEL_PARAM,
+            ParamSpec { name: "auto_merge", required: false, schema: r#"{"type":"boolean"}"#, doc: "merge the integration branch into base as soon as every node is merged" },
+        ],
+        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
+    },
+    MethodSpec {
+        name: "discussion.ask",
+        summary: "Ask a human a question (opens a discussion; the asking node shows waiting).",
+        params: &[
+            RUN_PARAM,
+            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the asking node" },
+            ParamSpec { name: "title", required: true, schema: r#"{"type":"string","maxLength":500}"#, doc: "the question" },
+            ParamSpec { name: "body", required: false, schema: r#"{"type":"string"}"#, doc: "details" },
+        ],
+        result: r#"{"type":"object","required":["id","run"]}"#,
+    },
+    MethodSpec {
+        name: "discussion.list",
+        summary: "Discussions of one run or of all, optionally only open ones.",
+        params: &[
+            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" },
+            ParamSpec { name: "open", required: false, schema: r#"{"type":"boolean"}"#, doc: "only open (true) or answered (false) ones" },
+        ],
+        result: r#"{"type":"array"}"#,
+    },
+    MethodSpec {
+        name: "discussion.answer",
+        summary: "A human answers a discussion.",
+        params: &[
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion" },
+            ParamSpec { name: "text", required: true, schema: r#"{"type":"string"}"#, doc: "the answer" },
+        ],
+        result: r#"{"type":"object"}"#,
+    },
+    MethodSpec {
+        name: "spinoff.propose",
+        summary: "An agent proposes separate work it noticed.",
+        params: &[
+            RUN_PARAM,
+            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the proposing node" },
+            ParamSpec { name: "task", required: true, schema: r#"{"type":"string"}"#, doc: "the work" },
+            ParamSpec { name: "why", required: false, schema: r#"{"type":"string"}"#, doc: "why it is separate" },
+        ],
+        result: r#"{"type":"object","required":["id","run"]}"#,
+    },
+    MethodSpec {
+        name: "spinoff.list",
+        summary: "Spin-off proposals of one run or of all.",
+        params: &[ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" }],
+        result: r#"{"type":"array"}"#,
+    },
+    MethodSpec {
+        name: "spinoff.accept",
+        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways.",
+        params: &[
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            AGENT_PARAM,
+        ],
+        result: r#"{"type":"object","required":["proposal","run"]}"#,
+    },
+    MethodSpec {
+        name: "spinoff.reject",
+        summary: "Reject a proposal, saying why.",
+        params: &[
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            ParamSpec { name: "reason", required: true, schema: r#"{"type":"string"}"#, doc: "why" },
+        ],
+        result: r#"{"type":"object"}"#,
+    },
+    MethodSpec {
         name: "rpc.discover",
         summary: "This OpenRPC document.",
         params: &[],
@@ -312,6 +447,17 @@ pub async fn dispatch(
         "spawn.code" => spawn::spawn(daemon, RunKind::Code, params).await,
         "node.done" | "node.fail" | "node.progress" => node::report(daemon, method, params).await,
         "merge" => merge::merge(daemon, params).await,
+        "run.retry" => run::retry(daemon, params).await,
+        "fanout.start" => fanout::start(daemon, params).await,
+        "fanout.manifest" => fanout::manifest(daemon, params).await,
+        "orchestrate.start" => fanout::orchestrate(daemon, params).await,
+        "discussion.ask" => discussion::ask(daemon, params).await,
+        "discussion.list" => discussion::list(daemon, params),
+        "discussion.answer" => discussion::answer(daemon, params).await,
+        "spinoff.propose" => spinoff::propose(daemon, params).await,
+        "spinoff.list" => spinoff::list(daemon, params),
+        "spinoff.accept" => spinoff::accept(daemon, params).await,
+        "spinoff.reject" => spinoff::reject(daemon, params).await,
         "rpc.discover" => discover::discover(params),
         _ => Err(AppError::new(
             ErrorKind::MethodNotFound,

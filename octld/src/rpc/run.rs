@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::rpc::{CancelParams, RunCreateParams, RunListParams, RunParams};
+use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
 use octl_proto::{AppError, RunKind};
 
 use super::{params, to_value};
 use crate::daemon::Daemon;
+use crate::store::NewRun;
 
 const MAX_TITLE: usize = 1024;
 
@@ -41,7 +42,13 @@ pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     }
     let handle = daemon
         .store
-        .create_run(RunKind::Generic, settings, |_| Vec::new())
+        .create_run(NewRun {
+            id: octl_proto::ids::new_ulid(),
+            kind: RunKind::Generic,
+            settings,
+            initial: Vec::new(),
+            files: Vec::new(),
+        })
         .await?;
     to_value(&handle.summary())
 }
@@ -76,7 +83,28 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
 pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RunParams = params(p)?;
     let handle = daemon.store.resolve("run", &p.run)?;
-    to_value(&*handle.view())
+    let view = handle.view();
+    let mut out = to_value(&*view)?;
+    // Read-time facts, not projections: how long each node has run, what it waits for.
+    let now = crate::store::writer::now_ms();
+    if let Some(nodes) = out["nodes"].as_array_mut() {
+        for (json, node) in nodes.iter_mut().zip(view.nodes.iter()) {
+            let started = node
+                .started_at
+                .as_deref()
+                .and_then(octl_proto::time::parse_millis);
+            let until = node
+                .finished_at
+                .as_deref()
+                .and_then(octl_proto::time::parse_millis)
+                .unwrap_or(now);
+            if let Some(s) = started {
+                json["elapsed_s"] = json!(until.saturating_sub(s) / 1000);
+            }
+            json["waiting_for"] = json!(crate::engine::schedule::waiting_for(&view, node));
+        }
+    }
+    Ok(out)
 }
 
 pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
@@ -89,5 +117,13 @@ pub async fn cancel(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: CancelParams = params(p)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     crate::engine::cancel::cancel(daemon, &handle, p.discard).await?;
+    to_value(&handle.summary())
+}
+
+pub async fn retry(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RetryParams = params(p)?;
+    octl_proto::ids::validate_node_id("node", &p.node)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    crate::engine::retry::retry(daemon, &handle, &p.node).await?;
     to_value(&handle.summary())
 }

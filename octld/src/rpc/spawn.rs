@@ -23,6 +23,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: Value) -> Result<Valu
             agent: p.agent,
             node: p.node,
             gate: p.gate,
+            parent: None,
         },
     )
     .await?;

@@ -29,6 +29,18 @@ use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
 pub use writer::Draft;
 use writer::{Command, Writer};
 
+/// What a new run starts with; see [`Store::create_run`].
+pub struct NewRun {
+    /// From [`ids::new_ulid`]; known before creation so that settings and first events can
+    /// name things after it (branches, worktrees).
+    pub id: String,
+    pub kind: RunKind,
+    pub settings: Map<String, Value>,
+    pub initial: Vec<Draft>,
+    /// Input files kept in the run directory, by name.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
 /// Queue depth of one run's writer.
 const QUEUE: usize = 8192;
 
@@ -193,6 +205,7 @@ impl Store {
             last_seq: 0,
             settings: Map::new(),
             merge: None,
+            merge_commit: None,
             error: Some(reason.clone()),
         };
         let view = RunDetail {
@@ -250,21 +263,23 @@ impl Store {
 
     /// Creates a run: its directory, and its log holding `run.created` (synced, with the
     /// directory entry synced too) before the run is known to anyone.
-    /// `initial(run_id)` gives events that follow `run.created` in the same first write (one
-    /// sync for all); they may name things after the new run's id.
-    pub async fn create_run(
-        &self,
-        kind: RunKind,
-        settings: Map<String, Value>,
-        initial: impl FnOnce(&str) -> Vec<Draft>,
-    ) -> Result<Arc<RunHandle>, AppError> {
+    /// Creates a run: its directory, any input files it keeps (a manifest, a plan), and its
+    /// log holding `run.created` and the `initial` events, synced with the directory entry
+    /// before the run is known to anyone. One sync for all of it.
+    pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
+        let NewRun {
+            id,
+            kind,
+            settings,
+            initial,
+            files,
+        } = new;
         if self.closing.load(Ordering::Acquire) {
             return Err(AppError::new(
                 ErrorKind::ShuttingDown,
                 "the daemon is shutting down",
             ));
         }
-        let id = ids::new_ulid();
         let dir = self.home.run_dir(&id);
         let mut data = settings;
         data.insert("kind".into(), json!(kind.as_str()));
@@ -281,6 +296,7 @@ impl Store {
             last_seq: 0,
             ended: None,
             merge: None,
+            merge_commit: None,
             nodes: Default::default(),
             discussions: Default::default(),
             spinoffs: Default::default(),
@@ -289,7 +305,7 @@ impl Store {
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;
         let mut line = format!("{}\n", ev.to_line());
-        for draft in initial(&id) {
+        for draft in initial {
             let ev = writer::new_event(&state, draft);
             state.apply(&ev)?;
             line.push_str(&ev.to_line());
@@ -302,6 +318,9 @@ impl Store {
             fs::create_dir(&dir2)?;
             for sub in ["nodes", "logs", "discussions", "spinoffs"] {
                 fs::create_dir(dir2.join(sub))?;
+            }
+            for (name, bytes) in &files {
+                fs::write(dir2.join(name), bytes)?;
             }
             let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
             log.append_synced(line.as_bytes())?;

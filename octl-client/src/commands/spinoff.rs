@@ -1,0 +1,271 @@
+//! `spinoff propose|list|accept|reject`: separate work an agent noticed, and a human's decision
+//! on it. Accepting starts a new spinoff run, linked to the proposing run both ways. Proposal
+//! ids are unique across runs: deciding needs only the id.
+
+use octl_proto::ids::parse_run_ref;
+use octl_proto::projection::RunSummary;
+use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
+use octl_proto::AppError;
+use serde::{Deserialize, Serialize};
+
+use super::discussion::{record_id, required_text, run_and_node, Opened};
+use super::{call, decode, Ctx};
+use crate::cli::{
+    SpinoffAcceptArgs, SpinoffCmd, SpinoffListArgs, SpinoffProposeArgs, SpinoffRejectArgs,
+};
+use crate::follow::one_line;
+use crate::output::{cell, table};
+
+const LIST_HINT: &str = "orchestratectl spinoff list";
+
+pub async fn execute(ctx: &Ctx, cmd: SpinoffCmd) -> Result<(), AppError> {
+    match cmd {
+        SpinoffCmd::Propose(args) => propose(ctx, args).await,
+        SpinoffCmd::List(args) => list(ctx, args).await,
+        SpinoffCmd::Accept(args) => accept(ctx, args).await,
+        SpinoffCmd::Reject(args) => reject(ctx, args).await,
+    }
+}
+
+/// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Proposal {
+    pub id: String,
+    pub run: String,
+    pub node: Option<String>,
+    pub task: String,
+    pub why: Option<String>,
+    pub status: String,
+    pub child_run: Option<String>,
+    pub reason: Option<String>,
+    pub proposed_at: String,
+    pub decided_at: Option<String>,
+}
+
+/// `spinoff.accept` result: the proposal and the new run's summary.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Accepted {
+    pub proposal: Proposal,
+    pub run: RunSummary,
+}
+
+fn to_params<T: Serialize>(p: &T) -> serde_json::Value {
+    serde_json::to_value(p).expect("RPC params always serialize")
+}
+
+/// `spinoff.propose` params from the flags.
+pub fn propose_params(args: &SpinoffProposeArgs) -> Result<ProposeParams, AppError> {
+    let (run, node) = run_and_node(
+        args.run.as_deref(),
+        args.node.as_deref(),
+        "orchestratectl spinoff propose --run 01JDXJ5R --task '…'",
+    )?;
+    required_text(
+        "--task",
+        &args.task,
+        "the work to do, as a prompt for its agent",
+    )?;
+    if let Some(why) = &args.why {
+        required_text("--why", why, "a reason, or leave --why out")?;
+    }
+    Ok(ProposeParams {
+        run,
+        node,
+        task: args.task.clone(),
+        why: args.why.clone(),
+    })
+}
+
+async fn propose(ctx: &Ctx, args: SpinoffProposeArgs) -> Result<(), AppError> {
+    let params = propose_params(&args)?;
+    let value = call(ctx, "spinoff.propose", to_params(&params)).await?;
+    let o: Opened = decode("spinoff.propose", &value)?;
+    ctx.out.result(&value, || proposed_text(&o));
+    Ok(())
+}
+
+/// ```text
+/// Proposed spin-off 01j… in run 01J…
+///   a human decides: orchestratectl spinoff accept 01j…   or: orchestratectl spinoff reject 01j… --reason '…'
+/// ```
+pub fn proposed_text(o: &Opened) -> String {
+    format!(
+        "Proposed spin-off {id} in run {run}\n  a human decides: orchestratectl spinoff accept {id}   or: orchestratectl spinoff reject {id} --reason '…'",
+        id = o.id,
+        run = o.run
+    )
+}
+
+async fn list(ctx: &Ctx, args: SpinoffListArgs) -> Result<(), AppError> {
+    let run = match args.run.as_deref().filter(|r| !r.is_empty()) {
+        Some(r) => Some(parse_run_ref("--run", r)?.as_str().to_string()),
+        None => None,
+    };
+    let params = ListParams {
+        run: run.clone(),
+        open: None,
+    };
+    let value = call(ctx, "spinoff.list", to_params(&params)).await?;
+    let items: Vec<Proposal> = decode("spinoff.list", &value)?;
+    ctx.out.result(&value, || list_text(&items, run.as_deref()));
+    Ok(())
+}
+
+/// The `spinoff list` table: ID, RUN, NODE, STATUS, CHILD RUN, TASK.
+pub fn list_text(items: &[Proposal], run: Option<&str>) -> String {
+    if items.is_empty() {
+        return match run {
+            Some(run) => format!("No spin-off proposals in run {run}."),
+            None => "No spin-off proposals.".to_string(),
+        };
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|p| {
+            vec![
+                p.id.clone(),
+                p.run.clone(),
+                cell(p.node.as_deref()),
+                p.status.clone(),
+                cell(p.child_run.as_deref()),
+                one_line(&p.task, 80),
+            ]
+        })
+        .collect();
+    table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows)
+}
+
+async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
+    let id = record_id("spin-off proposal", LIST_HINT, &args.id)?;
+    if let Some(agent) = &args.agent {
+        octl_proto::ids::validate_node_id("--agent", agent).map_err(|e| {
+            e.with_hint("built-in profiles are `claude` and `shell`; others are [agents.NAME] in $OCTL_HOME/config.toml")
+        })?;
+    }
+    let params = AcceptParams {
+        id,
+        agent: args.agent.clone(),
+    };
+    let value = call(ctx, "spinoff.accept", to_params(&params)).await?;
+    let a: Accepted = decode("spinoff.accept", &value)?;
+    ctx.out.result(&value, || accepted_text(&a));
+    Ok(())
+}
+
+/// ```text
+/// Accepted 01j…: started spinoff run 01K… (parent 01J…)
+///   follow it: orchestratectl run wait 01K…
+/// ```
+pub fn accepted_text(a: &Accepted) -> String {
+    format!(
+        "Accepted {}: started spinoff run {child} (parent {})\n  follow it: orchestratectl run wait {child}",
+        a.proposal.id,
+        a.proposal.run,
+        child = a.run.id
+    )
+}
+
+async fn reject(ctx: &Ctx, args: SpinoffRejectArgs) -> Result<(), AppError> {
+    let id = record_id("spin-off proposal", LIST_HINT, &args.id)?;
+    required_text("--reason", &args.reason, "why it is rejected")?;
+    let params = RejectParams {
+        id,
+        reason: args.reason.clone(),
+    };
+    let value = call(ctx, "spinoff.reject", to_params(&params)).await?;
+    let p: Proposal = decode("spinoff.reject", &value)?;
+    ctx.out.result(&value, || rejected_text(&p));
+    Ok(())
+}
+
+/// `Rejected 01j… of run 01J…: out of scope`
+pub fn rejected_text(p: &Proposal) -> String {
+    let reason = p.reason.as_deref().map(|r| one_line(r, 200));
+    match reason {
+        Some(r) => format!("Rejected {} of run {}: {r}", p.id, p.run),
+        None => format!("Rejected {} of run {}", p.id, p.run),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn propose_params_need_a_run_and_a_task() {
+        let a = SpinoffProposeArgs {
+            task: "fix the flaky test".into(),
+            why: Some("fails 1 in 5".into()),
+            run: Some("01jdxj5r".into()),
+            node: Some("api".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(propose_params(&a).unwrap()).unwrap(),
+            json!({"run": "01JDXJ5R", "node": "api", "task": "fix the flaky test", "why": "fails 1 in 5"})
+        );
+        let err = propose_params(&SpinoffProposeArgs {
+            task: "x".into(),
+            why: None,
+            run: None,
+            node: None,
+        })
+        .unwrap_err();
+        assert!(err.message.starts_with("missing --run"), "{}", err.message);
+        let err = propose_params(&SpinoffProposeArgs {
+            task: "\n".into(),
+            why: None,
+            run: Some("01JDXJ5R".into()),
+            node: None,
+        })
+        .unwrap_err();
+        assert!(err.message.starts_with("invalid --task"), "{}", err.message);
+    }
+
+    fn proposal(status: &str, child: Option<&str>, reason: Option<&str>) -> Proposal {
+        serde_json::from_value(json!({"id": "p1", "run": "01R", "node": "api",
+            "task": "fix the\nflaky test", "why": null, "status": status, "child_run": child,
+            "reason": reason, "proposed_at": "t", "decided_at": null}))
+        .unwrap()
+    }
+
+    #[test]
+    fn texts() {
+        let items = vec![
+            proposal("accepted", Some("01C"), None),
+            proposal("proposed", None, None),
+        ];
+        assert_eq!(
+            list_text(&items, None),
+            "ID  RUN  NODE  STATUS    CHILD RUN  TASK\np1  01R  api   accepted  01C        fix the flaky test\np1  01R  api   proposed  -          fix the flaky test\n"
+        );
+        assert_eq!(list_text(&[], None), "No spin-off proposals.");
+        assert_eq!(
+            list_text(&[], Some("01R")),
+            "No spin-off proposals in run 01R."
+        );
+        let a: Accepted = serde_json::from_value(json!({
+            "proposal": serde_json::to_value(proposal("accepted", Some("01CHILD"), None)).unwrap(),
+            "run": {"id": "01CHILD", "kind": "spinoff", "status": "active", "title": null,
+                    "repo": "/r", "base": "main", "created_at": "t", "updated_at": "t",
+                    "nodes": {"starting": 1}, "last_seq": 3}
+        }))
+        .unwrap();
+        assert_eq!(
+            accepted_text(&a),
+            "Accepted p1: started spinoff run 01CHILD (parent 01R)\n  follow it: orchestratectl run wait 01CHILD"
+        );
+        assert_eq!(
+            rejected_text(&proposal("rejected", None, Some("out of\nscope"))),
+            "Rejected p1 of run 01R: out of scope"
+        );
+        assert_eq!(
+            proposed_text(&Opened {
+                id: "p1".into(),
+                run: "01R".into()
+            }),
+            "Proposed spin-off p1 in run 01R\n  a human decides: orchestratectl spinoff accept p1   or: orchestratectl spinoff reject p1 --reason '…'"
+        );
+    }
+}

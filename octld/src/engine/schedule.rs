@@ -1,0 +1,210 @@
+//! Scheduling the nodes of fan-out and orchestrate runs: at most `max_parallel` agents alive
+//! at once; in a DAG a node starts from the integration tip once all its dependencies are
+//! merged into it, and a node that failed or could not merge blocks its dependents.
+//!
+//! One scheduling pass per run at a time (a slot keyed `~schedule`, which no node id can
+//! take), and starts are awaited one by one, so the count of live agents is exact.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use octl_proto::projection::RunDetail;
+use octl_proto::state::Node;
+use octl_proto::{AppError, NodeState};
+
+use super::{append, spawn, Engine};
+use crate::agents::{self, Mode};
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::store::RunHandle;
+
+const SCHEDULE_SLOT: &str = "~schedule";
+
+/// The run's cap on live agents.
+pub fn cap(view: &RunDetail) -> usize {
+    view.manifest
+        .settings
+        .get("max_parallel")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .max(1) as usize
+}
+
+/// The order nodes start in: the manifest's or plan's, as recorded at creation.
+fn order(view: &RunDetail) -> Vec<String> {
+    match view
+        .manifest
+        .settings
+        .get("order")
+        .and_then(Value::as_array)
+    {
+        Some(ids) => ids
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        None => view.nodes.iter().map(|n| n.id.clone()).collect(),
+    }
+}
+
+/// Deps of `node` not yet merged.
+pub fn waiting_for(view: &RunDetail, node: &Node) -> Vec<String> {
+    node.deps
+        .iter()
+        .filter(|d| {
+            view.nodes
+                .iter()
+                .find(|n| &n.id == *d)
+                .is_none_or(|n| n.state != NodeState::Merged)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Starts a scheduling pass for the run unless one is running.
+pub fn schedule(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
+    let Some(slot) = Engine::claim_quiet(daemon, &handle.id, SCHEDULE_SLOT) else {
+        return;
+    };
+    let (d, h) = (daemon.clone(), handle.clone());
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = pass(&d, &h).await {
+                tracing::warn!(run = %h.id, error = %e.message, "scheduling");
+            }
+            if !slot.release_or_again() {
+                break;
+            }
+        }
+        drop(slot);
+    });
+}
+
+async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppError> {
+    loop {
+        let view = handle.view();
+        if matches!(
+            view.manifest.status.as_str(),
+            "completed" | "failed" | "cancelled"
+        ) {
+            return Ok(());
+        }
+        block_dependents(daemon, handle, &view).await?;
+        let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
+        if alive >= cap(&view) {
+            return Ok(());
+        }
+        let next = order(&view).into_iter().find_map(|id| {
+            let n = view.nodes.iter().find(|n| n.id == id)?;
+            (n.state == NodeState::Pending && waiting_for(&view, n).is_empty()).then(|| n.clone())
+        });
+        let Some(node) = next else { return Ok(()) };
+        // A step on the node itself (a retry's cleanup) goes first.
+        let Some(node_slot) = Engine::claim(daemon, &handle.id, &node.id) else {
+            return Ok(());
+        };
+        start(daemon, handle, &view, &node).await;
+        drop(node_slot);
+    }
+}
+
+/// Starts one node's agent; a node that cannot start fails (its error is in the event).
+async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDetail, node: &Node) {
+    let Some(repo) = view.manifest.repo.clone() else {
+        return;
+    };
+    let start_point = super::merge::target_of(view).unwrap_or_default();
+    let launch = Config::load(&daemon.home.config()).and_then(|config| {
+        let profile = agents::resolve(&config, node.agent.as_deref())?;
+        agents::require_program(
+            &profile,
+            Mode::Autonomous,
+            std::env::var_os("PATH").as_deref(),
+        )?;
+        profile.launch(Mode::Autonomous, node.task.as_deref().unwrap_or_default())
+    });
+    let result = match launch {
+        Ok(launch) => {
+            spawn::start_node(
+                daemon,
+                handle,
+                &node.id,
+                std::path::Path::new(&repo),
+                &start_point,
+                &launch,
+            )
+            .await
+        }
+        Err(e) => append(
+            daemon,
+            handle,
+            Some(&node.id),
+            "node.failed",
+            json!({"reason": format!("cannot start: {}", e.message)}),
+        )
+        .await
+        .map(|_| ()),
+    };
+    if let Err(e) = result {
+        tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "node did not start");
+    }
+}
+
+/// In a DAG, a pending node whose dependency failed, exited, could not merge, was cancelled
+/// or is itself blocked becomes `blocked`; independent nodes go on.
+async fn block_dependents(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    view: &RunDetail,
+) -> Result<(), AppError> {
+    let stuck: HashSet<&str> = view
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.state,
+                NodeState::Failed
+                    | NodeState::Exited
+                    | NodeState::Conflict
+                    | NodeState::MergeBlocked
+                    | NodeState::Cancelled
+                    | NodeState::Blocked
+            )
+        })
+        .map(|n| n.id.as_str())
+        .collect();
+    for n in view.nodes.iter().filter(|n| n.state == NodeState::Pending) {
+        if let Some(dep) = n.deps.iter().find(|d| stuck.contains(d.as_str())) {
+            append(
+                daemon,
+                handle,
+                Some(&n.id),
+                "node.blocked",
+                json!({"reason": format!("dependency {dep} cannot merge")}),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Nodes blocked (directly or through others) by `node`, to unblock on its retry.
+pub fn blocked_by(view: &RunDetail, node: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut frontier = vec![node.to_string()];
+    while let Some(cur) = frontier.pop() {
+        for n in view
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Blocked && n.deps.contains(&cur))
+        {
+            if !out.contains(&n.id) {
+                out.push(n.id.clone());
+                frontier.push(n.id.clone());
+            }
+        }
+    }
+    out
+}

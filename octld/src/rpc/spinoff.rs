@@ -1,0 +1,154 @@
+//! `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`: separate work an
+//! agent noticed. Accepting one starts a spinoff run in the parent's repository and base;
+//! the two runs name each other (`spinoff.accepted` in the parent, `parent_run` in the child).
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use octl_proto::ids::validate_node_id;
+use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
+use octl_proto::{Actor, AppError, ErrorKind, RunKind};
+
+use super::discussion::{new_id, runs, text};
+use super::{params, to_value};
+use crate::daemon::Daemon;
+use crate::engine::append;
+use crate::engine::spawn::{spawn, SpawnRequest, MAX_TASK};
+use crate::store::{Draft, RunHandle};
+
+pub async fn propose(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: ProposeParams = params(p)?;
+    text("task", &p.task, MAX_TASK)?;
+    if let Some(w) = &p.why {
+        text("why", w, 16 * 1024)?;
+    }
+    if let Some(n) = &p.node {
+        validate_node_id("node", n)?;
+    }
+    let handle = daemon.store.resolve("run", &p.run)?;
+    let id = new_id();
+    let mut data = Map::new();
+    data.insert("id".into(), json!(id));
+    data.insert("task".into(), json!(p.task));
+    if let Some(w) = p.why {
+        data.insert("why".into(), json!(w));
+    }
+    let actor = if p.node.is_some() {
+        Actor::Agent
+    } else {
+        Actor::Human
+    };
+    let draft = Draft {
+        node: p.node,
+        kind: "spinoff.proposed".into(),
+        actor,
+        data,
+        idempotency_key: None,
+    };
+    daemon.store.append(&handle, draft, true).await?;
+    Ok(json!({"id": id, "run": handle.id}))
+}
+
+pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: ListParams = params(p)?;
+    let mut out = Vec::new();
+    for h in runs(daemon, p.run.as_deref())? {
+        for s in h.view().spinoffs.iter() {
+            let mut v = to_value(s)?;
+            v["run"] = json!(h.id);
+            out.push(v);
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn find(
+    daemon: &Daemon,
+    id: &str,
+) -> Result<(Arc<RunHandle>, octl_proto::state::Spinoff), AppError> {
+    let (h, s) = daemon
+        .store
+        .handles()
+        .into_iter()
+        .find_map(|h| {
+            let s = h.view().spinoffs.iter().find(|s| s.id == id).cloned()?;
+            Some((h, s))
+        })
+        .ok_or_else(|| {
+            AppError::not_found(format!("no spin-off proposal {id:?}"))
+                .with_hint("list them with `orchestratectl spinoff list`")
+        })?;
+    if s.status != "proposed" {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!("spin-off proposal {id:?} is already {}", s.status),
+        ));
+    }
+    Ok((h, s))
+}
+
+pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: AcceptParams = params(p)?;
+    let (parent, proposal) = find(daemon, &p.id)?;
+    let view = parent.view();
+    let repo = view.manifest.repo.clone().ok_or_else(|| {
+        AppError::invalid(format!(
+            "run {} has no repository to start a spinoff in",
+            parent.id
+        ))
+    })?;
+    let child = spawn(
+        daemon,
+        SpawnRequest {
+            kind: RunKind::Spinoff,
+            task: proposal.task.clone(),
+            repo: repo.into(),
+            base: view.manifest.base.clone(),
+            agent: p.agent,
+            node: None,
+            gate: None,
+            parent: Some((parent.id.clone(), proposal.id.clone())),
+        },
+    )
+    .await?;
+    append(
+        daemon,
+        &parent,
+        proposal.node.as_deref(),
+        "spinoff.accepted",
+        json!({"id": proposal.id, "run": child.id}),
+    )
+    .await?;
+    let updated = parent
+        .view()
+        .spinoffs
+        .iter()
+        .find(|s| s.id == p.id)
+        .cloned();
+    let mut out = json!({"proposal": to_value(&updated)?, "run": to_value(&child.summary())?});
+    out["proposal"]["run"] = json!(parent.id);
+    Ok(out)
+}
+
+pub async fn reject(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RejectParams = params(p)?;
+    text("reason", &p.reason, 16 * 1024)?;
+    let (parent, proposal) = find(daemon, &p.id)?;
+    let draft = Draft::daemon(
+        proposal.node.as_deref(),
+        "spinoff.rejected",
+        json!({"id": proposal.id, "reason": p.reason}),
+    );
+    daemon.store.append(&parent, draft, false).await?;
+    let mut v = to_value(
+        &parent
+            .view()
+            .spinoffs
+            .iter()
+            .find(|s| s.id == p.id)
+            .cloned(),
+    )?;
+    v["run"] = json!(parent.id);
+    Ok(v)
+}
