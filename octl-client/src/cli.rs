@@ -122,6 +122,17 @@ pub enum Group {
     #[command(subcommand, after_help = SKILL_EXAMPLES)]
     Skill(SkillCmd),
 
+    /// Turn a node's snapshot (refs/octl/snapshots/RUN/NODE) back into a branch
+    ///
+    /// A snapshot is taken whenever a node's worktree is removed (after a merge, `run cancel
+    /// --discard`, `run retry`, `run gc`): a commit holding everything the worktree had,
+    /// uncommitted and untracked files included, on top of the node's last commit. `recover`
+    /// creates a new branch there (default recovered/<first 8 characters of RUN>/<NODE>) and
+    /// prints it with its commit. It never overwrites a branch (exit 4) and exits 3 when the
+    /// node has no snapshot. `run show RUN` lists the nodes' snapshot refs.
+    #[command(after_help = crate::commands::recover::RECOVER_EXAMPLES)]
+    Recover(crate::commands::recover::RecoverArgs),
+
     /// See it work without Claude Code or an API key: four shell agents in a throwaway
     /// repository, one of them conflicting
     ///
@@ -139,6 +150,14 @@ pub enum Group {
     /// Start, stop and inspect the octld daemon (it also starts by itself when needed)
     #[command(subcommand, after_help = DAEMON_EXAMPLES)]
     Daemon(DaemonCmd),
+
+    /// Check the tools, the daemon, permissions, runs, orphans, skills and the service unit
+    ///
+    /// One line per check (ok, warn or FAIL, its id, what was found), with a hint under every
+    /// warning and failure, then a summary. Exits 1 when a check fails, else 0 (warnings
+    /// included). Never starts the daemon: with it down, the checks that need it fail.
+    #[command(after_help = crate::commands::doctor::DOCTOR_EXAMPLES)]
+    Doctor(crate::commands::doctor::DoctorArgs),
 
     /// Print the version of orchestratectl and of its protocol
     #[command(after_help = "Examples:\n  orchestratectl version\n  orchestratectl --json version")]
@@ -228,6 +247,7 @@ const MERGE_EXAMPLES: &str = "\
 Examples:
   orchestratectl merge 01JDXJ5R
   orchestratectl merge 01JDXJ5R --node api
+  orchestratectl merge 01JDXJ5R            # an orchestrate run: its integration branch into base
   orchestratectl --json merge 01JDXJ5R     # {run, node, state, merge_commit, target}
 
 After a conflict (exit 4, kind merge_conflict): resolve it in the node's worktree
@@ -840,6 +860,20 @@ Examples:
   orchestratectl run attach 01JDXJ5R
   orchestratectl run attach 01JDXJ5R --node api")]
     Attach(RunAttachArgs),
+
+    /// Remove what completed, failed and cancelled runs left behind, and orphans, after
+    /// saving their content under refs/octl/snapshots/
+    ///
+    /// For each finished run: every node's worktree still there is saved under
+    /// refs/octl/snapshots/<RUN>/<NODE> (uncommitted and untracked files included) and removed,
+    /// its window closed, and its branch deleted once its tip is merged or in the snapshot.
+    /// Then whatever no run owns (worktrees under $OCTL_HOME/worktrees/, octl/<RUN>/… branches,
+    /// windows on the daemon's tmux server; see `orchestratectl doctor`) goes the same way,
+    /// snapshots first. Kept, with the reason: directories that are not git worktrees, branches
+    /// checked out elsewhere, an integration branch not merged into base, anything of a corrupt
+    /// run. Unfinished runs are never touched. With --dry-run: what would go, nothing changed.
+    #[command(after_help = crate::commands::recover::GC_EXAMPLES)]
+    Gc(crate::commands::recover::GcArgs),
 }
 
 #[derive(Debug, Args)]
@@ -1019,7 +1053,8 @@ const DAEMON_EXAMPLES: &str = "\
 Examples:
   orchestratectl daemon status
   orchestratectl daemon start
-  orchestratectl daemon stop";
+  orchestratectl daemon stop
+  orchestratectl daemon install-service        # start it on demand through systemd or launchd";
 
 #[derive(Debug, Subcommand)]
 pub enum DaemonCmd {
@@ -1044,6 +1079,40 @@ Examples:
   orchestratectl daemon status
   orchestratectl --json daemon status")]
     Status,
+
+    /// Install octld as a service started on demand: systemd user units on Linux, a LaunchAgent
+    /// on macOS (or print them with --print)
+    ///
+    /// Renders the bundled units with the absolute path of octld (found as autostart finds it:
+    /// $OCTLD_BIN, else next to orchestratectl, else on PATH) and this home. On Linux it writes
+    /// octld.socket and octld.service to ${XDG_CONFIG_HOME:-~/.config}/systemd/user/; on macOS
+    /// dev.orchestratectl.octld.plist to ~/Library/LaunchAgents/. The service manager then owns
+    /// the home's socket (octld.sock) and starts octld on the first connection; autostart stays
+    /// the fallback. A file that exists with other content is not overwritten without --force
+    /// (exit 4, nothing written). Prints the commands to run next; runs none of them.
+    #[command(
+        name = "install-service",
+        after_help = "\
+Examples:
+  orchestratectl daemon install-service --print          # see the units, write nothing
+  orchestratectl daemon install-service                  # then run the commands it prints:
+  systemctl --user daemon-reload && systemctl --user enable --now octld.socket
+  orchestratectl --home /tmp/octl-test daemon install-service --force
+  orchestratectl --json daemon install-service --print   # {\"files\":[{\"path\",\"text\"}]}"
+    )]
+    InstallService(InstallServiceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InstallServiceArgs {
+    /// Print the files (each after a `# PATH` line; with --json as {"files":[{"path","text"}]})
+    /// instead of writing them
+    #[arg(long)]
+    pub print: bool,
+
+    /// Overwrite unit files that exist with other content (e.g. edited by hand)
+    #[arg(long, conflicts_with = "print")]
+    pub force: bool,
 }
 
 /// Is `--json` among the arguments (before a `--`)? Decided before clap runs, so that usage
@@ -1090,9 +1159,11 @@ mod tests {
                 "discussion",
                 "spinoff",
                 "skill",
+                "recover",
                 "demo",
                 "event",
                 "daemon",
+                "doctor",
                 "version"
             ]
         );

@@ -279,6 +279,20 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                         .or(n.reason.as_deref())
                         .map(|t| format!(" ({})", one_line(t, 80)))
                         .unwrap_or_default(),
+                    // In a DAG a failed node can be started again.
+                    NodeState::Failed | NodeState::Exited if m.kind == "orchestrate" => {
+                        if hint.is_none() {
+                            hint = Some(format!(
+                                "see why in `{show}`, then start it again with `orchestratectl run retry {id} --node {}`",
+                                n.id
+                            ));
+                        }
+                        n.reason
+                            .as_deref()
+                            .or(n.message.as_deref())
+                            .map(|t| format!(" ({})", one_line(t, 80)))
+                            .unwrap_or_default()
+                    }
                     _ => continue,
                 };
                 parts.push(format!("node {} is {}{detail}", n.id, n.state.as_str()));
@@ -289,6 +303,37 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                     x.id,
                     one_line(&x.title, 80)
                 ));
+                if hint.is_none() {
+                    hint = Some(format!(
+                        "answer it with `orchestratectl discussion answer {} --text '…'`",
+                        x.id
+                    ));
+                }
+            }
+            // An orchestrate run whose nodes all merged waits for its integration branch.
+            let all_merged =
+                !d.nodes.is_empty() && d.nodes.iter().all(|n| n.state == NodeState::Merged);
+            if m.kind == "orchestrate" && all_merged {
+                let integration = m
+                    .settings
+                    .get("integration")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("octl/{id}/integration"));
+                let base = m.base.as_deref().unwrap_or("base");
+                match m.merge.as_deref() {
+                    Some(state @ ("conflict" | "merge_blocked")) => {
+                        parts.push(format!("the merge of {integration} into {base} is {state}"))
+                    }
+                    _ => parts.push(format!(
+                        "every node is merged into {integration}, which is not merged into {base} yet"
+                    )),
+                }
+                if hint.is_none() {
+                    hint = Some(format!(
+                        "merge it into {base} with `orchestratectl merge {id}`"
+                    ));
+                }
             }
             if parts.is_empty() {
                 parts.push("a human has to act".to_string());
@@ -774,7 +819,18 @@ pub fn watch_frame(
             second.push_str(&format!(" ({merge})"));
         }
     }
-    let mut lines = vec![head, second, String::new()];
+    let mut lines = vec![head, second];
+    if m.status == "waiting" {
+        let (why, hint) = why_text(d);
+        lines.push(format!(
+            "Waiting: {}",
+            why.split_once(": ").map_or(why.as_str(), |(_, w)| w)
+        ));
+        if let Some(hint) = hint {
+            lines.push(format!("  {hint}"));
+        }
+    }
+    lines.push(String::new());
 
     let footer = "Ctrl-C stops watching; the run goes on.".to_string();
     let events_block = 2 + recent.len().max(1);
@@ -908,6 +964,51 @@ mod tests {
         let (why, hint) = why_text(&d);
         assert!(why.ends_with("node ui is done (awaiting merge)"), "{why}");
         assert!(hint.unwrap().contains("orchestratectl merge"));
+    }
+
+    #[test]
+    fn why_an_orchestrate_run_waits() {
+        let mut d = detail(
+            "orchestrate",
+            "waiting",
+            json!([
+                node("a", "merged", json!({})),
+                node("b", "merged", json!({}))
+            ]),
+            json!([]),
+        );
+        let (why, hint) = why_text(&d);
+        assert_eq!(
+            why,
+            "run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E is waiting: every node is merged into octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration, which is not merged into main yet"
+        );
+        assert_eq!(
+            hint.unwrap(),
+            "merge it into main with `orchestratectl merge 01JDXJ5R8Q4M0ZK7P2W9TB3C6E`"
+        );
+        d.manifest.merge = Some("conflict".into());
+        assert!(why_text(&d).0.ends_with(
+            "the merge of octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration into main is conflict"
+        ));
+
+        let d = detail(
+            "orchestrate",
+            "waiting",
+            json!([
+                node("a", "failed", json!({"reason": "tests fail"})),
+                node("b", "blocked", json!({"reason": "a failed"}))
+            ]),
+            json!([{"id": "q1", "node": null, "title": "which db?", "body": null, "open": true,
+                    "answer": null, "opened_at": "t", "resolved_at": null}]),
+        );
+        let (why, hint) = why_text(&d);
+        assert!(
+            why.ends_with(": node a is failed (tests fail); node b is blocked (a failed); discussion q1 is open (which db?)"),
+            "{why}"
+        );
+        assert!(hint
+            .unwrap()
+            .ends_with("`orchestratectl run retry 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node a`"));
     }
 
     #[test]

@@ -5,12 +5,14 @@
 //! - [`client`]: JSON-RPC over the Unix socket (hyperlocal), the event stream, autostart.
 //! - [`output`]: human and JSON printing, error printing, exit codes, tables.
 //! - [`log_file`]: reading and following a run's `events.jsonl` when the daemon is down.
-//! - [`follow`]: following a run until it settles (`run wait`, `spawn --wait`, `demo`) and the
-//!   live progress on stderr.
+//! - [`follow`]: following runs: until they settle (`run wait`, `… --wait`, `demo`) with live
+//!   progress on stderr; until they end (`run watch`, a redrawn view or plain lines); and the
+//!   event stream across daemon restarts (also for `discussion ask --wait`).
 //! - [`skills`]: the bundled Claude Code skills (embedded by `build.rs`), their frontmatter,
 //!   and installing them without overwriting edited files.
-//! - [`commands`]: one module per command group (`spawn`, `run`, `merge`, `node`, `skill`,
-//!   `demo`, `event`, `daemon`, `version`).
+//! - [`commands`]: one module per command group (`spawn`, `fanout`, `orchestrate`, `run`,
+//!   `merge`, `node`, `discussion`, `spinoff`, `skill`, `recover` (and `run gc`), `demo`,
+//!   `event`, `daemon`, `doctor`, `version`).
 //!
 //! [`main`] is the whole program; `src/main.rs` only calls it.
 

@@ -335,7 +335,13 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AppError> {
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // Never through whatever is at the temp name (a symlink left there would otherwise
+        // be followed and its target overwritten): remove it, then create the file afresh.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -7,6 +7,11 @@ use crate::error::AppError;
 
 /// Largest accepted `data` payload, serialized.
 pub const MAX_DATA_BYTES: usize = 64 * 1024;
+/// Deepest accepted nesting of `data`, the object itself being level 1. JSON parsers limit
+/// nesting (serde_json at 128 levels) and an event travels inside envelopes (an `event.list`
+/// answer, a node in `run show`) that add levels: a payload any deeper could be appended but
+/// then never read back by a client.
+pub const MAX_DATA_DEPTH: usize = 64;
 
 /// Who said it. Clients say `agent`, `human` or `tool`; the daemon's own events say `daemon`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -118,7 +123,8 @@ pub fn validate_type(t: &str) -> Result<(), AppError> {
     }
 }
 
-/// Validates the `data` field: a JSON object of at most 64 KiB. Returns the object.
+/// Validates the `data` field: a JSON object of at most 64 KiB, nested at most 64 levels
+/// deep. Returns the object.
 pub fn validate_data(data: Option<Value>) -> Result<Map<String, Value>, AppError> {
     match data {
         None | Some(Value::Null) => Ok(Map::new()),
@@ -126,9 +132,14 @@ pub fn validate_data(data: Option<Value>) -> Result<Map<String, Value>, AppError
             let len = serde_json::to_vec(&map)
                 .map(|v| v.len())
                 .unwrap_or(usize::MAX);
+            let depth = 1 + map.values().map(nesting).max().unwrap_or(0);
             if len > MAX_DATA_BYTES {
                 Err(AppError::invalid(format!(
                     "invalid data: {len} bytes; a JSON object of at most {MAX_DATA_BYTES} bytes (64 KiB) is accepted"
+                )))
+            } else if depth > MAX_DATA_DEPTH {
+                Err(AppError::invalid(format!(
+                    "invalid data: nested {depth} levels deep; at most {MAX_DATA_DEPTH} levels of objects and arrays are accepted"
                 )))
             } else {
                 Ok(map)
@@ -138,6 +149,15 @@ pub fn validate_data(data: Option<Value>) -> Result<Map<String, Value>, AppError
             "invalid data: got a JSON {}; a JSON object such as {{\"message\":\"…\"}} is accepted",
             json_type_name(&other)
         ))),
+    }
+}
+
+/// Levels of arrays and objects in `v` (0 for a scalar).
+fn nesting(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
     }
 }
 

@@ -52,7 +52,7 @@ pub fn parse_run_ref(field: &str, given: &str) -> Result<RunRef, AppError> {
         )));
     }
     if upper.len() == ULID_LEN {
-        if ulid::Ulid::from_string(&upper).is_err() {
+        if !is_full_run_id(&upper) {
             return Err(AppError::invalid(format!(
                 "invalid {field} {given:?}: not a valid ULID; {accepted}"
             )));
@@ -64,8 +64,12 @@ pub fn parse_run_ref(field: &str, given: &str) -> Result<RunRef, AppError> {
 }
 
 /// Is `s` a full, canonical (upper-case) ULID? Used for directory names under `runs/`.
+/// The ulid crate drops the bits above 128 (the first character is at most `7`), so a string
+/// is canonical only if it encodes back to itself.
 pub fn is_full_run_id(s: &str) -> bool {
-    s.len() == ULID_LEN && s.chars().all(is_crockford) && ulid::Ulid::from_string(s).is_ok()
+    s.len() == ULID_LEN
+        && s.chars().all(is_crockford)
+        && ulid::Ulid::from_string(s).is_ok_and(|u| u.to_string() == s)
 }
 
 /// Validates a node id: `[a-z0-9][a-z0-9-]{0,62}`.

@@ -41,6 +41,8 @@ pub const MAX_PARALLEL: usize = 256;
 pub const AUTO_PARALLEL_CAP: usize = 32;
 /// How many problems [`Problems::into_error`] lists before it says "… and N more".
 pub const MAX_LISTED_PROBLEMS: usize = 100;
+/// How many unfilled placeholders are named per unit before the rest are counted.
+const MAX_MISSING_LISTED: usize = 10;
 
 const GIB: u64 = 1024 * 1024 * 1024;
 const NAME_FORM: &str = "use 1-63 of a-z, 0-9 and '-', starting with a letter or digit";
@@ -251,12 +253,16 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
         } else {
             prompt_ok = true;
         }
-        let (segments, errors) = parse_template(prompt);
-        prompt_ok &= errors.is_empty();
-        for e in errors {
-            p.add(prompt_pos, format!("prompt: {e}"));
+        // A prompt over the limit is not read for placeholders: that bounds the work of
+        // checking every unit against them (the size is the problem to fix first).
+        if prompt.len() <= MAX_PROMPT_BYTES {
+            let (segments, errors) = parse_template(prompt);
+            prompt_ok &= errors.is_empty();
+            for e in errors {
+                p.add(prompt_pos, format!("prompt: {e}"));
+            }
+            placeholders = placeholder_names(&segments);
         }
-        placeholders = placeholder_names(&segments);
     }
 
     let mut units = Vec::new();
@@ -278,7 +284,14 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
                 );
             }
             let mut seen: HashMap<String, usize> = HashMap::new();
-            for (i, item) in items.iter().enumerate() {
+            // Over the limit, units are not checked one by one: that bounds the work (units
+            // × placeholders) a document of any size can cause.
+            let checked = if items.len() > MAX_UNITS {
+                0
+            } else {
+                items.len()
+            };
+            for (i, item) in items.iter().enumerate().take(checked) {
                 let at = format!("units[{i}]");
                 let Tree::Table(entries) = item else {
                     p.add(
@@ -338,15 +351,21 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
                     }
                 }
                 if vars_ok {
-                    for name in &placeholders {
-                        if !present.contains(name.as_str()) {
-                            q.add(
-                                vars_pos,
-                                format!(
-                                    "{label}: the prompt uses {{{name}}} but vars has no {name:?}"
-                                ),
-                            );
-                        }
+                    let mut missing = placeholders
+                        .iter()
+                        .filter(|name| !present.contains(name.as_str()));
+                    for name in missing.by_ref().take(MAX_MISSING_LISTED) {
+                        q.add(
+                            vars_pos,
+                            format!("{label}: the prompt uses {{{name}}} but vars has no {name:?}"),
+                        );
+                    }
+                    let more = missing.count();
+                    if more > 0 {
+                        q.add(
+                            vars_pos,
+                            format!("{label}: and {more} more placeholders of the prompt are not in vars"),
+                        );
                     }
                 }
                 match id {
@@ -484,10 +503,11 @@ fn parse_template(t: &str) -> (Vec<Segment>, Vec<String>) {
 }
 
 fn placeholder_names(segments: &[Segment]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
     let mut out: Vec<String> = Vec::new();
     for s in segments {
         if let Segment::Var(name) = s {
-            if !out.contains(name) {
+            if seen.insert(name.as_str()) {
                 out.push(name.clone());
             }
         }
@@ -717,13 +737,14 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                 }
                 let deps_pos = pos_of(&nf, "deps");
                 let mut deps = Vec::new();
+                let mut listed = BTreeSet::new();
                 match nf.get("deps") {
                     None => {}
                     Some((_, Tree::Array(ds))) => {
                         for (k, d) in ds.iter().enumerate() {
                             match d {
                                 Tree::Str(s) => {
-                                    if deps.contains(s) {
+                                    if !listed.insert(s.as_str()) {
                                         q.add(
                                             deps_pos,
                                             format!("{label}: dep {s:?} is listed twice"),
@@ -795,6 +816,9 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
     }
     let known_refs: Vec<&str> = known.iter().map(String::as_str).collect();
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
+    // A close match is looked for (against every id) only for as many unknown deps as an
+    // error lists, so that many unknown deps among many nodes cost linear time.
+    let mut suggestions = MAX_LISTED_PROBLEMS;
     for (i, s) in slots.iter_mut().enumerate() {
         for d in &s.deps {
             match index.get(d.as_str()) {
@@ -804,7 +828,13 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                         s.label,
                         list_names(&known_refs, 30)
                     );
-                    if let Some(close) = did_you_mean(d, &known_refs) {
+                    let close = if suggestions > 0 {
+                        suggestions -= 1;
+                        did_you_mean(d, &known_refs)
+                    } else {
+                        None
+                    };
+                    if let Some(close) = close {
                         msg.push_str(&format!("; did you mean {close:?}?"));
                     }
                     s.problems.add(s.deps_pos, msg);
@@ -1429,6 +1459,9 @@ fn did_you_mean<'a>(given: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let given_len = given.chars().count();
     candidates
         .iter()
+        // The distance is at least the difference in length: skip those that cannot be
+        // close without computing it (a long given string would cost its length squared).
+        .filter(|c| c.chars().count().abs_diff(given_len) <= 2)
         .map(|c| (edit_distance(given, c), *c))
         .filter(|(d, _)| *d <= 2 && *d < given_len)
         .min_by_key(|(d, _)| *d)

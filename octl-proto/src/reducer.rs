@@ -204,7 +204,13 @@ impl RunState {
             return self.require_node_exists(ev).map(|_| ());
         }
         if let Some(end) = self.ended {
-            if t != "cleanup.done" {
+            // Cleaning up, and humans deciding on what an agent asked or proposed, go on
+            // after a run ended; nothing else does.
+            let after_end = matches!(
+                t,
+                "cleanup.done" | "discussion.resolved" | "spinoff.accepted" | "spinoff.rejected"
+            );
+            if !after_end {
                 return Err(transition(format!(
                     "run {} is {}; {t} is not accepted after a run has ended",
                     self.id,
@@ -457,6 +463,8 @@ impl RunState {
                 node.cleaned = false;
             }
             "node.started" => node.started_at = Some(ev.ts.clone()),
+            // Why it was blocked no longer holds.
+            "node.unblocked" => node.reason = None,
             "merge.succeeded" => {
                 node.merge_commit = commit;
                 node.conflict_files.clear();

@@ -306,3 +306,158 @@ pub struct RejectParams {
     pub id: String,
     pub reason: String,
 }
+
+/// One thing under the daemon's own names that no run owns (DESIGN.md §3): a worktree
+/// directory under `$OCTL_HOME/worktrees/`, a branch `octl/<RUN>/…`, a git worktree
+/// registration under that folder, or a window on the private tmux server. Reported by
+/// `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Orphan {
+    /// `worktree`, `branch` or `window`.
+    pub kind: String,
+    /// A worktree's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A branch's full ref (`refs/heads/octl/<RUN>/<NODE>`).
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub refname: Option<String>,
+    /// A window's tmux target, `<RUN>:<NODE>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// A window's pane (`%N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
+    /// The repository a branch or a worktree belongs to, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The run and node its name says it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Why no run owns it.
+    pub why: String,
+}
+
+/// `run.gc`
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcParams {
+    /// List what would be removed and change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// One thing `run.gc` removed (or, in a dry run, would remove), or kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcItem {
+    /// `worktree`, `branch` or `window`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub refname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Why it goes: `run failed`, or the orphan's reason.
+    pub why: String,
+    /// Where its content was saved first (worktrees and unmerged branches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_commit: Option<String>,
+    /// Kept items only: why it stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `run.gc` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcResult {
+    pub dry_run: bool,
+    /// What was removed (in a dry run: what would be).
+    pub removed: Vec<GcItem>,
+    /// What stays, each with its `reason`.
+    pub kept: Vec<GcItem>,
+}
+
+/// `recover`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoverParams {
+    pub run: String,
+    pub node: String,
+    /// The branch to create (default `recovered/<RUN-short>/<NODE>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+/// `recover` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverResult {
+    pub run: String,
+    pub node: String,
+    pub repo: String,
+    pub branch: String,
+    pub commit: String,
+    pub snapshot_ref: String,
+}
+
+/// One run as `doctor.runs` judged it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRun {
+    pub run: String,
+    /// The log replays and every projection file matches what it derives.
+    pub ok: bool,
+    /// Events replayed (0 for a corrupt log).
+    pub events: u64,
+    /// What is wrong, for a run that is not ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Projection files whose bytes differ from what the log derives (or that are missing
+    /// or extra).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatched: Vec<String>,
+}
+
+/// `doctor.runs` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRunsResult {
+    pub runs: Vec<DoctorRun>,
+}
+
+/// One agent profile as `doctor.agents` found it on the daemon's PATH.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorAgent {
+    pub profile: String,
+    /// The program the profile starts (`sh` for shell).
+    pub program: String,
+    /// Where it was found; `None` when missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<String>,
+    /// `claude` and `shell` are built in; others come from config.toml.
+    pub builtin: bool,
+    /// The profile `--agent` defaults to.
+    pub default: bool,
+    /// Unfinished runs with a node on this profile that is not finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub used_by: Vec<String>,
+    /// A profile that cannot be used as configured (e.g. no argv template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// `doctor.agents` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorAgentsResult {
+    pub agents: Vec<DoctorAgent>,
+    /// Set when config.toml cannot be read or parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
+}

@@ -274,14 +274,18 @@ impl RunState {
             && self.nodes.values().all(|n| n.state == NodeState::Merged)
             && self.merge.as_deref() != Some("merged")
         {
+            // Still cleaning up its last nodes: not for a human yet.
+            if self.nodes.values().any(|n| !n.cleaned) {
+                return RunStatus::Active;
+            }
             let auto = self.settings.get("auto_merge").and_then(Value::as_bool) == Some(true);
             if auto && self.merge.is_none() {
                 return RunStatus::Active;
             }
             return RunStatus::Waiting;
         }
-        // In a DAG a failed node can be retried, so the run waits for a human.
-        let retryable = self.kind == RunKind::Orchestrate
+        // In a DAG or a fan-out a failed node can be retried, so the run waits for a human.
+        let retryable = matches!(self.kind, RunKind::Orchestrate | RunKind::Fanout)
             && self
                 .nodes
                 .values()

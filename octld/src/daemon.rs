@@ -1,6 +1,7 @@
-//! The daemon's life: take the lock, load the store, bind the socket, serve until asked to
-//! stop (signal, `daemon.shutdown`, or the caller's future), then finish in-flight appends,
-//! remove the socket and return.
+//! The daemon's life: take the lock, load the store, take the socket (from systemd or
+//! launchd when they hold it, else bind it), say it is ready, serve until asked to stop
+//! (signal, `daemon.shutdown`, or the caller's future), then finish in-flight appends, remove
+//! the socket if it bound it, and return.
 
 use std::future::Future;
 use std::io;
@@ -15,7 +16,7 @@ use crate::home::Home;
 use crate::lock::{self, LockError};
 use crate::store::Store;
 use crate::tmux::Tmux;
-use crate::{engine, logging, server};
+use crate::{activation, engine, logging, server};
 
 /// How the daemon was asked to run.
 #[derive(Debug, Clone)]
@@ -88,7 +89,11 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
 
     let store = Store::open(home.clone()).map_err(io_err("cannot load runs"))?;
     let changes = store.watch_changes();
-    let listener = server::bind(&home.socket())?;
+    // A socket handed over by systemd or launchd is theirs: served, never unlinked.
+    let (listener, activated) = match activation::take_listener(&home.socket())? {
+        Some(handed) => (server::adopt(handed)?, true),
+        None => (server::bind(&home.socket())?, false),
+    };
     let (shutdown, _) = watch::channel(false);
     let daemon = Arc::new(Daemon {
         home: home.clone(),
@@ -104,16 +109,25 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the
     // caller's future asks it to.
     let serving = tokio::spawn(server::serve(listener, daemon.clone()));
+    // The store is loaded and the socket listens: connections from now on are answered.
+    activation::notify(&format!(
+        "READY=1\nSTATUS=serving {} runs on {}",
+        daemon.store.len(),
+        home.socket().display()
+    ));
     tokio::select! {
         _ = stop => {}
         _ = daemon.shutdown_requested() => {}
     }
     tracing::info!("octld stopping: finishing in-flight requests");
+    activation::notify("STOPPING=1\nSTATUS=finishing in-flight requests");
     daemon.request_shutdown();
     let _ = serving.await;
     let _ = driving.await;
     daemon.store.shutdown().await;
-    let _ = std::fs::remove_file(home.socket());
+    if !activated {
+        let _ = std::fs::remove_file(home.socket());
+    }
     tracing::info!("octld stopped");
     Ok(())
 }

@@ -532,6 +532,22 @@ impl Git {
     }
 
     /// The branch checked out here (short name); [`GitError::DetachedHead`] if none.
+    /// A plumbing command this handle has no method for, run with the same care; its stdout.
+    /// A non-zero exit is an error.
+    pub fn plumbing(&self, args: &[&str]) -> Result<String> {
+        Ok(String::from_utf8_lossy(&self.call(args).stdout()?).into_owned())
+    }
+
+    /// Whether `name` is a valid branch name that git takes as it is (`@{-1}` and the like,
+    /// which git would expand, are refused).
+    pub fn is_branch_name(&self, name: &str) -> Result<bool> {
+        let (out, _, _) = self
+            .call(["check-ref-format", "--branch", name])
+            .output(None)?;
+        Ok(out.status.success()
+            && String::from_utf8_lossy(&out.stdout).trim_end_matches('\n') == name)
+    }
+
     /// The top-level directory and the checked-out branch (`None` when HEAD is detached) in
     /// one git call: spawning asks for both.
     pub fn toplevel_and_branch(&self) -> Result<(PathBuf, Option<String>)> {

@@ -1,6 +1,7 @@
 //! octld, the orchestratectl daemon. One per `$OCTL_HOME`; it owns every run.
 //!
 //! - [`daemon`]: the daemon's life: lock, load, serve, shut down; [`run`] is the entry point.
+//! - [`activation`]: a socket handed over by systemd or launchd, and readiness (`sd_notify`).
 //! - [`home`]: the state layout under `$OCTL_HOME` and its permissions.
 //! - [`lock`]: the daemon lock (`octld.lock`): one daemon per home.
 //! - [`logging`]: JSON-lines logs to `octld.log` (and stderr in the foreground).
@@ -14,6 +15,7 @@
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs).
 
+pub mod activation;
 pub mod agents;
 pub mod config;
 pub mod daemon;

@@ -54,6 +54,8 @@ fn main() -> ExitCode {
         foreground: true,
         verbose: args.verbose,
     };
+    // Before any thread exists: it reads and clears LISTEN_* and NOTIFY_SOCKET.
+    octld::activation::capture();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -90,6 +90,12 @@ impl TestEnv {
             "OCTL_NO_AUTOSTART",
             "TMUX",
             "TMUX_PANE",
+            // A suite run under a service manager must not hand its socket or readiness
+            // channel to the test daemons.
+            "NOTIFY_SOCKET",
+            "LISTEN_PID",
+            "LISTEN_FDS",
+            "LISTEN_FDNAMES",
         ] {
             cmd.env_remove(var);
         }
@@ -115,9 +121,18 @@ impl TestEnv {
 
     /// Starts the real daemon in the foreground on this home and waits until it answers.
     pub fn start_daemon(&self) -> Daemon {
+        self.start_daemon_with(&[])
+    }
+
+    /// Like [`start_daemon`](Self::start_daemon), with extra environment for this daemon only
+    /// (e.g. `OCTL_FAILPOINTS`).
+    pub fn start_daemon_with(&self, env: &[(&str, &str)]) -> Daemon {
         let mut cmd = Command::new(bin("octld"));
         cmd.arg("--home").arg(&self.home).arg("--foreground");
         self.isolate(&mut cmd);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         // Its stderr goes to a file: a pipe nobody reads would fill up and stall the daemon.
         let stderr_path = self
             .root

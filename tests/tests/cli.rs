@@ -351,3 +351,53 @@ fn event_tail_reads_and_follows_the_file_when_the_daemon_is_down() {
         child.try_wait().ok().flatten().map(|_| ())
     });
 }
+
+#[test]
+fn skills_install_never_overwrite_a_changed_file_without_force() {
+    let env = TestEnv::new();
+    let out = env.cli(["--json", "skill", "install"]);
+    out.ok();
+    let dir = env.claude_dir.join("skills");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 13, "{names:?}");
+    let file = dir.join("fan-out/SKILL.md");
+    let original = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        original.starts_with("---\nname: fan-out\n"),
+        "valid frontmatter: {original:.60}"
+    );
+    let printed = env.cli(["skill", "print", "fan-out"]);
+    assert_eq!(printed.stdout, original, "print gives the same bytes");
+
+    std::fs::write(&file, "my own notes\n").unwrap();
+    let list = env.cli(["--json", "skill", "list"]).json();
+    let status = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == json!("fan-out"))
+        .unwrap()["status"]
+        .clone();
+    assert_eq!(status, json!("modified"));
+    let again = env.cli(["--json", "skill", "install"]);
+    assert_eq!(again.code, 4, "{again:?}");
+    assert_eq!(again.error()["kind"], json!("forbidden"));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "my own notes\n",
+        "the user's change is kept"
+    );
+    env.cli(["skill", "install", "--force"]).ok();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+    let list = env.cli(["--json", "skill", "list"]).json();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == json!("installed")),
+        "{list}"
+    );
+}

@@ -351,6 +351,22 @@ fn spinoff_accept_starts_a_linked_run() {
     let sp = &parent_show["spinoffs"][0];
     assert_eq!(sp["status"], json!("accepted"));
     assert_eq!(sp["child_run"], json!(child), "parent names its child");
+    // Accepting again reports the existing decision; it starts nothing new.
     let again = env.cli(["--json", "spinoff", "accept", &id]);
-    assert_eq!(again.code, 4);
+    again.ok();
+    assert_eq!(again.json()["run"]["id"], json!(child));
+    let runs = env.rpc("run.list", json!({}));
+    assert_eq!(runs.as_array().unwrap().len(), 2, "parent and one child");
+    let reject = env.cli([
+        "--json",
+        "spinoff",
+        "reject",
+        &id,
+        "--reason",
+        "changed my mind",
+    ]);
+    assert_eq!(
+        reject.code, 4,
+        "an accepted proposal cannot be rejected: {reject:?}"
+    );
 }

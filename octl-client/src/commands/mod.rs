@@ -6,11 +6,13 @@
 pub mod daemon;
 pub mod demo;
 pub mod discussion;
+pub mod doctor;
 pub mod event;
 pub mod fanout;
 pub mod merge;
 pub mod node;
 pub mod orchestrate;
+pub mod recover;
 pub mod run;
 pub mod skill;
 pub mod spawn;
@@ -46,6 +48,8 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Event(cmd) => event::execute(ctx, cmd).await.map(|()| 0),
         Group::Daemon(cmd) => daemon::execute(ctx, cmd).await.map(|()| 0),
         Group::Version => version::execute(ctx).map(|()| 0),
+        Group::Recover(args) => recover::execute(ctx, args).await.map(|()| 0),
+        Group::Doctor(args) => doctor::execute(ctx, args).await,
     }
 }
 

@@ -43,6 +43,7 @@ pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
         RunCmd::Retry(args) => retry(ctx, args).await.map(|()| 0),
         RunCmd::Cancel(args) => cancel(ctx, args).await.map(|()| 0),
         RunCmd::Attach(args) => attach(ctx, args).await,
+        RunCmd::Gc(args) => super::recover::gc(ctx, args).await.map(|()| 0),
     }
 }
 
@@ -269,7 +270,10 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
         pairs.push(("Merge", format!("{merge}{at}")));
     }
     if let Some(parent) = setting("parent_run") {
-        pairs.push(("Parent", parent));
+        let from = setting("proposal")
+            .map(|p| format!(" (spin-off proposal {p})"))
+            .unwrap_or_default();
+        pairs.push(("Parent", format!("{parent}{from}")));
     }
     pairs.push(("Created", short_time(&m.created_at)));
     pairs.push(("Updated", short_time(&m.updated_at)));
@@ -312,6 +316,24 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             ],
             &rows,
         ));
+    }
+
+    // Where removed worktrees' content went (`orchestratectl recover` makes a branch of one).
+    let snapshots: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            let last = n
+                .snapshot_ref
+                .iter()
+                .filter(|r| !n.snapshot_refs.contains(r));
+            let refs = n.snapshot_refs.iter().chain(last);
+            refs.map(|r| vec![n.id.clone(), r.clone()])
+        })
+        .collect();
+    if !snapshots.is_empty() {
+        out.push_str("\nSnapshots (`orchestratectl recover RUN --node NODE` restores one):\n");
+        out.push_str(&table(&["NODE", "REF"], &snapshots));
     }
 
     if !d.discussions.is_empty() {

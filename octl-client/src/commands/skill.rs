@@ -84,13 +84,27 @@ fn print(ctx: &Ctx, name: &str) -> Result<(), AppError> {
 }
 
 fn install(ctx: &Ctx, args: SkillInstallArgs) -> Result<(), AppError> {
-    let dir = target_dir(args.dir.as_deref())?;
+    let dir = resolved(&target_dir(args.dir.as_deref())?)?;
     let report = skills::install(&dir, SKILLS, args.force)?;
     ctx.out.result(&report, || install_text(&report));
     match skipped_error(&report) {
         Some(err) => Err(err),
         None => Ok(()),
     }
+}
+
+/// The skills directory, created if missing, with symlinks and `..` resolved the way the
+/// kernel resolves them (`..` after a symlink is the target's parent): the report names where
+/// the files really are.
+fn resolved(dir: &Path) -> Result<PathBuf, AppError> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| dir.canonicalize())
+        .map_err(|e| {
+            AppError::invalid(format!(
+                "invalid --dir {:?}: {e}",
+                dir.display().to_string()
+            ))
+        })
 }
 
 /// The human form of an install: one line per change, and a count of what stayed.

@@ -39,6 +39,65 @@ enum Outcome {
     },
 }
 
+/// A test-only crash point: when `OCTL_FAILPOINTS` names `point`, the daemon kills itself
+/// with SIGKILL right there, as a power cut would. Used by the crash tests.
+pub fn failpoint(point: &str) {
+    if std::env::var("OCTL_FAILPOINTS").is_ok_and(|v| v.split(',').any(|p| p.trim() == point)) {
+        tracing::warn!(point, "failpoint: killing the daemon");
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+/// Merges `branch` into `target` in the repository at `repo`: computes the merge, then moves
+/// the target (compare-and-swap, or fast-forward through the worktree that has it checked
+/// out), computing again when another writer moved it meanwhile.
+fn merge_into(repo: &str, target: &str, branch: &str, message: &str) -> Result<Outcome, AppError> {
+    let git = Git::new(repo);
+    for _ in 0..RACE_RETRIES {
+        let (old, new, fast_forward) = match git.plan_merge(target, branch, message)? {
+            MergePlan::Conflict { files } => return Ok(Outcome::Conflict(files)),
+            MergePlan::UpToDate { target } => {
+                return Ok(Outcome::Moved {
+                    old: target.clone(),
+                    new: target,
+                    fast_forward: true,
+                })
+            }
+            MergePlan::FastForward { old, new } => (old, new, true),
+            MergePlan::Merge { old, new } => (old, new, false),
+        };
+        match git.move_branch(target, &old, &new, message)? {
+            MoveOutcome::Moved => {
+                failpoint("merge:after-move");
+                return Ok(Outcome::Moved {
+                    old,
+                    new,
+                    fast_forward,
+                });
+            }
+            MoveOutcome::TargetDirty { worktree, paths } => {
+                return Ok(Outcome::Dirty { worktree, paths })
+            }
+            MoveOutcome::LostRace { .. } => continue,
+        }
+    }
+    Err(AppError::new(
+        ErrorKind::ToolFailed,
+        format!("{target} kept moving while merging {branch}; try again"),
+    ))
+}
+
+/// Ids of the open discussions the daemon opened about a conflict of `node`.
+fn open_merge_questions<'a>(
+    view: &'a RunDetail,
+    node: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    view.discussions
+        .iter()
+        .filter(move |d| d.open && d.node.as_deref() == Some(node) && d.id.starts_with("merge-"))
+        .map(|d| d.id.clone())
+}
+
 /// The branch a run's nodes merge into: the integration branch of an orchestrate run, the
 /// base otherwise.
 pub fn target_of(view: &RunDetail) -> Option<String> {
@@ -87,7 +146,9 @@ pub async fn merge_node(
                 commit: node.merge_commit.unwrap_or_default(),
             })
         }
-        NodeState::Done | NodeState::Conflict | NodeState::MergeBlocked => {}
+        // Merging: a merge a crash interrupted; computing it again cannot apply it twice
+        // (a branch already contained in its target is "up to date").
+        NodeState::Done | NodeState::Conflict | NodeState::MergeBlocked | NodeState::Merging => {}
         other => {
             return Err(AppError::new(
                 ErrorKind::InvalidTransition,
@@ -102,53 +163,22 @@ pub async fn merge_node(
         .branch
         .clone()
         .ok_or_else(|| AppError::invalid(format!("node {node_id:?} has no branch")))?;
-    append(
-        daemon,
-        handle,
-        Some(node_id),
-        "merge.started",
-        json!({"target": target, "branch": branch}),
-    )
-    .await?;
+    if node.state != NodeState::Merging {
+        append(
+            daemon,
+            handle,
+            Some(node_id),
+            "merge.started",
+            json!({"target": target, "branch": branch}),
+        )
+        .await?;
+    }
+    failpoint("merge:after-started");
 
     let title = view.manifest.title.clone().unwrap_or_default();
     let message = format!("Merge {branch}: {title}");
     let (r, t, b) = (repo.clone(), target.clone(), branch.clone());
-    let outcome = blocking(move || {
-        let git = Git::new(&r);
-        for _ in 0..RACE_RETRIES {
-            let (old, new, fast_forward) = match git.plan_merge(&t, &b, &message)? {
-                MergePlan::Conflict { files } => return Ok(Outcome::Conflict(files)),
-                MergePlan::UpToDate { target } => {
-                    return Ok(Outcome::Moved {
-                        old: target.clone(),
-                        new: target,
-                        fast_forward: true,
-                    })
-                }
-                MergePlan::FastForward { old, new } => (old, new, true),
-                MergePlan::Merge { old, new } => (old, new, false),
-            };
-            match git.move_branch(&t, &old, &new, &message)? {
-                MoveOutcome::Moved => {
-                    return Ok(Outcome::Moved {
-                        old,
-                        new,
-                        fast_forward,
-                    })
-                }
-                MoveOutcome::TargetDirty { worktree, paths } => {
-                    return Ok(Outcome::Dirty { worktree, paths })
-                }
-                MoveOutcome::LostRace { .. } => continue,
-            }
-        }
-        Err(AppError::new(
-            ErrorKind::ToolFailed,
-            format!("{t} kept moving while merging {b}; try again"),
-        ))
-    })
-    .await;
+    let outcome = blocking(move || merge_into(&r, &t, &b, &message)).await;
 
     match outcome {
         Ok(Outcome::Moved {
@@ -156,28 +186,21 @@ pub async fn merge_node(
             new,
             fast_forward,
         }) => {
-            let ack = append(
-                daemon,
-                handle,
+            // The merge and the settling of this node's conflict questions land together, so
+            // nobody sees the run waiting on a question the merge answered.
+            let mut drafts = vec![Draft::daemon(
                 Some(node_id),
                 "merge.succeeded",
                 json!({"commit": new, "target": target, "old": old, "fast_forward": fast_forward}),
-            )
-            .await?;
-            let _ = ack;
-            // A conflict discussion about this node is settled by the merge.
-            for d in view.discussions.iter().filter(|d| {
-                d.open && d.node.as_deref() == Some(node_id) && d.id.starts_with("merge-")
-            }) {
-                let _ = append(
-                    daemon,
-                    handle,
+            )];
+            drafts.extend(open_merge_questions(&view, node_id).map(|id| {
+                Draft::daemon(
                     Some(node_id),
                     "discussion.resolved",
-                    json!({"id": d.id, "answer": format!("merged into {target} at {new}")}),
+                    json!({"id": id, "answer": format!("merged into {target} at {new}")}),
                 )
-                .await;
-            }
+            }));
+            daemon.store.append_all(handle, drafts).await?;
             Ok(Merged {
                 node: node_id.to_string(),
                 target,
@@ -189,12 +212,14 @@ pub async fn merge_node(
             // The conflict and the question to a human land together: whoever sees the
             // node in conflict also sees the discussion.
             let question = format!("merge-{}", octl_proto::ids::new_ulid().to_ascii_lowercase());
+            // One open question per conflicted node, however often the merge is tried.
+            let asked = open_merge_questions(&view, node_id).next().is_some();
             daemon
                 .store
                 .append_all(
                     handle,
-                    vec![
-                        Draft::daemon(Some(node_id), "merge.conflict", json!({"files": files})),
+                    std::iter::once(Draft::daemon(Some(node_id), "merge.conflict", json!({"files": files})))
+                        .chain((!asked).then(|| {
                         Draft::daemon(
                             Some(node_id),
                             "discussion.opened",
@@ -206,8 +231,9 @@ pub async fn merge_node(
                                     files.join(", "), handle.id
                                 ),
                             }),
-                        ),
-                    ],
+                        )
+                        }))
+                        .collect(),
                 )
                 .await?;
             Err(AppError::new(
@@ -287,64 +313,38 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
             commit,
         });
     }
-    if let Some(n) = view.nodes.iter().find(|n| n.state != NodeState::Merged) {
+    if let Some(n) = view
+        .nodes
+        .iter()
+        .find(|n| n.state != NodeState::Merged || !n.cleaned)
+    {
         return Err(AppError::new(
             ErrorKind::InvalidTransition,
             format!(
-                "node {:?} is {}; the integration branch is merged into {base} once every node is merged into it",
+                "node {:?} is {}{}; the integration branch is merged into {base} once every node is merged into it and cleaned up",
                 n.id,
-                n.state.as_str()
+                n.state.as_str(),
+                if n.state == NodeState::Merged { " but not cleaned up yet" } else { "" }
             ),
         ));
     }
-    append(
-        daemon,
-        handle,
-        None,
-        "merge.started",
-        json!({"target": base, "branch": integration}),
-    )
-    .await?;
+    if view.manifest.merge.as_deref() != Some("merging") {
+        append(
+            daemon,
+            handle,
+            None,
+            "merge.started",
+            json!({"target": base, "branch": integration}),
+        )
+        .await?;
+    }
+    failpoint("merge:after-started");
     let message = format!(
         "Merge {integration}: {}",
         view.manifest.title.clone().unwrap_or_default()
     );
     let (r, t, b) = (repo.clone(), base.clone(), integration.clone());
-    let outcome = blocking(move || {
-        let git = Git::new(&r);
-        for _ in 0..RACE_RETRIES {
-            let (old, new) = match git.plan_merge(&t, &b, &message)? {
-                MergePlan::Conflict { files } => return Ok(Outcome::Conflict(files)),
-                MergePlan::UpToDate { target } => (target.clone(), target),
-                MergePlan::FastForward { old, new } | MergePlan::Merge { old, new } => (old, new),
-            };
-            if old == new {
-                return Ok(Outcome::Moved {
-                    old,
-                    new,
-                    fast_forward: true,
-                });
-            }
-            match git.move_branch(&t, &old, &new, &message)? {
-                MoveOutcome::Moved => {
-                    return Ok(Outcome::Moved {
-                        old,
-                        new,
-                        fast_forward: false,
-                    })
-                }
-                MoveOutcome::TargetDirty { worktree, paths } => {
-                    return Ok(Outcome::Dirty { worktree, paths })
-                }
-                MoveOutcome::LostRace { .. } => continue,
-            }
-        }
-        Err(AppError::new(
-            ErrorKind::ToolFailed,
-            format!("{t} kept moving while merging {b}; try again"),
-        ))
-    })
-    .await;
+    let outcome = blocking(move || merge_into(&r, &t, &b, &message)).await;
     match outcome {
         Ok(Outcome::Moved { old, new, .. }) => {
             let (r, b, t) = (repo.clone(), integration.clone(), base.clone());

@@ -11,16 +11,23 @@
 //! - [`finish`]: done → gate → merge → clean up.
 //! - [`merge`]: merging a branch without losing anything (DESIGN.md §6).
 //! - [`cleanup`]: snapshot, then remove window, worktree and branch.
+//! - [`heal`]: finishing starts and merges a crash interrupted, from their intent events.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
 //! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
 //! - [`retry`]: a failed node of a DAG or fan-out starts over.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
+//! - [`orphans`]: worktrees, branches and windows under the daemon's names that no run owns.
+//! - [`gc`]: `run gc` (what finished runs left behind, and orphans, after a snapshot) and
+//!   `recover` (a snapshot back into a branch).
 
 pub mod cancel;
 pub mod cleanup;
 pub mod finish;
+pub mod gc;
+pub mod heal;
 pub mod machine;
 pub mod merge;
+pub mod orphans;
 pub mod retry;
 pub mod schedule;
 pub mod spawn;
@@ -84,14 +91,17 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.daemon
+        let asked = self
+            .daemon
             .engine
             .in_flight
             .lock()
             .expect("in_flight lock")
-            .remove(&self.key);
-        // The step may have left the run in a state that wants the next one.
-        if self.notify {
+            .remove(&self.key)
+            .unwrap_or(false);
+        // Someone wanted this node (or the run's end) while the step ran: look again now.
+        // Only then — a step that fails without a trace must not wake itself for ever.
+        if asked && self.notify {
             self.daemon.store.notify(&self.key.0);
         }
     }
@@ -129,12 +139,17 @@ impl Engine {
         })
     }
 
+    /// Whether a node step of the run is running; each such step is asked to wake the engine
+    /// when it ends, so what waits for it (the run's end) is looked at again.
     fn busy(&self, run: &str) -> bool {
-        self.in_flight
-            .lock()
-            .expect("in_flight lock")
-            .keys()
-            .any(|(r, step)| r == run && !step.starts_with('~'))
+        let mut busy = false;
+        for ((r, step), asked) in self.in_flight.lock().expect("in_flight lock").iter_mut() {
+            if r == run && !step.starts_with('~') {
+                *asked = true;
+                busy = true;
+            }
+        }
+        busy
     }
 
     /// Checks the git and tmux versions once per daemon (each check is a process).
@@ -203,6 +218,38 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     ) {
         return;
     }
+    // A step announced in the log but running nowhere was cut short by a crash. (While a
+    // step runs, its node's slot is held, so the claim fails.)
+    for node in view.nodes.iter() {
+        let stuck = match node.state {
+            NodeState::Starting => true,
+            NodeState::Merging => true,
+            NodeState::Merged => !node.cleaned,
+            _ => false,
+        };
+        if !stuck {
+            continue;
+        }
+        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+            let (d, h, n) = (daemon.clone(), handle.clone(), node.clone());
+            tokio::spawn(async move {
+                if n.state == NodeState::Starting {
+                    heal::start(&d, &h, &n, slot).await;
+                } else {
+                    heal::merge_and_clean(&d, &h, &n, slot).await;
+                }
+            });
+        }
+    }
+    if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
+            let (d, h) = (daemon.clone(), handle.clone());
+            tokio::spawn(async move {
+                let _ = merge::merge_run(&d, &h).await;
+                drop(slot);
+            });
+        }
+    }
     if merges_by_itself(kind) {
         for node in view.nodes.iter().filter(|n| n.state == NodeState::Done) {
             if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
@@ -261,7 +308,10 @@ fn wants_auto_merge(view: &RunDetail) -> bool {
         == Some(true)
         && view.manifest.merge.is_none()
         && !view.nodes.is_empty()
-        && view.nodes.iter().all(|n| n.state == NodeState::Merged)
+        && view
+            .nodes
+            .iter()
+            .all(|n| n.state == NodeState::Merged && n.cleaned)
 }
 
 /// `run.completed` when every node merged, `run.failed` when every node finished and one did
@@ -272,7 +322,10 @@ fn run_end(view: &RunDetail) -> Option<&'static str> {
     }
     if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
         Some("run.completed")
-    } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled) {
+    } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled)
+        || view.manifest.kind == "fanout"
+    {
+        // A fan-out with failed units waits for `run retry` (or a cancel).
         None
     } else {
         Some("run.failed")

@@ -27,6 +27,18 @@ pub async fn retry(
             ),
         ));
     }
+    if matches!(
+        view.manifest.status.as_str(),
+        "completed" | "failed" | "cancelled"
+    ) {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "run {} is {}; only a run that has not ended can retry a node",
+                handle.id, view.manifest.status
+            ),
+        ));
+    }
     let node = view
         .nodes
         .iter()
@@ -67,7 +79,7 @@ pub async fn retry(
                 Draft::daemon(
                     Some(&n),
                     "node.unblocked",
-                    json!({"reason": format!("{node_id} is retried")}),
+                    json!({"cause": format!("{node_id} is retried")}),
                 )
             }),
     );

@@ -187,6 +187,20 @@ async fn block_dependents(
             .await?;
         }
     }
+    // A dependency that got unstuck (merged by hand after a conflict, or retried) frees the
+    // nodes it blocked.
+    for n in view.nodes.iter().filter(|n| n.state == NodeState::Blocked) {
+        if !n.deps.iter().any(|d| stuck.contains(d.as_str())) {
+            append(
+                daemon,
+                handle,
+                Some(&n.id),
+                "node.unblocked",
+                json!({"cause": "its dependencies can merge again"}),
+            )
+            .await?;
+        }
+    }
     Ok(())
 }
 

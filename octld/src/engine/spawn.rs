@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use octl_proto::ids::validate_node_id;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
+use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile};
 use crate::config::Config;
@@ -228,7 +229,9 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
         })
         .await?;
     let t_create = t0.elapsed();
-    start_node(
+    // The node is being started: the engine must not take it for a start a crash cut short.
+    let slot = super::Engine::claim(daemon, &handle.id, &checked.node);
+    let started = start_node(
         daemon,
         &handle,
         &checked.node,
@@ -236,7 +239,9 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
         &checked.base,
         &checked.launch,
     )
-    .await?;
+    .await;
+    drop(slot);
+    started?;
     tracing::debug!(run = %handle.id, check_ms = t_check.as_secs_f64() * 1e3, created_ms = t_create.as_secs_f64() * 1e3, started_ms = t0.elapsed().as_secs_f64() * 1e3, "spawned");
     Ok(handle)
 }
@@ -265,8 +270,6 @@ pub async fn start_node(
     start_point: &str,
     launch: &Launch,
 ) -> Result<(), AppError> {
-    let branch = branch_name(&handle.id, node);
-    let worktree = daemon.home.worktrees().join(&handle.id).join(node);
     let planned = handle
         .view()
         .nodes
@@ -276,6 +279,23 @@ pub async fn start_node(
         let intent = starting(&handle.id, node, &daemon.home.worktrees());
         daemon.store.append(handle, intent, false).await?;
     }
+    failpoint("spawn:after-starting");
+    bring_up(daemon, handle, node, repo, start_point, launch, false).await
+}
+
+/// The side effects of starting a node, then `node.started`. Safe to repeat after a crash
+/// (`healing`): a live window of the node is adopted, an existing branch or worktree reused.
+pub async fn bring_up(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &str,
+    repo: &Path,
+    start_point: &str,
+    launch: &Launch,
+    healing: bool,
+) -> Result<(), AppError> {
+    let branch = branch_name(&handle.id, node);
+    let worktree = daemon.home.worktrees().join(&handle.id).join(node);
     let started = {
         let (d, h, n, repo, start_point, launch) = (
             daemon.clone(),
@@ -287,16 +307,30 @@ pub async fn start_node(
         );
         let (branch, worktree) = (branch.clone(), worktree.clone());
         blocking(move || {
-            let t = std::time::Instant::now();
-            Git::new(&repo).worktree_add(&worktree, &branch, &start_point)?;
-            let t_wt = t.elapsed();
-            let r = open_window(&d, &h, &n, &worktree, &launch);
-            tracing::debug!(
-                worktree_ms = t_wt.as_secs_f64() * 1e3,
-                window_ms = (t.elapsed() - t_wt).as_secs_f64() * 1e3,
-                "side effects"
-            );
-            r
+            let git = Git::new(&repo);
+            if healing {
+                let live = d
+                    .tmux
+                    .list_panes()?
+                    .into_iter()
+                    .find(|p| p.session == h.id && p.window == n && !p.dead);
+                if let Some(p) = live {
+                    tracing::info!(run = %h.id, node = %n, pane = %p.pane_id, "adopted the live window of a half-started node");
+                    return Ok((p.pane_id, p.pane_pid.unwrap_or(0)));
+                }
+                let registered = git.worktree_list()?.iter().any(|w| w.path == worktree && !w.prunable);
+                if !registered {
+                    if git.branch_exists(&branch)? {
+                        git.worktree_prune()?;
+                        git.worktree_add_existing(&worktree, &branch)?;
+                    } else {
+                        git.worktree_add(&worktree, &branch, &start_point)?;
+                    }
+                }
+            } else {
+                git.worktree_add(&worktree, &branch, &start_point)?;
+            }
+            open_window(&d, &h, &n, &worktree, &launch)
         })
         .await
     };

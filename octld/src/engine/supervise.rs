@@ -127,25 +127,26 @@ async fn on_exit(
             data.insert("reason".into(), json!(r));
         }
     };
-    // A shell task is judged by its exit status alone; any other agent by its held report,
-    // else by what its profile says an unreported exit means.
+    // A shell task is judged by its exit status (and an explicit `node fail`); any other
+    // agent by its held report, else by what its profile says an unreported exit means.
     let kind = match (node.on_exit.as_deref(), node.report.as_deref()) {
         // Exit 0, or closed by us after it reported done.
         (Some("shell"), report)
-            if status == Some(0) || (status.is_none() && report == Some("done")) =>
+            if report != Some("failed")
+                && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
         {
             data.insert("commit".into(), json!(commit_work(node).await?));
             said(&mut data);
             "node.done"
         }
-        (Some("shell"), _) => {
-            data.insert(
-                "reason".into(),
-                json!(match status {
-                    Some(code) => format!("the task exited with status {code}"),
-                    None => "the task was killed or its window closed".to_string(),
-                }),
-            );
+        (Some("shell"), report) => {
+            let reason = match (report, &node.reason, status) {
+                (Some("failed"), Some(r), _) => r.clone(),
+                (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
+                (_, _, Some(_)) => "the task reported failure".to_string(),
+                (_, _, None) => "the task was killed or its window closed".to_string(),
+            };
+            data.insert("reason".into(), json!(reason));
             "node.failed"
         }
         (_, Some("done")) => {

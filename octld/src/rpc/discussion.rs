@@ -113,9 +113,17 @@ pub async fn answer(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
                 .with_hint("list them with `orchestratectl discussion list --open`")
         })?;
     if !disc.open {
+        // The same answer again is a retry: report it. Another answer is refused.
+        if disc.answer.as_deref() == Some(p.text.as_str()) {
+            return with_run(&handle.id, &disc);
+        }
         return Err(AppError::new(
             ErrorKind::InvalidTransition,
-            format!("discussion {:?} is already answered", p.id),
+            format!(
+                "discussion {:?} is already answered: {:?}",
+                p.id,
+                disc.answer.clone().unwrap_or_default()
+            ),
         ));
     }
     let draft = Draft {

@@ -17,6 +17,10 @@ use crate::engine::{blocking, machine, spawn};
 use crate::git::Git;
 use crate::store::{Draft, NewRun};
 
+fn plural(n: usize, what: &str, noun: &str) -> String {
+    format!("{what} {n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 fn format(given: &str) -> Result<Format, AppError> {
     match given {
         "toml" => Ok(Format::Toml),
@@ -99,7 +103,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let title = manifest
         .title
         .clone()
-        .unwrap_or_else(|| format!("fan-out of {} units", manifest.units.len()));
+        .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
     let mut settings = base_settings(title, &repo, &base);
     cap(p.max_parallel, &mut settings)?;
     settings.insert("agent".into(), json!(names[0]));
@@ -183,7 +187,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppErr
     let title = plan
         .title
         .clone()
-        .unwrap_or_else(|| format!("plan of {} nodes", plan.nodes.len()));
+        .unwrap_or_else(|| plural(plan.nodes.len(), "plan of", "node"));
     let mut settings = base_settings(title, &repo, &base);
     cap(p.max_parallel, &mut settings)?;
     settings.insert("integration".into(), json!(integration));

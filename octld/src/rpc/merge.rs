@@ -37,7 +37,7 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
             [one] => one.id.clone(),
             nodes => {
                 return Err(AppError::invalid(format!(
-                    "run {} has {} nodes: name one with node ({})",
+                    "run {} has {} nodes: name one with --node ({})",
                     handle.id,
                     nodes.len(),
                     nodes

@@ -10,13 +10,17 @@
 //! - [`fanout`]: `fanout.start`, `fanout.manifest`, `orchestrate.start`.
 //! - [`discussion`]: `discussion.ask`, `discussion.list`, `discussion.answer`.
 //! - [`spinoff`]: `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`.
+//! - [`gc`]: `run.gc`, `recover` (garbage and recovery).
+//! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents` (the daemon's side of doctor).
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
 pub mod discover;
 pub mod discussion;
+pub mod doctor;
 pub mod event;
 pub mod fanout;
+pub mod gc;
 pub mod merge;
 pub mod node;
 pub mod run;
@@ -420,6 +424,50 @@ pub const METHODS: &[MethodSpec] = &[
         result: r#"{"type":"object"}"#,
     },
     MethodSpec {
+        name: "run.gc",
+        summary: "Remove what completed, failed and cancelled runs left behind (worktrees, windows, branches) and what no run owns, snapshotting every worktree and unmerged branch tip under refs/octl/snapshots/<RUN>/<NODE> first.",
+        params: &[ParamSpec {
+            name: "dry_run",
+            required: false,
+            schema: r#"{"type":"boolean"}"#,
+            doc: "list what would be removed and change nothing",
+        }],
+        result: r#"{"type":"object","required":["dry_run","removed","kept"],"properties":{"dry_run":{"type":"boolean"},"removed":{"type":"array","items":{"type":"object","required":["kind","why"]}},"kept":{"type":"array","items":{"type":"object","required":["kind","why","reason"]}}}}"#,
+    },
+    MethodSpec {
+        name: "recover",
+        summary: "Create a branch at a node's snapshot (refs/octl/snapshots/<RUN>/<NODE>); never overwrites a branch.",
+        params: &[
+            RUN_PARAM,
+            NODE_PARAM,
+            ParamSpec {
+                name: "branch",
+                required: false,
+                schema: r#"{"type":"string","description":"a name git check-ref-format --branch accepts, outside octl/"}"#,
+                doc: "the branch to create (default recovered/<first 8 characters of RUN>/<NODE>)",
+            },
+        ],
+        result: r#"{"type":"object","required":["run","node","repo","branch","commit","snapshot_ref"]}"#,
+    },
+    MethodSpec {
+        name: "doctor.runs",
+        summary: "Per run: whether its log replays and its projection files match what the log derives (reads only).",
+        params: &[],
+        result: r#"{"type":"object","required":["runs"],"properties":{"runs":{"type":"array","items":{"type":"object","required":["run","ok","events"]}}}}"#,
+    },
+    MethodSpec {
+        name: "doctor.orphans",
+        summary: "Worktrees, branches and windows under the daemon's names that no run owns (reads only).",
+        params: &[],
+        result: r#"{"type":"object","required":["orphans"],"properties":{"orphans":{"type":"array","items":{"type":"object","required":["kind","why"]}}}}"#,
+    },
+    MethodSpec {
+        name: "doctor.agents",
+        summary: "Every agent profile, its program, and whether the daemon finds it on its PATH.",
+        params: &[],
+        result: r#"{"type":"object","required":["agents"]}"#,
+    },
+    MethodSpec {
         name: "rpc.discover",
         summary: "This OpenRPC document.",
         params: &[],
@@ -458,6 +506,11 @@ pub async fn dispatch(
         "spinoff.list" => spinoff::list(daemon, params),
         "spinoff.accept" => spinoff::accept(daemon, params).await,
         "spinoff.reject" => spinoff::reject(daemon, params).await,
+        "run.gc" => gc::gc(daemon, params).await,
+        "recover" => gc::recover(daemon, params).await,
+        "doctor.runs" => doctor::runs(daemon, params).await,
+        "doctor.orphans" => doctor::orphans(daemon, params).await,
+        "doctor.agents" => doctor::agents(daemon, params).await,
         "rpc.discover" => discover::discover(params),
         _ => Err(AppError::new(
             ErrorKind::MethodNotFound,

@@ -63,11 +63,12 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     Ok(Value::Array(out))
 }
 
+/// The proposal and its run, whatever its status.
 fn find(
     daemon: &Daemon,
     id: &str,
 ) -> Result<(Arc<RunHandle>, octl_proto::state::Spinoff), AppError> {
-    let (h, s) = daemon
+    daemon
         .store
         .handles()
         .into_iter()
@@ -78,19 +79,39 @@ fn find(
         .ok_or_else(|| {
             AppError::not_found(format!("no spin-off proposal {id:?}"))
                 .with_hint("list them with `orchestratectl spinoff list`")
-        })?;
-    if s.status != "proposed" {
-        return Err(AppError::new(
+        })
+}
+
+/// A decision on a proposal already decided the other way is refused; the same decision
+/// again reports the existing one (true).
+fn decided(s: &octl_proto::state::Spinoff, wanted: &str) -> Result<bool, AppError> {
+    match s.status.as_str() {
+        "proposed" => Ok(false),
+        st if st == wanted => Ok(true),
+        st => Err(AppError::new(
             ErrorKind::InvalidTransition,
-            format!("spin-off proposal {id:?} is already {}", s.status),
-        ));
+            format!("spin-off proposal {:?} is already {st}", s.id),
+        )),
     }
-    Ok((h, s))
+}
+
+fn proposal_json(run: &str, s: &octl_proto::state::Spinoff) -> Result<Value, AppError> {
+    let mut v = to_value(s)?;
+    v["run"] = json!(run);
+    Ok(v)
 }
 
 pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: AcceptParams = params(p)?;
     let (parent, proposal) = find(daemon, &p.id)?;
+    if decided(&proposal, "accepted")? {
+        let child = daemon
+            .store
+            .resolve("run", proposal.child_run.as_deref().unwrap_or_default())?;
+        return Ok(
+            json!({"proposal": proposal_json(&parent.id, &proposal)?, "run": to_value(&child.summary())?}),
+        );
+    }
     let view = parent.view();
     let repo = view.manifest.repo.clone().ok_or_else(|| {
         AppError::invalid(format!(
@@ -112,6 +133,7 @@ pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         },
     )
     .await?;
+    // Recorded even after the parent run ended: the decision is a human's.
     append(
         daemon,
         &parent,
@@ -125,30 +147,31 @@ pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         .spinoffs
         .iter()
         .find(|s| s.id == p.id)
-        .cloned();
-    let mut out = json!({"proposal": to_value(&updated)?, "run": to_value(&child.summary())?});
-    out["proposal"]["run"] = json!(parent.id);
-    Ok(out)
+        .cloned()
+        .unwrap_or(proposal);
+    Ok(
+        json!({"proposal": proposal_json(&parent.id, &updated)?, "run": to_value(&child.summary())?}),
+    )
 }
 
 pub async fn reject(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RejectParams = params(p)?;
     text("reason", &p.reason, 16 * 1024)?;
     let (parent, proposal) = find(daemon, &p.id)?;
-    let draft = Draft::daemon(
-        proposal.node.as_deref(),
-        "spinoff.rejected",
-        json!({"id": proposal.id, "reason": p.reason}),
-    );
-    daemon.store.append(&parent, draft, false).await?;
-    let mut v = to_value(
-        &parent
-            .view()
-            .spinoffs
-            .iter()
-            .find(|s| s.id == p.id)
-            .cloned(),
-    )?;
-    v["run"] = json!(parent.id);
-    Ok(v)
+    if !decided(&proposal, "rejected")? {
+        let draft = Draft::daemon(
+            proposal.node.as_deref(),
+            "spinoff.rejected",
+            json!({"id": proposal.id, "reason": p.reason}),
+        );
+        daemon.store.append(&parent, draft, false).await?;
+    }
+    let updated = parent
+        .view()
+        .spinoffs
+        .iter()
+        .find(|s| s.id == p.id)
+        .cloned()
+        .unwrap_or(proposal);
+    proposal_json(&parent.id, &updated)
 }

@@ -26,6 +26,8 @@ use crate::daemon::{io_err, Daemon, DaemonError};
 
 /// How long a client may take to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 512;
 /// How long in-flight connections get to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -47,6 +49,15 @@ pub fn bind(path: &Path) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
+/// Serves a listening socket handed over by a service manager ([`crate::activation`]) instead
+/// of binding one. It is never unlinked by the daemon: the service manager owns it.
+pub fn adopt(listener: std::os::unix::net::UnixListener) -> Result<UnixListener, DaemonError> {
+    listener
+        .set_nonblocking(true)
+        .map_err(io_err("cannot make the handed-over socket non-blocking"))?;
+    UnixListener::from_std(listener).map_err(io_err("cannot serve the handed-over socket"))
+}
+
 /// Serves until the daemon's shutdown is requested, then drains in-flight connections.
 pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
     let graceful = GracefulShutdown::new();
@@ -54,7 +65,14 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
     let router = routes::router(daemon.clone());
     let stop = daemon.shutdown_requested();
     tokio::pin!(stop);
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // At the limit, new connections wait in the socket's backlog until one closes (an
+        // idle one is closed by the header timeout), rather than exhausting the daemon.
+        let permit = tokio::select! {
+            p = open.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = &mut stop => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let stream = match accepted {
@@ -80,6 +98,7 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    drop(permit);
                 });
             }
             _ = &mut stop => break,

@@ -233,6 +233,83 @@ fn spawn(rows: &mut Vec<Row>) {
     });
 }
 
+/// Fan-out of 50 `shell` units at cap 8, next to a plain script doing the same git work in
+/// sequence (worktree add, commit, merge, worktree remove).
+fn fanout(rows: &mut Vec<Row>) {
+    const UNITS: usize = 50;
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let mut ours = Vec::new();
+    let mut plain = Vec::new();
+    for round in 0..3 {
+        eprintln!("fan-out: round {}/3", round + 1);
+        // Ours.
+        let repo = octl_tests::TestRepo::new(&env, &format!("ours-{round}"));
+        let mut manifest = String::from("prompt = \"printf 'unit {n}\\\\n' > f{n}.txt\"\n");
+        for i in 0..UNITS {
+            manifest.push_str(&format!(
+                "[[units]]\nid = \"u{i}\"\nvars = {{ n = \"{i}\" }}\n"
+            ));
+        }
+        let start = Instant::now();
+        let run = env.rpc(
+            "fanout.start",
+            json!({"manifest": manifest, "format": "toml", "repo": repo.path.display().to_string(), "agent": "shell", "max_parallel": 8}),
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let show = octl_tests::wait_until("the fan-out", Duration::from_secs(600), || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            (show["manifest"]["status"] != json!("active")).then_some(show)
+        });
+        ours.push(start.elapsed().as_secs_f64());
+        assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+
+        // The same git work by a plain script, in sequence.
+        let repo = octl_tests::TestRepo::new(&env, &format!("plain-{round}"));
+        let script = format!(
+            "set -e; cd {repo}; for i in $(seq 0 {last}); do \
+               git worktree add -q -b b/$i ../wt-{round}-$i main; \
+               printf 'unit %s\\n' $i > ../wt-{round}-$i/f$i.txt; \
+               git -C ../wt-{round}-$i add -A; git -C ../wt-{round}-$i commit -q -m \"unit $i\"; \
+               git merge -q --no-edit b/$i; \
+               git worktree remove ../wt-{round}-$i; git branch -q -d b/$i; done",
+            repo = repo.path.display(),
+            last = UNITS - 1
+        );
+        let start = Instant::now();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(&script);
+        env.isolate(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        plain.push(start.elapsed().as_secs_f64());
+    }
+    let (o, p) = (median(ours), median(plain));
+    rows.push(Row {
+        metric: format!("fan-out of {UNITS} shell units at cap 8: wall time"),
+        ours: o * 1000.0,
+        baseline: Some(p * 1000.0),
+        unit: "ms",
+        target: "—".into(),
+        pass: true,
+    });
+    let overhead = (o - p) * 1000.0 / UNITS as f64;
+    rows.push(Row {
+        metric: "fan-out: orchestration overhead per unit beyond the git work".into(),
+        ours: overhead,
+        baseline: None,
+        unit: "ms",
+        target: "≤ 50 ms".into(),
+        pass: overhead <= 50.0,
+    });
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map(String::as_str).unwrap_or("all");
@@ -246,13 +323,15 @@ fn main() {
         "appends" => appends(&mut rows),
         "run-list" => run_list(&mut rows),
         "spawn" => spawn(&mut rows),
+        "fanout" => fanout(&mut rows),
         "all" => {
             run_list(&mut rows);
             appends(&mut rows);
             spawn(&mut rows);
+            fanout(&mut rows);
         }
         other => {
-            eprintln!("unknown benchmark {other:?}: use all, appends, run-list or spawn");
+            eprintln!("unknown benchmark {other:?}: use all, appends, run-list, spawn or fanout");
             std::process::exit(2);
         }
     }

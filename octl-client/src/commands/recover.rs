@@ -1,0 +1,228 @@
+//! Garbage and recovery: `recover RUN --node NODE [--branch NAME]` (a snapshot ref back into a
+//! branch) and `run gc [--dry-run]` (what finished runs left behind, and orphans, removed after
+//! a snapshot). JSON output is the daemon's result as it came.
+
+use clap::Args;
+use octl_proto::ids::validate_node_id;
+use octl_proto::rpc::{GcItem, GcParams, GcResult, RecoverParams, RecoverResult};
+use octl_proto::AppError;
+
+use super::run::run_param;
+use super::{call, decode, Ctx};
+use crate::output::shell_word;
+
+// The flags of `recover`; its help is on `Group::Recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node whose snapshot to recover
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+
+    /// The branch to create; must not exist (checked with `git check-ref-format --branch`,
+    /// and outside the daemon's own octl/ namespace)
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+}
+
+/// The examples of `recover --help`.
+pub const RECOVER_EXAMPLES: &str = "\
+Examples:
+  orchestratectl recover 01JDXJ5R --node api                  # branch recovered/01JDXJ5R/api
+  orchestratectl recover 01JDXJ5R --node api --branch api-draft
+  orchestratectl --json recover 01JDXJ5R --node api           # {run,node,repo,branch,commit,snapshot_ref}";
+
+// The flags of `run gc`; its help is on `RunCmd::Gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// List what would be removed and kept, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The examples of `run gc --help`.
+pub const GC_EXAMPLES: &str = "\
+Examples:
+  orchestratectl run gc --dry-run          # what would go, and why
+  orchestratectl run gc
+  orchestratectl --json run gc --dry-run   # {\"dry_run\":true,\"removed\":[…],\"kept\":[…]}
+  orchestratectl recover 01JDXJ5R --node api   # a removed worktree's content, back as a branch";
+
+pub async fn execute(ctx: &Ctx, args: RecoverArgs) -> Result<(), AppError> {
+    validate_node_id("--node", &args.node)?;
+    let params = RecoverParams {
+        run: run_param(&args.run)?.run,
+        node: args.node,
+        branch: args.branch,
+    };
+    let params = serde_json::to_value(&params).expect("RPC params always serialize");
+    let value = call(ctx, "recover", params).await?;
+    let r: RecoverResult = decode("recover", &value)?;
+    ctx.out.result(&value, || recover_text(&r));
+    Ok(())
+}
+
+/// `Recovered node api of run 01…: branch recovered/01JDXJ5R/api at <commit>` and where from.
+pub fn recover_text(r: &RecoverResult) -> String {
+    format!(
+        "Recovered node {} of run {}: branch {} at {}\n  from {} in {}\n  see it: git -C {} log --stat -1 {}",
+        r.node,
+        r.run,
+        r.branch,
+        r.commit,
+        r.snapshot_ref,
+        r.repo,
+        shell_word(&r.repo),
+        shell_word(&r.branch)
+    )
+}
+
+pub async fn gc(ctx: &Ctx, args: GcArgs) -> Result<(), AppError> {
+    let params = GcParams {
+        dry_run: args.dry_run,
+    };
+    let params = serde_json::to_value(&params).expect("RPC params always serialize");
+    let value = call(ctx, "run.gc", params).await?;
+    let r: GcResult = decode("run.gc", &value)?;
+    ctx.out.result(&value, || gc_text(&r));
+    Ok(())
+}
+
+/// What an item is: a path, a branch (in its repository), or a window.
+fn what(i: &GcItem) -> String {
+    if let Some(p) = &i.path {
+        return p.clone();
+    }
+    if let Some(r) = &i.refname {
+        let short = r.strip_prefix("refs/heads/").unwrap_or(r);
+        return match &i.repo {
+            Some(repo) => format!("{short} in {repo}"),
+            None => short.to_string(),
+        };
+    }
+    i.target.clone().unwrap_or_default()
+}
+
+/// The human form of `run gc`: what went (or would), what stays and why.
+pub fn gc_text(r: &GcResult) -> String {
+    let mut out = String::new();
+    if r.removed.is_empty() && r.kept.is_empty() {
+        return "Nothing to collect: no finished run left anything behind, and nothing is orphaned."
+            .to_string();
+    }
+    if !r.removed.is_empty() {
+        out.push_str(&format!(
+            "{} ({}):\n",
+            if r.dry_run { "Would remove" } else { "Removed" },
+            r.removed.len()
+        ));
+        for i in &r.removed {
+            out.push_str(&format!("  {:<8}  {}\n    {}\n", i.kind, what(i), i.why));
+            if let Some(s) = &i.snapshot_ref {
+                let at = i
+                    .snapshot_commit
+                    .as_deref()
+                    .map(|c| format!(" at {}", &c[..c.len().min(12)]))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "    {} {s}{at}\n",
+                    if r.dry_run {
+                        "saved first in"
+                    } else {
+                        "saved in"
+                    }
+                ));
+            }
+        }
+    }
+    if !r.kept.is_empty() {
+        out.push_str(&format!("Kept ({}):\n", r.kept.len()));
+        for i in &r.kept {
+            out.push_str(&format!(
+                "  {:<8}  {}\n    {}: {}\n",
+                i.kind,
+                what(i),
+                i.why,
+                i.reason.as_deref().unwrap_or("kept")
+            ));
+        }
+    }
+    if r.dry_run {
+        out.push_str("Dry run: nothing was changed; `orchestratectl run gc` removes them.");
+    } else if r.removed.iter().any(|i| i.snapshot_ref.is_some()) {
+        out.push_str(
+            "Recover a snapshot as a branch with `orchestratectl recover RUN --node NODE`.",
+        );
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(kind: &str) -> GcItem {
+        GcItem {
+            kind: kind.into(),
+            path: None,
+            refname: None,
+            target: None,
+            repo: None,
+            run: None,
+            node: None,
+            why: "run R is failed".into(),
+            snapshot_ref: None,
+            snapshot_commit: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn gc_text_lists_what_goes_and_what_stays() {
+        let r = GcResult {
+            dry_run: true,
+            removed: vec![GcItem {
+                path: Some("/h/worktrees/R/n".into()),
+                snapshot_ref: Some("refs/octl/snapshots/R/n".into()),
+                ..item("worktree")
+            }],
+            kept: vec![GcItem {
+                refname: Some("refs/heads/octl/R/n".into()),
+                repo: Some("/repo".into()),
+                reason: Some("it is checked out in /x".into()),
+                ..item("branch")
+            }],
+        };
+        assert_eq!(
+            gc_text(&r),
+            "Would remove (1):\n  worktree  /h/worktrees/R/n\n    run R is failed\n    saved first in refs/octl/snapshots/R/n\n\
+             Kept (1):\n  branch    octl/R/n in /repo\n    run R is failed: it is checked out in /x\n\
+             Dry run: nothing was changed; `orchestratectl run gc` removes them."
+        );
+        let empty = GcResult {
+            dry_run: false,
+            removed: vec![],
+            kept: vec![],
+        };
+        assert!(gc_text(&empty).starts_with("Nothing to collect"));
+    }
+
+    #[test]
+    fn recover_text_names_branch_commit_and_source() {
+        let r = RecoverResult {
+            run: "01R".into(),
+            node: "api".into(),
+            repo: "/repo".into(),
+            branch: "recovered/01R/api".into(),
+            commit: "abc".into(),
+            snapshot_ref: "refs/octl/snapshots/01R/api".into(),
+        };
+        assert_eq!(
+            recover_text(&r),
+            "Recovered node api of run 01R: branch recovered/01R/api at abc\n  from refs/octl/snapshots/01R/api in /repo\n  see it: git -C /repo log --stat -1 recovered/01R/api"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Healing what a crash interrupted, from the intent events in the log: a node whose start
+//! was announced (`node.starting`) but never confirmed is brought up (its live window adopted,
+//! or its branch, worktree and window made); a merge that was announced (`merge.started`)
+//! is computed again — it cannot apply twice — and a merged node not yet cleaned up is
+//! cleaned. Agents whose windows outlived the daemon need nothing: the supervisor finds them
+//! on its next tick.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use octl_proto::state::Node;
+use octl_proto::{AppError, NodeState, RunKind};
+
+use super::{append, cleanup, merge, spawn, Slot};
+use crate::agents::{self, Mode};
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::store::RunHandle;
+
+/// Brings up a node left in `starting`.
+pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, slot: Slot) {
+    let view = handle.view();
+    let mode = if view.manifest.kind == RunKind::Code.as_str() {
+        Mode::Interactive
+    } else {
+        Mode::Autonomous
+    };
+    let launch = Config::load(&daemon.home.config()).and_then(|config| {
+        agents::resolve(&config, node.agent.as_deref())?
+            .launch(mode, node.task.as_deref().unwrap_or_default())
+    });
+    let result = match (launch, view.manifest.repo.clone(), merge::target_of(&view)) {
+        (Ok(launch), Some(repo), Some(start_point)) => {
+            tracing::info!(run = %handle.id, node = %node.id, "healing a start a crash interrupted");
+            spawn::bring_up(
+                daemon,
+                handle,
+                &node.id,
+                Path::new(&repo),
+                &start_point,
+                &launch,
+                true,
+            )
+            .await
+        }
+        (Err(e), _, _) => Err(e),
+        _ => Err(AppError::invalid("the run names no repository or target")),
+    };
+    if let Err(e) = result {
+        let _ = append(
+            daemon,
+            handle,
+            Some(&node.id),
+            "node.failed",
+            json!({"reason": format!("could not restart after a crash: {}", e.message)}),
+        )
+        .await;
+    }
+    drop(slot);
+}
+
+/// Finishes a merge a crash interrupted, then cleans up; or cleans up a merged node.
+pub async fn merge_and_clean(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    slot: Slot,
+) {
+    let merged = if node.state == NodeState::Merging {
+        tracing::info!(run = %handle.id, node = %node.id, "finishing a merge a crash interrupted");
+        merge::merge_node(daemon, handle, &node.id)
+            .await
+            .map(|m| m.target)
+    } else {
+        merge::target_of(&handle.view()).ok_or_else(|| AppError::invalid("no target"))
+    };
+    if let Ok(target) = merged {
+        let fresh = handle
+            .view()
+            .nodes
+            .iter()
+            .find(|n| n.id == node.id)
+            .cloned();
+        if let Some(n) = fresh.filter(|n| n.state == NodeState::Merged && !n.cleaned) {
+            if let Err(e) = cleanup::cleanup(daemon, handle, &n, Some(&target)).await {
+                tracing::warn!(run = %handle.id, node = %n.id, error = %e.message, "cleanup after a crash");
+            }
+        }
+    }
+    drop(slot);
+}

@@ -1,0 +1,463 @@
+//! Orphans: things under the daemon's own names that no run owns. Only ever reported here;
+//! `run gc` ([`super::gc`]) is what removes them, after a snapshot.
+//!
+//! - worktree directories `$OCTL_HOME/worktrees/<RUN>/<NODE>` whose run is unknown, whose
+//!   node is not recorded, or whose node was cleaned up already (`cleanup.done`);
+//! - git worktrees registered under that folder whose directory is gone (prunable);
+//! - branches `octl/<RUN>/…` in the repositories the runs name (and those the orphan
+//!   worktrees belong to) whose run is unknown, or whose node is not recorded or was cleaned;
+//! - windows on the private tmux server whose session is not an unfinished run, or whose
+//!   node is not recorded, finished or cleaned.
+//!
+//! A corrupt run owns everything under its id: its log cannot say what it made.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use octl_proto::rpc::Orphan;
+use octl_proto::state::Node;
+use octl_proto::AppError;
+
+use super::blocking;
+use crate::daemon::Daemon;
+use crate::git::Git;
+
+/// What the orphan search needs to know of one run.
+#[derive(Debug, Clone)]
+pub struct RunFacts {
+    pub corrupt: bool,
+    /// `active`, `waiting`, `completed`, `failed`, `cancelled`.
+    pub status: String,
+    pub repo: Option<String>,
+    /// The integration branch of an orchestrate run.
+    pub integration: Option<String>,
+    pub nodes: BTreeMap<String, Node>,
+}
+
+impl RunFacts {
+    pub fn terminal(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "failed" | "cancelled")
+    }
+}
+
+/// Every run the daemon knows, by id, as it is now.
+pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
+    daemon
+        .store
+        .handles()
+        .into_iter()
+        .map(|h| {
+            let view = h.view();
+            let facts = RunFacts {
+                corrupt: h.corrupt().is_some(),
+                status: view.manifest.status.clone(),
+                repo: view.manifest.repo.clone(),
+                integration: super::spawn::setting(&view, "integration").map(str::to_string),
+                nodes: view
+                    .nodes
+                    .iter()
+                    .map(|n| (n.id.clone(), n.clone()))
+                    .collect(),
+            };
+            (h.id.clone(), facts)
+        })
+        .collect()
+}
+
+/// Why the worktree directory `worktrees/<run>/<node>` is an orphan; `None` when a run owns it.
+pub fn worktree_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, node: &str) -> Option<String> {
+    let Some(facts) = runs.get(run) else {
+        return Some(format!("run {run} is not known to this daemon"));
+    };
+    if facts.corrupt {
+        return None;
+    }
+    match facts.nodes.get(node) {
+        None => Some(format!("run {run} has no node {node:?}")),
+        Some(n) if n.cleaned => Some(format!(
+            "node {node} ({}) was cleaned up but its worktree is still there",
+            n.state.as_str()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Why the branch `octl/<run>/<rest>` is an orphan; `None` when a run owns it.
+pub fn branch_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, rest: &str) -> Option<String> {
+    let Some(facts) = runs.get(run) else {
+        return Some(format!("run {run} is not known to this daemon"));
+    };
+    if facts.corrupt || facts.integration.as_deref() == Some(&format!("octl/{run}/{rest}")) {
+        return None;
+    }
+    match facts.nodes.get(rest) {
+        None => Some(format!("run {run} has no node {rest:?}")),
+        Some(n) if n.cleaned => Some(format!(
+            "node {rest} ({}) was cleaned up but its branch is still there",
+            n.state.as_str()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Why the window `<session>:<window>` is an orphan; `None` when a live node owns it.
+pub fn window_orphan(
+    runs: &BTreeMap<String, RunFacts>,
+    session: &str,
+    window: &str,
+) -> Option<String> {
+    let Some(facts) = runs.get(session) else {
+        return Some(format!(
+            "session {session} is not a run known to this daemon"
+        ));
+    };
+    if facts.corrupt {
+        return None;
+    }
+    if facts.terminal() {
+        return Some(format!("run {session} is {}", facts.status));
+    }
+    match facts.nodes.get(window) {
+        None => Some(format!("run {session} has no node {window:?}")),
+        Some(n) if n.cleaned => Some(format!("node {window} was cleaned up")),
+        Some(n) if n.state.is_terminal() => Some(format!("node {window} is {}", n.state.as_str())),
+        Some(_) => None,
+    }
+}
+
+/// Finds every orphan. Reads only: nothing is created, moved or deleted.
+pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
+    let runs = facts(daemon);
+    let own = daemon.home.worktrees();
+    let tmux = daemon.tmux.clone();
+    blocking(move || find_in(&runs, &own, &tmux)).await
+}
+
+fn find_in(
+    runs: &BTreeMap<String, RunFacts>,
+    own: &Path,
+    tmux: &crate::tmux::Tmux,
+) -> Result<Vec<Orphan>, AppError> {
+    let mut out = Vec::new();
+    // Repositories to look at: those the runs name, then those orphan worktrees belong to.
+    let mut repos: Vec<PathBuf> = runs
+        .values()
+        .filter_map(|f| f.repo.as_ref().map(PathBuf::from))
+        .collect();
+
+    for (run, node, path) in worktree_dirs(own) {
+        let Some(why) = worktree_orphan(runs, &run, &node) else {
+            continue;
+        };
+        let repo = main_worktree(&path);
+        if let Some(r) = &repo {
+            repos.push(r.clone());
+        }
+        out.push(Orphan {
+            kind: "worktree".into(),
+            path: Some(path.display().to_string()),
+            refname: None,
+            target: None,
+            pane: None,
+            repo: repo.map(|r| r.display().to_string()),
+            run: Some(run),
+            node: Some(node),
+            why,
+        });
+    }
+
+    repos.sort();
+    repos.dedup();
+    let mut seen = BTreeSet::new();
+    for repo in repos {
+        if !repo.is_dir() {
+            continue;
+        }
+        let git = Git::new(&repo);
+        // One repository named from several of its worktrees is looked at once.
+        match git.common_dir() {
+            Ok(common) if seen.insert(common.clone()) => {}
+            _ => continue,
+        }
+        let repo_s = repo.display().to_string();
+        for wt in git.worktree_list().unwrap_or_default() {
+            if !wt.prunable || !wt.path.starts_with(own) {
+                continue;
+            }
+            let (run, node) = run_and_node(own, &wt.path);
+            out.push(Orphan {
+                kind: "worktree".into(),
+                path: Some(wt.path.display().to_string()),
+                refname: None,
+                target: None,
+                pane: None,
+                repo: Some(repo_s.clone()),
+                run,
+                node,
+                why: "git still lists this worktree but its directory is gone".into(),
+            });
+        }
+        let branches = octl_branches(&repo).unwrap_or_else(|e| {
+            tracing::warn!(repo = %repo_s, error = %e.message, "cannot list the octl branches");
+            Vec::new()
+        });
+        for refname in branches {
+            let Some((run, rest)) = parse_branch(&refname) else {
+                continue;
+            };
+            let Some(why) = branch_orphan(runs, run, rest) else {
+                continue;
+            };
+            out.push(Orphan {
+                kind: "branch".into(),
+                path: None,
+                refname: Some(refname.clone()),
+                target: None,
+                pane: None,
+                repo: Some(repo_s.clone()),
+                run: Some(run.to_string()),
+                node: Some(rest.to_string()),
+                why,
+            });
+        }
+    }
+
+    let panes = tmux.list_panes()?;
+    let mut windows = BTreeSet::new();
+    for p in panes {
+        if !windows.insert(p.window_id.clone()) {
+            continue;
+        }
+        let Some(why) = window_orphan(runs, &p.session, &p.window) else {
+            continue;
+        };
+        out.push(Orphan {
+            kind: "window".into(),
+            path: None,
+            refname: None,
+            target: Some(format!("{}:{}", p.session, p.window)),
+            pane: Some(p.pane_id),
+            repo: None,
+            run: Some(p.session),
+            node: Some(p.window),
+            why,
+        });
+    }
+    Ok(out)
+}
+
+/// Every `worktrees/<RUN>/<NODE>` directory, sorted.
+pub fn worktree_dirs(own: &Path) -> Vec<(String, String, PathBuf)> {
+    let mut out = Vec::new();
+    for run in sorted_dirs(own) {
+        let run_dir = own.join(&run);
+        for node in sorted_dirs(&run_dir) {
+            let path = run_dir.join(&node);
+            out.push((run.clone(), node, path));
+        }
+    }
+    out
+}
+
+fn sorted_dirs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        // Symlinks are not followed: only real directories are ours.
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The run and node a path under our worktree folder is named after.
+pub fn run_and_node(own: &Path, path: &Path) -> (Option<String>, Option<String>) {
+    let mut parts = path
+        .strip_prefix(own)
+        .ok()
+        .into_iter()
+        .flat_map(|rest| rest.components())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    (parts.next(), parts.next())
+}
+
+/// `refs/heads/octl/<RUN>/<REST>` → (RUN, REST), for RUN a full run id.
+pub fn parse_branch(refname: &str) -> Option<(&str, &str)> {
+    let rest = refname.strip_prefix("refs/heads/octl/")?;
+    let (run, rest) = rest.split_once('/')?;
+    (octl_proto::ids::is_full_run_id(run) && !rest.is_empty()).then_some((run, rest))
+}
+
+/// The main worktree of the repository `path` is a worktree of, if `path` is the top of a
+/// git worktree (not merely a directory inside some other repository).
+pub fn main_worktree(path: &Path) -> Option<PathBuf> {
+    let git = Git::new(path);
+    let top = git.toplevel().ok()?;
+    if !same_dir(&top, path) {
+        return None;
+    }
+    git.worktree_list()
+        .ok()?
+        .into_iter()
+        .next()
+        .map(|wt| wt.path)
+}
+
+pub fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The full names of the branches under `refs/heads/octl/`.
+pub fn octl_branches(repo: &Path) -> Result<Vec<String>, AppError> {
+    let out = git_stdout(
+        repo,
+        &["for-each-ref", "--format=%(refname)", "refs/heads/octl/"],
+    )?;
+    Ok(out
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// A plumbing call through [`Git`], for the few commands it has no method for.
+pub fn git_stdout(dir: &Path, args: &[&str]) -> Result<String, AppError> {
+    Ok(Git::new(dir).plumbing(args)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use octl_proto::NodeState;
+
+    fn node(id: &str, state: NodeState, cleaned: bool) -> Node {
+        Node {
+            id: id.into(),
+            state,
+            branch: None,
+            worktree: None,
+            agent: None,
+            deps: vec![],
+            task: None,
+            gate: None,
+            message: None,
+            reason: None,
+            exit_status: None,
+            merge_commit: None,
+            conflict_files: vec![],
+            snapshot_ref: None,
+            snapshot_refs: vec![],
+            outcome: None,
+            pane: None,
+            on_exit: None,
+            report_on_exit: false,
+            report: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+            started_at: None,
+            finished_at: None,
+            cleaned,
+        }
+    }
+
+    fn runs() -> BTreeMap<String, RunFacts> {
+        let mut m = BTreeMap::new();
+        let nodes = |list: Vec<Node>| list.into_iter().map(|n| (n.id.clone(), n)).collect();
+        m.insert(
+            "LIVE".to_string(),
+            RunFacts {
+                corrupt: false,
+                status: "active".into(),
+                repo: None,
+                integration: Some("octl/LIVE/integration".into()),
+                nodes: nodes(vec![
+                    node("a", NodeState::Running, false),
+                    node("b", NodeState::Merged, true),
+                    node("c", NodeState::Failed, false),
+                ]),
+            },
+        );
+        m.insert(
+            "DONE".to_string(),
+            RunFacts {
+                corrupt: false,
+                status: "failed".into(),
+                repo: None,
+                integration: None,
+                nodes: nodes(vec![node("x", NodeState::Failed, false)]),
+            },
+        );
+        m.insert(
+            "BAD".to_string(),
+            RunFacts {
+                corrupt: true,
+                status: "corrupt".into(),
+                repo: None,
+                integration: None,
+                nodes: BTreeMap::new(),
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn ownership_rules() {
+        let r = runs();
+        assert!(worktree_orphan(&r, "LIVE", "a").is_none());
+        assert!(
+            worktree_orphan(&r, "LIVE", "c").is_none(),
+            "a failed node keeps its worktree"
+        );
+        assert!(worktree_orphan(&r, "LIVE", "b")
+            .unwrap()
+            .contains("cleaned"));
+        assert!(worktree_orphan(&r, "LIVE", "zz")
+            .unwrap()
+            .contains("no node"));
+        assert!(worktree_orphan(&r, "GONE", "a")
+            .unwrap()
+            .contains("not known"));
+        assert!(
+            worktree_orphan(&r, "DONE", "x").is_none(),
+            "left behind, not orphaned"
+        );
+        assert!(
+            worktree_orphan(&r, "BAD", "x").is_none(),
+            "a corrupt run owns its names"
+        );
+
+        assert!(branch_orphan(&r, "LIVE", "integration").is_none());
+        assert!(branch_orphan(&r, "LIVE", "b").is_some());
+        assert!(branch_orphan(&r, "LIVE", "a").is_none());
+        assert!(branch_orphan(&r, "GONE", "a").is_some());
+
+        assert!(window_orphan(&r, "LIVE", "a").is_none());
+        assert!(window_orphan(&r, "LIVE", "c").unwrap().contains("failed"));
+        assert!(window_orphan(&r, "DONE", "x").unwrap().contains("failed"));
+        assert!(window_orphan(&r, "main", "x")
+            .unwrap()
+            .contains("not a run"));
+        assert!(window_orphan(&r, "BAD", "x").is_none());
+    }
+
+    #[test]
+    fn branch_and_path_names() {
+        let id = octl_proto::ids::new_ulid();
+        let r = format!("refs/heads/octl/{id}/api");
+        assert_eq!(parse_branch(&r), Some((id.as_str(), "api")));
+        assert_eq!(parse_branch("refs/heads/octl/feature/x"), None);
+        assert_eq!(parse_branch(&format!("refs/heads/octl/{id}")), None);
+        let own = Path::new("/h/worktrees");
+        assert_eq!(
+            run_and_node(own, Path::new("/h/worktrees/R/n")),
+            (Some("R".into()), Some("n".into()))
+        );
+        assert_eq!(run_and_node(own, Path::new("/elsewhere")), (None, None));
+    }
+}

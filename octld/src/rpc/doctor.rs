@@ -1,0 +1,224 @@
+//! `doctor.runs`, `doctor.orphans`, `doctor.agents`: the checks of `orchestratectl doctor`
+//! that only the daemon can make. They read; nothing is written, repaired or removed.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use octl_proto::projection;
+use octl_proto::rpc::{DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunsResult};
+use octl_proto::{AppError, RunState};
+
+use super::{params, to_value, NoParams};
+use crate::agents::{self, Mode};
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::engine::blocking;
+use crate::store::log::{self, CORRUPT_FILE};
+use crate::store::RunHandle;
+
+/// How often a run whose log moves while it is read is read again before a difference
+/// counts (an append writes the log, then the projections).
+const ATTEMPTS: usize = 5;
+
+/// Per run: its log replays (`store::log::replay`, without repair) and the projection files
+/// on disk are byte for byte what it derives. A corrupt run fails.
+pub async fn runs(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let NoParams {} = params(p)?;
+    let mut out = Vec::new();
+    for handle in daemon.store.handles() {
+        if let Some(reason) = handle.corrupt() {
+            out.push(DoctorRun {
+                run: handle.id.clone(),
+                ok: false,
+                events: 0,
+                problem: Some(format!(
+                    "corrupt: {reason} (its log was set aside as runs/{}/{CORRUPT_FILE}; the run is read-only)",
+                    handle.id
+                )),
+                mismatched: Vec::new(),
+            });
+            continue;
+        }
+        let h = handle.clone();
+        out.push(blocking(move || Ok(check_run(&h))).await?);
+    }
+    to_value(&DoctorRunsResult { runs: out })
+}
+
+fn check_run(h: &RunHandle) -> DoctorRun {
+    let judged =
+        |ok: bool, events: u64, problem: Option<String>, mismatched: Vec<String>| DoctorRun {
+            run: h.id.clone(),
+            ok,
+            events,
+            problem,
+            mismatched,
+        };
+    let mut last = Vec::new();
+    let mut events = 0;
+    for attempt in 0..ATTEMPTS {
+        let before = h.committed();
+        let replayed = match log::replay(&h.log_path(), false) {
+            Err(e) => return judged(false, 0, Some(format!("cannot read its log: {e}")), vec![]),
+            Ok(Err(c)) => {
+                return judged(
+                    false,
+                    0,
+                    Some(format!(
+                        "its log does not replay: line {}: {}",
+                        c.line, c.reason
+                    )),
+                    vec![],
+                )
+            }
+            Ok(Ok(r)) => r,
+        };
+        events = replayed.state.last_seq;
+        last = mismatched(&h.dir, &replayed.state);
+        if last.is_empty() {
+            return judged(true, events, None, vec![]);
+        }
+        // Read while an append was being written: look again once it settles.
+        let settled = before == h.committed() && events == before;
+        if settled && attempt >= 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    judged(
+        false,
+        events,
+        Some(format!(
+            "its projection files differ from what its log derives: {}",
+            last.join(", ")
+        )),
+        last,
+    )
+}
+
+/// Projection files whose bytes are not what `state` derives: differing, missing, or extra
+/// (a `.json` under nodes/, discussions/ or spinoffs/ that the log does not derive).
+pub fn mismatched(dir: &Path, state: &RunState) -> Vec<String> {
+    let files = projection::all_files(state);
+    let mut out = Vec::new();
+    let derived: BTreeSet<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
+    for (rel, bytes) in &files {
+        match std::fs::read(dir.join(rel)) {
+            Ok(disk) if &disk == bytes => {}
+            Ok(_) => out.push(rel.clone()),
+            Err(_) => out.push(format!("{rel} (missing)")),
+        }
+    }
+    for sub in ["nodes", "discussions", "spinoffs"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        let mut extra: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| !name.starts_with('.') && name.ends_with(".json"))
+            .map(|name| format!("{sub}/{name}"))
+            .filter(|rel| !derived.contains(rel.as_str()))
+            .map(|rel| format!("{rel} (extra)"))
+            .collect();
+        extra.sort();
+        out.extend(extra);
+    }
+    out
+}
+
+/// Worktrees, branches and windows under the daemon's names that no run owns.
+pub async fn orphans(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let NoParams {} = params(p)?;
+    let found = crate::engine::orphans::find(daemon).await?;
+    Ok(json!({ "orphans": found }))
+}
+
+/// Every agent profile (the built-ins and those of config.toml), its program, and whether
+/// the daemon finds that program on its own PATH (the one agents are started with).
+pub async fn agents(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let NoParams {} = params(p)?;
+    let (config, config_error) = match Config::load(&daemon.home.config()) {
+        Ok(c) => (c, None),
+        Err(e) => (Config::default(), Some(e.message)),
+    };
+    let default = config
+        .defaults
+        .agent
+        .clone()
+        .unwrap_or_else(|| agents::DEFAULT_PROFILE.to_string());
+    let mut names: Vec<String> = vec!["claude".into(), "shell".into()];
+    names.extend(
+        config
+            .agents
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "claude" | "shell"))
+            .cloned(),
+    );
+    if !names.contains(&default) {
+        names.push(default.clone());
+    }
+    // Unfinished nodes, by profile: the runs that need it now.
+    let mut users: Vec<(String, String)> = Vec::new();
+    for h in daemon.store.handles() {
+        let view = h.view();
+        if matches!(
+            view.manifest.status.as_str(),
+            "completed" | "failed" | "cancelled" | "corrupt"
+        ) {
+            continue;
+        }
+        for n in view.nodes.iter().filter(|n| !n.state.is_terminal()) {
+            if let Some(a) = &n.agent {
+                users.push((a.clone(), h.id.clone()));
+            }
+        }
+    }
+    let path = std::env::var_os("PATH");
+    let mut out = Vec::new();
+    for name in names {
+        let builtin = matches!(name.as_str(), "claude" | "shell");
+        let mut used_by: Vec<String> = users
+            .iter()
+            .filter(|(a, _)| *a == name)
+            .map(|(_, r)| r.clone())
+            .collect();
+        used_by.dedup();
+        let entry = |program: String, problem: Option<String>| DoctorAgent {
+            profile: name.clone(),
+            found: (!program.is_empty())
+                .then(|| agents::find_program(&program, path.as_deref()))
+                .flatten()
+                .map(|p| p.display().to_string()),
+            program,
+            builtin,
+            default: name == default,
+            used_by: used_by.clone(),
+            problem,
+        };
+        let profile = match agents::resolve(&config, Some(&name)) {
+            Ok(p) => p,
+            Err(e) => {
+                out.push(entry(String::new(), Some(e.message)));
+                continue;
+            }
+        };
+        // An argv profile may start a different program per mode.
+        let mut programs: Vec<String> = [Mode::Autonomous, Mode::Interactive]
+            .into_iter()
+            .filter_map(|m| profile.program(m).ok())
+            .collect();
+        programs.dedup();
+        for program in programs {
+            out.push(entry(program, None));
+        }
+    }
+    to_value(&DoctorAgentsResult {
+        agents: out,
+        config_error,
+    })
+}
