@@ -49,6 +49,8 @@ fn main() -> ExitCode {
     if !args.foreground {
         return detach(&home, args.verbose);
     }
+    // A long-lived daemon holds no directory of the shell that started it.
+    let _ = std::env::set_current_dir("/");
     let config = octld::Config {
         home,
         foreground: true,

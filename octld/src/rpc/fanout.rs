@@ -95,7 +95,10 @@ pub async fn start(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: FanoutParams = params(p)?;
     let fmt = format(&p.format)?;
     let what = p.manifest_path.clone().unwrap_or_else(|| "manifest".into());
-    let manifest = plan::parse_manifest(&p.manifest, fmt).map_err(|e| e.into_error(&what))?;
+    // Parsed off the async threads: a large hostile document is bounded, but not free.
+    let text = p.manifest.clone();
+    let manifest =
+        blocking(move || plan::parse_manifest(&text, fmt).map_err(|e| e.into_error(&what))).await?;
     let agent = p.agent.clone().or_else(|| manifest.agent.clone());
     let gate = p.gate.clone().or_else(|| manifest.gate.clone());
     spawn::check_gate(gate.as_deref())?;
@@ -172,7 +175,9 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppErr
     let p: OrchestrateParams = params(p)?;
     let fmt = format(&p.format)?;
     let what = p.plan_path.clone().unwrap_or_else(|| "plan".into());
-    let plan = plan::parse_plan(&p.plan, fmt).map_err(|e| e.into_error(&what))?;
+    let text = p.plan.clone();
+    let plan =
+        blocking(move || plan::parse_plan(&text, fmt).map_err(|e| e.into_error(&what))).await?;
     for n in &plan.nodes {
         spawn::check_gate(n.gate.as_deref())?;
     }
