@@ -463,10 +463,11 @@ fn memory(rows: &mut Vec<Row>) {
     });
 }
 
-/// Names the growth of `values` over work that grows by `step` each time.
+/// Names the growth of `values` over work that grows by `step` each time, from the last step
+/// (the largest sizes, where fixed costs such as a process's start weigh least).
 fn growth(values: &[f64], step: f64) -> &'static str {
-    let (first, last) = (values[0], values[values.len() - 1]);
-    let e = (last / first).ln() / (step.powi(values.len() as i32 - 1)).ln();
+    let (prev, last) = (values[values.len() - 2], values[values.len() - 1]);
+    let e = (last / prev).ln() / step.ln();
     if e < 0.2 {
         "flat"
     } else if e < 0.8 {
