@@ -906,7 +906,13 @@ fn connections_past_the_limit_wait_and_descriptors_stay_bounded() {
     let pid = daemon.pid();
     let base = open_fds(pid);
     let idle = idle_connections(&env, 1_000);
-    std::thread::sleep(Duration::from_millis(500));
+    // The daemon takes connections up to its limit (512)…
+    octl_tests::wait_until(
+        "the daemon to reach its connection limit",
+        Duration::from_secs(20),
+        || (open_fds(pid).saturating_sub(base) >= 500).then_some(()),
+    );
+    // …and no further, however many wait.
     let held = open_fds(pid).saturating_sub(base);
     assert!(held <= 600, "the daemon holds {held} connections at once");
     let t = Instant::now();
