@@ -43,25 +43,37 @@ pub async fn ask(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     if let Some(b) = &p.body {
         text("body", b, MAX_BODY)?;
     }
-    if let Some(n) = &p.node {
-        validate_node_id("node", n)?;
-    }
-    let handle = daemon.store.resolve("run", &p.run)?;
-    let id = new_id();
     let mut data = Map::new();
-    data.insert("id".into(), json!(id));
     data.insert("title".into(), json!(p.title));
     if let Some(b) = p.body {
         data.insert("body".into(), json!(b));
     }
-    let actor = if p.node.is_some() {
+    open_record(daemon, &p.run, p.node, "discussion.opened", data).await
+}
+
+/// Appends a new record (a question, a proposal) under a fresh id, said by the node's agent
+/// when a node is named, else by a human; answers `{id, run}`.
+pub async fn open_record(
+    daemon: &Arc<Daemon>,
+    run: &str,
+    node: Option<String>,
+    kind: &str,
+    mut data: Map<String, Value>,
+) -> Result<Value, AppError> {
+    if let Some(n) = &node {
+        validate_node_id("node", n)?;
+    }
+    let handle = daemon.store.resolve("run", run)?;
+    let id = new_id();
+    data.insert("id".into(), json!(id));
+    let actor = if node.is_some() {
         Actor::Agent
     } else {
         Actor::Human
     };
     let draft = Draft {
-        node: p.node,
-        kind: "discussion.opened".into(),
+        node,
+        kind: kind.into(),
         actor,
         data,
         idempotency_key: None,

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::ids::validate_node_id;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
-use octl_proto::{Actor, AppError, ErrorKind, RunKind};
+use octl_proto::{AppError, ErrorKind, RunKind};
 
-use super::discussion::{new_id, runs, text};
+use super::discussion::{open_record, runs, text};
 use super::{params, to_value};
 use crate::daemon::Daemon;
 use crate::engine::append;
@@ -23,31 +22,12 @@ pub async fn propose(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> 
     if let Some(w) = &p.why {
         text("why", w, 16 * 1024)?;
     }
-    if let Some(n) = &p.node {
-        validate_node_id("node", n)?;
-    }
-    let handle = daemon.store.resolve("run", &p.run)?;
-    let id = new_id();
     let mut data = Map::new();
-    data.insert("id".into(), json!(id));
     data.insert("task".into(), json!(p.task));
     if let Some(w) = p.why {
         data.insert("why".into(), json!(w));
     }
-    let actor = if p.node.is_some() {
-        Actor::Agent
-    } else {
-        Actor::Human
-    };
-    let draft = Draft {
-        node: p.node,
-        kind: "spinoff.proposed".into(),
-        actor,
-        data,
-        idempotency_key: None,
-    };
-    daemon.store.append(&handle, draft, true).await?;
-    Ok(json!({"id": id, "run": handle.id}))
+    open_record(daemon, &p.run, p.node, "spinoff.proposed", data).await
 }
 
 pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
