@@ -1,5 +1,6 @@
-//! The daemon client: JSON-RPC 2.0 over HTTP/1.1 on the Unix socket (hyperlocal), the event
-//! stream endpoint, and autostart (start `octld` detached when the socket does not answer).
+//! The daemon client: JSON-RPC 2.0 over HTTP/1.1 on the Unix socket (hyper's connection-level
+//! client on a tokio `UnixStream`, one connection per call), the event stream endpoint, and
+//! autostart (start `octld` detached when the socket does not answer).
 //!
 //! [`Client::call`] starts the daemon when needed (unless `OCTL_NO_AUTOSTART=1`);
 //! [`Client::try_call`] never does and tells "not running" apart from other failures, for the
@@ -16,11 +17,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{header, Method, Request, Response, StatusCode};
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::TokioExecutor;
-use hyperlocal::UnixConnector;
+use hyper_util::rt::TokioIo;
 use octl_proto::rpc::{error_from_object, JSONRPC_VERSION, RPC_PATH};
 use octl_proto::{AppError, ErrorKind};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::home::Home;
@@ -65,7 +65,6 @@ impl From<AppError> for CallError {
 /// The RPC client of one home's daemon.
 pub struct Client {
     home: Home,
-    http: HttpClient<UnixConnector, Full<Bytes>>,
     autostart: bool,
 }
 
@@ -83,16 +82,7 @@ pub fn autostart_disabled(value: Option<OsString>) -> bool {
 impl Client {
     /// A client for `home`'s daemon; `autostart` says whether [`Client::call`] may start it.
     pub fn new(home: Home, autostart: bool) -> Client {
-        let http = HttpClient::builder(TokioExecutor::new())
-            // One CLI invocation makes one or two calls; idle connections would only delay a
-            // daemon's graceful shutdown.
-            .pool_max_idle_per_host(0)
-            .build(UnixConnector);
-        Client {
-            home,
-            http,
-            autostart,
-        }
+        Client { home, autostart }
     }
 
     pub fn home(&self) -> &Home {
@@ -102,7 +92,14 @@ impl Client {
     /// Calls `method`, starting the daemon first if its socket does not answer (unless
     /// autostart is off, in which case the error is `daemon_unreachable`).
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, AppError> {
-        match self.try_call(method, params.clone()).await {
+        value_of(method, &self.call_raw(method, params).await?)
+    }
+
+    /// [`Client::call`], with the result as the daemon wrote it: for printing it unchanged
+    /// without building it as values first.
+    pub async fn call_raw(&self, method: &str, params: Value) -> Result<Box<RawValue>, AppError> {
+        let first = self.exchange(method, params.clone(), REQUEST_TIMEOUT).await;
+        match first {
             Err(CallError::NotRunning(err)) => {
                 if !self.autostart {
                     return Err(AppError::new(
@@ -115,7 +112,7 @@ impl Client {
                     .with_hint(err.hint.unwrap_or_default()));
                 }
                 self.start().await?;
-                Ok(self.try_call(method, params).await?)
+                Ok(self.exchange(method, params, REQUEST_TIMEOUT).await?)
             }
             other => Ok(other?),
         }
@@ -123,26 +120,31 @@ impl Client {
 
     /// Calls `method` once, never starting the daemon.
     pub async fn try_call(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        self.try_call_within(method, params, REQUEST_TIMEOUT).await
+        let raw = self.exchange(method, params, REQUEST_TIMEOUT).await?;
+        Ok(value_of(method, &raw)?)
     }
 
     /// `daemon.status`, never starting the daemon, and giving up after [`PROBE_TIMEOUT`].
     pub async fn probe_status(&self) -> Result<Value, CallError> {
-        self.try_call_within("daemon.status", json!({}), PROBE_TIMEOUT)
-            .await
+        let raw = self
+            .exchange("daemon.status", json!({}), PROBE_TIMEOUT)
+            .await?;
+        Ok(value_of("daemon.status", &raw)?)
     }
 
-    async fn try_call_within(
+    /// One request and its answer: the result's JSON text, or the error.
+    async fn exchange(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
-    ) -> Result<Value, CallError> {
+    ) -> Result<Box<RawValue>, CallError> {
         let body =
             json!({ "jsonrpc": JSONRPC_VERSION, "id": 1, "method": method, "params": params });
         let request = Request::builder()
             .method(Method::POST)
-            .uri(hyperlocal::Uri::new(self.socket_checked()?, RPC_PATH))
+            .uri(RPC_PATH)
+            .header(header::HOST, "octld")
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
@@ -186,7 +188,8 @@ impl Client {
         let path = format!("/v1/runs/{run}/events?since={since}&follow={follow}");
         let request = Request::builder()
             .method(Method::GET)
-            .uri(hyperlocal::Uri::new(self.socket_checked()?, &path))
+            .uri(path)
+            .header(header::HOST, "octld")
             .header(header::ACCEPT, "application/x-ndjson")
             .body(Full::new(Bytes::new()))
             .map_err(|e| AppError::internal(format!("cannot build the request: {e}")))?;
@@ -310,21 +313,30 @@ impl Client {
         Ok(socket)
     }
 
+    /// Sends one request on a connection of its own. A CLI process makes one or two calls,
+    /// so a connection pool would only add work (and idle connections would delay a daemon's
+    /// graceful shutdown).
     async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, CallError> {
-        self.http
-            .request(request)
+        let stream = tokio::net::UnixStream::connect(self.socket_checked()?)
             .await
-            .map_err(|e| self.classify(&e))
+            .map_err(|e| self.classify(&e, true))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| self.classify(&e, false))?;
+        // The connection is driven beside the caller until the answer's body is read.
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| self.classify(&e, false))
     }
 
-    /// Sorts a transport failure: no daemon (missing socket, refused), permission denied
-    /// (the socket belongs to someone else), or anything else.
-    fn classify(&self, err: &hyper_util::client::legacy::Error) -> CallError {
+    /// Sorts a transport failure: no daemon (missing socket, refused, on `connecting`),
+    /// permission denied (the socket belongs to someone else), or anything else.
+    fn classify(&self, err: &(dyn std::error::Error + 'static), connecting: bool) -> CallError {
         let socket = self.home.socket();
         match io_error_kind(err) {
-            Some(io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused)
-                if err.is_connect() =>
-            {
+            Some(io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) if connecting => {
                 CallError::NotRunning(self.not_running())
             }
             Some(io::ErrorKind::PermissionDenied) => CallError::Failed(
@@ -391,20 +403,31 @@ impl EventStream {
     }
 }
 
-/// Turns an HTTP answer to a JSON-RPC request into its result or its error.
+/// Turns an HTTP answer to a JSON-RPC request into its result (as the daemon wrote it) or
+/// its error.
 pub fn parse_rpc_response(
     method: &str,
     status: StatusCode,
     body: &[u8],
-) -> Result<Value, AppError> {
-    let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    if let Some(v) = &parsed {
-        if let Some(err) = v.get("error") {
+) -> Result<Box<RawValue>, AppError> {
+    /// Only the members read here; the result stays text until someone needs its values.
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        // `null` is a result too: present, unlike a missing member.
+        #[serde(default, deserialize_with = "present")]
+        result: Option<Box<RawValue>>,
+        error: Option<Value>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+        serde::Deserialize::deserialize(d).map(Some)
+    }
+    if let Ok(reply) = serde_json::from_slice::<Reply>(body) {
+        if let Some(err) = &reply.error {
             return Err(error_of(err));
         }
         if status.is_success() {
-            if let Some(result) = v.get("result") {
-                return Ok(result.clone());
+            if let Some(result) = reply.result {
+                return Ok(result);
             }
         }
     }
@@ -415,6 +438,13 @@ pub fn parse_rpc_response(
         )));
     }
     Err(http_error(status, body))
+}
+
+/// A result's values.
+pub fn value_of(method: &str, raw: &RawValue) -> Result<Value, AppError> {
+    serde_json::from_str(raw.get()).map_err(|e| {
+        AppError::internal(format!("octld's answer to {method} is not valid JSON: {e}"))
+    })
 }
 
 /// An error from an HTTP error answer: the JSON error in its body when there is one,
@@ -597,8 +627,17 @@ mod tests {
     fn rpc_results_and_errors() {
         let ok = br#"{"jsonrpc":"2.0","id":1,"result":{"seq":3,"id":"X"}}"#;
         assert_eq!(
-            parse_rpc_response("event.append", StatusCode::OK, ok).unwrap(),
+            value_of(
+                "event.append",
+                &parse_rpc_response("event.append", StatusCode::OK, ok).unwrap()
+            )
+            .unwrap(),
             json!({"seq":3,"id":"X"})
+        );
+        let null = br#"{"jsonrpc":"2.0","id":1,"result":null}"#;
+        assert_eq!(
+            parse_rpc_response("x", StatusCode::OK, null).unwrap().get(),
+            "null"
         );
         let err = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"no run ABCDEF","data":{"kind":"not_found","hint":"list runs"}}}"#;
         let e = parse_rpc_response("run.show", StatusCode::OK, err).unwrap_err();

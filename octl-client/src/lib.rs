@@ -2,7 +2,8 @@
 //!
 //! - [`cli`]: the command line (clap derive): global flags and one enum per command group.
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`) and its paths.
-//! - [`client`]: JSON-RPC over the Unix socket (hyperlocal), the event stream, autostart.
+//! - [`client`]: JSON-RPC over the Unix socket (hyper, one connection per call), the event
+//!   stream, autostart.
 //! - [`output`]: human and JSON printing, error printing, exit codes, tables.
 //! - [`log_file`]: reading and following a run's `events.jsonl` when the daemon is down.
 //! - [`follow`]: following runs: until they settle (`run wait`, `… --wait`, `demo`) with live

@@ -74,12 +74,14 @@ async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
     let params = RunListParams {
         status: args.status.clone(),
     };
-    let value = ctx.client.call("run.list", to_params(&params)).await?;
-    let runs: Vec<RunSummary> = decode("run.list", &value)?;
     if ctx.out.json {
-        ctx.out.result(&value, String::new);
+        // Passed through as the daemon wrote it: scripts poll this, so it skips building values.
+        let raw = ctx.client.call_raw("run.list", to_params(&params)).await?;
+        ctx.out.result(&raw, String::new);
         return Ok(());
     }
+    let value = ctx.client.call("run.list", to_params(&params)).await?;
+    let runs: Vec<RunSummary> = decode("run.list", &value)?;
     // The nodes of unfinished runs, for the lines under them (a run that cannot be shown
     // now just keeps its counts).
     let mut nodes = HashMap::new();

@@ -30,6 +30,7 @@ pub mod spinoff;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use octl_proto::{AppError, ErrorKind, RunKind};
@@ -476,16 +477,25 @@ pub const METHODS: &[MethodSpec] = &[
 ];
 
 /// Runs one method.
+/// A method's result: a value, or JSON text written beforehand (`run.list` copies each run's
+/// summary, serialized when the run last changed, instead of building values per call).
+pub enum Answer {
+    Value(Value),
+    Raw(Box<RawValue>),
+}
+
 pub async fn dispatch(
     daemon: &Arc<Daemon>,
     method: &str,
     params: Value,
-) -> Result<Value, AppError> {
-    match method {
+) -> Result<Answer, AppError> {
+    if method == "run.list" {
+        return run::list(daemon, params).map(Answer::Raw);
+    }
+    let value = match method {
         "daemon.status" => daemon::status(daemon, params),
         "daemon.shutdown" => daemon::shutdown(daemon, params),
         "run.create" => run::create(daemon, params).await,
-        "run.list" => run::list(daemon, params),
         "run.show" => run::show(daemon, params),
         "run.rebuild" => run::rebuild(daemon, params).await,
         "event.append" => event::append(daemon, params).await,
@@ -516,7 +526,8 @@ pub async fn dispatch(
             ErrorKind::MethodNotFound,
             format!("method not found: {method:?}; rpc.discover lists every method"),
         )),
-    }
+    }?;
+    Ok(Answer::Value(value))
 }
 
 /// Parses named params strictly: unknown fields are refused and errors name the field.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
@@ -53,7 +54,7 @@ pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&handle.summary())
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Box<RawValue>, AppError> {
     let p: RunListParams = params(p)?;
     const STATUSES: [&str; 6] = [
         "active",
@@ -71,13 +72,7 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
             )));
         }
     }
-    let runs: Vec<_> = daemon
-        .store
-        .list()
-        .into_iter()
-        .filter(|r| p.status.as_ref().is_none_or(|s| &r.status == s))
-        .collect();
-    to_value(&runs)
+    Ok(daemon.store.list_json(p.status.as_deref()))
 }
 
 pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {

@@ -4,42 +4,46 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use octl_proto::rpc::{error_response, result_response, JSONRPC_VERSION};
 use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
-use crate::rpc;
+use crate::rpc::{self, Answer};
 
-/// Answers a request body; `None` means nothing to send back.
-pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<Value> {
+/// Answers a request body with the JSON text to send back; `None` means nothing to send.
+pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
             let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
-            return Some(error_response(Value::Null, &err));
+            return Some(error_response(Value::Null, &err).to_string());
         }
     };
     match parsed {
-        Value::Array(items) if items.is_empty() => Some(error_response(
-            Value::Null,
-            &AppError::new(ErrorKind::InvalidRequest, "invalid request: an empty batch"),
-        )),
+        Value::Array(items) if items.is_empty() => Some(
+            error_response(
+                Value::Null,
+                &AppError::new(ErrorKind::InvalidRequest, "invalid request: an empty batch"),
+            )
+            .to_string(),
+        ),
         // Members of a batch run concurrently, so a batch of appends shares group commits.
         Value::Array(items) => {
-            let replies: Vec<Value> = join_all(items.into_iter().map(|item| one(daemon, item)))
+            let replies: Vec<String> = join_all(items.into_iter().map(|item| one(daemon, item)))
                 .await
                 .into_iter()
                 .flatten()
                 .collect();
-            (!replies.is_empty()).then_some(Value::Array(replies))
+            (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
         }
         other => one(daemon, other).await,
     }
 }
 
-async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<Value> {
+async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<String> {
     let Value::Object(mut req) = item else {
         return Some(invalid(Value::Null, "a request must be a JSON object"));
     };
@@ -99,17 +103,33 @@ async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<Value> {
     reply(id, result)
 }
 
-fn reply(id: Option<Value>, result: Result<Value, AppError>) -> Option<Value> {
+fn reply(id: Option<Value>, result: Result<Answer, AppError>) -> Option<String> {
     let id = id?;
     Some(match result {
-        Ok(v) => result_response(id, v),
-        Err(e) => error_response(id, &e),
+        Ok(Answer::Value(v)) => result_response(id, v).to_string(),
+        Ok(Answer::Raw(result)) => {
+            // Members in the order a `Value` map would have them, like every other reply.
+            #[derive(serde::Serialize)]
+            struct Reply<'a> {
+                id: &'a Value,
+                jsonrpc: &'static str,
+                result: &'a RawValue,
+            }
+            serde_json::to_string(&Reply {
+                id: &id,
+                jsonrpc: JSONRPC_VERSION,
+                result: &result,
+            })
+            .expect("a reply serializes")
+        }
+        Err(e) => error_response(id, &e).to_string(),
     })
 }
 
-fn invalid(id: Value, why: &str) -> Value {
+fn invalid(id: Value, why: &str) -> String {
     error_response(
         id,
         &AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}")),
     )
+    .to_string()
 }

@@ -106,7 +106,7 @@ async fn rpc_handler(State(daemon): State<Arc<Daemon>>, req: Request) -> Respons
             Err(_) => return too_large(),
         };
         match jsonrpc::handle(&daemon, &body).await {
-            Some(reply) => json_body(&reply).into_response(),
+            Some(reply) => ([(header::CONTENT_TYPE, "application/json")], reply).into_response(),
             None => StatusCode::NO_CONTENT.into_response(),
         }
     };
