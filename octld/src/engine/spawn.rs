@@ -211,9 +211,10 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     // go into the run's first write.
     let id = octl_proto::ids::new_ulid();
     let worktrees = daemon.home.worktrees();
-    let handle = daemon
+    // Written before the worktree and window exist; synced while they are made.
+    let (handle, syncing) = daemon
         .store
-        .create_run(NewRun {
+        .begin_run(NewRun {
             initial: vec![
                 Draft::daemon(
                     Some(&checked.node),
@@ -241,7 +242,9 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     )
     .await;
     drop(slot);
+    let synced = syncing.wait().await;
     started?;
+    synced?;
     tracing::debug!(run = %handle.id, check_ms = t_check.as_secs_f64() * 1e3, created_ms = t_create.as_secs_f64() * 1e3, started_ms = t0.elapsed().as_secs_f64() * 1e3, "spawned");
     Ok(handle)
 }

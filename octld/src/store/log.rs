@@ -150,6 +150,19 @@ impl LogWriter {
         let _ = self.file.unlock();
         result
     }
+
+    /// Writes a batch of lines in one write, under the run's flock, without waiting for the
+    /// disk: the caller must [`LogWriter::sync`] before acknowledging anything it wrote.
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.lock()?;
+        let result = self.file.write_all(bytes);
+        let _ = self.file.unlock();
+        result
+    }
+
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
 }
 
 /// Syncs a directory, so a file created in it survives a crash.

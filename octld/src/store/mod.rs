@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -41,6 +42,42 @@ pub struct NewRun {
     pub files: Vec<(String, Vec<u8>)>,
 }
 
+/// A run's summary as `run.list` sends it: serialized once per change, so a listing copies
+/// bytes instead of building and serializing every run's values on each call.
+struct Listing {
+    status: String,
+    json: String,
+}
+
+impl Listing {
+    fn of(summary: &RunSummary) -> Listing {
+        // Through a `Value`, whose maps are sorted: the same bytes as any other answer.
+        let json = serde_json::to_value(summary)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|_| "null".to_string());
+        Listing {
+            status: summary.status.clone(),
+            json,
+        }
+    }
+}
+
+/// A new run's first write on its way to disk (see [`Store::begin_run`]).
+pub struct Syncing {
+    run: String,
+    sync: JoinHandle<io::Result<()>>,
+}
+
+impl Syncing {
+    /// Returns once the run's directory and first events are on disk.
+    pub async fn wait(self) -> Result<(), AppError> {
+        self.sync
+            .await
+            .map_err(|e| AppError::internal(e.to_string()))?
+            .map_err(|e| AppError::internal(format!("cannot sync new run {}: {e}", self.run)))
+    }
+}
+
 /// Queue depth of one run's writer.
 const QUEUE: usize = 8192;
 
@@ -50,6 +87,8 @@ pub struct RunHandle {
     pub dir: PathBuf,
     tx: Mutex<Option<mpsc::Sender<Command>>>,
     view: RwLock<Arc<RunDetail>>,
+    /// The run's line of `run.list`, serialized whenever the view changes.
+    listing: RwLock<Arc<Listing>>,
     /// Highest seq known to be on disk.
     committed: AtomicU64,
     /// Each committed group, in order.
@@ -67,6 +106,7 @@ impl RunHandle {
             dir,
             tx: Mutex::new(None),
             committed: AtomicU64::new(view.manifest.last_seq),
+            listing: RwLock::new(Arc::new(Listing::of(&view.manifest))),
             view: RwLock::new(Arc::new(view)),
             events: broadcast::channel(1024).0,
             corrupt,
@@ -100,7 +140,9 @@ impl RunHandle {
     }
 
     fn publish(&self, state: &RunState) {
-        *self.view.write().expect("view lock") = Arc::new(projection::detail(state));
+        let view = projection::detail(state);
+        *self.listing.write().expect("listing lock") = Arc::new(Listing::of(&view.manifest));
+        *self.view.write().expect("view lock") = Arc::new(view);
         if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
             let _ = tx.send(self.id.clone());
         }
@@ -267,6 +309,16 @@ impl Store {
     /// log holding `run.created` and the `initial` events, synced with the directory entry
     /// before the run is known to anyone. One sync for all of it.
     pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
+        let (handle, syncing) = self.begin_run(new).await?;
+        syncing.wait().await?;
+        Ok(handle)
+    }
+
+    /// [`Store::create_run`], returning as soon as the run's first events are written (in
+    /// the page cache, so a daemon crash keeps them) while they are synced in the background.
+    /// A caller can overlap side effects the events announce with the sync, and must
+    /// [`Syncing::wait`] before acknowledging anything.
+    pub async fn begin_run(&self, new: NewRun) -> Result<(Arc<RunHandle>, Syncing), AppError> {
         let NewRun {
             id,
             kind,
@@ -314,7 +366,7 @@ impl Store {
         let runs_dir = self.home.runs();
         let created = state.clone();
         let dir2 = dir.clone();
-        tokio::task::spawn_blocking(move || -> io::Result<()> {
+        let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
             fs::create_dir(&dir2)?;
             for sub in ["nodes", "logs", "discussions", "spinoffs"] {
                 fs::create_dir(dir2.join(sub))?;
@@ -323,17 +375,23 @@ impl Store {
                 fs::write(dir2.join(name), bytes)?;
             }
             let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
-            log.append_synced(line.as_bytes())?;
-            log::sync_dir(&dir2)?;
-            log::sync_dir(&runs_dir)?;
+            log.append(line.as_bytes())?;
             projections::write_all(&dir2, &created)?;
-            Ok(())
+            Ok(log)
         })
         .await
         .map_err(|e| AppError::internal(e.to_string()))?
         .map_err(|e| AppError::internal(format!("cannot create run {id}: {e}")))?;
-        self.start(id, dir, state)
-            .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))
+        let dir2 = dir.clone();
+        let sync = tokio::task::spawn_blocking(move || -> io::Result<()> {
+            log.sync()?;
+            log::sync_dir(&dir2)?;
+            log::sync_dir(&runs_dir)
+        });
+        let handle = self
+            .start(id.clone(), dir, state)
+            .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
+        Ok((handle, Syncing { run: id, sync }))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).
@@ -371,13 +429,29 @@ impl Store {
     }
 
     /// Every run's summary, oldest first (ULIDs sort by creation time).
-    pub fn list(&self) -> Vec<RunSummary> {
-        self.runs
+    /// Every run's summary (those with `status`, if given) as one JSON array.
+    pub fn list_json(&self, status: Option<&str>) -> Box<RawValue> {
+        let listings: Vec<Arc<Listing>> = self
+            .runs
             .read()
             .expect("runs lock")
             .values()
-            .map(|h| h.summary())
-            .collect()
+            .map(|h| h.listing.read().expect("listing lock").clone())
+            .collect();
+        let mut out =
+            String::with_capacity(2 + listings.iter().map(|l| l.json.len() + 1).sum::<usize>());
+        out.push('[');
+        for l in listings
+            .iter()
+            .filter(|l| status.is_none_or(|s| l.status == s))
+        {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&l.json);
+        }
+        out.push(']');
+        RawValue::from_string(out).expect("summaries serialize to JSON")
     }
 
     pub fn len(&self) -> usize {
