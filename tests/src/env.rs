@@ -321,7 +321,9 @@ impl TestEnv {
             .collect()
     }
 
-    /// Window names on the private tmux server.
+    /// Window names (`session:window`) on the private tmux server, less the daemon's hidden
+    /// session for its tmux control client (`octld::tmux::CONTROL_SESSION`), which belongs to
+    /// no run.
     pub fn tmux_windows(&self) -> Vec<String> {
         let out = Command::new("tmux")
             .arg("-S")
@@ -331,6 +333,7 @@ impl TestEnv {
             .expect("run tmux");
         String::from_utf8_lossy(&out.stdout)
             .lines()
+            .filter(|w| !w.starts_with("octl-control:"))
             .map(str::to_string)
             .collect()
     }
