@@ -310,6 +310,7 @@ pub async fn bring_up(
         );
         let (branch, worktree) = (branch.clone(), worktree.clone());
         blocking(move || {
+            let t0 = std::time::Instant::now();
             let git = Git::new(&repo);
             if healing {
                 let live = d
@@ -333,7 +334,10 @@ pub async fn bring_up(
             } else {
                 git.worktree_add(&worktree, &branch, &start_point)?;
             }
-            open_window(&d, &h, &n, &worktree, &launch)
+            let t_worktree = t0.elapsed();
+            let window = open_window(&d, &h, &n, &worktree, &launch);
+            tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
+            window
         })
         .await
     };
