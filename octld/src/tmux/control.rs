@@ -12,6 +12,9 @@
 //! - The command on the client's own command line (here the attach) answers with a block too,
 //!   but a line written before it has run may run first, from a client not yet attached: so
 //!   nothing is written until that first block has come.
+//! - The server reads the client's input and writes its output itself (the client hands its
+//!   descriptors over when it connects): the stream ends when the server drops the client (or
+//!   exits), not when the client process dies.
 //!
 //! As a line yields anything from one block to one per command, each request line is followed
 //! by a second one, `display-message -p MARKER`, and the request's blocks are those before the
@@ -48,6 +51,33 @@ const CONTROL_PROGRAM: &str = "exec cat";
 
 /// `tmux -N` (never start a server) and `new-session -f` (client flags) need 3.2.
 const MIN_VERSION: Version = Version { major: 3, minor: 2 };
+
+/// Whether a tmux of this version can have a control client (older ones go by process).
+pub fn supports_control(version: Version) -> bool {
+    version >= MIN_VERSION
+}
+
+/// What tells one server from another: its pid and its start time (seconds), so that a pid
+/// reused by a later server does not pass for the earlier one.
+pub const SERVER_ID_FORMAT: &str = "#{pid} #{start_time}";
+
+/// One run of a tmux server, read with [`SERVER_ID_FORMAT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerId {
+    pid: u32,
+    started: u64,
+}
+
+impl ServerId {
+    /// Reads the text [`SERVER_ID_FORMAT`] expands to.
+    pub fn parse(text: &str) -> Option<ServerId> {
+        let (pid, started) = text.trim().split_once(' ')?;
+        Some(ServerId {
+            pid: pid.parse().ok().filter(|&pid| pid > 0)?,
+            started: started.parse().ok()?,
+        })
+    }
+}
 
 /// How long tmux may take to attach a client, or to answer one request, before the client is
 /// given up.
@@ -116,9 +146,25 @@ pub enum Outcome {
 /// The control client shared by every clone of a [`super::Tmux`], connected on first use.
 pub struct Control {
     enabled: bool,
+    /// How long a request may wait for its answer.
     timeout: Duration,
+    /// How long an attach may take.
+    attach_timeout: Duration,
+    /// The first back-off after a failed attach.
+    first_backoff: Duration,
     state: Mutex<State>,
     answered: AtomicU64,
+    #[cfg(test)]
+    pub probe: Probe,
+}
+
+/// What the tests watch, as it happens (a request holds the state's lock throughout).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Probe {
+    /// Attaches tried, and those that failed.
+    pub attaches: AtomicU64,
+    pub failed_attaches: AtomicU64,
 }
 
 #[derive(Default)]
@@ -129,6 +175,26 @@ struct State {
     /// No attach is tried before then (after a failed one).
     retry_at: Option<Instant>,
     backoff: Duration,
+}
+
+impl State {
+    /// Whether an attach may be tried at `now`.
+    fn may_attach(&self, now: Instant) -> bool {
+        self.retry_at.is_none_or(|at| now >= at)
+    }
+
+    /// An attach failed at `now`: none is tried for `first`, doubling on each failure that
+    /// follows up to [`MAX_BACKOFF`]. Returns the back-off.
+    fn attach_failed(&mut self, now: Instant, first: Duration) -> Duration {
+        self.backoff = (self.backoff * 2).clamp(first, MAX_BACKOFF.max(first));
+        self.retry_at = Some(now + self.backoff);
+        self.backoff
+    }
+
+    fn attached(&mut self) {
+        self.retry_at = None;
+        self.backoff = Duration::ZERO;
+    }
 }
 
 impl fmt::Debug for Control {
@@ -147,8 +213,12 @@ impl Control {
         Control {
             enabled,
             timeout: TIMEOUT,
+            attach_timeout: TIMEOUT,
+            first_backoff: FIRST_BACKOFF,
             state: Mutex::new(State::default()),
             answered: AtomicU64::new(0),
+            #[cfg(test)]
+            probe: Probe::default(),
         }
     }
 
@@ -156,6 +226,14 @@ impl Control {
     #[cfg(test)]
     pub fn with_timeout(mut self, timeout: Duration) -> Control {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets how long an attach may take, and the first back-off after one fails.
+    #[cfg(test)]
+    pub fn with_attach(mut self, timeout: Duration, first_backoff: Duration) -> Control {
+        self.attach_timeout = timeout;
+        self.first_backoff = first_backoff;
         self
     }
 
@@ -171,7 +249,7 @@ impl Control {
     /// Records the tmux version read by the process path, so that a tmux too old for the client
     /// is never asked to attach one.
     pub fn note_version(&self, version: Version) {
-        self.lock().supported = Some(version >= MIN_VERSION);
+        self.lock().supported = Some(supports_control(version));
     }
 
     /// Drops the client (its process is killed and reaped); the next request attaches anew.
@@ -197,9 +275,19 @@ impl Control {
     /// first if there is none and the server is running. One request at a time: the answer is
     /// read from a single stream.
     ///
+    /// `line` makes the line once the client is attached, given the server the client is
+    /// attached to (if its identity could be read), which it stays attached to for its whole
+    /// life: the line runs there or nowhere. `None` from it: the line cannot be written.
+    ///
     /// `idempotent`: running the line twice does no harm (a read), so it may go by process
     /// after any failure but a timeout.
-    pub fn request(&self, program: &OsStr, socket: &Path, line: &str, idempotent: bool) -> Outcome {
+    pub fn request(
+        &self,
+        program: &OsStr,
+        socket: &Path,
+        line: impl FnOnce(Option<ServerId>) -> Option<String>,
+        idempotent: bool,
+    ) -> Outcome {
         if !self.enabled {
             return Outcome::Fallback;
         }
@@ -210,7 +298,10 @@ impl Control {
         let Some(client) = state.client.as_mut() else {
             return Outcome::Fallback;
         };
-        let failure = match client.request(line, self.timeout) {
+        let Some(line) = line(client.server) else {
+            return Outcome::Fallback;
+        };
+        let failure = match client.request(&line, self.timeout) {
             Ok(answer) => {
                 self.answered.fetch_add(1, Ordering::Relaxed);
                 return Outcome::Answered(answer);
@@ -243,7 +334,7 @@ impl Control {
         if state.supported == Some(false) {
             return false;
         }
-        if state.retry_at.is_some_and(|at| Instant::now() < at) {
+        if !state.may_attach(Instant::now()) {
             return false;
         }
         // The call that starts the server must be the process path's `new-session`, which
@@ -252,17 +343,19 @@ impl Control {
         if !server_running(socket) {
             return false;
         }
-        match Client::start(program, socket, TIMEOUT) {
+        #[cfg(test)]
+        self.probe.attaches.fetch_add(1, Ordering::Relaxed);
+        match Client::start(program, socket, self.attach_timeout) {
             Ok(client) => {
                 state.client = Some(client);
-                state.retry_at = None;
-                state.backoff = Duration::ZERO;
+                state.attached();
                 true
             }
             Err(why) => {
-                state.backoff = (state.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-                state.retry_at = Some(Instant::now() + state.backoff);
-                tracing::debug!(error = %why, retry_in = ?state.backoff, "tmux control client not attached");
+                let backoff = state.attach_failed(Instant::now(), self.first_backoff);
+                #[cfg(test)]
+                self.probe.failed_attaches.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %why, retry_in = ?backoff, "tmux control client not attached");
                 false
             }
         }
@@ -323,6 +416,8 @@ struct Client {
     /// Makes markers unguessable, so no output can pass for one.
     nonce: u64,
     seq: u64,
+    /// The server attached to, read once attached (`None` if its answer made no sense).
+    server: Option<ServerId>,
 }
 
 impl Drop for Client {
@@ -382,27 +477,44 @@ impl Client {
             let _ = child.wait();
             return Err("tmux -C has no input".into());
         };
-        let client = Client {
+        let mut client = Client {
             child,
             stdin: Some(stdin),
             events,
             nonce: RandomState::new().build_hasher().finish(),
             seq: 0,
+            server: None,
         };
         if let Some(stdin) = &client.stdin {
             // Writes wait in poll(2) with a deadline instead of blocking in write(2).
             set_nonblocking(stdin).map_err(|e| format!("tmux -C input: {e}"))?;
         }
+        let deadline = Instant::now() + timeout;
         match client.events.recv_timeout(timeout) {
-            Ok(Event::Block { ok: true, .. }) => Ok(client),
-            Ok(Event::Block { ok: false, output }) => Err(format!(
-                "attaching: {}",
-                String::from_utf8_lossy(&output).trim()
-            )),
-            Ok(Event::Closed(why)) => Err(why),
-            Err(RecvTimeoutError::Timeout) => Err(format!("no attach within {timeout:?}")),
-            Err(RecvTimeoutError::Disconnected) => Err("the tmux -C reader stopped".into()),
+            Ok(Event::Block { ok: true, .. }) => {}
+            Ok(Event::Block { ok: false, output }) => {
+                return Err(format!(
+                    "attaching: {}",
+                    String::from_utf8_lossy(&output).trim()
+                ))
+            }
+            Ok(Event::Closed(why)) => return Err(why),
+            Err(RecvTimeoutError::Timeout) => return Err(format!("no attach within {timeout:?}")),
+            Err(RecvTimeoutError::Disconnected) => return Err("the tmux -C reader stopped".into()),
         }
+        // Which server this is, for lines meant only for one server (see `Control::request`).
+        let line = format!(
+            "display-message -p {}",
+            quote(SERVER_ID_FORMAT).unwrap_or_default()
+        );
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer = client
+            .request(&line, left)
+            .map_err(|failure| format!("reading the server's identity: {}", failure.why()))?;
+        client.server = answer
+            .ok()
+            .and_then(|out| ServerId::parse(&String::from_utf8_lossy(&out)));
+        Ok(client)
     }
 
     fn request(
@@ -600,4 +712,76 @@ fn set_nonblocking(stdin: &ChildStdin) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tmux::parse_version;
+
+    #[test]
+    fn the_client_needs_tmux_3_2() {
+        let supports = |v| supports_control(parse_version(v).unwrap());
+        for old in [
+            "tmux 3.0",
+            "tmux 3.0a",
+            "tmux 3.1c",
+            "tmux 2.9",
+            "tmux next-3.1",
+        ] {
+            assert!(!supports(old), "{old}");
+        }
+        for new in [
+            "tmux 3.2",
+            "tmux 3.2a",
+            "tmux 3.3a",
+            "tmux 3.4-rc2",
+            "tmux next-3.5",
+            "tmux 4.0",
+            "tmux master",
+            "tmux openbsd-7.5",
+        ] {
+            assert!(supports(new), "{new}");
+        }
+    }
+
+    #[test]
+    fn back_off_doubles_up_to_a_limit_and_ends_with_an_attach() {
+        let mut state = State::default();
+        let t0 = Instant::now();
+        assert!(state.may_attach(t0));
+        let mut expected = FIRST_BACKOFF;
+        let mut now = t0;
+        for _ in 0..12 {
+            assert_eq!(state.attach_failed(now, FIRST_BACKOFF), expected);
+            assert!(!state.may_attach(now));
+            assert!(!state.may_attach(now + expected - Duration::from_millis(1)));
+            assert!(state.may_attach(now + expected));
+            now += expected;
+            expected = (expected * 2).min(MAX_BACKOFF);
+        }
+        assert_eq!(state.backoff, MAX_BACKOFF);
+        state.attached();
+        assert!(state.may_attach(now));
+        assert_eq!(state.attach_failed(now, FIRST_BACKOFF), FIRST_BACKOFF);
+        // A first back-off above the limit is taken as given.
+        let mut state = State::default();
+        let long = MAX_BACKOFF * 2;
+        assert_eq!(state.attach_failed(t0, long), long);
+        assert_eq!(state.attach_failed(t0, long), long);
+    }
+
+    #[test]
+    fn server_ids_parse() {
+        assert_eq!(
+            ServerId::parse("6408 1796012703\n"),
+            Some(ServerId {
+                pid: 6408,
+                started: 1796012703
+            })
+        );
+        for bad in ["", "6408", "0 1796012703", "x 1", "1 x", "1 2 3"] {
+            assert_eq!(ServerId::parse(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -25,6 +25,11 @@
 //! output and errors. The client's hidden session, [`CONTROL_SESSION`], is left out of
 //! everything this module reports.
 //!
+//! The server-wide options go with every `new-session` until one has answered with the
+//! identity of the server it ran on (pid and start time); after that they are left out only
+//! of a `new-session` sent through a control client attached to that same server. A process
+//! always sends them, as it may be the one that starts a server.
+//!
 //! The calls are synchronous; the daemon runs them in `spawn_blocking`.
 
 use std::borrow::Cow;
@@ -33,14 +38,16 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+#[cfg(test)]
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use octl_proto::ErrorKind;
 
 mod control;
 
 pub use control::CONTROL_SESSION;
-use control::{Control, Outcome};
+use control::{Control, Outcome, ServerId, SERVER_ID_FORMAT};
 
 /// `new-window -e` and argv-style commands appeared in 3.0.
 pub const MIN_VERSION: Version = Version { major: 3, minor: 0 };
@@ -273,6 +280,11 @@ pub struct Tmux {
     program: OsString,
     size: (u16, u16),
     control: Arc<Control>,
+    /// The last server known to have the server-wide options (see `Tmux::new_session`).
+    configured: Arc<Mutex<Option<ServerId>>>,
+    /// How many tmux command lines ran as a process.
+    #[cfg(test)]
+    processes: Arc<AtomicU64>,
 }
 
 /// Separates commands in one tmux invocation.
@@ -292,6 +304,9 @@ impl Tmux {
             program: OsString::from("tmux"),
             size: DEFAULT_SIZE,
             control: Arc::new(Control::new(control)),
+            configured: Arc::default(),
+            #[cfg(test)]
+            processes: Arc::default(),
         }
     }
 
@@ -317,6 +332,8 @@ impl Tmux {
     /// Window size in columns and rows (default [`DEFAULT_SIZE`]).
     pub fn with_size(mut self, columns: u16, rows: u16) -> Tmux {
         self.size = (columns, rows);
+        // `default-size` is one of the server-wide options: this handle sends its own.
+        self.configured = Arc::default();
         self
     }
 
@@ -368,39 +385,54 @@ impl Tmux {
     }
 
     fn run_as(&self, commands: &[Vec<String>], idempotent: bool) -> Result<Vec<u8>> {
-        if let Some(line) = self
-            .control
-            .enabled()
-            .then(|| control::line(commands))
-            .flatten()
-        {
-            match self
-                .control
-                .request(self.program.as_os_str(), &self.socket, &line, idempotent)
-            {
+        self.run_choosing(|_| commands, commands, idempotent)
+    }
+
+    /// Runs `by_client(server)` through the control client, which is attached to `server`,
+    /// or else `by_process` as a process.
+    fn run_choosing<'c>(
+        &self,
+        by_client: impl FnOnce(Option<ServerId>) -> &'c [Vec<String>],
+        by_process: &[Vec<String>],
+        idempotent: bool,
+    ) -> Result<Vec<u8>> {
+        if self.control.enabled() {
+            let mut sent = by_process;
+            let outcome = self.control.request(
+                self.program.as_os_str(),
+                &self.socket,
+                |server| {
+                    sent = by_client(server);
+                    control::line(sent)
+                },
+                idempotent,
+            );
+            match outcome {
                 Outcome::Answered(Ok(stdout)) => return Ok(stdout),
                 // As the process would have failed: tmux exits 1 with this text on stderr.
                 Outcome::Answered(Err(stderr)) => {
                     return Err(TmuxError::Failed {
-                        argv: self.argv(commands),
+                        argv: self.argv(sent),
                         code: Some(1),
                         stderr,
                     })
                 }
                 Outcome::Lost(detail) => {
                     return Err(TmuxError::NoAnswer {
-                        argv: self.argv(commands),
+                        argv: self.argv(sent),
                         detail,
                     })
                 }
                 Outcome::Fallback => {}
             }
         }
-        self.run_process(commands)
+        self.run_process(by_process)
     }
 
     /// Runs `commands` as one `tmux` process.
     fn run_process(&self, commands: &[Vec<String>]) -> Result<Vec<u8>> {
+        #[cfg(test)]
+        self.processes.fetch_add(1, Ordering::Relaxed);
         let argv = self.argv(commands);
         let mut cmd = self.command();
         // The socket as given (it need not be UTF-8), then the rest of the argv.
@@ -583,50 +615,35 @@ impl Tmux {
             cmds
         };
         let (columns, rows) = (self.size.0.to_string(), self.size.1.to_string());
-        let new_session = || -> Vec<Vec<String>> {
-            // Server-wide settings come first so that they hold before the first program can
-            // exit. `window-size` is set per window: setting it globally before a session
-            // exists crashes tmux 3.3a.
-            let mut cmds = vec![
-                strings(&["set-option", "-g", "default-shell", "/bin/sh"]),
-                strings(&[
-                    "set-option",
-                    "-g",
-                    "default-size",
-                    &format!("{columns}x{rows}"),
-                ]),
-                strings(&["set-option", "-gw", "remain-on-exit", "on"]),
-                // Keep the server (and so its pane numbering) alive between runs.
-                strings(&["set-option", "-s", "exit-empty", "off"]),
-                strings(&["set-option", "-gw", "allow-rename", "off"]),
-                strings(&["set-option", "-gw", "automatic-rename", "off"]),
-                strings(&[
-                    "new-session",
-                    "-d",
-                    "-s",
-                    spec.session,
-                    "-n",
-                    spec.window,
-                    "-x",
-                    &columns,
-                    "-y",
-                    &rows,
-                    "-c",
-                    &dir,
-                    "-P",
-                    "-F",
-                    &format,
-                    "--",
-                    command,
-                ]),
-            ];
+        // The server's identity follows the pane's, for `Tmux::new_session`.
+        let session_format = format!("{format}{SEP}{SERVER_ID_FORMAT}");
+        let new_session = || -> Result<Vec<u8>> {
+            let mut cmds = vec![strings(&[
+                "new-session",
+                "-d",
+                "-s",
+                spec.session,
+                "-n",
+                spec.window,
+                "-x",
+                &columns,
+                "-y",
+                &rows,
+                "-c",
+                &dir,
+                "-P",
+                "-F",
+                &session_format,
+                "--",
+                command,
+            ])];
             cmds.extend(window_setup(Some(&format!("={}:", spec.session))));
-            cmds
+            self.new_session(&cmds)
         };
 
         // A run's first window creates its session: one tmux call either way.
         if fresh_session {
-            match self.run(&new_session()) {
+            match new_session() {
                 Ok(out) => return parse_spawned(self, &out, true),
                 Err(e) if e.stderr_contains("duplicate session") => {}
                 Err(e) => return Err(e),
@@ -635,7 +652,7 @@ impl Tmux {
         // The common case (the run's session exists) costs one tmux call.
         let (out, created_session) = match self.run(&new_window()) {
             Ok(out) => (out, false),
-            Err(e) if e.is_no_server() || e.is_not_found() => match self.run(&new_session()) {
+            Err(e) if e.is_no_server() || e.is_not_found() => match new_session() {
                 Ok(out) => (out, true),
                 // Another spawn for the same run created it meanwhile.
                 Err(e) if e.stderr_contains("duplicate session") => {
@@ -646,6 +663,48 @@ impl Tmux {
             Err(e) => return Err(e),
         };
         parse_spawned(self, &out, created_session)
+    }
+
+    /// Runs `commands`, whose first is a `new-session` that prints the server's identity
+    /// ([`SERVER_ID_FORMAT`]) as the last field of its line, after the server-wide options
+    /// (they come first so that they hold before the first program can exit). The options are
+    /// left out only when the line goes through a control client attached to the server that
+    /// last answered such a line: a client never starts a server (`tmux -N`), and stays with
+    /// the one it attached to. A process always sends them: no server may be running, or
+    /// another than the one configured (someone killed and started it).
+    fn new_session(&self, commands: &[Vec<String>]) -> Result<Vec<u8>> {
+        let configured = || {
+            *self
+                .configured
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        let full = [server_options(self.size), commands.to_vec()].concat();
+        let out = self.run_choosing(
+            |server| {
+                if server.is_some() && server == configured() {
+                    commands
+                } else {
+                    &full
+                }
+            },
+            &full,
+            false,
+        )?;
+        // Either way the server that ran it has the options now.
+        let text = String::from_utf8_lossy(&out);
+        let id = text
+            .lines()
+            .next()
+            .and_then(|line| line.rsplit_once(SEP))
+            .and_then(|(_, id)| ServerId::parse(id));
+        if let Some(id) = id {
+            *self
+                .configured
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(id);
+        }
+        Ok(out)
     }
 
     /// Every pane on the server in one call (no server: empty). The supervisor polls this.
@@ -756,6 +815,10 @@ impl Tmux {
         // leaving its end for the next call to find; and a process gets kill-server's usual
         // answer.
         self.control.disconnect();
+        *self
+            .configured
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         kill_answer(self.run_process(&[strings(&["kill-server"])])).map(|_| ())
     }
 
@@ -805,6 +868,26 @@ fn kill_answer(result: Result<Vec<u8>>) -> Result<bool> {
         Err(e) if e.is_no_server() || e.is_not_found() => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// The server-wide options: every `new-session` that may start a server sets them first. For
+/// windows of `size`. `window-size` is set per window instead: setting it globally before a
+/// session exists crashes tmux 3.3a.
+fn server_options(size: (u16, u16)) -> Vec<Vec<String>> {
+    vec![
+        strings(&["set-option", "-g", "default-shell", "/bin/sh"]),
+        strings(&[
+            "set-option",
+            "-g",
+            "default-size",
+            &format!("{}x{}", size.0, size.1),
+        ]),
+        strings(&["set-option", "-gw", "remain-on-exit", "on"]),
+        // Keep the server (and so its pane numbering) alive between runs.
+        strings(&["set-option", "-s", "exit-empty", "off"]),
+        strings(&["set-option", "-gw", "allow-rename", "off"]),
+        strings(&["set-option", "-gw", "automatic-rename", "off"]),
+    ]
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
@@ -857,13 +940,14 @@ fn utf8_path<'p>(what: &'static str, path: &'p Path) -> Result<&'p str> {
     })
 }
 
-/// The `sh` text that enters `cwd`, exports `env`, runs `argv` and exits with its status.
-/// Reads `%N<sep>PID` printed by new-window / new-session.
+/// Reads `%N<sep>PID` printed by new-window / new-session (which adds a field).
 fn parse_spawned(tmux: &Tmux, out: &[u8], created_session: bool) -> Result<Spawned> {
     let text = String::from_utf8_lossy(out);
     let line = text.lines().next().unwrap_or("");
-    let parsed = line
-        .split_once(SEP)
+    let mut fields = line.split(SEP);
+    let parsed = fields
+        .next()
+        .zip(fields.next())
         .and_then(|(id, pid)| Some((id.to_string(), pid.trim().parse().ok()?)));
     match parsed {
         Some((pane_id, pane_pid)) if is_pane_id(&pane_id) => Ok(Spawned {
@@ -878,6 +962,7 @@ fn parse_spawned(tmux: &Tmux, out: &[u8], created_session: bool) -> Result<Spawn
     }
 }
 
+/// The `sh` text that enters `cwd`, exports `env`, runs `argv` and exits with its status.
 fn launch_script(cwd: &str, env: &[(String, String)], argv: &[String]) -> Result<String> {
     let Some(program) = argv.first() else {
         return Err(invalid("argv", "", "give at least the program to run"));
@@ -1015,9 +1100,14 @@ mod tests {
             }
         }
 
-        /// The same server through a handle that only starts processes.
+        /// The same server through a handle that only starts processes, with nothing shared
+        /// with [`Server::tmux`] (as another program's).
         fn process_only(&self) -> Tmux {
-            self.tmux.clone().with_control(false)
+            Tmux {
+                processes: Arc::default(),
+                configured: Arc::default(),
+                ..self.tmux.clone().with_control(false)
+            }
         }
 
         /// Checks that the commands went the way the mode says.
@@ -1752,133 +1842,312 @@ mod tests {
         assert_eq!(clients(), before);
     }
 
-    /// A socket that accepts connections, standing in for a running server, and a stand-in
-    /// for tmux whose control client does what `control` says (after a handshake unless it
-    /// says otherwise); the commands run as processes are logged in `calls`.
-    struct Fake {
-        tmux: Tmux,
-        calls: PathBuf,
-        attaches: PathBuf,
-        _tmp: tempfile::TempDir,
+    /// What `/proc` says of a process's state (`T` stopped, `Z` a zombie), `None` once it is
+    /// gone.
+    fn process_state(pid: u32) -> Option<char> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.trim_start().chars().next()
     }
 
-    impl Fake {
-        fn new(version: &str, control: &str, timeout: Duration) -> Fake {
-            use std::os::unix::fs::PermissionsExt;
-            let tmp = tempfile::Builder::new()
-                .prefix("octl-tmux")
-                .tempdir()
-                .unwrap();
-            let dir = tmp.path().canonicalize().unwrap();
-            let socket = dir.join("tmux.sock");
-            let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-            std::thread::spawn(move || for _ in listener.incoming() {});
-            let (calls, attaches) = (dir.join("calls"), dir.join("attaches"));
-            let script = format!(
-                r#"#!/bin/sh
-[ "$1" = -V ] && {{ echo "tmux {version}"; exit 0; }}
-for arg in "$@"; do
-    if [ "$arg" = -C ]; then
-        echo attach >> {attaches}
-        {control}
-    fi
-done
-echo "$*" >> {calls}
-echo "no server running on {socket}" >&2
-exit 1
-"#,
-                attaches = sh_quote(attaches.to_str().unwrap()),
-                calls = sh_quote(calls.to_str().unwrap()),
-                socket = socket.display(),
-            );
-            let program = dir.join("tmux");
-            fs::write(&program, script).unwrap();
-            fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
-            let tmux = Tmux::new(&socket).with_program(&program);
-            let tmux = Tmux {
-                control: Arc::new(Control::new(true).with_timeout(timeout)),
-                ..tmux
+    fn signal(pid: u32, signal: libc::c_int) {
+        assert!(pid > 1);
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is a tmux process this
+        // test started (its server or its control client).
+        assert_eq!(
+            unsafe { libc::kill(pid as libc::pid_t, signal) },
+            0,
+            "kill {pid}"
+        );
+    }
+
+    /// A process stopped (SIGSTOP) until this is dropped, or until a deadline at the latest: a
+    /// failing assertion never leaves it stopped, and a call that wrongly waits on it (a
+    /// process run again on a hung server) ends, to fail the test, rather than hang it.
+    struct Stopped {
+        done: Option<std::sync::mpsc::Sender<()>>,
+        watchdog: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Stopped {
+        fn new(pid: u32) -> Stopped {
+            let (done, wait) = std::sync::mpsc::channel::<()>();
+            signal(pid, libc::SIGSTOP);
+            let watchdog = std::thread::spawn(move || {
+                let _ = wait.recv_timeout(Duration::from_secs(5));
+                signal(pid, libc::SIGCONT);
+            });
+            let stopped = Stopped {
+                done: Some(done),
+                watchdog: Some(watchdog),
             };
-            Fake {
-                tmux,
-                calls,
-                attaches,
-                _tmp: tmp,
+            // The signal is only queued when kill(2) returns.
+            wait_for(|| (process_state(pid) == Some('T')).then_some(()));
+            stopped
+        }
+    }
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            drop(self.done.take());
+            if let Some(watchdog) = self.watchdog.take() {
+                let _ = watchdog.join();
             }
         }
+    }
 
-        fn lines(path: &Path) -> Vec<String> {
-            fs::read_to_string(path)
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_string)
-                .collect()
+    /// The pid of `server`'s tmux server.
+    fn server_pid(server: &Server) -> u32 {
+        server.process_only().read_panes().unwrap().1.unwrap()
+    }
+
+    /// Another handle on `server`'s socket, with its own control client and process count.
+    fn handle(server: &Server, control: Control) -> Tmux {
+        Tmux {
+            control: Arc::new(control),
+            processes: Arc::default(),
+            ..server.tmux.clone()
         }
     }
 
-    const HANDSHAKE: &str = r"printf '%%begin 1 1 0\n%%end 1 1 0\n'";
+    fn processes(tmux: &Tmux) -> u64 {
+        tmux.processes.load(Ordering::Relaxed)
+    }
 
-    /// Long enough for any answer, on any machine.
-    const TIMEOUT: Duration = Duration::from_secs(10);
-
-    /// A hung tmux: the call fails after the deadline, and is not run again (it may have run).
+    /// A hung server: the call fails after the deadline, and is not run again (it may have
+    /// run, and a process would hang as well).
     #[test]
     fn no_answer_is_an_error_and_not_run_again() {
-        // Not `exec`: the shell keeps the output open, as a hung tmux would.
-        let fake = Fake::new(
-            "3.3a",
-            &format!("{HANDSHAKE}; cat >/dev/null"),
-            Duration::from_millis(300),
+        let server = Server::new();
+        let cat = server.spawn("run", "cat", &["cat"]);
+        let pid = server_pid(&server);
+        let tmux = handle(
+            &server,
+            Control::new(true).with_timeout(Duration::from_millis(300)),
         );
-        for result in [
-            fake.tmux.send_key("%1", "Enter").map(|_| ()),
-            fake.tmux.list_panes().map(|_| ()),
-        ] {
-            let err = result.unwrap_err();
-            assert!(matches!(err, TmuxError::NoAnswer { .. }), "{err}");
+        let change = |tmux: &Tmux| tmux.send_key(&cat.pane_id, "Enter");
+        let read = |tmux: &Tmux| tmux.list_panes().map(drop);
+        type Call<'a> = &'a dyn Fn(&Tmux) -> Result<()>;
+        let calls: [(&str, Call); 2] = [("change", &change), ("read", &read)];
+        for (what, call) in calls {
+            // The client is attached (again, after the last timeout dropped it).
+            let answers = tmux.control_answers();
+            assert_eq!(tmux.list_panes().unwrap().len(), 1);
+            assert_eq!(tmux.control_answers(), answers + 1, "{what}");
+            let processes_before = processes(&tmux);
+            let stopped = Stopped::new(pid);
+            let err = call(&tmux).unwrap_err();
+            assert!(matches!(err, TmuxError::NoAnswer { .. }), "{what}: {err}");
             assert_eq!(err.kind(), ErrorKind::ToolFailed);
+            assert_eq!(processes(&tmux), processes_before, "{what} was run again");
+            assert_eq!(tmux.control_answers(), answers + 1, "{what}");
+            drop(stopped);
         }
-        assert_eq!(Fake::lines(&fake.calls), Vec::<String>::new());
-        assert_eq!(Fake::lines(&fake.attaches).len(), 2);
     }
 
-    /// The stream breaks after a request was written while the server still runs: a change
-    /// is reported rather than risked twice, a read is run again by process.
+    /// The stream ends after a request was written, while the server still runs (someone
+    /// killed the client's session): a change is reported rather than risked twice, a read is
+    /// run again by process.
+    ///
+    /// The request is a line that marks that it is running, then waits (`wait-for`), so that
+    /// it is in the server, unanswered, when the session is killed. (Stopping the server and
+    /// killing the client process would not end the stream: the server holds the client's
+    /// input and output itself.)
     #[test]
     fn a_broken_stream_reruns_only_reads() {
-        let fake = Fake::new(
-            "3.3a",
-            &format!("{HANDSHAKE}; read -r line; echo garbage; cat >/dev/null"),
-            TIMEOUT,
-        );
-        let err = fake.tmux.send_key("%1", "Enter").unwrap_err();
+        let server = Server::new();
+        server.spawn("run", "a", &["sleep", "30"]);
+        let tmux = handle(&server, Control::new(true));
+        let process = server.process_only();
+        let waiting = |mark: &str| {
+            let shown = process.read1(&["show-options", "-gqv", mark]).unwrap();
+            (String::from_utf8_lossy(&shown).trim() == "running").then_some(())
+        };
+        let kill_client_session = || {
+            process
+                .run1(&["kill-session", "-t", &format!("={CONTROL_SESSION}")])
+                .unwrap();
+        };
+        let blocking_call = |mark: &str, idempotent: bool| {
+            let (tmux, mark) = (tmux.clone(), mark.to_string());
+            std::thread::spawn(move || {
+                tmux.run_as(
+                    &[
+                        strings(&["set-option", "-g", &mark, "running"]),
+                        strings(&["wait-for", &mark]),
+                    ],
+                    idempotent,
+                )
+            })
+        };
+
+        // A change.
+        tmux.list_panes().unwrap();
+        assert_eq!(tmux.control_answers(), 1);
+        let call = blocking_call("@octl-change", false);
+        wait_for(|| waiting("@octl-change"));
+        kill_client_session();
+        // Were it run again by process, it would wait until the server is killed.
+        wait_for(|| call.is_finished().then_some(()));
+        let err = call.join().unwrap().unwrap_err();
         assert!(matches!(err, TmuxError::NoAnswer { .. }), "{err}");
-        assert_eq!(Fake::lines(&fake.calls), Vec::<String>::new());
-        assert_eq!(fake.tmux.list_panes().unwrap(), vec![]);
-        let calls = Fake::lines(&fake.calls);
-        assert_eq!(calls.len(), 1, "{calls:?}");
-        assert!(calls[0].contains("list-panes"), "{calls:?}");
+        assert_eq!(err.kind(), ErrorKind::ToolFailed);
+        assert_eq!(processes(&tmux), 0, "the change was run again");
+        assert_eq!(tmux.control_answers(), 1);
+
+        // A read, with a new client: run again by process, it waits in turn, until told to
+        // go on.
+        tmux.list_panes().unwrap();
+        assert_eq!(tmux.control_answers(), 2);
+        let call = blocking_call("@octl-read", true);
+        wait_for(|| waiting("@octl-read"));
+        kill_client_session();
+        wait_for(|| (processes(&tmux) == 1).then_some(()));
+        wait_for(|| {
+            process.run1(&["wait-for", "-S", "@octl-read"]).unwrap();
+            call.is_finished().then_some(())
+        });
+        assert!(call.join().unwrap().is_ok());
+        assert_eq!(processes(&tmux), 1);
+        assert_eq!(tmux.control_answers(), 2);
     }
 
-    /// A client that cannot attach costs the call nothing but the try: it runs by process.
+    /// An attach that fails (here it gets no answer in time: the server is stopped) costs the
+    /// call only the try: it runs by process. During the back-off no attach is tried.
     #[test]
     fn a_failed_attach_falls_back() {
-        let fake = Fake::new("3.3a", "exit 1", TIMEOUT);
-        fake.tmux.send_key("%1", "Enter").unwrap_err();
-        assert_eq!(Fake::lines(&fake.attaches).len(), 1);
-        let calls = Fake::lines(&fake.calls);
-        assert_eq!(calls.len(), 1, "{calls:?}");
-        assert!(calls[0].contains("send-keys"), "{calls:?}");
+        let server = Server::new();
+        let first = server.spawn("run", "a", &["sleep", "30"]);
+        let pid = server_pid(&server);
+        let tmux = handle(
+            &server,
+            Control::new(true).with_attach(Duration::from_millis(300), Duration::from_secs(60)),
+        );
+        let probe = &tmux.control.probe;
+        let stopped = Stopped::new(pid);
+        let call = {
+            let tmux = tmux.clone();
+            std::thread::spawn(move || tmux.list_panes())
+        };
+        // The process run after the failed attach waits for the server to go on.
+        wait_for(|| (probe.failed_attaches.load(Ordering::Relaxed) == 1).then_some(()));
+        drop(stopped);
+        let panes = call.join().unwrap().unwrap();
+        assert_eq!(panes.len(), 1);
+        assert_eq!(panes[0].pane_id, first.pane_id);
+        assert_eq!(probe.attaches.load(Ordering::Relaxed), 1);
+        assert_eq!(processes(&tmux), 1);
+
+        tmux.send_enter(&first.pane_id).unwrap();
+        assert_eq!(tmux.list_panes().unwrap(), panes);
+        assert_eq!(probe.attaches.load(Ordering::Relaxed), 1);
+        assert_eq!(processes(&tmux), 3);
+        assert_eq!(tmux.control_answers(), 0);
     }
 
     /// A tmux older than the client needs is never asked to attach one.
     #[test]
     fn an_old_tmux_is_driven_by_processes() {
-        let fake = Fake::new("3.1", HANDSHAKE, TIMEOUT);
-        assert_eq!(fake.tmux.version().unwrap(), Version { major: 3, minor: 1 });
-        assert_eq!(fake.tmux.list_panes().unwrap(), vec![]);
-        assert_eq!(Fake::lines(&fake.attaches), Vec::<String>::new());
-        assert_eq!(Fake::lines(&fake.calls).len(), 1);
+        let server = Server::new();
+        let first = server.spawn("run", "a", &["sleep", "30"]);
+        let tmux = handle(&server, Control::new(true));
+        // As `version()` would note it from a tmux 3.1.
+        tmux.control
+            .note_version(parse_version("tmux 3.1").unwrap());
+        assert_eq!(tmux.list_panes().unwrap()[0].pane_id, first.pane_id);
+        tmux.send_enter(&first.pane_id).unwrap();
+        assert_eq!(tmux.control.probe.attaches.load(Ordering::Relaxed), 0);
+        assert_eq!(processes(&tmux), 2);
+        assert_eq!(tmux.control_answers(), 0);
+    }
+
+    /// The server-wide options, as the server has them.
+    fn server_options_of(server: &Server) -> String {
+        let out = server
+            .process_only()
+            .read(&[
+                strings(&["show-options", "-gv", "default-shell"]),
+                strings(&["show-options", "-gv", "default-size"]),
+                strings(&["show-options", "-gwv", "remain-on-exit"]),
+                strings(&["show-options", "-sv", "exit-empty"]),
+                strings(&["show-options", "-gwv", "allow-rename"]),
+                strings(&["show-options", "-gwv", "automatic-rename"]),
+            ])
+            .unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    const CONFIGURED: &str = "/bin/sh\n200x50\non\noff\noff\noff\n";
+
+    /// A new run's session sends the server-wide options only to a server that does not have
+    /// them from this handle: one it starts, or one started by someone else.
+    #[test]
+    fn server_options_reach_each_server_once() {
+        let server = Server::new();
+        let spawn_first = |session: &str| {
+            let argv = vec!["sleep".to_string(), "30".to_string()];
+            let spawned = server
+                .tmux
+                .spawn_first_window(&WindowSpec {
+                    session,
+                    window: "w",
+                    cwd: &server.dir,
+                    env: &[],
+                    argv: &argv,
+                    log: &server.log(session),
+                })
+                .unwrap();
+            assert!(spawned.created_session);
+            spawned
+        };
+        let process = server.process_only();
+        // The process that starts the server sets them.
+        spawn_first("run1");
+        assert_eq!(processes(&server.tmux), 1);
+        assert_eq!(server_options_of(&server), CONFIGURED);
+
+        // Through the client, on that server, they are not sent again: a change made
+        // meanwhile stays.
+        server.tmux.list_panes().unwrap();
+        process
+            .run1(&["set-option", "-g", "default-size", "80x24"])
+            .unwrap();
+        let answers = server.tmux.control_answers();
+        spawn_first("run2");
+        assert_eq!(server.tmux.control_answers(), answers + 1);
+        assert_eq!(processes(&server.tmux), 1);
+        assert_eq!(
+            server_options_of(&server),
+            CONFIGURED.replace("200x50", "80x24")
+        );
+
+        // Someone else kills the server and starts another, without them; the client
+        // attaches to it, and the options go with the next session.
+        let old = server_pid(&server);
+        process.kill_server().unwrap();
+        // A client that comes while the old server exits gets "server exited unexpectedly".
+        wait_for(|| matches!(process_state(old), None | Some('Z')).then_some(()));
+        process
+            .run1(&["new-session", "-d", "-s", "other", "--", "sleep", "30"])
+            .unwrap();
+        assert_ne!(server_options_of(&server), CONFIGURED);
+        wait_for(|| {
+            let before = server.tmux.control_answers();
+            server.tmux.list_panes().unwrap();
+            (server.tmux.control_answers() > before).then_some(())
+        });
+        let (answers, processes_before) = (server.tmux.control_answers(), processes(&server.tmux));
+        spawn_first("run3");
+        assert_eq!(server.tmux.control_answers(), answers + 1);
+        assert_eq!(processes(&server.tmux), processes_before);
+        assert_eq!(server_options_of(&server), CONFIGURED);
+
+        // After this handle's own kill-server, the process that starts the next server sets
+        // them.
+        server.tmux.kill_server().unwrap();
+        let processes_before = processes(&server.tmux);
+        spawn_first("run4");
+        assert_eq!(processes(&server.tmux), processes_before + 1);
+        assert_eq!(server_options_of(&server), CONFIGURED);
     }
 
     /// Not a check: the median time of `list_panes` and of spawns, by process and through
@@ -1936,17 +2205,40 @@ exit 1
         let lists_1 = measure(&|s, _| list(s));
         // A node's window in its run's session, then a new run's first window.
         let windows = measure(&|s, i| spawn(s, "run", &format!("n{i}"), false));
-        let sessions = measure(&|s, i| spawn(s, &format!("run{i}"), "first", true));
-        let lists_101 = measure(&|s, _| list(s));
+        // New runs' first windows, taking turns with ones for which the server-wide options
+        // are sent again, as they were before the handle remembered its server.
+        let mut sessions = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        for i in 0..100 {
+            for (k, server) in servers.iter().enumerate() {
+                let again = i % 2 == 1;
+                if again {
+                    *server.tmux.configured.lock().unwrap() = None;
+                }
+                sessions[k][usize::from(again)].push(spawn(
+                    server,
+                    &format!("run{i}"),
+                    "first",
+                    true,
+                ));
+            }
+        }
+        let [sessions, sessions_again] = [0, 1].map(|again| {
+            [
+                median(sessions[0][again].clone()),
+                median(sessions[1][again].clone()),
+            ]
+        });
+        let lists_151 = measure(&|s, _| list(s));
         for (k, server) in servers.iter().enumerate() {
             eprintln!(
-                "{:?}: list_panes (1 pane) {:?}, spawn_window {:?}, spawn_first_window {:?}, \
-                 list_panes (101 panes) {:?}; control answers {}",
+                "{:?}: list_panes (1 pane) {:?}, spawn_window {:?}, spawn_first_window {:?} \
+                 (options sent again: {:?}), list_panes (151 panes) {:?}; control answers {}",
                 server.mode,
                 lists_1[k],
                 windows[k],
                 sessions[k],
-                lists_101[k],
+                sessions_again[k],
+                lists_151[k],
                 server.tmux.control_answers()
             );
         }
