@@ -367,10 +367,9 @@ impl Store {
         let created = state.clone();
         let dir2 = dir.clone();
         let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
+            // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
+            // costs as much as a synced write on some disks, and most runs never need some.
             fs::create_dir(&dir2)?;
-            for sub in ["nodes", "logs", "discussions", "spinoffs"] {
-                fs::create_dir(dir2.join(sub))?;
-            }
             for (name, bytes) in &files {
                 fs::write(dir2.join(name), bytes)?;
             }

@@ -551,6 +551,9 @@ fn scaling(events_per_run: u64, fanout_units: &[usize]) -> Vec<Value> {
     out
 }
 
+/// Spawns measured, each next to one run of the bare commands.
+const SPAWNS: usize = 25;
+
 /// `spawn.spinoff` (request → agent process running) next to the bare commands doing the same
 /// work: `git worktree add -b` and `tmux new-window`.
 fn spawn(rows: &mut Vec<Row>) {
@@ -587,7 +590,7 @@ fn spawn(rows: &mut Vec<Row>) {
     ]);
     let mut ours = Vec::new();
     let mut bare = Vec::new();
-    for i in 0..15 {
+    for i in 0..SPAWNS {
         let start = Instant::now();
         let r = env.spawn(
             "spinoff",
@@ -623,7 +626,7 @@ fn spawn(rows: &mut Vec<Row>) {
     tmux(&["kill-server"]);
     let (o, b) = (median(ours), median(bare));
     rows.push(Row {
-        metric: "spawn latency: request → agent running (median of 15)".into(),
+        metric: format!("spawn latency: request → agent running (median of {SPAWNS})"),
         ours: o,
         baseline: Some(b),
         unit: "ms",
