@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use octl_proto::ids::{self, RunRef};
@@ -62,19 +62,32 @@ impl Listing {
     }
 }
 
+/// How a new run's first write ended (projections written, log and directories synced):
+/// `None` while it is under way.
+pub type FirstWrite = watch::Receiver<Option<Result<(), String>>>;
+
 /// A new run's first write on its way to disk (see [`Store::begin_run`]).
 pub struct Syncing {
     run: String,
-    sync: JoinHandle<io::Result<()>>,
+    first: FirstWrite,
 }
 
 impl Syncing {
     /// Returns once the run's directory and first events are on disk.
-    pub async fn wait(self) -> Result<(), AppError> {
-        self.sync
+    pub async fn wait(mut self) -> Result<(), AppError> {
+        let run = self.run;
+        let ended = self
+            .first
+            .wait_for(Option::is_some)
             .await
-            .map_err(|e| AppError::internal(e.to_string()))?
-            .map_err(|e| AppError::internal(format!("cannot sync new run {}: {e}", self.run)))
+            .map(|v| v.clone())
+            .map_err(|_| AppError::internal(format!("the first write of run {run} was lost")))?;
+        match ended {
+            Some(Err(e)) => Err(AppError::internal(format!(
+                "cannot sync new run {run}: {e}"
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -221,7 +234,7 @@ impl Store {
                     tracing::warn!(run = %id, bytes = replayed.cut, "cut a torn last line from the log (a write a crash interrupted, never acknowledged)");
                 }
                 projections::write_all(&dir, &replayed.state)?;
-                self.start(id, dir, replayed.state)?;
+                self.start(id, dir, replayed.state, None)?;
             }
             Err(c) => {
                 let reason = describe(&c);
@@ -277,7 +290,15 @@ impl Store {
         }
     }
 
-    fn start(&self, id: String, dir: PathBuf, state: RunState) -> io::Result<Arc<RunHandle>> {
+    /// Opens a run's log and starts its writer. `first`, for a new run, is its first write
+    /// still on its way to disk: the writer commits nothing before it is.
+    fn start(
+        &self,
+        id: String,
+        dir: PathBuf,
+        state: RunState,
+        first: Option<FirstWrite>,
+    ) -> io::Result<Arc<RunHandle>> {
         let log = LogWriter::open(&dir.join(LOG_FILE))?;
         let handle = Arc::new(RunHandle::new(
             id.clone(),
@@ -293,6 +314,7 @@ impl Store {
             handle: handle.clone(),
             state,
             log: Some(log),
+            first,
         };
         let task = tokio::spawn(writer.run(rx));
         self.writers.lock().expect("writers lock").push(task);
@@ -303,11 +325,9 @@ impl Store {
         Ok(handle)
     }
 
-    /// Creates a run: its directory, and its log holding `run.created` (synced, with the
-    /// directory entry synced too) before the run is known to anyone.
     /// Creates a run: its directory, any input files it keeps (a manifest, a plan), and its
     /// log holding `run.created` and the `initial` events, synced with the directory entry
-    /// before the run is known to anyone. One sync for all of it.
+    /// before this returns. One sync for all of it.
     pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
         let (handle, syncing) = self.begin_run(new).await?;
         syncing.wait().await?;
@@ -315,9 +335,10 @@ impl Store {
     }
 
     /// [`Store::create_run`], returning as soon as the run's first events are written (in
-    /// the page cache, so a daemon crash keeps them) while they are synced in the background.
-    /// A caller can overlap side effects the events announce with the sync, and must
-    /// [`Syncing::wait`] before acknowledging anything.
+    /// the page cache, so a daemon crash keeps them) while its projections are written and
+    /// everything is synced in the background. A caller can overlap side effects the events
+    /// announce with that, and must [`Syncing::wait`] before acknowledging anything; the
+    /// run's writer commits nothing before it is done either.
     pub async fn begin_run(&self, new: NewRun) -> Result<(Arc<RunHandle>, Syncing), AppError> {
         let NewRun {
             id,
@@ -375,22 +396,24 @@ impl Store {
             }
             let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
             log.append(line.as_bytes())?;
-            projections::write_all(&dir2, &created)?;
             Ok(log)
         })
         .await
         .map_err(|e| AppError::internal(e.to_string()))?
         .map_err(|e| AppError::internal(format!("cannot create run {id}: {e}")))?;
+        let (done, first) = watch::channel(None);
         let dir2 = dir.clone();
-        let sync = tokio::task::spawn_blocking(move || -> io::Result<()> {
-            log.sync()?;
-            log::sync_dir(&dir2)?;
-            log::sync_dir(&runs_dir)
+        tokio::task::spawn_blocking(move || {
+            let result = projections::write_all(&dir2, &created)
+                .and_then(|_| log.sync())
+                .and_then(|_| log::sync_dir(&dir2))
+                .and_then(|_| log::sync_dir(&runs_dir));
+            let _ = done.send(Some(result.map_err(|e| e.to_string())));
         });
         let handle = self
-            .start(id.clone(), dir, state)
+            .start(id.clone(), dir, state, Some(first.clone()))
             .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
-        Ok((handle, Syncing { run: id, sync }))
+        Ok((handle, Syncing { run: id, first }))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).

@@ -104,6 +104,9 @@ pub struct Writer {
     pub handle: Arc<RunHandle>,
     pub state: RunState,
     pub log: Option<LogWriter>,
+    /// A new run's first write, still being synced: waited for before the first commit, so
+    /// its projections can never land over a later group's.
+    pub first: Option<super::FirstWrite>,
 }
 
 type Reply = oneshot::Sender<Result<AppendResult, AppError>>;
@@ -115,6 +118,9 @@ enum Outcome {
 
 impl Writer {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        if let Some(mut first) = self.first.take() {
+            let _ = first.wait_for(Option::is_some).await;
+        }
         while let Some(first) = rx.recv().await {
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
