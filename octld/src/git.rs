@@ -13,13 +13,14 @@
 //! target checked out), and [`Git::snapshot`] (nothing an agent wrote is lost before its
 //! worktree goes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use octl_proto::ErrorKind;
 
@@ -445,6 +446,25 @@ impl Git {
         &self.dir
     }
 
+    /// Runs `f` while no other command of this process that reads or writes the
+    /// repository's worktree bookkeeping does. `git worktree add` writes
+    /// `.git/worktrees/<name>/` file by file, and a git command reading every worktree
+    /// meanwhile (`worktree list`, `worktree remove`, `branch`, another `worktree add`) fails
+    /// with "failed to read .git/worktrees/<name>/commondir" (seen in fan-outs of 50 units).
+    /// Keyed by the directory given to [`Git::new`], which the daemon makes the top level.
+    fn one_at_a_time<T>(&self, f: impl FnOnce() -> T) -> T {
+        static REPOS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> =
+            LazyLock::new(Default::default);
+        let lock = REPOS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(self.dir.clone())
+            .or_default()
+            .clone();
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+
     fn base_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
         for var in REPO_LOCATION_VARS {
@@ -605,17 +625,20 @@ impl Git {
 
     /// Creates `branch` at `at`; fails if it already exists.
     pub fn create_branch(&self, branch: &str, at: &str) -> Result<()> {
-        self.call(["branch", "--no-track", "--end-of-options", branch, at])
-            .stdout()?;
+        self.one_at_a_time(|| {
+            self.call(["branch", "--no-track", "--end-of-options", branch, at])
+                .stdout()
+        })?;
         Ok(())
     }
 
     /// `git branch -d` (never `-D`): git refuses unless the branch is merged into HEAD of this
     /// directory (or into its upstream).
     pub fn delete_branch(&self, branch: &str) -> Result<BranchDelete> {
-        let (out, argv, dir) = self
-            .call(["branch", "-d", "--end-of-options", branch])
-            .output(None)?;
+        let (out, argv, dir) = self.one_at_a_time(|| {
+            self.call(["branch", "-d", "--end-of-options", branch])
+                .output(None)
+        })?;
         if out.status.success() {
             return Ok(BranchDelete::Deleted);
         }
@@ -669,29 +692,33 @@ impl Git {
     /// `git worktree add -b <branch> <path> <base>`: a new branch at `base`, checked out at
     /// `path` (parent directories are created).
     pub fn worktree_add(&self, path: &Path, branch: &str, base: &str) -> Result<()> {
-        self.call([
-            OsStr::new("worktree"),
-            OsStr::new("add"),
-            OsStr::new("-b"),
-            OsStr::new(branch),
-            OsStr::new("--"),
-            path.as_os_str(),
-            OsStr::new(base),
-        ])
-        .stdout()?;
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("-b"),
+                OsStr::new(branch),
+                OsStr::new("--"),
+                path.as_os_str(),
+                OsStr::new(base),
+            ])
+            .stdout()
+        })?;
         Ok(())
     }
 
     /// `git worktree add <path> <branch>` for a branch that already exists.
     pub fn worktree_add_existing(&self, path: &Path, branch: &str) -> Result<()> {
-        self.call([
-            OsStr::new("worktree"),
-            OsStr::new("add"),
-            OsStr::new("--"),
-            path.as_os_str(),
-            OsStr::new(branch),
-        ])
-        .stdout()?;
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--"),
+                path.as_os_str(),
+                OsStr::new(branch),
+            ])
+            .stdout()
+        })?;
         Ok(())
     }
 
@@ -713,7 +740,7 @@ impl Git {
             args.push(OsStr::new("--force"));
         }
         args.extend([OsStr::new("--"), path.as_os_str()]);
-        let (out, argv, dir) = self.call(args).output(None)?;
+        let (out, argv, dir) = self.one_at_a_time(|| self.call(args).output(None))?;
         if out.status.success() {
             return Ok(());
         }
@@ -731,15 +758,16 @@ impl Git {
 
     /// `git worktree prune`: forgets worktrees whose directories are gone.
     pub fn worktree_prune(&self) -> Result<()> {
-        self.call(["worktree", "prune"]).stdout()?;
+        self.one_at_a_time(|| self.call(["worktree", "prune"]).stdout())?;
         Ok(())
     }
 
     /// `git worktree list --porcelain -z`, parsed. The first entry is the main worktree.
     pub fn worktree_list(&self) -> Result<Vec<Worktree>> {
-        let out = self
-            .call(["worktree", "list", "--porcelain", "-z"])
-            .stdout()?;
+        let out = self.one_at_a_time(|| {
+            self.call(["worktree", "list", "--porcelain", "-z"])
+                .stdout()
+        })?;
         Ok(parse_worktree_list(&out))
     }
 
@@ -1295,6 +1323,36 @@ mod tests {
         fn read(&self, path: &str) -> String {
             fs::read_to_string(self.dir().join(path)).unwrap()
         }
+    }
+
+    /// Worktrees added from several threads while another lists them, as a fan-out does:
+    /// without one-at-a-time bookkeeping git fails now and then with "failed to read
+    /// .git/worktrees/<name>/commondir".
+    #[test]
+    fn worktrees_added_and_listed_concurrently() {
+        let f = Fixture::new();
+        let adding = std::sync::atomic::AtomicUsize::new(4);
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (f, adding) = (&f, &adding);
+                scope.spawn(move || {
+                    for i in 0..6 {
+                        let wt = f.root.join(format!("wt-{t}-{i}"));
+                        f.git
+                            .worktree_add(&wt, &format!("b/{t}/{i}"), "main")
+                            .unwrap();
+                    }
+                    adding.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            let (f, adding) = (&f, &adding);
+            scope.spawn(move || {
+                while adding.load(Ordering::SeqCst) > 0 {
+                    f.git.worktree_list().unwrap();
+                }
+            });
+        });
+        assert_eq!(f.git.worktree_list().unwrap().len(), 1 + 4 * 6);
     }
 
     #[test]
