@@ -13,7 +13,8 @@
 //! - [`config`]: `config.toml`: agent profiles and defaults.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
-//! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs).
+//! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs); commands go
+//!   through one control-mode client (`tmux::control`), a process each only as a fallback.
 
 pub mod activation;
 pub mod agents;

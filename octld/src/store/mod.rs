@@ -68,14 +68,16 @@ pub type FirstWrite = watch::Receiver<Option<Result<(), String>>>;
 
 /// A new run's first write on its way to disk (see [`Store::begin_run`]).
 pub struct Syncing {
-    run: String,
+    handle: Arc<RunHandle>,
+    /// The last seq of the first write.
+    seq: u64,
     first: FirstWrite,
 }
 
 impl Syncing {
     /// Returns once the run's directory and first events are on disk.
     pub async fn wait(mut self) -> Result<(), AppError> {
-        let run = self.run;
+        let run = self.handle.id.clone();
         let ended = self
             .first
             .wait_for(Option::is_some)
@@ -86,7 +88,11 @@ impl Syncing {
             Some(Err(e)) => Err(AppError::internal(format!(
                 "cannot sync new run {run}: {e}"
             ))),
-            _ => Ok(()),
+            _ => {
+                // Readers of committed events (streams, `event.list`) see them from now on.
+                self.handle.committed.fetch_max(self.seq, Ordering::AcqRel);
+                Ok(())
+            }
         }
     }
 }
@@ -306,6 +312,10 @@ impl Store {
             projection::detail(&state),
             None,
         ));
+        if first.is_some() {
+            // Nothing is on disk yet; the writer says so once the first write is.
+            handle.committed.store(0, Ordering::Release);
+        }
         let (tx, rx) = mpsc::channel(QUEUE);
         *handle.tx.lock().expect("tx lock") = Some(tx);
         *handle.changes.lock().expect("changes lock") =
@@ -413,7 +423,8 @@ impl Store {
         let handle = self
             .start(id.clone(), dir, state, Some(first.clone()))
             .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
-        Ok((handle, Syncing { run: id, first }))
+        let seq = handle.view().manifest.last_seq;
+        Ok((handle.clone(), Syncing { handle, seq, first }))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).

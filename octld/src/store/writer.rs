@@ -119,7 +119,15 @@ enum Outcome {
 impl Writer {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         if let Some(mut first) = self.first.take() {
-            let _ = first.wait_for(Option::is_some).await;
+            let synced = matches!(
+                first.wait_for(Option::is_some).await.as_deref(),
+                Ok(Some(Ok(())))
+            );
+            if synced {
+                self.handle
+                    .committed
+                    .fetch_max(self.state.last_seq, Ordering::AcqRel);
+            }
         }
         while let Some(first) = rx.recv().await {
             let mut batch = vec![first];

@@ -294,11 +294,17 @@ impl Tmux {
     /// A handle on the server at `socket` (usually `$OCTL_HOME/tmux.sock`; keep the path under
     /// about 100 bytes, the limit of a Unix socket address).
     ///
-    /// Commands go through a control client once the server runs. `OCTL_TMUX_CONTROL=0` in
-    /// the environment (read here, once) makes every command a process instead: the way tmux
-    /// was driven before the client, kept to rule it out when something goes wrong.
+    /// Commands go through a control client once the server runs. `OCTL_TMUX_CONTROL=0` (or
+    /// `false`, `no`, `off`) in the environment, read here once, makes every command a process
+    /// instead: the way tmux was driven before the client, kept to rule it out when something
+    /// goes wrong.
     pub fn new(socket: impl Into<PathBuf>) -> Tmux {
-        let control = std::env::var_os("OCTL_TMUX_CONTROL").is_none_or(|v| v != "0");
+        let control = std::env::var_os("OCTL_TMUX_CONTROL").is_none_or(|v| {
+            !matches!(
+                v.to_string_lossy().trim().to_ascii_lowercase().as_str(),
+                "0" | "false" | "no" | "off"
+            )
+        });
         Tmux {
             socket: socket.into(),
             program: OsString::from("tmux"),
