@@ -441,9 +441,15 @@ Examples:
     List(DiscussionListArgs),
 
     /// Answer an open discussion (the agent waiting on it goes on)
+    ///
+    /// One answer per discussion: the first recorded wins; another answer is refused (exit 4)
+    /// and the same answer again reports it. A merge-conflict question (`merge-…`, opened by
+    /// the daemon) is settled by merging, not by text: answering it is refused, with the
+    /// commands that resolve it, while its node can still merge.
     #[command(after_help = "\
 Examples:
   orchestratectl discussion answer q-db --text 'use sqlite in tests'
+  orchestratectl discussion answer 01jdxk7zq3 --text 'yes'     # a unique prefix of the id
   orchestratectl --json discussion answer q-db --text 'yes'   # the discussion")]
     Answer(DiscussionAnswerArgs),
 }
@@ -490,7 +496,8 @@ pub struct DiscussionListArgs {
 
 #[derive(Debug, Args)]
 pub struct DiscussionAnswerArgs {
-    /// The discussion's id, as `discussion list` shows it
+    /// The discussion's id, as `discussion list` shows it, or a unique prefix of at least 6
+    /// of its characters
     #[arg(value_name = "ID")]
     pub id: String,
 
@@ -529,9 +536,15 @@ Examples:
     List(SpinoffListArgs),
 
     /// Accept a proposal: start it as a new spinoff run, linked to the proposing run
+    ///
+    /// One decision per proposal: the first recorded wins and starts exactly one run; a
+    /// decision that lost starts nothing and is refused (exit 4), and accepting again reports
+    /// the existing run. A proposal whose run could not be created shows `failed` with the
+    /// reason and may be accepted again or rejected.
     #[command(after_help = "\
 Examples:
   orchestratectl spinoff accept flaky-retry
+  orchestratectl spinoff accept 01jdxk7zq3           # a unique prefix of the id
   orchestratectl spinoff accept flaky-retry --agent shell
   orchestratectl --json spinoff accept flaky-retry   # {proposal, run}")]
     Accept(SpinoffAcceptArgs),
@@ -572,19 +585,22 @@ pub struct SpinoffListArgs {
 
 #[derive(Debug, Args)]
 pub struct SpinoffAcceptArgs {
-    /// The proposal's id, as `spinoff list` shows it
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
     #[arg(value_name = "ID")]
     pub id: String,
 
     /// The agent profile of the new run: `claude`, `shell`, or a profile [agents.NAME] from
-    /// $OCTL_HOME/config.toml; default: the configured default
+    /// $OCTL_HOME/config.toml; default: the proposing node's agent, else the proposing run's,
+    /// else the configured default
     #[arg(long, value_name = "PROFILE")]
     pub agent: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct SpinoffRejectArgs {
-    /// The proposal's id, as `spinoff list` shows it
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
     #[arg(value_name = "ID")]
     pub id: String,
 

@@ -207,6 +207,34 @@ pub struct Discussion {
     pub resolved_at: Option<String>,
 }
 
+/// Where a spin-off proposal stands. `proposed → accepted | rejected`; an accepted proposal
+/// whose run could not be created is `failed` (the reason says why) and may be accepted
+/// again or rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpinoffStatus {
+    Proposed,
+    Accepted,
+    Rejected,
+    Failed,
+}
+
+impl SpinoffStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpinoffStatus::Proposed => "proposed",
+            SpinoffStatus::Accepted => "accepted",
+            SpinoffStatus::Rejected => "rejected",
+            SpinoffStatus::Failed => "failed",
+        }
+    }
+
+    /// A human may still decide: nothing was decided, or the accepted run could not be made.
+    pub fn is_open(self) -> bool {
+        matches!(self, SpinoffStatus::Proposed | SpinoffStatus::Failed)
+    }
+}
+
 /// A piece of separate work an agent noticed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spinoff {
@@ -214,8 +242,13 @@ pub struct Spinoff {
     pub node: Option<String>,
     pub task: String,
     pub why: Option<String>,
-    pub status: String,
+    pub status: SpinoffStatus,
+    /// The run it was accepted as (its id is chosen and recorded before the run exists).
     pub child_run: Option<String>,
+    /// The agent profile of that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Why it was rejected, or why its run could not be created.
     pub reason: Option<String>,
     pub proposed_at: String,
     pub decided_at: Option<String>,

@@ -363,7 +363,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                 vec![
                     s.id.clone(),
                     cell(s.node.as_deref()),
-                    s.status.clone(),
+                    s.status.as_str().to_string(),
                     cell(s.child_run.as_deref()),
                     s.task.clone(),
                 ]

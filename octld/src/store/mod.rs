@@ -400,7 +400,14 @@ impl Store {
         let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
             // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
             // costs as much as a synced write on some disks, and most runs never need some.
-            fs::create_dir(&dir2)?;
+            match fs::create_dir(&dir2) {
+                // A directory without a log is a creation a crash cut short (the store ignores
+                // it): the run whose id was recorded before it existed is made in it now.
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && !dir2.join(LOG_FILE).exists() => {}
+                other => other?,
+            }
             for (name, bytes) in &files {
                 fs::write(dir2.join(name), bytes)?;
             }
