@@ -372,6 +372,14 @@ fn answering_a_merge_conflict_question_is_refused_with_what_resolves_it() {
             && hint.contains("run cancel"),
         "{hint}"
     );
+    // Nor can an agent close it through the log.
+    let err = env
+        .try_rpc(
+            "event.append",
+            json!({"run": run, "node": "clash", "type": "discussion.resolved", "actor": "agent", "data": {"id": q, "answer": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(err["data"]["kind"], json!("invalid_transition"), "{err}");
     let show = env.rpc("run.show", json!({"run": run}));
     assert_eq!(
         show["discussions"][0]["open"],

@@ -247,9 +247,13 @@ fn current(handle: &RunHandle, disc: &Discussion) -> Discussion {
 
 /// A question the daemon opened about a merge conflict (`merge-…`) is settled by merging:
 /// a text answer would close it while the node stays in conflict, so it is refused while the
-/// node can still be merged, with what does move it. Once the node has ended (cancelled,
-/// failed) an answer only closes the question.
-fn refuse_merge_question(run: &str, view: &RunDetail, disc: &Discussion) -> Result<(), AppError> {
+/// node can still be merged, with what does move it (here and for `event.append`). Once the
+/// node has ended (cancelled, failed) an answer only closes the question.
+pub fn refuse_merge_question(
+    run: &str,
+    view: &RunDetail,
+    disc: &Discussion,
+) -> Result<(), AppError> {
     let Some(node) = disc
         .node
         .as_deref()

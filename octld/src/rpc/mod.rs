@@ -382,9 +382,9 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "discussion.answer",
-        summary: "A human answers a discussion.",
+        summary: "A human answers a discussion (once: the first answer written wins; a merge-conflict question is settled by merging and refused here).",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion: its id or a unique prefix of at least 6 characters" },
             ParamSpec { name: "text", required: true, schema: r#"{"type":"string"}"#, doc: "the answer" },
         ],
         result: r#"{"type":"object"}"#,
@@ -408,9 +408,9 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "spinoff.accept",
-        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways.",
+        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways (once: the first decision written wins; a loser starts nothing). The agent defaults to the proposing node's.",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
             AGENT_PARAM,
         ],
         result: r#"{"type":"object","required":["proposal","run"]}"#,
@@ -419,7 +419,7 @@ pub const METHODS: &[MethodSpec] = &[
         name: "spinoff.reject",
         summary: "Reject a proposal, saying why.",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
             ParamSpec { name: "reason", required: true, schema: r#"{"type":"string"}"#, doc: "why" },
         ],
         result: r#"{"type":"object"}"#,
