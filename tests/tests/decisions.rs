@@ -458,6 +458,14 @@ fn a_run_that_cannot_be_made_after_a_crash_is_recorded_and_can_be_accepted_again
     );
     assert_eq!(p["child_run"], json!(null));
     assert_eq!(run_count(&env), 1, "no run was made");
+    let listed = env.cli(["spinoff", "list"]);
+    assert!(
+        listed
+            .ok()
+            .stdout
+            .contains("its run could not be created: invalid repo"),
+        "{listed:?}"
+    );
     // Not a dead end: once the repository is back, accepting again starts one run.
     std::fs::rename(&moved, &repo.path).unwrap();
     let out = env.cli(["--json", "spinoff", "accept", &ids[0], "--agent", "shell"]);

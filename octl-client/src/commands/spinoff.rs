@@ -133,7 +133,18 @@ pub fn list_text(items: &[Proposal], run: Option<&str>) -> String {
             ]
         })
         .collect();
-    table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows)
+    let mut out = table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows);
+    // Why a run could not be made, and that the proposal is not a dead end.
+    for p in items.iter().filter(|p| p.status == "failed") {
+        out.push_str(&format!(
+            "{}: its run could not be created: {}\n  once fixed: orchestratectl spinoff accept {}   or: orchestratectl spinoff reject {} --reason '…'\n",
+            p.id,
+            one_line(p.reason.as_deref().unwrap_or("no reason recorded"), 200),
+            p.id,
+            p.id
+        ));
+    }
+    out
 }
 
 async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
@@ -239,6 +250,10 @@ mod tests {
         assert_eq!(
             list_text(&items, None),
             "ID  RUN  NODE  STATUS    CHILD RUN  TASK\np1  01R  api   accepted  01C        fix the flaky test\np1  01R  api   proposed  -          fix the flaky test\n"
+        );
+        assert_eq!(
+            list_text(&[proposal("failed", None, Some("invalid repo \"/r\""))], None),
+            "ID  RUN  NODE  STATUS  CHILD RUN  TASK\np1  01R  api   failed  -          fix the flaky test\np1: its run could not be created: invalid repo \"/r\"\n  once fixed: orchestratectl spinoff accept p1   or: orchestratectl spinoff reject p1 --reason '…'\n"
         );
         assert_eq!(list_text(&[], None), "No spin-off proposals.");
         assert_eq!(
