@@ -96,6 +96,9 @@ pub fn run_and_node(
     Ok((run, node))
 }
 
+/// The most bytes of a question's details (the daemon's limit too).
+pub const MAX_BODY: usize = 16 * 1024;
+
 /// `discussion.ask` params from the flags.
 pub fn ask_params(args: &DiscussionAskArgs) -> Result<AskParams, AppError> {
     let (run, node) = run_and_node(
@@ -104,14 +107,20 @@ pub fn ask_params(args: &DiscussionAskArgs) -> Result<AskParams, AppError> {
         "orchestratectl discussion ask --run 01JDXJ5R --title '…'",
     )?;
     required_text("--title", &args.title, "the question in one line")?;
-    if let Some(body) = &args.body {
+    let body = crate::text_file::text_or_file(
+        "--body-file",
+        args.body.clone(),
+        args.body_file.as_deref(),
+        MAX_BODY,
+    )?;
+    if let Some(body) = &body {
         required_text("--body", body, "some details, or leave --body out")?;
     }
     Ok(AskParams {
         run,
         node,
         title: args.title.clone(),
-        body: args.body.clone(),
+        body,
     })
 }
 
@@ -321,6 +330,7 @@ mod tests {
         DiscussionAskArgs {
             title: title.into(),
             body: None,
+            body_file: None,
             wait: false,
             timeout: None,
             run: run.map(Into::into),

@@ -476,7 +476,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
                 id,
                 format!("octld does not answer properly: {}", e.message),
                 e.hint.unwrap_or_else(|| {
-                    "restart it: `orchestratectl daemon stop`, then `orchestratectl daemon start`"
+                    "restart it: `orchestratectl daemon restart`"
                         .to_string()
                 }),
             )
@@ -488,7 +488,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
             return Check::fail(
                 id,
                 e.message,
-                "restart it with this version: `orchestratectl daemon stop`, then `orchestratectl daemon start`",
+                "restart it with this version: `orchestratectl daemon restart`",
             )
         }
     };
@@ -500,7 +500,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
                 "octld {} (protocol {}, pid {}) is running, but this orchestratectl is {mine} (protocol {PROTOCOL_VERSION})",
                 s.version, s.protocol, s.pid
             ),
-            "restart it with the matching version: `orchestratectl daemon stop`, then `orchestratectl daemon start`",
+            "restart it with the matching version: `orchestratectl daemon restart`",
         );
     }
     Check::ok(

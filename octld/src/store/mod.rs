@@ -3,7 +3,9 @@
 //! - [`log`]: reading, repairing and appending `events.jsonl`.
 //! - [`writer`]: the per-run group-commit writer.
 //! - [`projections`]: atomic writes of the derived files.
+//! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 
+pub mod corrupt;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -381,6 +383,7 @@ impl Store {
             merge: None,
             merge_commit: None,
             nodes: Default::default(),
+            node_order: Vec::new(),
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
