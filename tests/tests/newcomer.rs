@@ -72,7 +72,7 @@ fn run_logs_shows_follows_until_the_node_ends_and_run_show_says_why_it_failed() 
         }
     });
     let mut seen = Vec::new();
-    let mut read = |seen: &mut Vec<u8>| {
+    let read = |seen: &mut Vec<u8>| {
         while let Ok(chunk) = rx.try_recv() {
             seen.extend(chunk);
         }
