@@ -339,6 +339,26 @@ mod tests {
     }
 
     #[test]
+    fn the_body_can_come_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("body.md");
+        std::fs::write(&path, "option A\noption B\n").unwrap();
+        let mut a = ask_args(Some("01JDXJ5R"), None, "which?");
+        a.body_file = Some(path);
+        assert_eq!(
+            ask_params(&a).unwrap().body.as_deref(),
+            Some("option A\noption B\n")
+        );
+        std::fs::write(a.body_file.as_ref().unwrap(), "x".repeat(MAX_BODY + 1)).unwrap();
+        let err = ask_params(&a).unwrap_err();
+        assert!(
+            err.message.contains("the limit is 16384 bytes"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
     fn ask_params_need_a_run_and_a_title() {
         let p = ask_params(&ask_args(Some("01jdxj5r"), None, "which db?")).unwrap();
         assert_eq!(

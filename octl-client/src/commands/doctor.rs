@@ -655,7 +655,7 @@ fn runs_check(r: &DoctorRunsResult) -> Check {
     let mut hints = Vec::new();
     if let Some(x) = bad.iter().find(|x| x.mismatched.is_empty()) {
         hints.push(format!(
-            "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{}/events.jsonl.corrupt for inspection (the lines before the bad one are intact)",
+            "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{0}/events.jsonl.corrupt (the lines before the bad one are intact): see what it still says with `orchestratectl run show {0}`, then set it aside with `orchestratectl run quarantine {0}` (moved to corrupt/{0}, nothing deleted)",
             x.run
         ));
     }

@@ -984,6 +984,37 @@ mod tests {
     }
 
     #[test]
+    fn failures_and_corrupt_logs_in_run_show() {
+        let mut failed = node("api", "failed");
+        failed["reason"] = json!("gate failed");
+        failed["exit_status"] = json!(3);
+        failed["message"] = json!("tests red");
+        let d = detail_with(json!([node("ok", "merged"), failed, node("ui", "exited")]));
+        let text = failures_text(&d, Path::new("/h/runs/R/logs"));
+        assert_eq!(
+            text,
+            "\nFailures:\n  api failed: gate failed; exit status 3; message: tests red\n    log: /h/runs/R/logs/api.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api)\n  ui exited: no reason given\n    log: /h/runs/R/logs/ui.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node ui)\n"
+        );
+        assert_eq!(
+            failures_text(&detail_with(json!([node("a", "merged")])), Path::new("/x")),
+            ""
+        );
+
+        let c = json!({"log": "/h/runs/R/events.jsonl.corrupt", "line": 3, "reason": "not a valid event",
+            "readable_events": 2, "events": [{"seq": 1, "ts": "t", "type": "run.created", "actor": "daemon", "data": {}}]});
+        let text = corrupt_text("R", &c);
+        assert!(
+            text.contains("  bad line: 3 of /h/runs/R/events.jsonl.corrupt: not a valid event\n  readable: the 2 events before it (the last 1 below)\n"),
+            "{text}"
+        );
+        assert!(text.contains("run.created"), "{text}");
+        assert!(
+            text.ends_with("orchestratectl run quarantine R\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn run_refs_are_checked_locally() {
         assert_eq!(run_param("01jdxj5r").unwrap().run, "01JDXJ5R");
         let err = run_param("../etc").unwrap_err();

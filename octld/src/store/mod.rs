@@ -184,7 +184,7 @@ impl RunHandle {
 fn corrupt_error(id: &str, reason: &str) -> AppError {
     AppError::new(ErrorKind::RunCorrupt, format!("run {id} is corrupt: {reason}"))
         .with_hint(format!(
-            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working"
+            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working; `orchestratectl run show {id}` shows what it still says, `orchestratectl run quarantine {id}` sets it aside"
         ))
 }
 
