@@ -83,10 +83,11 @@ pub enum Group {
     ///
     /// The plan (TOML or JSON, by its extension) lists nodes with `id`, `task`, `deps`, and
     /// optional `agent` and `gate`. The daemon checks it whole (unknown deps, duplicate ids,
-    /// cycles naming their nodes) and reports every problem at once (exit 2), creating
-    /// nothing. The integration branch octl/<RUN>/integration starts from base; a node that
-    /// fails or conflicts blocks only its dependents (`run retry` starts it again). When every
-    /// node is merged, `orchestratectl merge RUN` (or --auto-merge) merges integration into base.
+    /// the reserved id `integration`, cycles naming their nodes) and reports every problem at
+    /// once (exit 2), creating nothing. The integration branch octl/<RUN>/integration starts
+    /// from base; a node that fails or conflicts blocks only its dependents (`run retry` starts
+    /// it again). When every node is merged, `orchestratectl merge RUN` (or --auto-merge)
+    /// merges integration into base.
     #[command(after_help = ORCHESTRATE_EXAMPLES)]
     Orchestrate(OrchestrateArgs),
 
