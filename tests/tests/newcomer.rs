@@ -525,6 +525,10 @@ fn a_corrupt_run_shows_what_it_can_and_can_be_set_aside_so_doctor_is_green() {
     corrupt_line_three(&env.run_dir(&bad).join("events.jsonl"));
     let d = env.start_daemon();
     assert_eq!(doctor_runs(&env)["status"], json!("fail"));
+    let listed = env.rpc("run.list", json!({"status": "corrupt"}));
+    assert_eq!(listed[0]["id"], json!(bad));
+    assert_eq!(listed[0]["kind"], json!("generic"), "{listed}");
+    assert_eq!(listed[0]["title"], json!("will break"));
 
     // What can still be read: kind, creation time, the events before line 3, and where.
     let shown = env.cli(["--json", "run", "show", &bad]);

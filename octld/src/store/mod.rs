@@ -255,6 +255,23 @@ impl Store {
     }
 
     fn insert_corrupt(&self, id: String, dir: PathBuf, reason: String) {
+        // What the lines before the bad one say (kind, title, creation, node counts), for
+        // `run list`. Its nodes stay out of the view, so nothing supervises or schedules them;
+        // `run show` reads them from the log.
+        if let Some(state) = corrupt::salvage(&dir).ok().and_then(|s| s.state) {
+            let mut manifest = projection::summary(&state);
+            manifest.status = "corrupt".into();
+            manifest.error = Some(reason.clone());
+            let view = RunDetail {
+                manifest,
+                nodes: vec![],
+                discussions: vec![],
+                spinoffs: vec![],
+            };
+            let handle = Arc::new(RunHandle::new(id.clone(), dir, view, Some(reason)));
+            self.runs.write().expect("runs lock").insert(id, handle);
+            return;
+        }
         let summary = RunSummary {
             id: id.clone(),
             kind: "unknown".into(),
