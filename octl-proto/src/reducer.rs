@@ -148,6 +148,7 @@ impl RunState {
             merge: None,
             merge_commit: None,
             nodes: Default::default(),
+            node_order: Vec::new(),
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
@@ -306,6 +307,7 @@ impl RunState {
             finished_at: None,
             cleaned: false,
         };
+        self.node_order.push(id.clone());
         self.nodes.insert(id, node);
         Ok(())
     }
@@ -720,6 +722,32 @@ mod tests {
             .apply(&ev(6, Some("b"), "node.added", Actor::Human, json!({})))
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    }
+
+    #[test]
+    fn nodes_are_shown_in_the_order_they_were_added() {
+        let mut s = generic();
+        for (i, id) in ["u1", "u2", "u10", "b", "a"].iter().enumerate() {
+            s.apply(&ev(
+                i as u64 + 2,
+                Some(id),
+                "node.added",
+                Actor::Human,
+                json!({}),
+            ))
+            .unwrap();
+        }
+        let shown: Vec<String> = crate::projection::detail(&s)
+            .nodes
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        assert_eq!(shown, ["u1", "u2", "u10", "b", "a"]);
+        // A refused duplicate adds nothing to the order.
+        assert!(s
+            .apply(&ev(7, Some("u2"), "node.added", Actor::Human, json!({})))
+            .is_err());
+        assert_eq!(s.node_order.len(), 5);
     }
 
     #[test]

@@ -274,6 +274,9 @@ pub struct RunState {
     /// The commit base moved to by that merge.
     pub merge_commit: Option<String>,
     pub nodes: BTreeMap<String, Node>,
+    /// Node ids in the order their `node.added` came (a plan's or manifest's order): the
+    /// order people read them in (`run show`, `run watch`), where `u2` comes before `u10`.
+    pub node_order: Vec<String>,
     pub discussions: BTreeMap<String, Discussion>,
     pub spinoffs: BTreeMap<String, Spinoff>,
     /// Idempotency key → (seq, id) of the first append that carried it.
@@ -340,6 +343,11 @@ impl RunState {
         } else {
             RunStatus::Active
         }
+    }
+
+    /// The nodes in the order they were added.
+    pub fn nodes_in_order(&self) -> impl Iterator<Item = &Node> {
+        self.node_order.iter().filter_map(|id| self.nodes.get(id))
     }
 
     /// Node counts by state, only the states that occur.

@@ -141,9 +141,22 @@ pub fn check_repo(
     daemon.engine.check_tools(&git, &daemon.tmux)?;
     let (top, current) = git.toplevel_and_branch().map_err(|e| match e {
         crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
-            AppError::invalid(format!(
-                "invalid repo {shown:?}: not inside a git repository with at least one commit"
-            ))
+            // Agents need a working tree to branch from: say so when it is the one thing
+            // missing, instead of a git error from deep inside worktree creation.
+            match git.without_worktree() {
+                Some(true) => AppError::invalid(format!(
+                    "invalid repo {shown:?}: a bare repository (it has no working tree); give a clone of it or one of its worktrees"
+                ))
+                .with_hint(format!(
+                    "e.g. `git clone {shown} DIR` or `git -C {shown} worktree add DIR BRANCH`, then --repo DIR"
+                )),
+                Some(false) => AppError::invalid(format!(
+                    "invalid repo {shown:?}: inside a .git directory; give the repository's working tree"
+                )),
+                None => AppError::invalid(format!(
+                    "invalid repo {shown:?}: not inside a git repository with at least one commit"
+                )),
+            }
         }
         other => other.into(),
     })?;

@@ -2,7 +2,8 @@
 //! dispatch checks and for the OpenRPC document of `rpc.discover`.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
-//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`.
+//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`,
+//!   `run.quarantine`.
 //! - [`event`]: `event.append`, `event.list`.
 //! - [`spawn`]: `spawn.spinoff`, `spawn.code`.
 //! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports).
@@ -257,6 +258,12 @@ pub const METHODS: &[MethodSpec] = &[
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
     },
     MethodSpec {
+        name: "run.quarantine",
+        summary: "Set a corrupt run aside: move its directory to $OCTL_HOME/corrupt/<RUN>; the daemon forgets it, nothing is deleted.",
+        params: &[RUN_PARAM],
+        result: r#"{"type":"object","required":["run","moved_to"]}"#,
+    },
+    MethodSpec {
         name: "run.cancel",
         summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot.",
         params: &[
@@ -498,6 +505,7 @@ pub async fn dispatch(
         "run.create" => run::create(daemon, params).await,
         "run.show" => run::show(daemon, params),
         "run.rebuild" => run::rebuild(daemon, params).await,
+        "run.quarantine" => run::quarantine(daemon, params),
         "event.append" => event::append(daemon, params).await,
         "event.list" => event::list(daemon, params).await,
         "run.cancel" => run::cancel(daemon, params).await,
