@@ -26,7 +26,13 @@ impl Tmpfs {
         }
         std::fs::create_dir_all(path).expect("mount point");
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(path)
             .output()
             .expect("run mount");

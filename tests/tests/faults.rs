@@ -68,7 +68,11 @@ fn no_temp_files(dir: &Path) {
                 stack.push(p);
             } else {
                 let name = e.file_name().to_string_lossy().into_owned();
-                assert!(!name.ends_with(".tmp"), "temp file left behind: {}", p.display());
+                assert!(
+                    !name.ends_with(".tmp"),
+                    "temp file left behind: {}",
+                    p.display()
+                );
             }
         }
     }
@@ -126,10 +130,17 @@ fn a_full_disk_refuses_appends_and_the_log_holds_exactly_the_acknowledged_ones()
         }
     }
     let (key, err) = refused.expect("the 2 MiB disk filled up");
-    assert!(ok.len() > 100, "{} appends before the disk was full", ok.len());
+    assert!(
+        ok.len() > 100,
+        "{} appends before the disk was full",
+        ok.len()
+    );
     assert_eq!(err["data"]["kind"], json!("storage_full"), "{err}");
     let message = err["message"].as_str().unwrap();
-    assert!(message.contains("events.jsonl"), "names the path: {message}");
+    assert!(
+        message.contains("events.jsonl"),
+        "names the path: {message}"
+    );
     let hint = err["data"]["hint"].as_str().unwrap_or_default();
     assert!(
         hint.contains("MiB free") && hint.contains("run gc"),
@@ -352,4 +363,144 @@ fn a_failed_sync_makes_that_run_refuse_appends_until_restart_while_others_go_on(
     assert_eq!(append(&env, &a, "a-2", json!({})).unwrap(), r);
     ok.push(acked(&r, "a-2"));
     assert_log_holds_exactly(&env, &a, &ok);
+}
+
+fn fill_up(dir: &Path) -> usize {
+    let mut n = 0;
+    while std::fs::write(dir.join(format!("ballast-{n}")), vec![0u8; 4096]).is_ok() {
+        n += 1;
+    }
+    // The last blocks, in small pieces.
+    while std::fs::write(dir.join(format!("ballast-{n}")), vec![0u8; 64]).is_ok() {
+        n += 1;
+    }
+    n
+}
+
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_spawn_on_a_full_disk_creates_nothing_and_works_once_there_is_room() {
+    let env = TestEnv::new();
+    let Some(fs) = Tmpfs::mount(&env.home, "4m") else {
+        return;
+    };
+    let _d = env.start_daemon();
+    let repo = octl_tests::TestRepo::new(&env, "repo");
+    fill_up(&env.home);
+    let before = (
+        names(&env.home.join("runs")),
+        names(&env.home.join("worktrees")),
+    );
+    for _ in 0..3 {
+        let err = env
+            .spawn(
+                "spinoff",
+                &repo,
+                "printf room > room.txt",
+                json!({"agent": "shell", "node": "room"}),
+            )
+            .unwrap_err();
+        assert_eq!(err["data"]["kind"], json!("storage_full"), "{err}");
+    }
+    assert_eq!(
+        (
+            names(&env.home.join("runs")),
+            names(&env.home.join("worktrees"))
+        ),
+        before,
+        "no run directory or worktree was made"
+    );
+    assert!(repo.refs("refs/heads/octl/").is_empty(), "no branch made");
+    assert!(env.tmux_windows().is_empty(), "{:?}", env.tmux_windows());
+    assert_eq!(env.rpc("run.list", json!({})), json!([]));
+
+    fs.resize("64m");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "printf room > room.txt",
+            json!({"agent": "shell", "node": "room"}),
+        )
+        .expect("spawn once there is room");
+    let run = run["id"].as_str().unwrap().to_string();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(repo.show("main", "room.txt").as_deref(), Some("room"));
+}
+
+#[test]
+fn merge_and_cleanup_whose_events_fail_to_write_are_tried_again_and_lose_nothing() {
+    // Writes: 1 creates the run, 2 is node.started, 3 node.done, 4 merge.started, then
+    // merge.succeeded (after main moved) and cleanup.done (after the worktree went).
+    // `merge.started` refused three times:
+    merge_with_failed_writes("log:write-eio@4,log:write-eio@5,log:write-eio@6");
+    // `merge.succeeded` refused after the move, then `cleanup.done` after the cleanup:
+    merge_with_failed_writes("log:write-eio@5,log:write-eio@7");
+}
+
+fn merge_with_failed_writes(failpoints: &str) {
+    let env = TestEnv::new();
+    let d = env.start_daemon_with(&[("OCTL_FAILPOINTS", failpoints)]);
+    let repo = octl_tests::TestRepo::new(&env, "repo");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "printf kept > kept.txt && git add kept.txt && git commit -qm kept",
+            json!({"agent": "shell", "node": "kept"}),
+        )
+        .expect("spawn");
+    let run = run["id"].as_str().unwrap().to_string();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    let types = env.event_types(&run);
+    let refused: Vec<String> = d
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("daemon event refused"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["fields"]["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let failed = d
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("nothing of the group was recorded"))
+        .count();
+    assert_eq!(
+        failed,
+        failpoints.split(',').count(),
+        "{failpoints}: each armed write failed a group (refused via append: {refused:?})"
+    );
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{failpoints}: {show} {types:?} refused {refused:?}"
+    );
+    assert_eq!(repo.show("main", "kept.txt").as_deref(), Some("kept"));
+    assert_eq!(
+        types.iter().filter(|t| *t == "merge.succeeded").count(),
+        1,
+        "{types:?}"
+    );
+    let log = repo.git(&["log", "--format=%H", "main", "--", "kept.txt"]);
+    assert_eq!(log.lines().count(), 1, "merged once: {log}");
+    assert!(
+        repo.refs("refs/heads/octl/").is_empty(),
+        "branch deleted once merged"
+    );
+    assert_eq!(repo.refs("refs/octl/snapshots/").len(), 1, "snapshot kept");
+    assert!(names(&env.home.join("worktrees").join(&run)).is_empty());
+    for (i, ev) in env.log_events(&run).iter().enumerate() {
+        assert_eq!(ev["seq"], json!(i as u64 + 1), "gapless: {types:?}");
+    }
+    eprintln!("{failpoints}: refused {refused:?}; log {types:?}");
 }

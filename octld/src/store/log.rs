@@ -168,15 +168,13 @@ impl LogWriter {
     /// cut back to where it was before the batch.
     pub fn append_synced(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
         self.file.lock().map_err(AppendFault::Write)?;
-        let result = self
-            .write(bytes)
-            .and_then(|_| match self.sync() {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    self.cut_back();
-                    Err(AppendFault::Untrusted(e))
-                }
-            });
+        let result = self.write(bytes).and_then(|_| match self.sync() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.cut_back();
+                Err(AppendFault::Untrusted(e))
+            }
+        });
         if result.is_ok() {
             self.len += bytes.len() as u64;
         }
@@ -203,10 +201,7 @@ impl LogWriter {
     fn write(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
         let written = match crate::failpoint::io_error("log:write-eio") {
             // A write the disk gave up on halfway, as a full disk does.
-            Err(e) => self
-                .file
-                .write_all(&bytes[..bytes.len() / 2])
-                .and(Err(e)),
+            Err(e) => self.file.write_all(&bytes[..bytes.len() / 2]).and(Err(e)),
             Ok(()) => self.file.write_all(bytes),
         };
         match written {

@@ -92,10 +92,10 @@ impl Syncing {
                 self.handle
                     .set_untrusted(format!("its first write failed to sync: {e}"));
                 Err(AppError::new(
-                ErrorKind::IoError,
-                format!("cannot sync new run {run}: {e}"),
-            )
-            .with_hint(untrusted_hint()))
+                    ErrorKind::IoError,
+                    format!("cannot sync new run {run}: {e}"),
+                )
+                .with_hint(untrusted_hint()))
             }
             _ => {
                 // Readers of committed events (streams, `event.list`) see them from now on.
@@ -198,6 +198,11 @@ impl RunHandle {
         let view = projection::detail(state);
         *self.listing.write().expect("listing lock") = Arc::new(Listing::of(&view.manifest));
         *self.view.write().expect("view lock") = Arc::new(view);
+        self.changed();
+    }
+
+    /// Tells the engine to look at this run again.
+    fn changed(&self) {
         if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
             let _ = tx.send(self.id.clone());
         }
@@ -374,6 +379,7 @@ impl Store {
             log: Some(log),
             first,
             stale,
+            faulted: false,
         };
         let task = tokio::spawn(writer.run(rx));
         self.writers.lock().expect("writers lock").push(task);

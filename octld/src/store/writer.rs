@@ -127,6 +127,10 @@ pub struct Writer {
     /// The projections on disk are behind the state (their write failed, e.g. on a full
     /// disk): every one is written again with the next group, or after [`HEAL_EVERY`].
     pub stale: bool,
+    /// The last group failed to be written (e.g. a full disk): the engine is told to look at
+    /// the run again every [`HEAL_EVERY`], so a step whose event was refused is tried again
+    /// by itself once there is room, as after a crash.
+    pub faulted: bool,
 }
 
 type Reply = oneshot::Sender<Result<AppendResult, AppError>>;
@@ -161,11 +165,16 @@ impl Writer {
             }
         }
         loop {
-            let next = if self.stale {
+            let next = if self.stale || self.faulted {
                 match tokio::time::timeout(HEAL_EVERY, rx.recv()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        self.heal().await;
+                        if self.stale {
+                            self.heal().await;
+                        }
+                        if self.faulted && self.handle.untrusted().is_none() {
+                            self.handle.changed();
+                        }
                         continue;
                     }
                 }
@@ -318,9 +327,11 @@ impl Writer {
                 for ack in acks {
                     ack.send(Some(&err));
                 }
+                self.faulted = true;
                 self.reload().await;
                 return;
             }
+            self.faulted = false;
             // The log is durable: the group is acknowledged whatever became of the
             // projections, which are derived and healed from the state.
             match projected {
