@@ -504,3 +504,18 @@ fn merge_with_failed_writes(failpoints: &str) {
     }
     eprintln!("{failpoints}: refused {refused:?}; log {types:?}");
 }
+
+#[test]
+fn a_run_whose_first_sync_fails_is_not_created() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon_with(&[("OCTL_FAILPOINTS", "log:sync-eio@1")]);
+    let err = env
+        .try_rpc("run.create", json!({"kind": "generic", "title": "lost"}))
+        .unwrap_err();
+    assert_eq!(err["data"]["kind"], json!("io_error"), "{err}");
+    assert_eq!(env.rpc("run.list", json!({})), json!([]));
+    assert!(names(&env.home.join("runs")).is_empty(), "no run directory");
+    let run = env.create_run("kept");
+    let r = append(&env, &run, "k", json!({})).expect("the next run takes appends");
+    assert_eq!(r["seq"], json!(2));
+}

@@ -392,10 +392,19 @@ impl Store {
 
     /// Creates a run: its directory, any input files it keeps (a manifest, a plan), and its
     /// log holding `run.created` and the `initial` events, synced with the directory entry
-    /// before this returns. One sync for all of it.
+    /// before this returns. One sync for all of it. If that sync fails, the run is taken
+    /// away again: nothing was announced from it, so a refused creation leaves nothing.
     pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
         let (handle, syncing) = self.begin_run(new).await?;
-        syncing.wait().await?;
+        if let Err(e) = syncing.wait().await {
+            self.runs.write().expect("runs lock").remove(&handle.id);
+            handle.tx.lock().expect("tx lock").take();
+            let dir = handle.dir.clone();
+            let _ = tokio::task::spawn_blocking(move || fs::remove_dir_all(dir)).await;
+            return Err(e.with_hint(
+                "nothing was recorded: the run was not created; check the disk (dmesg) and retry",
+            ));
+        }
         Ok(handle)
     }
 
