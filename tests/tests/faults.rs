@@ -181,6 +181,15 @@ fn a_full_disk_refuses_appends_and_the_log_holds_exactly_the_acknowledged_ones()
             .len(),
         1
     );
+    // A stream of the run's events (`event tail` streams from the daemon) and a rebuild,
+    // which either finds nothing to rewrite or is refused, leaving no temp file.
+    let tail = env.cli(["--json", "event", "tail", "--run", &run, "--lines", "3"]);
+    assert_eq!(tail.code, 0, "{tail:?}");
+    assert_eq!(tail.stdout.lines().count(), 3, "{tail:?}");
+    if let Err(e) = env.try_rpc("run.rebuild", json!({"run": run})) {
+        assert_eq!(e["data"]["kind"], json!("storage_full"), "{e}");
+    }
+    no_temp_files(&env.run_dir(&run));
     let disk = doctor_check(&env, "disk");
     assert_ne!(disk["status"], json!("ok"), "doctor warns: {disk}");
     assert!(disk["message"].as_str().unwrap().contains("MiB free"));
@@ -518,4 +527,33 @@ fn a_run_whose_first_sync_fails_is_not_created() {
     let run = env.create_run("kept");
     let r = append(&env, &run, "k", json!({})).expect("the next run takes appends");
     assert_eq!(r["seq"], json!(2));
+}
+
+#[test]
+fn the_daemon_starts_on_a_full_disk_and_heals_projections_when_there_is_room() {
+    let env = TestEnv::new();
+    let Some(fs) = Tmpfs::mount(&env.home, "2m") else {
+        return;
+    };
+    let d = env.start_daemon();
+    let run = env.create_run("restart on a full disk");
+    let mut ok = Vec::new();
+    for i in 0..20 {
+        let key = format!("k{i}");
+        ok.push(acked(
+            &append(&env, &run, &key, json!({"i": i})).unwrap(),
+            &key,
+        ));
+    }
+    d.signal_and_wait(libc::SIGTERM);
+    // The projections are gone and there is no room to write them again.
+    std::fs::remove_file(env.run_dir(&run).join("manifest.json")).unwrap();
+    fill_up(&env.home);
+    let _d = env.start_daemon();
+    assert_log_holds_exactly(&env, &run, &ok);
+    let show = env.rpc("run.show", json!({"run": run}));
+    assert_eq!(show["manifest"]["last_seq"], json!(21), "{show}");
+    fs.resize("8m");
+    wait_projections_healed(&env);
+    assert!(env.run_dir(&run).join("manifest.json").exists());
 }
