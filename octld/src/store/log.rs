@@ -3,7 +3,9 @@
 //! A line is only ever written whole, in one `write` with the rest of its batch, then synced.
 //! So a last line without its newline is a write that a crash cut short and was never
 //! acknowledged: it is cut off. A bad line anywhere else means the file was damaged: the run
-//! is corrupt and its log is set aside, never written again.
+//! is corrupt and its log is set aside, never written again. A batch whose write or sync
+//! fails while the daemon runs is cut back at once ([`AppendFault`]), so the log holds
+//! exactly the acknowledged events.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};

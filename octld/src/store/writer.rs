@@ -433,15 +433,18 @@ impl Writer {
     async fn reload(&mut self) {
         let path = self.handle.dir.join(LOG_FILE);
         let dir = self.handle.dir.clone();
+        let committed = self.handle.committed();
         let replayed = tokio::task::spawn_blocking(move || {
             let replayed = log::replay(&path, false);
             let projected = match &replayed {
-                Ok(Ok(r)) => projections::write_all(&dir, &r.state).map(|_| ()),
+                // Only from a log that holds exactly the acknowledged events.
+                Ok(Ok(r)) if r.state.last_seq == committed && r.cut == 0 => {
+                    projections::write_all(&dir, &r.state).map(|_| ())
+                }
                 _ => Ok(()),
             };
             (replayed, projected)
         });
-        let committed = self.handle.committed();
         match replayed.await {
             Ok((Ok(Ok(r)), projected)) if r.state.last_seq == committed && r.cut == 0 => {
                 self.state = r.state;
@@ -452,12 +455,12 @@ impl Writer {
                 self.handle.publish(&self.state);
             }
             Ok((Ok(Ok(r)), _)) => {
-                // The log could not be cut back to the last acknowledged event.
+                // The log could not be cut back to the last acknowledged event: the run
+                // takes nothing more, and the published view stays what was acknowledged.
                 self.handle.set_untrusted(format!(
                     "its log holds {} events and {} bytes of a torn line, but only {committed} were acknowledged",
                     r.state.last_seq, r.cut
                 ));
-                self.stale = true;
             }
             other => {
                 let outcome = match other {
@@ -475,9 +478,7 @@ impl Writer {
             self.log = LogWriter::open(&self.handle.dir.join(LOG_FILE)).ok();
         }
     }
-}
 
-impl Writer {
     /// Writes every projection that differs from what the state derives.
     async fn heal(&mut self) {
         let dir = self.handle.dir.clone();
