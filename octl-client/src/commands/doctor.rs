@@ -725,10 +725,7 @@ fn runs_check(r: &DoctorRunsResult) -> Check {
             "a run whose log failed to sync refuses appends until the daemon restarts and replays it: check the disk (dmesg), then `orchestratectl daemon stop` and `orchestratectl daemon start`".to_string(),
         );
     }
-    if let Some(x) = bad
-        .iter()
-        .find(|x| x.mismatched.is_empty() && !refusing(x))
-    {
+    if let Some(x) = bad.iter().find(|x| x.mismatched.is_empty() && !refusing(x)) {
         hints.push(format!(
             "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{}/events.jsonl.corrupt for inspection (the lines before the bad one are intact)",
             x.run
@@ -937,6 +934,25 @@ mod tests {
         assert_eq!(v["checks"][1]["status"], json!("fail"));
         assert_eq!(v["checks"][0]["hint"], Value::Null);
         assert_eq!(v["fail"], json!(1));
+    }
+
+    #[test]
+    fn a_run_refusing_appends_is_told_to_restart_not_to_inspect_a_corrupt_log() {
+        use octl_proto::rpc::DoctorRun;
+        let r = DoctorRunsResult {
+            runs: vec![DoctorRun {
+                run: "01R".into(),
+                ok: false,
+                events: 3,
+                problem: Some("refuses appends until the daemon restarts: sync failed".into()),
+                mismatched: vec![],
+            }],
+        };
+        let c = runs_check(&r);
+        assert_eq!(c.status, Status::Fail);
+        let hint = c.hint.unwrap();
+        assert!(hint.contains("daemon stop"), "{hint}");
+        assert!(!hint.contains("corrupt"), "{hint}");
     }
 
     #[test]

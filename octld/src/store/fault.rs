@@ -46,17 +46,61 @@ pub fn storage_error(what: &str, path: &Path, e: &io::Error) -> AppError {
     let message = format!("{what}: {}: {e}", path.display());
     if is_full(e) {
         AppError::new(ErrorKind::StorageFull, message).with_hint(format!(
-            "nothing was recorded; the filesystem of {} is full ({room}): free space (`orchestratectl run gc` removes what ended runs left behind, after snapshotting it), then retry — with the same idempotency key, it is recorded once",
+            "the filesystem of {} is full ({room}): free space (`orchestratectl run gc` removes what ended runs left behind, after snapshotting it), then retry",
             path.display()
         ))
     } else if e.raw_os_error() == Some(libc::EROFS) {
         AppError::new(ErrorKind::IoError, message).with_hint(format!(
-            "nothing was recorded; {} is on a read-only filesystem: remount it read-write, or choose another home with --home or OCTL_HOME",
+            "{} is on a read-only filesystem: remount it read-write, or choose another home with --home or OCTL_HOME",
             path.display()
         ))
     } else {
-        AppError::new(ErrorKind::IoError, message).with_hint(format!(
-            "nothing was recorded ({room}); check the disk (dmesg) and retry"
-        ))
+        AppError::new(ErrorKind::IoError, message)
+            .with_hint(format!("check the disk (dmesg; {room}), then retry"))
+    }
+}
+
+/// [`storage_error`] for an append: it says that nothing was recorded and how to retry.
+pub fn append_error(run: &str, path: &Path, e: &io::Error) -> AppError {
+    let err = storage_error(&format!("could not append to run {run}"), path, e);
+    let hint = err.hint.clone().unwrap_or_default();
+    err.with_hint(format!(
+        "nothing of this append was recorded; {hint} — with the same idempotency key it is recorded once"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_hints() {
+        let dir = std::env::temp_dir();
+        let full = append_error("R", &dir, &io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(full.kind, ErrorKind::StorageFull);
+        let hint = full.hint.unwrap();
+        assert!(
+            hint.starts_with("nothing of this append was recorded"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("MiB free of") && hint.contains("run gc"),
+            "{hint}"
+        );
+        assert!(full.message.contains(&dir.display().to_string()));
+        let quota = storage_error("x", &dir, &io::Error::from_raw_os_error(libc::EDQUOT));
+        assert_eq!(quota.kind, ErrorKind::StorageFull);
+        let ro = storage_error("x", &dir, &io::Error::from_raw_os_error(libc::EROFS));
+        assert_eq!(ro.kind, ErrorKind::IoError);
+        assert!(ro.hint.unwrap().contains("read-only"));
+        let eio = storage_error("x", &dir, &io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(eio.kind, ErrorKind::IoError);
+    }
+
+    #[test]
+    fn free_space_of_a_path_not_made_yet_is_its_parents() {
+        let dir = std::env::temp_dir();
+        let (free, total) = free_space(&dir.join("not/made/yet")).unwrap();
+        assert!(total > 0 && free <= total);
     }
 }

@@ -481,7 +481,11 @@ impl Store {
         })
         .await
         .map_err(|e| AppError::internal(e.to_string()))?
-        .map_err(|e| fault::storage_error(&format!("cannot create run {id}"), &dir, &e))?;
+        .map_err(|e| {
+            let err = fault::storage_error(&format!("cannot create run {id}"), &dir, &e);
+            let hint = err.hint.clone().unwrap_or_default();
+            err.with_hint(format!("nothing was created; {hint}"))
+        })?;
         let (done, first) = watch::channel(None);
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || {

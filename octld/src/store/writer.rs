@@ -312,11 +312,7 @@ impl Writer {
                 // refused, and the state is read back from the log as it was before.
                 let e = fault.error();
                 let path = self.handle.dir.join(LOG_FILE);
-                let mut err = fault::storage_error(
-                    &format!("could not append to run {}", self.handle.id),
-                    &path,
-                    e,
-                );
+                let mut err = fault::append_error(&self.handle.id, &path, e);
                 if let AppendFault::Untrusted(_) = &fault {
                     self.handle.set_untrusted(format!(
                         "its log failed to sync ({e}), so what is on disk cannot be trusted"
