@@ -152,7 +152,7 @@ pub enum Group {
     #[command(subcommand, after_help = DAEMON_EXAMPLES)]
     Daemon(DaemonCmd),
 
-    /// Check the tools, the daemon, permissions, runs, orphans, skills and the service unit
+    /// Check the tools, the daemon, permissions, free disk space, runs, orphans, skills and the service unit
     ///
     /// One line per check (ok, warn or FAIL, its id, what was found), with a hint under every
     /// warning and failure, then a summary. Exits 1 when a check fails, else 0 (warnings

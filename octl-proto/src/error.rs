@@ -43,6 +43,11 @@ pub enum ErrorKind {
     DaemonUnreachable,
     /// The daemon is shutting down and takes no new work.
     ShuttingDown,
+    /// The filesystem holding the home is full (or over quota): nothing was written.
+    StorageFull,
+    /// Reading or writing the home failed (an I/O error, a read-only filesystem, a failed
+    /// sync): the operation was refused and left nothing behind.
+    IoError,
     /// Anything unexpected (−32603).
     Internal,
 }
@@ -68,6 +73,8 @@ impl ErrorKind {
             ErrorKind::ToolFailed => "tool_failed",
             ErrorKind::DaemonUnreachable => "daemon_unreachable",
             ErrorKind::ShuttingDown => "shutting_down",
+            ErrorKind::StorageFull => "storage_full",
+            ErrorKind::IoError => "io_error",
             ErrorKind::Internal => "internal",
         }
     }
@@ -99,6 +106,8 @@ impl ErrorKind {
             ErrorKind::ToolFailed => -32011,
             ErrorKind::ShuttingDown => -32012,
             ErrorKind::DaemonUnreachable => -32013,
+            ErrorKind::StorageFull => -32014,
+            ErrorKind::IoError => -32015,
         }
     }
 
@@ -120,6 +129,8 @@ impl ErrorKind {
             | ErrorKind::Unauthorized => 4,
             ErrorKind::DaemonUnreachable | ErrorKind::ShuttingDown => 5,
             ErrorKind::ToolMissing | ErrorKind::ToolFailed => 6,
+            // Not a bug and not the caller's input: free space (or fix the disk) and retry.
+            ErrorKind::StorageFull | ErrorKind::IoError => 7,
             ErrorKind::Timeout | ErrorKind::Internal => 1,
         }
     }
@@ -181,11 +192,15 @@ mod tests {
             ErrorKind::RunCorrupt,
             ErrorKind::Unauthorized,
             ErrorKind::ToolMissing,
+            ErrorKind::StorageFull,
+            ErrorKind::IoError,
         ] {
             assert_eq!(ErrorKind::from_str_lossy(kind.as_str()), kind);
             assert!((-32099..=-32000).contains(&kind.rpc_code()), "{kind}");
         }
         assert_eq!(ErrorKind::ToolMissing.exit_code(), 6);
         assert_eq!(ErrorKind::NotFound.exit_code(), 3);
+        assert_eq!(ErrorKind::StorageFull.exit_code(), 7);
+        assert_eq!(ErrorKind::IoError.exit_code(), 7);
     }
 }

@@ -4,14 +4,17 @@
 //!   the real `octld` started and stopped in it, and the real `orchestratectl` run in it.
 //! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
 //! - [`repo`]: a real git repository with a test identity.
+//! - [`tmpfs`]: a small real filesystem mounted by a test, to fill up (disk-full tests).
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
 pub mod env;
 pub mod http;
 pub mod model;
 pub mod repo;
+pub mod tmpfs;
 pub mod wait;
 
 pub use env::{bin, Cli, Daemon, TestEnv};
 pub use repo::TestRepo;
+pub use tmpfs::Tmpfs;
 pub use wait::wait_until;

@@ -6,6 +6,8 @@
 //! The checks, in order:
 //! - `git` ≥ 2.38 and `tmux` ≥ 3.0 on this PATH;
 //! - `home-mode`: the home is a directory of ours with mode 0700;
+//! - `disk`: the home's filesystem has room: a warning under 5 % or 100 MiB free, a failure
+//!   when full (appends are then refused with `storage_full`);
 //! - `daemon`: it answers `daemon.status` with this CLI's version and protocol;
 //! - `socket-mode`: the socket is a socket of ours with mode 0600;
 //! - `agents`: each profile's program (built-ins `claude` and `shell`, and `[agents.*]` of
@@ -125,7 +127,12 @@ impl Report {
 
 pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     let home = ctx.client.home().clone();
-    let mut checks = vec![check_git(), check_tmux(), check_home(home.dir())];
+    let mut checks = vec![
+        check_git(),
+        check_tmux(),
+        check_home(home.dir()),
+        check_disk(home.dir()),
+    ];
     // The daemon, only if it is already there.
     let status = ctx.client.probe_status().await;
     let up = status.is_ok();
@@ -401,6 +408,61 @@ fn check_home(home: &Path) -> Check {
     Check::ok(id, format!("{} is yours, mode 0700", home.display()))
 }
 
+/// Below either, the home's filesystem is nearly full.
+const DISK_LOW_FRACTION: f64 = 0.05;
+const DISK_LOW_BYTES: u64 = 100 << 20;
+
+/// Free and total bytes of the filesystem holding `path` (or its nearest existing ancestor).
+fn free_space(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    path.ancestors().find_map(|p| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path and `st` a valid out-parameter.
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let frag = st.f_frsize as u64;
+        Some((st.f_bavail as u64 * frag, st.f_blocks as u64 * frag))
+    })
+}
+
+fn check_disk(home: &Path) -> Check {
+    let id = "disk";
+    let Some((free, total)) = free_space(home) else {
+        return Check::warn(
+            id,
+            format!("cannot read the free space of {}", home.display()),
+            "check that the home's filesystem is mounted and readable",
+        );
+    };
+    disk_verdict(home, free, total)
+}
+
+fn disk_verdict(home: &Path, free: u64, total: u64) -> Check {
+    let id = "disk";
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+    let pct = if total == 0 {
+        0.0
+    } else {
+        free as f64 * 100.0 / total as f64
+    };
+    let message = format!(
+        "{} free of {} ({pct:.1} %) on the filesystem of {}",
+        mib(free),
+        mib(total),
+        home.display()
+    );
+    let hint = "free space there: `orchestratectl run gc` removes what ended runs left behind (after snapshotting it); on a full disk every append is refused with storage_full and nothing half-written stays";
+    if free == 0 {
+        Check::fail(id, format!("full: {message}"), hint)
+    } else if (free as f64) < total as f64 * DISK_LOW_FRACTION || free < DISK_LOW_BYTES {
+        Check::warn(id, format!("nearly full: {message}"), hint)
+    } else {
+        Check::ok(id, message)
+    }
+}
+
 fn check_socket(socket: &Path, up: bool) -> Check {
     let id = "socket-mode";
     let shown = crate::output::shell_word(&socket.display().to_string());
@@ -653,7 +715,17 @@ fn runs_check(r: &DoctorRunsResult) -> Check {
             .join("; ")
     );
     let mut hints = Vec::new();
-    if let Some(x) = bad.iter().find(|x| x.mismatched.is_empty()) {
+    let refusing = |x: &&&octl_proto::rpc::DoctorRun| {
+        x.problem
+            .as_deref()
+            .is_some_and(|p| p.starts_with("refuses appends"))
+    };
+    if bad.iter().any(|x| refusing(&x)) {
+        hints.push(
+            "a run whose log failed to sync refuses appends until the daemon restarts and replays it: check the disk (dmesg), then `orchestratectl daemon stop` and `orchestratectl daemon start`".to_string(),
+        );
+    }
+    if let Some(x) = bad.iter().find(|x| x.mismatched.is_empty() && !refusing(x)) {
         hints.push(format!(
             "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{0}/events.jsonl.corrupt (the lines before the bad one are intact): see what it still says with `orchestratectl run show {0}`, then set it aside with `orchestratectl run quarantine {0}` (moved to corrupt/{0}, nothing deleted)",
             x.run
@@ -862,6 +934,45 @@ mod tests {
         assert_eq!(v["checks"][1]["status"], json!("fail"));
         assert_eq!(v["checks"][0]["hint"], Value::Null);
         assert_eq!(v["fail"], json!(1));
+    }
+
+    #[test]
+    fn a_run_refusing_appends_is_told_to_restart_not_to_inspect_a_corrupt_log() {
+        use octl_proto::rpc::DoctorRun;
+        let r = DoctorRunsResult {
+            runs: vec![DoctorRun {
+                run: "01R".into(),
+                ok: false,
+                events: 3,
+                problem: Some("refuses appends until the daemon restarts: sync failed".into()),
+                mismatched: vec![],
+            }],
+        };
+        let c = runs_check(&r);
+        assert_eq!(c.status, Status::Fail);
+        let hint = c.hint.unwrap();
+        assert!(hint.contains("daemon stop"), "{hint}");
+        assert!(!hint.contains("corrupt"), "{hint}");
+    }
+
+    #[test]
+    fn disk_thresholds() {
+        let h = Path::new("/h");
+        let gib = 1u64 << 30;
+        assert_eq!(disk_verdict(h, 50 * gib, 100 * gib).status, Status::Ok);
+        assert_eq!(
+            disk_verdict(h, 4 * gib, 100 * gib).status,
+            Status::Warn,
+            "under 5 %"
+        );
+        assert_eq!(
+            disk_verdict(h, 50 << 20, 200 << 20).status,
+            Status::Warn,
+            "under 100 MiB"
+        );
+        let full = disk_verdict(h, 0, 100 * gib);
+        assert_eq!(full.status, Status::Fail);
+        assert!(full.hint.unwrap().contains("run gc"));
     }
 
     #[test]

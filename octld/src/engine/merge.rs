@@ -42,10 +42,7 @@ enum Outcome {
 /// A test-only crash point: when `OCTL_FAILPOINTS` names `point`, the daemon kills itself
 /// with SIGKILL right there, as a power cut would. Used by the crash tests.
 pub fn failpoint(point: &str) {
-    if std::env::var("OCTL_FAILPOINTS").is_ok_and(|v| v.split(',').any(|p| p.trim() == point)) {
-        tracing::warn!(point, "failpoint: killing the daemon");
-        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-    }
+    crate::failpoint::crash(point);
 }
 
 /// Merges `branch` into `target` in the repository at `repo`: computes the merge, then moves

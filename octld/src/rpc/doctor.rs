@@ -43,6 +43,18 @@ pub async fn runs(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
             });
             continue;
         }
+        if let Some(reason) = handle.untrusted() {
+            out.push(DoctorRun {
+                run: handle.id.clone(),
+                ok: false,
+                events: handle.committed(),
+                problem: Some(format!(
+                    "refuses appends until the daemon restarts: {reason}"
+                )),
+                mismatched: Vec::new(),
+            });
+            continue;
+        }
         let h = handle.clone();
         out.push(blocking(move || Ok(check_run(&h))).await?);
     }

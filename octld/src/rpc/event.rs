@@ -11,7 +11,7 @@ use octl_proto::{Actor, AppError, ErrorKind};
 
 use super::{params, to_value};
 use crate::daemon::Daemon;
-use crate::store::{log, Draft};
+use crate::store::{fault, log, Draft};
 
 /// Largest `event.list` answer; page with `since` for more.
 const MAX_LIST: u64 = 100_000;
@@ -75,10 +75,16 @@ pub async fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let since = p.since.unwrap_or(0);
     let upto = handle.committed();
     let path = handle.log_path();
+    let read = path.clone();
     let events =
-        tokio::task::spawn_blocking(move || log::read_range(&path, since, upto, limit as usize))
+        tokio::task::spawn_blocking(move || log::read_range(&read, since, upto, limit as usize))
             .await
             .map_err(|e| AppError::internal(e.to_string()))?
-            .map_err(|e| AppError::internal(format!("cannot read the log: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => {
+                    AppError::internal(format!("cannot read the log: {e}"))
+                }
+                _ => fault::storage_error("cannot read the log", &path, &e),
+            })?;
     to_value(&events)
 }

@@ -64,7 +64,8 @@ pub fn status_for(kind: ErrorKind) -> StatusCode {
         ErrorKind::RunCorrupt | ErrorKind::InvalidTransition => StatusCode::CONFLICT,
         ErrorKind::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Timeout => StatusCode::REQUEST_TIMEOUT,
-        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
+        ErrorKind::Internal | ErrorKind::IoError => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,
     }
 }

@@ -3,7 +3,9 @@
 //! A line is only ever written whole, in one `write` with the rest of its batch, then synced.
 //! So a last line without its newline is a write that a crash cut short and was never
 //! acknowledged: it is cut off. A bad line anywhere else means the file was damaged: the run
-//! is corrupt and its log is set aside, never written again.
+//! is corrupt and its log is set aside, never written again. A batch whose write or sync
+//! fails while the daemon runs is cut back at once ([`AppendFault`]), so the log holds
+//! exactly the acknowledged events.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -128,25 +130,56 @@ pub fn read_range(path: &Path, since: u64, upto: u64, limit: usize) -> io::Resul
     Ok(out)
 }
 
+/// Why a batch is not in the log.
+#[derive(Debug)]
+pub enum AppendFault {
+    /// The write failed and the log was cut back to its last committed length: as if the
+    /// batch had never been tried. The log takes the next batch.
+    Write(io::Error),
+    /// The sync failed (or a failed write could not be cut back). Once `fdatasync` has
+    /// failed, the kernel may have dropped dirty pages and a later sync can report success
+    /// without them (PostgreSQL's "fsyncgate"): the log must not be written again before a
+    /// daemon start replays it.
+    Untrusted(io::Error),
+}
+
+impl AppendFault {
+    pub fn error(&self) -> &io::Error {
+        match self {
+            AppendFault::Write(e) | AppendFault::Untrusted(e) => e,
+        }
+    }
+}
+
 /// An open log, appended to in batches.
 pub struct LogWriter {
     file: File,
+    /// Length of what was written and synced: where a failed batch is cut back to.
+    len: u64,
 }
 
 impl LogWriter {
     pub fn open(path: &Path) -> io::Result<LogWriter> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(LogWriter { file })
+        let len = file.metadata()?.len();
+        Ok(LogWriter { file, len })
     }
 
     /// Writes a batch of lines in one write and syncs it, under the run's flock. Returns only
-    /// when the data is on disk: the caller acknowledges after this.
-    pub fn append_synced(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.lock()?;
-        let result = self
-            .file
-            .write_all(bytes)
-            .and_then(|_| self.file.sync_data());
+    /// when the data is on disk: the caller acknowledges after this. On a fault the log is
+    /// cut back to where it was before the batch.
+    pub fn append_synced(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
+        self.file.lock().map_err(AppendFault::Write)?;
+        let result = self.write(bytes).and_then(|_| match self.sync() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.cut_back();
+                Err(AppendFault::Untrusted(e))
+            }
+        });
+        if result.is_ok() {
+            self.len += bytes.len() as u64;
+        }
         let _ = self.file.unlock();
         result
     }
@@ -155,12 +188,49 @@ impl LogWriter {
     /// disk: the caller must [`LogWriter::sync`] before acknowledging anything it wrote.
     pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.file.lock()?;
-        let result = self.file.write_all(bytes);
+        let result = self.write(bytes).map_err(|f| match f {
+            AppendFault::Write(e) | AppendFault::Untrusted(e) => e,
+        });
+        if result.is_ok() {
+            self.len += bytes.len() as u64;
+        }
         let _ = self.file.unlock();
         result
     }
 
+    /// One write of the whole batch; on failure (a full disk, EIO) the log is cut back, so a
+    /// partly written batch never stays behind to be replayed as if acknowledged.
+    fn write(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
+        let written = match crate::failpoint::io_error("log:write-eio") {
+            // A write the disk gave up on halfway, as a full disk does.
+            Err(e) => self.file.write_all(&bytes[..bytes.len() / 2]).and(Err(e)),
+            Ok(()) => self.file.write_all(bytes),
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if self.cut_back() {
+                    Err(AppendFault::Write(e))
+                } else {
+                    Err(AppendFault::Untrusted(e))
+                }
+            }
+        }
+    }
+
+    /// Truncates the file to its last committed length; false if even that failed.
+    fn cut_back(&mut self) -> bool {
+        match self.file.set_len(self.len) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, len = self.len, "cannot cut the log back after a failed write");
+                false
+            }
+        }
+    }
+
     pub fn sync(&self) -> io::Result<()> {
+        crate::failpoint::io_error("log:sync-eio")?;
         self.file.sync_data()
     }
 }

@@ -4,8 +4,10 @@
 //! - [`writer`]: the per-run group-commit writer.
 //! - [`projections`]: atomic writes of the derived files.
 //! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
+//! - [`fault`]: the errors of a full or failing disk (`storage_full`, `io_error`).
 
 pub mod corrupt;
+pub mod fault;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -15,7 +17,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -64,9 +66,10 @@ impl Listing {
     }
 }
 
-/// How a new run's first write ended (projections written, log and directories synced):
-/// `None` while it is under way.
-pub type FirstWrite = watch::Receiver<Option<Result<(), String>>>;
+/// How a new run's first write ended: `Ok(projected)` once the log and directories are
+/// synced (`projected`: its projections were written too; if not, the writer heals them),
+/// the sync's error otherwise; `None` while it is under way.
+pub type FirstWrite = watch::Receiver<Option<Result<bool, String>>>;
 
 /// A new run's first write on its way to disk (see [`Store::begin_run`]).
 pub struct Syncing {
@@ -87,9 +90,15 @@ impl Syncing {
             .map(|v| v.clone())
             .map_err(|_| AppError::internal(format!("the first write of run {run} was lost")))?;
         match ended {
-            Some(Err(e)) => Err(AppError::internal(format!(
-                "cannot sync new run {run}: {e}"
-            ))),
+            Some(Err(e)) => {
+                self.handle
+                    .set_untrusted(format!("its first write failed to sync: {e}"));
+                Err(AppError::new(
+                    ErrorKind::IoError,
+                    format!("cannot sync new run {run}: {e}"),
+                )
+                .with_hint(untrusted_hint()))
+            }
             _ => {
                 // Readers of committed events (streams, `event.list`) see them from now on.
                 self.handle.committed.fetch_max(self.seq, Ordering::AcqRel);
@@ -116,6 +125,9 @@ pub struct RunHandle {
     events: broadcast::Sender<Arc<Vec<Event>>>,
     /// Set when the log could not be replayed: the run is read-only.
     corrupt: Option<String>,
+    /// Set when a sync of the log failed: the run refuses appends until a daemon start
+    /// replays its log (see [`log::AppendFault::Untrusted`]).
+    untrusted: OnceLock<String>,
     /// Where to say that this run changed.
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
@@ -131,6 +143,7 @@ impl RunHandle {
             view: RwLock::new(Arc::new(view)),
             events: broadcast::channel(1024).0,
             corrupt,
+            untrusted: OnceLock::new(),
             changes: Mutex::new(None),
         }
     }
@@ -160,10 +173,38 @@ impl RunHandle {
         self.corrupt.as_deref()
     }
 
+    /// Why the run refuses appends until the daemon restarts (a failed sync), if it does.
+    pub fn untrusted(&self) -> Option<&str> {
+        self.untrusted.get().map(String::as_str)
+    }
+
+    /// Makes the run refuse appends until the daemon restarts and replays its log.
+    fn set_untrusted(&self, reason: String) {
+        if self.untrusted.set(reason.clone()).is_ok() {
+            tracing::error!(run = %self.id, reason = %reason, "the run's log cannot be trusted: it refuses appends until the daemon restarts");
+        }
+    }
+
+    /// The refusal of an append to an untrusted run.
+    fn untrusted_error(&self) -> Option<AppError> {
+        self.untrusted().map(|reason| {
+            AppError::new(
+                ErrorKind::IoError,
+                format!("run {} refuses appends: {reason}", self.id),
+            )
+            .with_hint(untrusted_hint())
+        })
+    }
+
     fn publish(&self, state: &RunState) {
         let view = projection::detail(state);
         *self.listing.write().expect("listing lock") = Arc::new(Listing::of(&view.manifest));
         *self.view.write().expect("view lock") = Arc::new(view);
+        self.changed();
+    }
+
+    /// Tells the engine to look at this run again.
+    fn changed(&self) {
         if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
             let _ = tx.send(self.id.clone());
         }
@@ -179,6 +220,10 @@ impl RunHandle {
             .clone()
             .ok_or_else(|| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))
     }
+}
+
+pub(crate) fn untrusted_hint() -> String {
+    "nothing of it was recorded; once the log's sync has failed, what the kernel dropped cannot be known, so the run takes no appends until the daemon restarts and replays its log (`orchestratectl daemon stop`, then `orchestratectl daemon start`; check the disk first: dmesg); every other run keeps working".to_string()
 }
 
 fn corrupt_error(id: &str, reason: &str) -> AppError {
@@ -241,8 +286,15 @@ impl Store {
                 if replayed.cut > 0 {
                     tracing::warn!(run = %id, bytes = replayed.cut, "cut a torn last line from the log (a write a crash interrupted, never acknowledged)");
                 }
-                projections::write_all(&dir, &replayed.state)?;
-                self.start(id, dir, replayed.state, None)?;
+                // On a full disk the daemon still starts; the writer heals the projections.
+                let stale = match projections::write_all(&dir, &replayed.state) {
+                    Ok(_) => false,
+                    Err(e) => {
+                        tracing::warn!(run = %id, error = %e, "cannot write projections; they are written again later");
+                        true
+                    }
+                };
+                self.start(id, dir, replayed.state, None, stale)?;
             }
             Err(c) => {
                 let reason = describe(&c);
@@ -323,6 +375,7 @@ impl Store {
         dir: PathBuf,
         state: RunState,
         first: Option<FirstWrite>,
+        stale: bool,
     ) -> io::Result<Arc<RunHandle>> {
         let log = LogWriter::open(&dir.join(LOG_FILE))?;
         let handle = Arc::new(RunHandle::new(
@@ -344,6 +397,8 @@ impl Store {
             state,
             log: Some(log),
             first,
+            stale,
+            faulted: false,
         };
         let task = tokio::spawn(writer.run(rx));
         self.writers.lock().expect("writers lock").push(task);
@@ -356,10 +411,19 @@ impl Store {
 
     /// Creates a run: its directory, any input files it keeps (a manifest, a plan), and its
     /// log holding `run.created` and the `initial` events, synced with the directory entry
-    /// before this returns. One sync for all of it.
+    /// before this returns. One sync for all of it. If that sync fails, the run is taken
+    /// away again: nothing was announced from it, so a refused creation leaves nothing.
     pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
         let (handle, syncing) = self.begin_run(new).await?;
-        syncing.wait().await?;
+        if let Err(e) = syncing.wait().await {
+            self.runs.write().expect("runs lock").remove(&handle.id);
+            handle.tx.lock().expect("tx lock").take();
+            let dir = handle.dir.clone();
+            let _ = tokio::task::spawn_blocking(move || fs::remove_dir_all(dir)).await;
+            return Err(e.with_hint(
+                "nothing was recorded: the run was not created; check the disk (dmesg) and retry",
+            ));
+        }
         Ok(handle)
     }
 
@@ -428,27 +492,47 @@ impl Store {
                         && !dir2.join(LOG_FILE).exists() => {}
                 other => other?,
             }
-            for (name, bytes) in &files {
-                fs::write(dir2.join(name), bytes)?;
+            let written = (|| {
+                for (name, bytes) in &files {
+                    fs::write(dir2.join(name), bytes)?;
+                }
+                let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
+                log.append(line.as_bytes())?;
+                Ok(log)
+            })();
+            if written.is_err() {
+                // A full disk: the run was never created, so nothing half-made stays.
+                let _ = fs::remove_dir_all(&dir2);
             }
-            let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
-            log.append(line.as_bytes())?;
-            Ok(log)
+            written
         })
         .await
         .map_err(|e| AppError::internal(e.to_string()))?
-        .map_err(|e| AppError::internal(format!("cannot create run {id}: {e}")))?;
+        .map_err(|e| {
+            let err = fault::storage_error(&format!("cannot create run {id}"), &dir, &e);
+            let hint = err.hint.clone().unwrap_or_default();
+            err.with_hint(format!("nothing was created; {hint}"))
+        })?;
         let (done, first) = watch::channel(None);
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || {
-            let result = projections::write_all(&dir2, &created)
-                .and_then(|_| log.sync())
+            // Projections that cannot be written now are healed by the writer: they are
+            // derived, and the run exists once its log is synced.
+            let projected = match projections::write_all(&dir2, &created) {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::warn!(dir = %dir2.display(), error = %e, "cannot write a new run's projections; they are written again later");
+                    false
+                }
+            };
+            let result = log
+                .sync()
                 .and_then(|_| log::sync_dir(&dir2))
                 .and_then(|_| log::sync_dir(&runs_dir));
-            let _ = done.send(Some(result.map_err(|e| e.to_string())));
+            let _ = done.send(Some(result.map(|_| projected).map_err(|e| e.to_string())));
         });
         let handle = self
-            .start(id.clone(), dir, state, Some(first.clone()))
+            .start(id.clone(), dir, state, Some(first.clone()), false)
             .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
         let seq = handle.view().manifest.last_seq;
         Ok((handle.clone(), Syncing { handle, seq, first }))
@@ -539,6 +623,9 @@ impl Store {
         client: bool,
     ) -> Result<AppendResult, AppError> {
         let tx = run.sender()?;
+        if let Some(e) = run.untrusted_error() {
+            return Err(e);
+        }
         let (reply, rx) = oneshot::channel();
         tx.send(Command::Append {
             draft,
@@ -558,6 +645,9 @@ impl Store {
         drafts: Vec<Draft>,
     ) -> Result<Vec<AppendResult>, AppError> {
         let tx = run.sender()?;
+        if let Some(e) = run.untrusted_error() {
+            return Err(e);
+        }
         let (reply, rx) = oneshot::channel();
         tx.send(Command::AppendAll { drafts, reply })
             .await

@@ -17,8 +17,11 @@ pub fn write(run_dir: &Path, files: &[ProjectionFile]) -> io::Result<()> {
         fs::create_dir_all(parent)?;
         let name = path.file_name().expect("projection paths name a file");
         let tmp = parent.join(format!(".{}.tmp", name.to_string_lossy()));
-        fs::write(&tmp, bytes)?;
-        fs::rename(&tmp, &path)?;
+        if let Err(e) = fs::write(&tmp, bytes).and_then(|_| fs::rename(&tmp, &path)) {
+            // A full disk leaves a partly written temp file: no debris stays behind.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -14,11 +15,14 @@ use octl_proto::reducer::{client_may_append, client_types};
 use octl_proto::rpc::{AppendResult, RebuildResult};
 use octl_proto::{ids, time, Actor, AppError, ErrorKind, Event, RunState, EVENT_VERSION};
 
-use super::log::{self, LogWriter, LOG_FILE};
-use super::{projections, RunHandle};
+use super::log::{self, AppendFault, LogWriter, LOG_FILE};
+use super::{fault, projections, untrusted_hint, RunHandle};
 
 /// Largest group committed at once.
 const MAX_BATCH: usize = 4096;
+/// How long projections that a full disk kept from being written wait for the next try
+/// when no append comes (an append tries at once).
+const HEAL_EVERY: Duration = Duration::from_secs(1);
 
 /// An event to append, before the writer gives it its seq, id and time.
 #[derive(Debug, Clone)]
@@ -81,6 +85,19 @@ enum Ack {
     ),
 }
 
+impl Item {
+    fn refuse(self, err: &AppError) {
+        match self {
+            Item::One(_, _, reply) => {
+                let _ = reply.send(Err(err.clone()));
+            }
+            Item::All(_, reply) => {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
 impl Ack {
     fn send(self, failure: Option<&AppError>) {
         match self {
@@ -107,6 +124,13 @@ pub struct Writer {
     /// A new run's first write, still being synced: waited for before the first commit, so
     /// its projections can never land over a later group's.
     pub first: Option<super::FirstWrite>,
+    /// The projections on disk are behind the state (their write failed, e.g. on a full
+    /// disk): every one is written again with the next group, or after [`HEAL_EVERY`].
+    pub stale: bool,
+    /// The last group failed to be written (e.g. a full disk): the engine is told to look at
+    /// the run again every [`HEAL_EVERY`], so a step whose event was refused is tried again
+    /// by itself once there is room, as after a crash.
+    pub faulted: bool,
 }
 
 type Reply = oneshot::Sender<Result<AppendResult, AppError>>;
@@ -119,17 +143,45 @@ enum Outcome {
 impl Writer {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         if let Some(mut first) = self.first.take() {
-            let synced = matches!(
-                first.wait_for(Option::is_some).await.as_deref(),
-                Ok(Some(Ok(())))
-            );
-            if synced {
-                self.handle
-                    .committed
-                    .fetch_max(self.state.last_seq, Ordering::AcqRel);
+            let ended = first
+                .wait_for(Option::is_some)
+                .await
+                .map(|v| v.clone())
+                .ok()
+                .flatten();
+            match ended {
+                Some(Ok(projected)) => {
+                    self.handle
+                        .committed
+                        .fetch_max(self.state.last_seq, Ordering::AcqRel);
+                    self.stale = !projected;
+                }
+                Some(Err(e)) => self
+                    .handle
+                    .set_untrusted(format!("its first write failed to sync: {e}")),
+                None => self
+                    .handle
+                    .set_untrusted("its first write was lost".to_string()),
             }
         }
-        while let Some(first) = rx.recv().await {
+        loop {
+            let next = if self.stale || self.faulted {
+                match tokio::time::timeout(HEAL_EVERY, rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        if self.stale {
+                            self.heal().await;
+                        }
+                        if self.faulted && self.handle.untrusted().is_none() {
+                            self.handle.changed();
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                rx.recv().await
+            };
+            let Some(first) = next else { break };
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -161,6 +213,12 @@ impl Writer {
 
     /// Checks, writes, syncs, projects, publishes, then acknowledges one group.
     async fn commit(&mut self, appends: Vec<Item>) {
+        if let Some(err) = self.handle.untrusted_error() {
+            for item in appends {
+                item.refuse(&err);
+            }
+            return;
+        }
         let mut lines = String::new();
         let mut events: Vec<Event> = Vec::new();
         let mut acks: Vec<Ack> = Vec::new();
@@ -217,7 +275,12 @@ impl Writer {
             }
         }
         if !events.is_empty() {
-            let files = touched.render(&self.state);
+            let all = self.stale;
+            let files = if all {
+                projection::all_files(&self.state)
+            } else {
+                touched.render(&self.state)
+            };
             let dir = self.handle.dir.clone();
             let mut log = self.log.take();
             let bytes = lines.into_bytes();
@@ -228,26 +291,51 @@ impl Writer {
             let logged = tokio::task::spawn_blocking(move || {
                 let result = match log.as_mut() {
                     Some(w) => w.append_synced(&bytes),
-                    None => Err(std::io::Error::other("the run's log is not open")),
+                    None => Err(AppendFault::Write(std::io::Error::other(
+                        "the run's log is not open",
+                    ))),
                 };
                 (log, result)
             });
             let projected = tokio::task::spawn_blocking(move || projections::write(&dir, &files));
             let (logged, projected) = tokio::join!(logged, projected);
-            let (log_back, logged) =
-                logged.unwrap_or_else(|e| (None, Err(std::io::Error::other(e.to_string()))));
+            let (log_back, logged) = logged.unwrap_or_else(|e| {
+                (
+                    None,
+                    Err(AppendFault::Untrusted(std::io::Error::other(e.to_string()))),
+                )
+            });
             let projected = projected.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-            let result = logged.and(projected);
             self.log = log_back;
-            if let Err(e) = result {
-                tracing::error!(run = %self.handle.id, error = %e, "append failed; reloading the run from its log");
-                let err =
-                    AppError::internal(format!("could not write run {}: {e}", self.handle.id));
+            if let Err(fault) = logged {
+                // Nothing of the group is in the log (it was cut back): every member is
+                // refused, and the state is read back from the log as it was before.
+                let e = fault.error();
+                let path = self.handle.dir.join(LOG_FILE);
+                let mut err = fault::append_error(&self.handle.id, &path, e);
+                if let AppendFault::Untrusted(_) = &fault {
+                    self.handle.set_untrusted(format!(
+                        "its log failed to sync ({e}), so what is on disk cannot be trusted"
+                    ));
+                    err = err.with_hint(untrusted_hint());
+                }
+                tracing::error!(run = %self.handle.id, error = %e, kind = %err.kind, "append failed; nothing of the group was recorded");
                 for ack in acks {
                     ack.send(Some(&err));
                 }
+                self.faulted = true;
                 self.reload().await;
                 return;
+            }
+            self.faulted = false;
+            // The log is durable: the group is acknowledged whatever became of the
+            // projections, which are derived and healed from the state.
+            match projected {
+                Ok(()) => self.stale &= !all,
+                Err(e) => {
+                    tracing::warn!(run = %self.handle.id, error = %e, "cannot write projections; the append is recorded and they are written again later");
+                    self.stale = true;
+                }
             }
             self.handle
                 .committed
@@ -305,16 +393,23 @@ impl Writer {
                         format!("run {id}: line {} of its log: {}", c.line, c.reason),
                     ))
                 }
-                Err(e) => return Err(AppError::internal(format!("cannot read run {id}: {e}"))),
+                Err(e) => {
+                    return Err(fault::storage_error(
+                        &format!("cannot read run {id}"),
+                        &dir.join(LOG_FILE),
+                        &e,
+                    ))
+                }
             };
             let files = projections::write_all(&dir, &state).map_err(|e| {
-                AppError::internal(format!("cannot write projections of run {id}: {e}"))
+                fault::storage_error(&format!("cannot write projections of run {id}"), &dir, &e)
             })?;
             Ok((state, files))
         })
         .await
         .map_err(|e| AppError::internal(e.to_string()))??;
         let (state, files) = replayed;
+        self.stale = false;
         let result = RebuildResult {
             run: self.handle.id.clone(),
             events: state.last_seq,
@@ -328,33 +423,71 @@ impl Writer {
         Ok(result)
     }
 
+    /// After a failed append: the state (seq, idempotency keys, nodes) read back from the
+    /// log, which holds exactly the acknowledged events, and the projections rewritten from
+    /// it (those written beside the failed append are ahead of it).
     async fn reload(&mut self) {
         let path = self.handle.dir.join(LOG_FILE);
         let dir = self.handle.dir.clone();
+        let committed = self.handle.committed();
         let replayed = tokio::task::spawn_blocking(move || {
-            let replayed = log::replay(&path, true);
-            // Projections written beside a failed append may be ahead of the log.
-            if let Ok(Ok(r)) = &replayed {
-                if let Err(e) = projections::write_all(&dir, &r.state) {
-                    tracing::error!(error = %e, "cannot rewrite projections after a failed append");
+            let replayed = log::replay(&path, false);
+            let projected = match &replayed {
+                // Only from a log that holds exactly the acknowledged events.
+                Ok(Ok(r)) if r.state.last_seq == committed && r.cut == 0 => {
+                    projections::write_all(&dir, &r.state).map(|_| ())
                 }
-            }
-            replayed
+                _ => Ok(()),
+            };
+            (replayed, projected)
         });
         match replayed.await {
-            Ok(Ok(Ok(r))) => {
+            Ok((Ok(Ok(r)), projected)) if r.state.last_seq == committed && r.cut == 0 => {
                 self.state = r.state;
-                self.handle
-                    .committed
-                    .store(self.state.last_seq, Ordering::Release);
+                if let Err(e) = projected {
+                    tracing::warn!(run = %self.handle.id, error = %e, "cannot rewrite projections after a failed append; they are written again later");
+                    self.stale = true;
+                }
                 self.handle.publish(&self.state);
             }
+            Ok((Ok(Ok(r)), _)) => {
+                // The log could not be cut back to the last acknowledged event: the run
+                // takes nothing more, and the published view stays what was acknowledged.
+                self.handle.set_untrusted(format!(
+                    "its log holds {} events and {} bytes of a torn line, but only {committed} were acknowledged",
+                    r.state.last_seq, r.cut
+                ));
+            }
             other => {
-                tracing::error!(run = %self.handle.id, outcome = ?other.map(|r| r.map(|r| r.map(|_| ()))), "cannot reload the run");
+                let outcome = match other {
+                    Ok((Ok(Ok(_)), _)) => unreachable!("matched above"),
+                    Ok((Ok(Err(c)), _)) => format!("line {}: {}", c.line, c.reason),
+                    Ok((Err(e), _)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                self.handle.set_untrusted(format!(
+                    "its log cannot be read back after a failed append: {outcome}"
+                ));
             }
         }
         if self.log.is_none() {
             self.log = LogWriter::open(&self.handle.dir.join(LOG_FILE)).ok();
+        }
+    }
+
+    /// Writes every projection that differs from what the state derives.
+    async fn heal(&mut self) {
+        let dir = self.handle.dir.clone();
+        let state = self.state.clone();
+        match tokio::task::spawn_blocking(move || projections::write_all(&dir, &state)).await {
+            Ok(Ok(_)) => {
+                tracing::info!(run = %self.handle.id, "projections written again");
+                self.stale = false;
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(run = %self.handle.id, error = %e, "projections still cannot be written")
+            }
+            Err(e) => tracing::error!(run = %self.handle.id, error = %e, "projection task failed"),
         }
     }
 }

@@ -1,0 +1,70 @@
+//! Test-only failpoints, named in `OCTL_FAILPOINTS` (comma-separated). `point` arms every hit
+//! of a point; `point@N` arms only its Nth hit (counted from 1 in this daemon process), so a
+//! test can let a run be created and fail exactly the write it means to.
+//!
+//! Two sorts: crash points, where the daemon SIGKILLs itself as a power cut would (the crash
+//! tests), and I/O points, where an operation fails with the error a failing disk gives (EIO).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Mutex, OnceLock};
+
+/// The armed points: name → `None` (every hit) or `Some(n)` (the nth hit only).
+fn armed_points() -> &'static HashMap<String, Vec<Option<u64>>> {
+    static ARMED: OnceLock<HashMap<String, Vec<Option<u64>>>> = OnceLock::new();
+    ARMED.get_or_init(|| {
+        let mut map: HashMap<String, Vec<Option<u64>>> = HashMap::new();
+        for item in std::env::var("OCTL_FAILPOINTS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let (name, nth) = match item.rsplit_once('@') {
+                Some((name, n)) => match n.parse::<u64>() {
+                    Ok(n) => (name, Some(n)),
+                    Err(_) => (item, None),
+                },
+                None => (item, None),
+            };
+            map.entry(name.to_string()).or_default().push(nth);
+        }
+        map
+    })
+}
+
+/// Whether this hit of `point` fires (each call is one hit).
+pub fn fires(point: &str) -> bool {
+    let Some(when) = armed_points().get(point) else {
+        return false;
+    };
+    static HITS: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+    let hit = {
+        let mut hits = HITS.lock().unwrap_or_else(|e| e.into_inner());
+        let n = hits
+            .get_or_insert_with(HashMap::new)
+            .entry(point.to_string())
+            .or_insert(0);
+        *n += 1;
+        *n
+    };
+    when.iter().any(|w| w.is_none_or(|n| n == hit))
+}
+
+/// A crash point: SIGKILL when it fires.
+pub fn crash(point: &str) {
+    if fires(point) {
+        tracing::warn!(point, "failpoint: killing the daemon");
+        // SAFETY: kill on our own pid has no memory-safety preconditions.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+/// An I/O point: an EIO error when it fires.
+pub fn io_error(point: &str) -> io::Result<()> {
+    if fires(point) {
+        tracing::warn!(point, "failpoint: failing with EIO");
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
