@@ -4,6 +4,7 @@
 //! cargo build --release --workspace --bins
 //! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
+//! target/release/bench tmux      # octld's tmux calls: control client vs a process each
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -19,6 +20,10 @@ use std::time::{Duration, Instant};
 use octl_proto::{Actor, Event};
 use octl_tests::{http, TestEnv};
 use serde_json::{json, Value};
+
+// Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
+#[path = "bench/tmux.rs"]
+mod tmux;
 
 const ROUNDS: usize = 3;
 const SECONDS_PER_POINT: f64 = 2.0;
@@ -741,6 +746,7 @@ fn main() {
         "spawn" => spawn(&mut rows),
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
+        "tmux" => tmux::timings(&mut rows),
         "scaling" => {
             let per_run: u64 = opt("--run-events").map_or(1000, |n| n.parse().expect("N"));
             let units: Vec<usize> = opt("--units").map_or(vec![5, 50], |u| {
@@ -761,7 +767,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory or scaling"
+                 fanout, memory, scaling or tmux"
             );
             std::process::exit(2);
         }

@@ -1,0 +1,149 @@
+//! Panes: listing them all (what the supervisor polls), typing into one, reading its screen.
+
+use super::control::CONTROL_SESSION;
+use super::error::invalid;
+use super::{Result, Tmux, SEP};
+
+/// One pane of the server, from [`Tmux::list_panes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneInfo {
+    pub session: String,
+    pub window: String,
+    /// `@N`.
+    pub window_id: String,
+    /// `%N`.
+    pub pane_id: String,
+    pub pane_pid: Option<u32>,
+    /// The program has exited (the pane stays because of `remain-on-exit`).
+    pub dead: bool,
+    /// Exit status of a dead pane that exited normally.
+    ///
+    /// tmux marks a pane dead when its terminal closes, which can be a moment before it has
+    /// reaped the process: a dead pane without a status (and without a signal) may get one
+    /// on the next poll. Only when that persists (tmux < 3.4 reports no signals) should it be
+    /// taken as "killed by a signal".
+    pub dead_status: Option<i32>,
+    /// Signal that killed a dead pane, where tmux reports it (≥ 3.4); on older tmux a pane
+    /// killed by a signal is dead with neither status nor signal.
+    pub dead_signal: Option<i32>,
+}
+
+impl Tmux {
+    /// Every pane on the server in one call (no server: empty). The supervisor polls this.
+    ///
+    /// tmux builds linked with libutempter (Debian's, among others) can miss the SIGCHLD of a
+    /// pane whose terminal closes at the moment utempter swaps the handler: the program stays
+    /// a zombie and its pane dead without a status. When a dead pane has no status, the
+    /// server is sent a SIGCHLD, which makes it reap the program, and the list is read again.
+    pub fn list_panes(&self) -> Result<Vec<PaneInfo>> {
+        let (panes, server_pid) = self.read_panes()?;
+        let unresolved = panes
+            .iter()
+            .any(|p| p.dead && p.dead_status.is_none() && p.dead_signal.is_none());
+        match server_pid {
+            Some(pid) if unresolved && pid > 1 => {
+                // SAFETY: kill(2) has no memory-safety preconditions; SIGCHLD only makes the
+                // tmux server (our own child's daemon, same user) reap its exited children.
+                let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGCHLD) } == 0;
+                if sent {
+                    return Ok(self.read_panes()?.0);
+                }
+                Ok(panes)
+            }
+            _ => Ok(panes),
+        }
+    }
+
+    pub(super) fn read_panes(&self) -> Result<(Vec<PaneInfo>, Option<u32>)> {
+        let format = [
+            "#{pid}",
+            "#{pane_id}",
+            "#{pane_pid}",
+            "#{pane_dead}",
+            "#{pane_dead_status}",
+            "#{pane_dead_signal}",
+            "#{window_id}",
+            "#{session_name}",
+            "#{window_name}",
+        ]
+        .join(&SEP.to_string());
+        let out = match self.read1(&["list-panes", "-a", "-F", &format]) {
+            Ok(out) => out,
+            Err(e) if e.is_no_server() => return Ok((Vec::new(), None)),
+            Err(e) => return Err(e),
+        };
+        let mut server_pid = None;
+        let panes = String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|line| {
+                let (pid, rest) = line.split_once(SEP)?;
+                server_pid = pid.parse().ok();
+                parse_pane(rest)
+            })
+            .filter(|pane| pane.session != CONTROL_SESSION)
+            .collect();
+        Ok((panes, server_pid))
+    }
+
+    /// Types `text` into the pane literally (no key names, no `Enter`).
+    pub fn send_keys_literal(&self, pane_id: &str, text: &str) -> Result<()> {
+        check_pane_id(pane_id)?;
+        self.run1(&["send-keys", "-t", pane_id, "-l", "--", text])
+            .map(|_| ())
+    }
+
+    /// Presses `Enter` in the pane.
+    pub fn send_enter(&self, pane_id: &str) -> Result<()> {
+        self.send_key(pane_id, "Enter")
+    }
+
+    /// Sends one named key (`Enter`, `Down`, `Escape`, …) to a pane.
+    pub fn send_key(&self, pane_id: &str, key: &str) -> Result<()> {
+        check_pane_id(pane_id)?;
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(invalid(
+                "key",
+                key,
+                "a tmux key name such as Enter, Down or C-c",
+            ));
+        }
+        self.run1(&["send-keys", "-t", pane_id, key]).map(|_| ())
+    }
+
+    /// The pane's text, scrollback included, wrapped lines joined.
+    pub fn capture_pane(&self, pane_id: &str) -> Result<String> {
+        check_pane_id(pane_id)?;
+        let out = self.read1(&["capture-pane", "-p", "-J", "-S", "-", "-t", pane_id])?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+pub(super) fn is_pane_id(id: &str) -> bool {
+    id.strip_prefix('%')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+pub(super) fn check_pane_id(id: &str) -> Result<()> {
+    if is_pane_id(id) {
+        Ok(())
+    } else {
+        Err(invalid("pane id", id, "use a tmux pane id such as %3"))
+    }
+}
+
+fn parse_pane(line: &str) -> Option<PaneInfo> {
+    let fields: Vec<&str> = line.split(SEP).collect();
+    let [pane_id, pid, dead, status, signal, window_id, session, window] = fields[..] else {
+        return None;
+    };
+    Some(PaneInfo {
+        session: session.to_string(),
+        window: window.to_string(),
+        window_id: window_id.to_string(),
+        pane_id: pane_id.to_string(),
+        pane_pid: pid.parse().ok(),
+        dead: dead == "1",
+        dead_status: status.parse().ok(),
+        dead_signal: signal.parse().ok(),
+    })
+}
