@@ -816,6 +816,37 @@ impl Git {
         Ok(split_z(&out).collect())
     }
 
+    /// What a snapshot of this worktree would not hold, relative to it: what git ignores
+    /// (an ignored directory as one entry, `dir/`) and untracked nested repositories (which
+    /// a snapshot could only record as a commit id, without their files).
+    pub fn unsaved_paths(&self) -> Result<Vec<PathBuf>> {
+        use std::os::unix::ffi::OsStrExt;
+        let listed = |args: &[&str]| -> Result<Vec<PathBuf>> {
+            let out = self.call(args).env("GIT_OPTIONAL_LOCKS", "0").stdout()?;
+            Ok(out
+                .split(|b| *b == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| PathBuf::from(OsStr::from_bytes(s)))
+                .collect())
+        };
+        let mut paths = listed(&[
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ])?;
+        // Without --directory, git lists untracked files one by one and a nested repository
+        // as `dir/`, which is the only kind of entry that ends in a slash.
+        paths.extend(
+            listed(&["ls-files", "-z", "--others", "--exclude-standard"])?
+                .into_iter()
+                .filter(|p| p.as_os_str().as_bytes().ends_with(b"/")),
+        );
+        Ok(paths)
+    }
+
     /// Saves everything in the worktree at `worktree` — tracked changes and untracked files,
     /// not ignored ones — under `refs/octl/snapshots/<run>/<node>`, without touching the
     /// worktree, its index or HEAD.

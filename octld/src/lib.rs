@@ -23,6 +23,7 @@ pub mod daemon;
 pub mod engine;
 pub mod git;
 pub mod home;
+pub mod kept;
 pub mod lock;
 pub mod logging;
 pub mod rpc;
