@@ -52,6 +52,10 @@ pub fn keep(worktree: &Path, paths: &[PathBuf], dest: &Path) -> io::Result<Optio
 /// `kept`. Removes `kept` when it ends up empty. Returns (moved back, left in `kept`).
 pub fn restore(kept: &Path, worktree: &Path) -> io::Result<(Tally, Tally)> {
     let mut moved = Tally::default();
+    if fs::symlink_metadata(kept).is_err() {
+        // Removed by hand: nothing to give back.
+        return Ok((moved, Tally::default()));
+    }
     restore_into(kept, worktree, &mut moved)?;
     let left = if fs::symlink_metadata(kept).is_ok() {
         tally(kept)?

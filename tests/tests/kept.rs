@@ -142,7 +142,9 @@ fn check_kept_and_recover(env: &TestEnv, repo: &TestRepo, run: &str, id: &str) {
         "{again:?}"
     );
     assert!(!other.exists());
-    assert!(!repo.refs("refs/heads/").contains(&"refs/heads/again".to_string()));
+    assert!(!repo
+        .refs("refs/heads/")
+        .contains(&"refs/heads/again".to_string()));
 }
 
 #[test]
@@ -160,13 +162,20 @@ fn ignored_files_come_back_after_a_merge() {
         .unwrap(),
     );
     env.wait_status(&run, &["completed"]);
-    assert_eq!(repo.show("main", "tracked.txt").as_deref(), Some("tracked\n"));
+    assert_eq!(
+        repo.show("main", "tracked.txt").as_deref(),
+        Some("tracked\n")
+    );
     let done = env
         .log_events(&run)
         .into_iter()
         .find(|e| e["type"] == json!("cleanup.done"))
         .unwrap();
-    assert_eq!(done["data"]["kept"]["files"], json!(IGNORED.len()), "{done}");
+    assert_eq!(
+        done["data"]["kept"]["files"],
+        json!(IGNORED.len()),
+        "{done}"
+    );
     let human = env.cli(["run", "show", &run]);
     assert!(
         human.stdout.contains("Kept ignored files"),
@@ -233,7 +242,10 @@ fn ignored_files_come_back_after_gc_of_a_failed_run_and_of_an_orphan() {
 
     let dry = env.cli(["--json", "run", "gc", "--dry-run"]).json();
     assert!(!dry["removed"].as_array().unwrap().is_empty());
-    assert!(orphan.join("notes.local").exists(), "a dry run moves nothing");
+    assert!(
+        orphan.join("notes.local").exists(),
+        "a dry run moves nothing"
+    );
 
     let out = env.cli(["--json", "run", "gc"]);
     out.ok();
@@ -251,7 +263,10 @@ fn ignored_files_come_back_after_gc_of_a_failed_run_and_of_an_orphan() {
     let o = wt_item(&orphan);
     assert_eq!(o["kept_files"], json!(IGNORED.len()), "{o}");
     let orphan_kept = PathBuf::from(o["kept_dir"].as_str().unwrap());
-    assert_eq!(orphan_kept, env.home.join("kept").join(other).join("z").join("1"));
+    assert_eq!(
+        orphan_kept,
+        env.home.join("kept").join(other).join("z").join("1")
+    );
     assert_has_ignored(&orphan_kept);
     assert!(!orphan.exists());
     check_kept_and_recover(&env, &repo, &run, "f");
@@ -276,7 +291,14 @@ fn ignored_files_come_back_after_gc_of_a_failed_run_and_of_an_orphan() {
     assert_has_ignored(&back);
     assert!(!orphan_kept.exists());
     // A bad ref is refused with the form it takes.
-    let bad = env.cli(["--json", "recover", "--ref", "refs/heads/main", "--repo", &repo_path]);
+    let bad = env.cli([
+        "--json",
+        "recover",
+        "--ref",
+        "refs/heads/main",
+        "--repo",
+        &repo_path,
+    ]);
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(bad.error()["message"]
         .as_str()
@@ -312,7 +334,10 @@ fn gc_prints_a_recover_command_that_works_for_an_orphan() {
     let args: Vec<&str> = line.split_whitespace().collect();
     let again = env.cli(args.iter().copied().chain(["--branch", "from-hint"]));
     again.ok();
-    assert_eq!(repo.show("from-hint", "draft.txt").as_deref(), Some("draft\n"));
+    assert_eq!(
+        repo.show("from-hint", "draft.txt").as_deref(),
+        Some("draft\n")
+    );
 }
 
 #[test]
@@ -339,7 +364,12 @@ fn a_retried_node_keeps_each_set_apart_and_gc_older_than_deletes_only_old_ones()
     env.wait_node(&run, "a", "failed");
     std::fs::write(&retry_ok, "").unwrap();
     env.cli(["run", "retry", &run, "--node", "a"]).ok();
-    let kept_of = |show: &Value| node(show, "a")["kept"].as_array().cloned().unwrap_or_default();
+    let kept_of = |show: &Value| {
+        node(show, "a")["kept"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
     let show = wait_until("a's second cleanup", Duration::from_secs(60), || {
         let show = env.rpc("run.show", json!({"run": run}));
         (kept_of(&show).len() == 2).then_some(show)
@@ -350,14 +380,24 @@ fn a_retried_node_keeps_each_set_apart_and_gc_older_than_deletes_only_old_ones()
         .map(|k| PathBuf::from(k["dir"].as_str().unwrap()))
         .collect();
     assert_ne!(dirs[0], dirs[1]);
-    assert_eq!(std::fs::read_to_string(dirs[0].join("notes.local")).unwrap(), "first\n");
-    assert_eq!(std::fs::read_to_string(dirs[1].join("notes.local")).unwrap(), "second\n");
+    assert_eq!(
+        std::fs::read_to_string(dirs[0].join("notes.local")).unwrap(),
+        "first\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirs[1].join("notes.local")).unwrap(),
+        "second\n"
+    );
     assert_ne!(sets[0]["snapshot_commit"], sets[1]["snapshot_commit"]);
 
     // The run has not ended: even --older-than 0s keeps its files.
     let out = env.cli(["--json", "run", "gc", "--older-than", "0s"]);
     out.ok();
-    assert!(dirs.iter().all(|d| d.join("notes.local").exists()), "{:?}", out.json());
+    assert!(
+        dirs.iter().all(|d| d.join("notes.local").exists()),
+        "{:?}",
+        out.json()
+    );
     std::fs::write(&b_may_end, "").unwrap();
     env.wait_status(&run, &["completed"]);
 
@@ -369,11 +409,16 @@ fn a_retried_node_keeps_each_set_apart_and_gc_older_than_deletes_only_old_ones()
     let err = env
         .try_rpc("run.gc", json!({"older_than": "soon"}))
         .unwrap_err();
-    assert!(err["message"].as_str().unwrap().contains("older_than"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("older_than"),
+        "{err}"
+    );
     // Plain gc and a longer age keep them; a dry run only lists them.
     env.cli(["run", "gc"]).ok();
     env.cli(["run", "gc", "--older-than", "1d"]).ok();
-    let dry = env.cli(["--json", "run", "gc", "--dry-run", "--older-than", "0s"]).json();
+    let dry = env
+        .cli(["--json", "run", "gc", "--dry-run", "--older-than", "0s"])
+        .json();
     let listed = dry["removed"]
         .as_array()
         .unwrap()
@@ -396,7 +441,9 @@ fn a_retried_node_keeps_each_set_apart_and_gc_older_than_deletes_only_old_ones()
     assert!(dirs.iter().all(|d| !d.exists()));
     assert!(!env.home.join("kept").join(&run).exists());
     let show = env.rpc("run.show", json!({"run": run}));
-    assert!(kept_of(&show).iter().all(|k| k["status"] == json!("deleted")));
+    assert!(kept_of(&show)
+        .iter()
+        .all(|k| k["status"] == json!("deleted")));
     // Snapshot refs stay: the agent's commits are never deleted.
     assert!(repo
         .refs("refs/octl/snapshots/")
@@ -412,12 +459,15 @@ fn a_retried_node_keeps_each_set_apart_and_gc_older_than_deletes_only_old_ones()
         back.to_str().unwrap(),
     ]);
     assert_eq!(late.code, 4, "{late:?}");
-    assert!(late.error()["message"].as_str().unwrap().contains("deleted"));
+    assert!(late.error()["message"]
+        .as_str()
+        .unwrap()
+        .contains("deleted"));
     assert!(!back.exists());
 }
 
 #[test]
-fn concurrent_gc_and_concurrent_recover_do_the_work_once_and_lose_nothing() {
+fn concurrent_gc_cancel_and_recover_do_the_work_once_and_lose_nothing() {
     let env = TestEnv::new();
     let _d = env.start_daemon();
     let repo = repo_with_ignores(&env);
@@ -434,10 +484,17 @@ fn concurrent_gc_and_concurrent_recover_do_the_work_once_and_lose_nothing() {
         );
         env.wait_status(&run, &["failed"]);
 
-        // gc ‖ gc: one cleanup, one kept set, every file in it.
+        // gc ‖ gc (or, every other time, gc ‖ cancel --discard of the ended run): one
+        // cleanup, one kept set, every file in it.
         let (a, b) = std::thread::scope(|s| {
             let a = s.spawn(|| env.cli(["--json", "run", "gc"]));
-            let b = s.spawn(|| env.cli(["--json", "run", "gc"]));
+            let b = s.spawn(|| {
+                if i % 2 == 0 {
+                    env.cli(["--json", "run", "gc"])
+                } else {
+                    env.cli(["--json", "run", "cancel", &run, "--discard"])
+                }
+            });
             (a.join().unwrap(), b.join().unwrap())
         });
         a.ok();
@@ -486,7 +543,9 @@ fn concurrent_gc_and_concurrent_recover_do_the_work_once_and_lose_nothing() {
                 assert_eq!(o.code, 4, "{o:?}");
                 assert_eq!(o.error()["kind"], json!("invalid_transition"), "{o:?}");
                 assert!(!p.exists(), "the loser makes no worktree");
-                assert!(!repo.refs("refs/heads/").contains(&format!("refs/heads/{b}")));
+                assert!(!repo
+                    .refs("refs/heads/")
+                    .contains(&format!("refs/heads/{b}")));
             }
         }
         let restored = env
