@@ -1663,6 +1663,30 @@ mod tests {
     }
 
     #[test]
+    fn unsaved_paths_are_ignored_files_and_nested_repositories() {
+        let f = Fixture::new();
+        f.git.write(".gitignore", "*.local\ntarget/\n");
+        f.git.run(&["add", "-A"]);
+        f.git.run(&["commit", "-q", "-m", "ignores"]);
+        let wt = f.root.join("wt");
+        f.git.worktree_add(&wt, "octl/r/u", "main").unwrap();
+        let g = f.git.at(&wt);
+        g.write("notes.local", "n");
+        g.write("target/a/b.o", "b");
+        g.write("untracked.txt", "u");
+        g.write("vendor/lib/x.c", "x");
+        g.at(wt.join("vendor/lib")).run(&["init", "-q"]);
+        let mut got: Vec<String> = g
+            .unsaved_paths()
+            .unwrap()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["notes.local", "target/", "vendor/lib/"]);
+    }
+
+    #[test]
     fn snapshot_of_clean_worktree_points_at_head() {
         let f = Fixture::new();
         let tip = f.branch_with("octl/r/clean", "c.txt", "c\n");
