@@ -355,7 +355,8 @@ pub struct GcParams {
 /// One thing `run.gc` removed (or, in a dry run, would remove), or kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcItem {
-    /// `worktree`, `branch` or `window`.
+    /// `worktree`, `branch`, `window`, or `kept` (a kept directory of ignored files, deleted
+    /// by `older_than`).
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,

@@ -288,6 +288,29 @@ mod tests {
              Kept (1):\n  branch    octl/R/n in /repo\n    run R is failed: it is checked out in /x\n\
              Dry run: nothing was changed; `orchestratectl run gc` removes them."
         );
+        let done = GcResult {
+            dry_run: false,
+            removed: vec![GcItem {
+                path: Some("/h/worktrees/R/n".into()),
+                repo: Some("/repo".into()),
+                snapshot_ref: Some("refs/octl/snapshots/R/n".into()),
+                kept_dir: Some("/h/kept/R/n/1".into()),
+                kept_files: Some(3),
+                ..item("worktree")
+            }],
+            kept: vec![],
+        };
+        let text = gc_text(&done);
+        assert!(
+            text.contains("    ignored files (3) kept in /h/kept/R/n/1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    recover: orchestratectl recover --ref refs/octl/snapshots/R/n --repo /repo\n"
+            ),
+            "{text}"
+        );
         let empty = GcResult {
             dry_run: false,
             removed: vec![],

@@ -523,24 +523,22 @@ async fn remove_orphan_worktree(
             }
             // A known run's node learns where its leftovers went.
             if let Some((handle, _)) = owner {
-                {
-                    let _ = append(
-                        daemon,
-                        &handle,
-                        Some(&node),
-                        "cleanup.done",
-                        json!({
-                            "snapshot_ref": snap.refname,
-                            "snapshot_commit": snap.commit,
-                            "snapshot_dirty": snap.dirty,
-                            "worktree_removed": true,
-                            "branch_deleted": false,
-                            "kept": kept_set.map(|(d, t)| cleanup::kept_record(&d, t)),
-                            "by": "gc",
-                        }),
-                    )
-                    .await;
-                }
+                let _ = append(
+                    daemon,
+                    &handle,
+                    Some(&node),
+                    "cleanup.done",
+                    json!({
+                        "snapshot_ref": snap.refname,
+                        "snapshot_commit": snap.commit,
+                        "snapshot_dirty": snap.dirty,
+                        "worktree_removed": true,
+                        "branch_deleted": false,
+                        "kept": kept_set.map(|(d, t)| cleanup::kept_record(&d, t)),
+                        "by": "gc",
+                    }),
+                )
+                .await;
             }
             going.insert(path);
             out.removed.push(i);
