@@ -83,15 +83,16 @@ pub enum Group {
     ///
     /// The plan (TOML or JSON, by its extension) lists nodes with `id`, `task`, `deps`, and
     /// optional `agent` and `gate`. The daemon checks it whole (unknown deps, duplicate ids,
-    /// cycles naming their nodes) and reports every problem at once (exit 2), creating
-    /// nothing. The integration branch octl/<RUN>/integration starts from base; a node that
-    /// fails or conflicts blocks only its dependents (`run retry` starts it again). When every
-    /// node is merged, `orchestratectl merge RUN` (or --auto-merge) merges integration into base.
+    /// the reserved id `integration`, cycles naming their nodes) and reports every problem at
+    /// once (exit 2), creating nothing. The integration branch octl/<RUN>/integration starts
+    /// from base; a node that fails or conflicts blocks only its dependents (`run retry` starts
+    /// it again). When every node is merged, `orchestratectl merge RUN` (or --auto-merge)
+    /// merges integration into base.
     #[command(after_help = ORCHESTRATE_EXAMPLES)]
     Orchestrate(OrchestrateArgs),
 
-    /// Create, list, inspect, watch, wait for, retry, cancel and attach to runs (a run is one
-    /// piece of orchestrated work)
+    /// Create, list, inspect, watch, wait for, retry, cancel and attach to runs, read their
+    /// agents' logs (a run is one piece of orchestrated work)
     #[command(subcommand, after_help = RUN_EXAMPLES)]
     Run(RunCmd),
 
@@ -152,7 +153,7 @@ pub enum Group {
     #[command(subcommand, after_help = EVENT_EXAMPLES)]
     Event(EventCmd),
 
-    /// Start, stop and inspect the octld daemon (it also starts by itself when needed)
+    /// Start, stop, restart and inspect the octld daemon (it also starts by itself when needed)
     #[command(subcommand, after_help = DAEMON_EXAMPLES)]
     Daemon(DaemonCmd),
 
@@ -191,7 +192,8 @@ Examples:
   orchestratectl spawn spinoff 'fix the off-by-one in src/page.rs; add a test'
   orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
   orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
-  orchestratectl --json spawn spinoff \"$(cat task.md)\"    # a long task, sent as written
+  orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
+  generate-task | orchestratectl spawn spinoff --task-file -
   orchestratectl spawn spinoff -- '-x is a task starting with a dash'")]
     Spinoff(SpawnArgs),
 
@@ -204,6 +206,7 @@ Examples:
 Examples:
   orchestratectl spawn code 'refactor the config loader'
   orchestratectl spawn code --repo ~/src/api --base develop --node loader 'split config.rs'
+  orchestratectl spawn code --task-file notes/settings-page.md
   orchestratectl run attach 01JDXJ5R          # then, when the work is ready:
   orchestratectl merge 01JDXJ5R")]
     Code(SpawnArgs),
@@ -212,9 +215,19 @@ Examples:
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
     /// What the agent should do: its prompt (for `--agent shell`, a shell script run in the
-    /// worktree). Sent exactly as given; put `--` before it if it starts with a dash
-    #[arg(value_name = "TASK")]
-    pub task: String,
+    /// worktree). Sent exactly as given; put `--` before it if it starts with a dash. At most
+    /// 32 KiB (32768 bytes) of UTF-8; or give it with --task-file
+    #[arg(
+        value_name = "TASK",
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+
+    /// Read the task from this file, or from standard input with `-`, instead of TASK: sent
+    /// exactly as read, at most 32 KiB (32768 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub task_file: Option<PathBuf>,
 
     /// The git repository to work in (any directory inside it); default: the current directory
     #[arg(long, value_name = "DIR")]
@@ -434,6 +447,7 @@ Examples:
   orchestratectl discussion ask --title 'which database for tests?'
   orchestratectl discussion ask --title 'drop Python 3.8?' --body 'CI still runs it' --wait
   orchestratectl discussion ask --title 'ok to rename Foo?' --wait --timeout 1800
+  orchestratectl discussion ask --title 'which approach?' --body-file options.md --wait
   orchestratectl --json discussion ask --run 01JDXJ5R --title 'release today?'   # {id, run}")]
     Ask(DiscussionAskArgs),
 
@@ -446,9 +460,15 @@ Examples:
     List(DiscussionListArgs),
 
     /// Answer an open discussion (the agent waiting on it goes on)
+    ///
+    /// One answer per discussion: the first recorded wins; another answer is refused (exit 4)
+    /// and the same answer again reports it. A merge-conflict question (`merge-…`, opened by
+    /// the daemon) is settled by merging, not by text: answering it is refused, with the
+    /// commands that resolve it, while its node can still merge.
     #[command(after_help = "\
 Examples:
   orchestratectl discussion answer q-db --text 'use sqlite in tests'
+  orchestratectl discussion answer 01jdxk7zq3 --text 'yes'     # a unique prefix of the id
   orchestratectl --json discussion answer q-db --text 'yes'   # the discussion")]
     Answer(DiscussionAnswerArgs),
 }
@@ -459,9 +479,14 @@ pub struct DiscussionAskArgs {
     #[arg(long, value_name = "T")]
     pub title: String,
 
-    /// Details: context, options, what the agent would do by default
-    #[arg(long, value_name = "B")]
+    /// Details: context, options, what the agent would do by default (at most 16 KiB)
+    #[arg(long, value_name = "B", conflicts_with = "body_file")]
     pub body: Option<String>,
+
+    /// Read the details from this file, or from standard input with `-`, instead of --body:
+    /// at most 16 KiB (16384 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub body_file: Option<PathBuf>,
 
     /// Block until a human answers, then print the answer alone on stdout
     #[arg(long)]
@@ -495,7 +520,8 @@ pub struct DiscussionListArgs {
 
 #[derive(Debug, Args)]
 pub struct DiscussionAnswerArgs {
-    /// The discussion's id, as `discussion list` shows it
+    /// The discussion's id, as `discussion list` shows it, or a unique prefix of at least 6
+    /// of its characters
     #[arg(value_name = "ID")]
     pub id: String,
 
@@ -523,6 +549,7 @@ pub enum SpinoffCmd {
 Examples:
   orchestratectl spinoff propose --task 'upgrade serde to 1.0.200'
   orchestratectl spinoff propose --task 'split utils.rs' --why 'it is 3000 lines'
+  orchestratectl spinoff propose --task-file /tmp/proposal.md
   orchestratectl --json spinoff propose --run 01JDXJ5R --task 'x'   # {id, run}")]
     Propose(SpinoffProposeArgs),
 
@@ -534,9 +561,15 @@ Examples:
     List(SpinoffListArgs),
 
     /// Accept a proposal: start it as a new spinoff run, linked to the proposing run
+    ///
+    /// One decision per proposal: the first recorded wins and starts exactly one run; a
+    /// decision that lost starts nothing and is refused (exit 4), and accepting again reports
+    /// the existing run. A proposal whose run could not be created shows `failed` with the
+    /// reason and may be accepted again or rejected.
     #[command(after_help = "\
 Examples:
   orchestratectl spinoff accept flaky-retry
+  orchestratectl spinoff accept 01jdxk7zq3           # a unique prefix of the id
   orchestratectl spinoff accept flaky-retry --agent shell
   orchestratectl --json spinoff accept flaky-retry   # {proposal, run}")]
     Accept(SpinoffAcceptArgs),
@@ -550,9 +583,19 @@ Examples:
 
 #[derive(Debug, Args)]
 pub struct SpinoffProposeArgs {
-    /// The work to do: the new agent's prompt if it is accepted
-    #[arg(long, value_name = "T")]
-    pub task: String,
+    /// The work to do: the new agent's prompt if it is accepted (at most 32 KiB)
+    #[arg(
+        long,
+        value_name = "T",
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+
+    /// Read the task from this file, or from standard input with `-`, instead of --task: at
+    /// most 32 KiB (32768 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub task_file: Option<PathBuf>,
 
     /// Why it is separate work, for the human who decides
     #[arg(long, value_name = "W")]
@@ -577,19 +620,22 @@ pub struct SpinoffListArgs {
 
 #[derive(Debug, Args)]
 pub struct SpinoffAcceptArgs {
-    /// The proposal's id, as `spinoff list` shows it
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
     #[arg(value_name = "ID")]
     pub id: String,
 
     /// The agent profile of the new run: `claude`, `shell`, or a profile [agents.NAME] from
-    /// $OCTL_HOME/config.toml; default: the configured default
+    /// $OCTL_HOME/config.toml; default: the proposing node's agent, else the proposing run's,
+    /// else the configured default
     #[arg(long, value_name = "PROFILE")]
     pub agent: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct SpinoffRejectArgs {
-    /// The proposal's id, as `spinoff list` shows it
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
     #[arg(value_name = "ID")]
     pub id: String,
 
@@ -772,6 +818,7 @@ Examples:
   orchestratectl run list --status active
   orchestratectl run show 01JDXJ5R
   orchestratectl run watch 01JDXJ5R
+  orchestratectl run logs 01JDXJ5R --node api --follow
   orchestratectl run wait 01JDXJ5R --timeout 600
   orchestratectl run retry 01JDXJ5R --node api
   orchestratectl run attach 01JDXJ5R
@@ -797,12 +844,34 @@ Examples:
     List(RunListArgs),
 
     /// Show one run: its summary, nodes, discussions and spin-offs
+    ///
+    /// Nodes are listed in the order they were added (a plan's or manifest's order). Under
+    /// the table, every failed or exited node's reason, exit status and message, and the path
+    /// of its log. A corrupt run shows what its log still says: its kind, when it was created,
+    /// the events before the bad line, and which line is bad.
     #[command(after_help = "\
 Examples:
   orchestratectl run show 01JDXJ5R8Q4M0ZK7P2W9TB3C6E
   orchestratectl run show 01jdxj5r          # a unique prefix of 6+ characters is enough
   orchestratectl --json run show 01JDXJ5R")]
     Show(RunArg),
+
+    /// Print what a node's agent printed (its log under runs/RUN/logs/); --follow keeps printing
+    ///
+    /// For Claude Code the readable rendering (NODE.pane.log) is shown, and the raw
+    /// stream-json (NODE.log) with --raw; for other agents both are the one log. With --follow
+    /// it goes on printing as the log grows (waiting for it to appear if the agent has not
+    /// started) and ends once the node's agent is gone (the node is done, failed, exited,
+    /// cancelled, merged, …). With --json: one object per line of the log,
+    /// {"node":"api","line":"…"} (a line that is not UTF-8 is shown with U+FFFD). Exits 3 when
+    /// the node is unknown or has no log yet (without --follow).
+    #[command(after_help = "\
+Examples:
+  orchestratectl run logs 01JDXJ5R                    # the run's only node
+  orchestratectl run logs 01JDXJ5R --node api --follow
+  orchestratectl run logs 01JDXJ5R --node api --raw   # Claude Code's raw stream-json
+  orchestratectl --json run logs 01JDXJ5R --node api  # {\"node\",\"line\"} per line")]
+    Logs(RunLogsArgs),
 
     /// Rewrite a run's projection files (manifest.json, nodes/…) from its event log
     #[command(after_help = "\
@@ -882,6 +951,39 @@ Examples:
     /// --dry-run: what would go, nothing changed.
     #[command(after_help = crate::commands::recover::GC_EXAMPLES)]
     Gc(crate::commands::recover::GcArgs),
+
+    /// Set a corrupt run aside: move runs/RUN to $OCTL_HOME/corrupt/RUN, so doctor is green again
+    ///
+    /// Only a run whose log does not replay (status `corrupt`) can be set aside; anything else
+    /// is refused (exit 4). Nothing is deleted: the directory is moved whole (its log, with the
+    /// intact lines before the bad one, its projections and agents' logs) and the daemon
+    /// forgets the run. Its worktrees and branches stay where they are; `doctor` then lists
+    /// them as orphans and `run gc` can remove them, snapshotting first.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run show 01JDXJ5R          # what the corrupt log still says
+  orchestratectl run quarantine 01JDXJ5R
+  orchestratectl --json run quarantine 01JDXJ5R   # {run, moved_to}")]
+    Quarantine(RunArg),
+}
+
+#[derive(Debug, Args)]
+pub struct RunLogsArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node whose log to print; default: the run's only node (needed when it has several)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+
+    /// Keep printing as the log grows, until the node's agent is gone
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+
+    /// Claude Code's raw stream-json (NODE.log) instead of its readable rendering
+    #[arg(long)]
+    pub raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1062,6 +1164,7 @@ Examples:
   orchestratectl daemon status
   orchestratectl daemon start
   orchestratectl daemon stop
+  orchestratectl daemon restart                # e.g. after upgrading octld
   orchestratectl daemon install-service        # start it on demand through systemd or launchd";
 
 #[derive(Debug, Subcommand)]
@@ -1080,6 +1183,19 @@ Examples:
   orchestratectl daemon stop
   orchestratectl --json daemon stop")]
     Stop,
+
+    /// Stop octld gracefully, wait until it is gone (up to 5 s), then start it again
+    ///
+    /// In-flight appends finish first; agents keep running (they live on the daemon's tmux
+    /// server) and the new daemon finds their windows. Starts it if it was not running.
+    /// Prints what happened (with --json: {was_running, stopped_pid, pid, version}). Exits 1
+    /// (kind `timeout`) if the old daemon does not go, 5 if the new one does not answer.
+    #[command(after_help = "\
+Examples:
+  orchestratectl daemon restart
+  OCTLD_BIN=./target/debug/octld orchestratectl daemon restart   # after rebuilding octld
+  orchestratectl --json daemon restart")]
+    Restart,
 
     /// Show whether octld is running: pid, version, protocol, home, uptime (exit 5 if not)
     #[command(after_help = "\

@@ -9,6 +9,7 @@
 //! - [`follow`]: following runs: until they settle (`run wait`, `… --wait`, `demo`) with live
 //!   progress on stderr; until they end (`run watch`, a redrawn view or plain lines); and the
 //!   event stream across daemon restarts (also for `discussion ask --wait`).
+//! - [`text_file`]: text given as a file or on stdin (`--task-file`, `--body-file`).
 //! - [`skills`]: the bundled Claude Code skills (embedded by `build.rs`), their frontmatter,
 //!   and installing them without overwriting edited files.
 //! - [`commands`]: one module per command group (`spawn`, `fanout`, `orchestrate`, `run`,
@@ -25,6 +26,7 @@ pub mod home;
 pub mod log_file;
 pub mod output;
 pub mod skills;
+pub mod text_file;
 
 use std::ffi::OsString;
 

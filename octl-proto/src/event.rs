@@ -96,6 +96,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "spinoff.proposed",
     "spinoff.accepted",
     "spinoff.rejected",
+    "spinoff.failed",
 ];
 
 /// Is this a custom type, `x.<name>` with name `[a-z0-9][a-z0-9._-]{0,62}`?

@@ -83,6 +83,21 @@ pub fn validate_node_id(field: &str, given: &str) -> Result<(), AppError> {
     }
 }
 
+/// Node ids the daemon keeps for names of its own: an orchestrate run's integration branch is
+/// `octl/<RUN>/integration`, beside its nodes' `octl/<RUN>/<NODE>`.
+pub const RESERVED_NODE_IDS: &[(&str, &str)] = &[(
+    "integration",
+    "the daemon names an orchestrate run's integration branch octl/<RUN>/integration",
+)];
+
+/// Why `id` may not name a node of a plan or manifest, if it is reserved.
+pub fn reserved_node_id(id: &str) -> Option<&'static str> {
+    RESERVED_NODE_IDS
+        .iter()
+        .find(|(name, _)| *name == id)
+        .map(|(_, why)| *why)
+}
+
 pub fn is_node_id(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()

@@ -1426,6 +1426,13 @@ fn node_id_field(
         p.add(pos, format!("{at}.id {id:?}: {NAME_FORM}"));
         return None;
     }
+    if let Some(why) = crate::ids::reserved_node_id(&id) {
+        p.add(
+            pos,
+            format!("{at}.id {id:?}: reserved ({why}); choose another id"),
+        );
+        return None;
+    }
     let section = at.split('[').next().unwrap_or(at);
     if let Some(&first) = seen.get(&id) {
         p.add(
@@ -1532,6 +1539,32 @@ vars = { file = "README.md", lang = "German" }
 
     fn plan_problems(text: &str) -> Vec<String> {
         parse_plan(text, Format::Toml).unwrap_err().0
+    }
+
+    #[test]
+    fn reserved_ids_are_refused_naming_the_field() {
+        let problems = plan_problems(
+            "[[nodes]]\nid = \"api\"\ntask = \"t\"\n[[nodes]]\nid = \"integration\"\ntask = \"t\"\ndeps = [\"api\"]\n",
+        );
+        assert_eq!(
+            problems,
+            ["nodes[1].id \"integration\": reserved (the daemon names an orchestrate run's integration branch octl/<RUN>/integration); choose another id"]
+        );
+        let problems = manifest_problems(
+            "prompt = \"p\"\n[[units]]\nid = \"integration\"\n",
+            Format::Toml,
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("units[0].id \"integration\": reserved"),
+            "{problems:?}"
+        );
+        // Only the exact name: ids that contain it are fine.
+        assert!(parse_plan(
+            "[[nodes]]\nid = \"integration-tests\"\ntask = \"t\"\n",
+            Format::Toml
+        )
+        .is_ok());
     }
 
     #[test]

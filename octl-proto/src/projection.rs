@@ -69,7 +69,8 @@ pub fn summary(state: &RunState) -> RunSummary {
 pub fn detail(state: &RunState) -> RunDetail {
     RunDetail {
         manifest: summary(state),
-        nodes: state.nodes.values().cloned().collect(),
+        // In the order they were added (a plan's order), not sorted as strings.
+        nodes: state.nodes_in_order().cloned().collect(),
         discussions: state.discussions.values().cloned().collect(),
         spinoffs: state.spinoffs.values().cloned().collect(),
     }

@@ -11,6 +11,7 @@ use crate::event::{is_custom_type, Actor, Event};
 use crate::ids::is_node_id;
 use crate::state::{
     Discussion, Kept, KeptStatus, Node, NodeState, RunKind, RunState, RunStatus, Spinoff,
+    SpinoffStatus,
 };
 
 use NodeState::*;
@@ -228,6 +229,7 @@ impl RunState {
             merge: None,
             merge_commit: None,
             nodes: Default::default(),
+            node_order: Vec::new(),
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
@@ -296,6 +298,7 @@ impl RunState {
                     | "discussion.resolved"
                     | "spinoff.accepted"
                     | "spinoff.rejected"
+                    | "spinoff.failed"
             );
             if !after_end {
                 return Err(transition(format!(
@@ -322,7 +325,9 @@ impl RunState {
             }
             "node.added" => self.fold_node_added(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
-            "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" => self.fold_spinoff(ev),
+            "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
+                self.fold_spinoff(ev)
+            }
             "merge.started" | "merge.succeeded" | "merge.conflict" | "merge.blocked"
                 if ev.node.is_none() =>
             {
@@ -386,6 +391,7 @@ impl RunState {
             cleaned: false,
             kept: Vec::new(),
         };
+        self.node_order.push(id.clone());
         self.nodes.insert(id, node);
         Ok(())
     }
@@ -643,7 +649,10 @@ impl RunState {
             .get(&id)
             .ok_or_else(|| AppError::not_found(format!("discussion {id:?} does not exist")))?;
         if !disc.open {
-            return Err(transition(format!("discussion {id:?} is already resolved")));
+            return Err(transition(format!(
+                "discussion {id:?} is already answered: {:?}",
+                disc.answer.as_deref().unwrap_or_default()
+            )));
         }
         let asker = disc.node.clone();
         let disc = self.discussions.get_mut(&id).expect("checked above");
@@ -684,8 +693,9 @@ impl RunState {
                     node: ev.node.clone(),
                     task,
                     why,
-                    status: "proposed".to_string(),
+                    status: SpinoffStatus::Proposed,
                     child_run: None,
+                    agent: None,
                     reason: None,
                     proposed_at: ev.ts.clone(),
                     decided_at: None,
@@ -695,24 +705,54 @@ impl RunState {
         }
         let child = opt_string(&ev.data, "run")?;
         let reason = opt_string(&ev.data, "reason")?;
+        let agent = opt_string(&ev.data, "agent")?;
         let sp = self.spinoffs.get_mut(&id).ok_or_else(|| {
             AppError::not_found(format!("spin-off proposal {id:?} does not exist"))
         })?;
-        if sp.status != "proposed" {
-            return Err(transition(format!(
-                "spin-off proposal {id:?} is already {}",
-                sp.status
-            )));
-        }
-        sp.status = if t == "spinoff.accepted" {
-            "accepted"
-        } else {
-            "rejected"
-        }
-        .to_string();
-        sp.child_run = child;
+        // One decision per proposal: the first to be written wins, and a decision that lost
+        // is told what it lost to.
+        let to = match t {
+            "spinoff.failed" => {
+                if sp.status != SpinoffStatus::Accepted || child.is_none() || sp.child_run != child
+                {
+                    return Err(transition(format!(
+                        "spin-off proposal {id:?} is {}{}; spinoff.failed is accepted only for the run it was accepted as",
+                        sp.status.as_str(),
+                        sp.child_run.as_deref().map(|r| format!(" (run {r})")).unwrap_or_default()
+                    )));
+                }
+                if reason.is_none() {
+                    return Err(AppError::invalid(
+                        "missing data.reason: spinoff.failed needs a string reason",
+                    ));
+                }
+                SpinoffStatus::Failed
+            }
+            _ if !sp.status.is_open() => {
+                return Err(transition(format!(
+                    "spin-off proposal {id:?} is already {}{}",
+                    sp.status.as_str(),
+                    match (&sp.child_run, sp.status) {
+                        (Some(r), SpinoffStatus::Accepted) => format!(" (run {r})"),
+                        _ => String::new(),
+                    }
+                )));
+            }
+            "spinoff.accepted" => SpinoffStatus::Accepted,
+            _ => SpinoffStatus::Rejected,
+        };
+        sp.status = to;
         sp.reason = reason;
         sp.decided_at = Some(ev.ts.clone());
+        match to {
+            SpinoffStatus::Accepted => {
+                sp.child_run = child;
+                sp.agent = agent;
+            }
+            // The run never came to be: nothing is named after it.
+            SpinoffStatus::Failed => sp.child_run = None,
+            _ => {}
+        }
         Ok(())
     }
 }
@@ -842,6 +882,32 @@ mod tests {
     }
 
     #[test]
+    fn nodes_are_shown_in_the_order_they_were_added() {
+        let mut s = generic();
+        for (i, id) in ["u1", "u2", "u10", "b", "a"].iter().enumerate() {
+            s.apply(&ev(
+                i as u64 + 2,
+                Some(id),
+                "node.added",
+                Actor::Human,
+                json!({}),
+            ))
+            .unwrap();
+        }
+        let shown: Vec<String> = crate::projection::detail(&s)
+            .nodes
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        assert_eq!(shown, ["u1", "u2", "u10", "b", "a"]);
+        // A refused duplicate adds nothing to the order.
+        assert!(s
+            .apply(&ev(7, Some("u2"), "node.added", Actor::Human, json!({})))
+            .is_err());
+        assert_eq!(s.node_order.len(), 5);
+    }
+
+    #[test]
     fn refusals_change_nothing() {
         let mut s = generic();
         let before = s.clone();
@@ -931,6 +997,164 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(s.nodes["a"].state, Running);
+    }
+
+    /// A generic run with one proposal `p1`, at seq 2.
+    fn proposed() -> RunState {
+        let mut s = generic();
+        s.apply(&ev(
+            2,
+            None,
+            "spinoff.proposed",
+            Actor::Agent,
+            json!({"id":"p1","task":"fix it"}),
+        ))
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn a_proposal_is_decided_once() {
+        let mut s = proposed();
+        let accepted = json!({"id":"p1","run":"01JDXJ0000000000000000000B","agent":"shell"});
+        s.apply(&ev(
+            3,
+            None,
+            "spinoff.accepted",
+            Actor::Daemon,
+            accepted.clone(),
+        ))
+        .unwrap();
+        let sp = &s.spinoffs["p1"];
+        assert_eq!(sp.status, SpinoffStatus::Accepted);
+        assert_eq!(sp.child_run.as_deref(), Some("01JDXJ0000000000000000000B"));
+        assert_eq!(sp.agent.as_deref(), Some("shell"));
+        let before = s.clone();
+        // A second acceptance (another child) and a rejection both lose to the first.
+        let second = json!({"id":"p1","run":"01JDXJ0000000000000000000C"});
+        for (t, data) in [
+            ("spinoff.accepted", second),
+            ("spinoff.rejected", json!({"id":"p1","reason":"no"})),
+        ] {
+            let err = s.apply(&ev(4, None, t, Actor::Daemon, data)).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::InvalidTransition);
+            assert_eq!(
+                err.message,
+                "spin-off proposal \"p1\" is already accepted (run 01JDXJ0000000000000000000B)"
+            );
+        }
+        assert_eq!(s, before, "a lost decision changes nothing");
+
+        let mut r = proposed();
+        r.apply(&ev(
+            3,
+            None,
+            "spinoff.rejected",
+            Actor::Daemon,
+            json!({"id":"p1","reason":"no"}),
+        ))
+        .unwrap();
+        let err = r
+            .apply(&ev(4, None, "spinoff.accepted", Actor::Daemon, accepted))
+            .unwrap_err();
+        assert_eq!(err.message, "spin-off proposal \"p1\" is already rejected");
+        assert_eq!(r.spinoffs["p1"].child_run, None);
+    }
+
+    #[test]
+    fn a_proposal_whose_run_could_not_be_made_can_be_decided_again() {
+        let mut s = proposed();
+        let child = "01JDXJ0000000000000000000B";
+        s.apply(&ev(
+            3,
+            None,
+            "spinoff.accepted",
+            Actor::Daemon,
+            json!({"id":"p1","run":child}),
+        ))
+        .unwrap();
+        // Only the run it was accepted as can fail, and only with a reason.
+        for data in [
+            json!({"id":"p1","run":"01JDXJ0000000000000000000C","reason":"x"}),
+            json!({"id":"p1","reason":"x"}),
+        ] {
+            let err = s
+                .apply(&ev(4, None, "spinoff.failed", Actor::Daemon, data))
+                .unwrap_err();
+            assert_eq!(err.kind, ErrorKind::InvalidTransition, "{}", err.message);
+        }
+        let err = s
+            .apply(&ev(
+                4,
+                None,
+                "spinoff.failed",
+                Actor::Daemon,
+                json!({"id":"p1","run":child}),
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        s.apply(&ev(
+            4,
+            None,
+            "spinoff.failed",
+            Actor::Daemon,
+            json!({"id":"p1","run":child,"reason":"the repository is gone"}),
+        ))
+        .unwrap();
+        let sp = &s.spinoffs["p1"];
+        assert_eq!(sp.status, SpinoffStatus::Failed);
+        assert_eq!(sp.child_run, None, "no run is named after one never made");
+        assert_eq!(sp.reason.as_deref(), Some("the repository is gone"));
+        // Not a dead end: accepted again (a new run), after the run ended too.
+        s.apply(&ev(5, None, "run.completed", Actor::Human, json!({})))
+            .unwrap();
+        s.apply(&ev(
+            6,
+            None,
+            "spinoff.accepted",
+            Actor::Daemon,
+            json!({"id":"p1","run":"01JDXJ0000000000000000000D"}),
+        ))
+        .unwrap();
+        let sp = &s.spinoffs["p1"];
+        assert_eq!(sp.status, SpinoffStatus::Accepted);
+        assert_eq!(sp.reason, None);
+        assert_eq!(sp.child_run.as_deref(), Some("01JDXJ0000000000000000000D"));
+    }
+
+    #[test]
+    fn a_discussion_is_answered_once() {
+        let mut s = generic();
+        s.apply(&ev(
+            2,
+            None,
+            "discussion.opened",
+            Actor::Agent,
+            json!({"id":"q1","title":"which?"}),
+        ))
+        .unwrap();
+        s.apply(&ev(
+            3,
+            None,
+            "discussion.resolved",
+            Actor::Human,
+            json!({"id":"q1","answer":"a"}),
+        ))
+        .unwrap();
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                4,
+                None,
+                "discussion.resolved",
+                Actor::Human,
+                json!({"id":"q1","answer":"b"}),
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert_eq!(err.message, "discussion \"q1\" is already answered: \"a\"");
+        assert_eq!(s, before);
+        assert_eq!(s.discussions["q1"].answer.as_deref(), Some("a"));
     }
 
     #[test]

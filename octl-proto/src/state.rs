@@ -248,6 +248,34 @@ pub struct Discussion {
     pub resolved_at: Option<String>,
 }
 
+/// Where a spin-off proposal stands. `proposed → accepted | rejected`; an accepted proposal
+/// whose run could not be created is `failed` (the reason says why) and may be accepted
+/// again or rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpinoffStatus {
+    Proposed,
+    Accepted,
+    Rejected,
+    Failed,
+}
+
+impl SpinoffStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpinoffStatus::Proposed => "proposed",
+            SpinoffStatus::Accepted => "accepted",
+            SpinoffStatus::Rejected => "rejected",
+            SpinoffStatus::Failed => "failed",
+        }
+    }
+
+    /// A human may still decide: nothing was decided, or the accepted run could not be made.
+    pub fn is_open(self) -> bool {
+        matches!(self, SpinoffStatus::Proposed | SpinoffStatus::Failed)
+    }
+}
+
 /// A piece of separate work an agent noticed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spinoff {
@@ -255,8 +283,13 @@ pub struct Spinoff {
     pub node: Option<String>,
     pub task: String,
     pub why: Option<String>,
-    pub status: String,
+    pub status: SpinoffStatus,
+    /// The run it was accepted as (its id is chosen and recorded before the run exists).
     pub child_run: Option<String>,
+    /// The agent profile of that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Why it was rejected, or why its run could not be created.
     pub reason: Option<String>,
     pub proposed_at: String,
     pub decided_at: Option<String>,
@@ -282,6 +315,9 @@ pub struct RunState {
     /// The commit base moved to by that merge.
     pub merge_commit: Option<String>,
     pub nodes: BTreeMap<String, Node>,
+    /// Node ids in the order their `node.added` came (a plan's or manifest's order): the
+    /// order people read them in (`run show`, `run watch`), where `u2` comes before `u10`.
+    pub node_order: Vec<String>,
     pub discussions: BTreeMap<String, Discussion>,
     pub spinoffs: BTreeMap<String, Spinoff>,
     /// Idempotency key → (seq, id) of the first append that carried it.
@@ -348,6 +384,11 @@ impl RunState {
         } else {
             RunStatus::Active
         }
+    }
+
+    /// The nodes in the order they were added.
+    pub fn nodes_in_order(&self) -> impl Iterator<Item = &Node> {
+        self.node_order.iter().filter_map(|id| self.nodes.get(id))
     }
 
     /// Node counts by state, only the states that occur.

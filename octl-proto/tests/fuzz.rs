@@ -754,6 +754,7 @@ proptest! {
                             "discussion.resolved",
                             "spinoff.accepted",
                             "spinoff.rejected",
+                            "spinoff.failed",
                         ];
                         prop_assert!(
                             after_end.contains(&ev.kind.as_str()) || is_custom_type(&ev.kind),

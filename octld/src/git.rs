@@ -587,6 +587,23 @@ impl Git {
         Ok((PathBuf::from(top), branch))
     }
 
+    /// Where in a repository without a working tree this directory is, if it is: `Some(true)`
+    /// for a bare repository, `Some(false)` inside a `.git` directory, `None` otherwise (a
+    /// working tree, or no repository at all).
+    pub fn without_worktree(&self) -> Option<bool> {
+        let out = self
+            .call(["rev-parse", "--is-bare-repository", "--is-inside-git-dir"])
+            .stdout()
+            .ok()?;
+        let out = String::from_utf8_lossy(&out);
+        let mut lines = out.lines();
+        match (lines.next(), lines.next()) {
+            (Some("true"), _) => Some(true),
+            (_, Some("true")) => Some(false),
+            _ => None,
+        }
+    }
+
     pub fn current_branch(&self) -> Result<String> {
         let (code, out) = self
             .call(["symbolic-ref", "--quiet", "--short", "HEAD"])

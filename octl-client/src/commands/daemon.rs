@@ -1,4 +1,4 @@
-//! `daemon start|stop|status|install-service`. Only `start` may start the daemon; `status` and
+//! `daemon start|stop|restart|status|install-service`. Only `start` may start the daemon; `status` and
 //! `stop` report what they find (stop of a stopped daemon succeeds, so retries are safe).
 //! `install-service` renders the bundled systemd units or launchd plist (embedded at build
 //! time from `systemd/` and `launchd/`) for this octld and home, and never talks to the daemon.
@@ -19,6 +19,7 @@ pub async fn execute(ctx: &Ctx, cmd: DaemonCmd) -> Result<(), AppError> {
     match cmd {
         DaemonCmd::Start => start(ctx).await,
         DaemonCmd::Stop => stop(ctx).await,
+        DaemonCmd::Restart => restart(ctx).await,
         DaemonCmd::Status => status(ctx).await,
         DaemonCmd::InstallService(args) => install_service(ctx, args),
     }
@@ -54,21 +55,58 @@ async fn start(ctx: &Ctx) -> Result<(), AppError> {
     Ok(())
 }
 
+/// What stopping found: whether a daemon was running, and its pid when it said.
+struct Stopped {
+    was_running: bool,
+    pid: Option<u64>,
+}
+
 async fn stop(ctx: &Ctx) -> Result<(), AppError> {
+    let socket = ctx.client.home().socket();
+    let Stopped { was_running, pid } = stop_daemon(ctx).await?;
+    if !was_running {
+        ctx.out.result(
+            &json!({"stopped": true, "pid": null, "was_running": false}),
+            || {
+                format!(
+                    "octld is not running (socket {}); nothing to stop",
+                    socket.display()
+                )
+            },
+        );
+        return Ok(());
+    }
+    ctx.out.result(
+        &json!({"stopped": true, "pid": pid, "was_running": true}),
+        || {
+            let mut text = match pid {
+                Some(pid) => format!("Stopped octld (pid {pid})"),
+                None => "Stopped octld".to_string(),
+            };
+            if socket.exists() {
+                text.push_str(&format!(
+                    "\n{} stays: a service manager holds it and starts octld again on the next connection ({})",
+                    socket.display(),
+                    stop_service_hint()
+                ));
+            }
+            text
+        },
+    );
+    Ok(())
+}
+
+/// Asks the daemon to shut down (it finishes in-flight appends first) and waits until its
+/// process is gone. Succeeds when none was running.
+async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
     let socket = ctx.client.home().socket();
     let pid = match ctx.client.probe_status().await {
         Ok(v) => v.get("pid").and_then(Value::as_u64),
         Err(CallError::NotRunning(_)) => {
-            ctx.out.result(
-                &json!({"stopped": true, "pid": null, "was_running": false}),
-                || {
-                    format!(
-                        "octld is not running (socket {}); nothing to stop",
-                        socket.display()
-                    )
-                },
-            );
-            return Ok(());
+            return Ok(Stopped {
+                was_running: false,
+                pid: None,
+            })
         }
         // A daemon already on its way out is as good as asked to stop.
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => None,
@@ -110,23 +148,46 @@ async fn stop(ctx: &Ctx) -> Result<(), AppError> {
             ctx.client.home().log().display()
         )));
     }
-    ctx.out.result(
-        &json!({"stopped": true, "pid": pid, "was_running": true}),
-        || {
-            let mut text = match pid {
-                Some(pid) => format!("Stopped octld (pid {pid})"),
-                None => "Stopped octld".to_string(),
-            };
-            if socket.exists() {
-                text.push_str(&format!(
-                    "\n{} stays: a service manager holds it and starts octld again on the next connection ({})",
-                    socket.display(),
-                    stop_service_hint()
-                ));
-            }
-            text
-        },
-    );
+    Ok(Stopped {
+        was_running: true,
+        pid,
+    })
+}
+
+/// `daemon restart`: stop gracefully, wait until the process is gone, start again. Agents
+/// keep running meanwhile (they live on the tmux server, not in the daemon).
+async fn restart(ctx: &Ctx) -> Result<(), AppError> {
+    let stopped = stop_daemon(ctx).await?;
+    // Under a service manager the first connection starts it again; else start it here.
+    let value = match ctx.client.probe_status().await {
+        Ok(v) => v,
+        Err(CallError::NotRunning(_)) => {
+            ctx.client.start().await?;
+            ctx.client.call("daemon.status", json!({})).await?
+        }
+        Err(CallError::Failed(e)) => return Err(e),
+    };
+    let status: DaemonStatus = decode("daemon.status", &value)?;
+    let socket = ctx.client.home().socket();
+    let doc = json!({
+        "was_running": stopped.was_running,
+        "stopped_pid": stopped.pid,
+        "pid": status.pid,
+        "version": status.version,
+    });
+    ctx.out.result(&doc, || {
+        let before = match (stopped.was_running, stopped.pid) {
+            (false, _) => "octld was not running".to_string(),
+            (true, Some(pid)) => format!("Stopped octld (pid {pid})"),
+            (true, None) => "Stopped octld".to_string(),
+        };
+        format!(
+            "{before}; started octld (pid {}, version {}) on {}",
+            status.pid,
+            status.version,
+            socket.display()
+        )
+    });
     Ok(())
 }
 

@@ -96,6 +96,9 @@ pub fn run_and_node(
     Ok((run, node))
 }
 
+/// The most bytes of a question's details (the daemon's limit too).
+pub const MAX_BODY: usize = 16 * 1024;
+
 /// `discussion.ask` params from the flags.
 pub fn ask_params(args: &DiscussionAskArgs) -> Result<AskParams, AppError> {
     let (run, node) = run_and_node(
@@ -104,14 +107,20 @@ pub fn ask_params(args: &DiscussionAskArgs) -> Result<AskParams, AppError> {
         "orchestratectl discussion ask --run 01JDXJ5R --title '…'",
     )?;
     required_text("--title", &args.title, "the question in one line")?;
-    if let Some(body) = &args.body {
+    let body = crate::text_file::text_or_file(
+        "--body-file",
+        args.body.clone(),
+        args.body_file.as_deref(),
+        MAX_BODY,
+    )?;
+    if let Some(body) = &body {
         required_text("--body", body, "some details, or leave --body out")?;
     }
     Ok(AskParams {
         run,
         node,
         title: args.title.clone(),
-        body: args.body.clone(),
+        body,
     })
 }
 
@@ -321,11 +330,32 @@ mod tests {
         DiscussionAskArgs {
             title: title.into(),
             body: None,
+            body_file: None,
             wait: false,
             timeout: None,
             run: run.map(Into::into),
             node: node.map(Into::into),
         }
+    }
+
+    #[test]
+    fn the_body_can_come_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("body.md");
+        std::fs::write(&path, "option A\noption B\n").unwrap();
+        let mut a = ask_args(Some("01JDXJ5R"), None, "which?");
+        a.body_file = Some(path);
+        assert_eq!(
+            ask_params(&a).unwrap().body.as_deref(),
+            Some("option A\noption B\n")
+        );
+        std::fs::write(a.body_file.as_ref().unwrap(), "x".repeat(MAX_BODY + 1)).unwrap();
+        let err = ask_params(&a).unwrap_err();
+        assert!(
+            err.message.contains("the limit is 16384 bytes"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

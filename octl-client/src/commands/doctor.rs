@@ -476,7 +476,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
                 id,
                 format!("octld does not answer properly: {}", e.message),
                 e.hint.unwrap_or_else(|| {
-                    "restart it: `orchestratectl daemon stop`, then `orchestratectl daemon start`"
+                    "restart it: `orchestratectl daemon restart`"
                         .to_string()
                 }),
             )
@@ -488,7 +488,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
             return Check::fail(
                 id,
                 e.message,
-                "restart it with this version: `orchestratectl daemon stop`, then `orchestratectl daemon start`",
+                "restart it with this version: `orchestratectl daemon restart`",
             )
         }
     };
@@ -500,7 +500,7 @@ fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> Check {
                 "octld {} (protocol {}, pid {}) is running, but this orchestratectl is {mine} (protocol {PROTOCOL_VERSION})",
                 s.version, s.protocol, s.pid
             ),
-            "restart it with the matching version: `orchestratectl daemon stop`, then `orchestratectl daemon start`",
+            "restart it with the matching version: `orchestratectl daemon restart`",
         );
     }
     Check::ok(
@@ -655,7 +655,7 @@ fn runs_check(r: &DoctorRunsResult) -> Check {
     let mut hints = Vec::new();
     if let Some(x) = bad.iter().find(|x| x.mismatched.is_empty()) {
         hints.push(format!(
-            "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{}/events.jsonl.corrupt for inspection (the lines before the bad one are intact)",
+            "a corrupt run is read-only and every other run keeps working; its log is kept as runs/{0}/events.jsonl.corrupt (the lines before the bad one are intact): see what it still says with `orchestratectl run show {0}`, then set it aside with `orchestratectl run quarantine {0}` (moved to corrupt/{0}, nothing deleted)",
             x.run
         ));
     }

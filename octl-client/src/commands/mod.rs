@@ -9,6 +9,7 @@ pub mod discussion;
 pub mod doctor;
 pub mod event;
 pub mod fanout;
+pub mod logs;
 pub mod merge;
 pub mod node;
 pub mod orchestrate;
@@ -83,6 +84,6 @@ pub fn explain_missing_method(err: AppError, method: &str) -> AppError {
         err.message
     );
     AppError { message, ..err }.with_hint(
-        "restart it with the matching version: `orchestratectl daemon stop`, then run the command again",
+        "restart it with the matching version: `orchestratectl daemon restart`, then run the command again",
     )
 }

@@ -1,4 +1,5 @@
-//! `run create|list|show|rebuild|wait|watch|retry|cancel|attach`. JSON output is the daemon's
+//! `run create|list|show|rebuild|wait|watch|retry|cancel|attach|quarantine` (`run logs` is in
+//! [`super::logs`]). JSON output is the daemon's
 //! result as it came; the human output reads it through the `octl-proto` projection types, plus
 //! the read-time node facts of `run.show` (`elapsed_s`, `waiting_for`). `wait` and `watch`
 //! follow the run through [`crate::follow`]; `attach` replaces this process with tmux.
@@ -44,6 +45,8 @@ pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
         RunCmd::Cancel(args) => cancel(ctx, args).await.map(|()| 0),
         RunCmd::Attach(args) => attach(ctx, args).await,
         RunCmd::Gc(args) => super::recover::gc(ctx, args).await.map(|()| 0),
+        RunCmd::Logs(args) => super::logs::logs(ctx, args).await,
+        RunCmd::Quarantine(arg) => quarantine(ctx, arg).await.map(|()| 0),
     }
 }
 
@@ -173,8 +176,116 @@ async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
     let value = ctx.client.call("run.show", to_params(&params)).await?;
     let detail: RunDetail = decode("run.show", &value)?;
-    ctx.out
-        .result(&value, || detail_text(&detail, &node_extras(&value)));
+    let logs = ctx
+        .client
+        .home()
+        .runs()
+        .join(&detail.manifest.id)
+        .join("logs");
+    ctx.out.result(&value, || {
+        let mut text = detail_text(&detail, &node_extras(&value));
+        text.push_str(&failures_text(&detail, &logs));
+        if let Some(c) = value.get("corrupt") {
+            text.push_str(&corrupt_text(&detail.manifest.id, c));
+        }
+        text
+    });
+    Ok(())
+}
+
+/// Under `run show`'s tables: why each failed or exited node ended, and where its log is.
+pub fn failures_text(d: &RunDetail, logs: &Path) -> String {
+    let ended: Vec<&Node> = d
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.state, NodeState::Failed | NodeState::Exited))
+        .collect();
+    if ended.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nFailures:\n");
+    for n in ended {
+        let mut why = Vec::new();
+        if let Some(reason) = &n.reason {
+            why.push(reason.clone());
+        }
+        if let Some(status) = n.exit_status {
+            why.push(format!("exit status {status}"));
+        }
+        if let Some(message) = n.message.as_deref().filter(|m| !m.is_empty()) {
+            why.push(format!("message: {message}"));
+        }
+        if why.is_empty() {
+            why.push("no reason given".to_string());
+        }
+        out.push_str(&format!(
+            "  {} {}: {}\n",
+            n.id,
+            n.state.as_str(),
+            why.join("; ")
+        ));
+        let pane = logs.join(format!("{}.pane.log", n.id));
+        let log = if pane.exists() {
+            pane
+        } else {
+            logs.join(format!("{}.log", n.id))
+        };
+        out.push_str(&format!(
+            "    log: {} (orchestratectl run logs {} --node {})\n",
+            log.display(),
+            d.manifest.id,
+            n.id
+        ));
+    }
+    out
+}
+
+/// What `run show` adds for a corrupt run: where its log breaks and the events before it.
+pub fn corrupt_text(run: &str, c: &Value) -> String {
+    let mut out = String::from("\nCorrupt log:\n");
+    if let Some(e) = c.get("error").and_then(Value::as_str) {
+        out.push_str(&format!("  {e}\n"));
+        return out;
+    }
+    let log = c.get("log").and_then(Value::as_str).unwrap_or("?");
+    let line = c.get("line").and_then(Value::as_u64).unwrap_or(0);
+    let reason = c.get("reason").and_then(Value::as_str).unwrap_or("?");
+    let readable = c
+        .get("readable_events")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let events = c.get("events").and_then(Value::as_array);
+    let shown = events.map_or(0, Vec::len);
+    if line > 0 {
+        out.push_str(&format!("  bad line: {line} of {log}: {reason}\n"));
+    } else {
+        out.push_str(&format!("  {log}: {reason}\n"));
+    }
+    out.push_str(&format!(
+        "  readable: the {readable} events before it{}\n",
+        if (shown as u64) < readable {
+            format!(" (the last {shown} below)")
+        } else {
+            String::new()
+        }
+    ));
+    for ev in events.into_iter().flatten() {
+        out.push_str(&format!("  {}\n", crate::output::event_line(ev)));
+    }
+    out.push_str(&format!(
+        "  set it aside (nothing is deleted): orchestratectl run quarantine {run}\n"
+    ));
+    out
+}
+
+async fn quarantine(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
+    let params = run_param(&arg.run)?;
+    let value = call(ctx, "run.quarantine", to_params(&params)).await?;
+    let run = value.get("run").and_then(Value::as_str).unwrap_or("?");
+    let to = value.get("moved_to").and_then(Value::as_str).unwrap_or("?");
+    ctx.out.result(&value, || {
+        format!("Set run {run} aside: moved to {to}\n  the daemon no longer lists it; nothing was deleted")
+    });
     Ok(())
 }
 
@@ -383,7 +494,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                 vec![
                     s.id.clone(),
                     cell(s.node.as_deref()),
-                    s.status.clone(),
+                    s.status.as_str().to_string(),
                     cell(s.child_run.as_deref()),
                     s.task.clone(),
                 ]
@@ -889,6 +1000,37 @@ mod tests {
         assert_eq!(
             cancelled_text("01R", true),
             "Cancelled run 01R\n  worktrees removed; work saved under refs/octl/snapshots/01R/… (branches deleted; their tips are in the snapshots)"
+        );
+    }
+
+    #[test]
+    fn failures_and_corrupt_logs_in_run_show() {
+        let mut failed = node("api", "failed");
+        failed["reason"] = json!("gate failed");
+        failed["exit_status"] = json!(3);
+        failed["message"] = json!("tests red");
+        let d = detail_with(json!([node("ok", "merged"), failed, node("ui", "exited")]));
+        let text = failures_text(&d, Path::new("/h/runs/R/logs"));
+        assert_eq!(
+            text,
+            "\nFailures:\n  api failed: gate failed; exit status 3; message: tests red\n    log: /h/runs/R/logs/api.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api)\n  ui exited: no reason given\n    log: /h/runs/R/logs/ui.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node ui)\n"
+        );
+        assert_eq!(
+            failures_text(&detail_with(json!([node("a", "merged")])), Path::new("/x")),
+            ""
+        );
+
+        let c = json!({"log": "/h/runs/R/events.jsonl.corrupt", "line": 3, "reason": "not a valid event",
+            "readable_events": 2, "events": [{"seq": 1, "ts": "t", "type": "run.created", "actor": "daemon", "data": {}}]});
+        let text = corrupt_text("R", &c);
+        assert!(
+            text.contains("  bad line: 3 of /h/runs/R/events.jsonl.corrupt: not a valid event\n  readable: the 2 events before it (the last 1 below)\n"),
+            "{text}"
+        );
+        assert!(text.contains("run.created"), "{text}");
+        assert!(
+            text.ends_with("orchestratectl run quarantine R\n"),
+            "{text}"
         );
     }
 

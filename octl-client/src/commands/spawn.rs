@@ -93,7 +93,14 @@ pub async fn spawn(ctx: &Ctx, kind: SpawnKind, params: &SpawnParams) -> Result<V
 /// Builds `{task, repo, base?, agent?, node?, gate?}` from the flags, checking each one.
 /// `repo` is made absolute and canonical (default: `cwd`); the task is sent as given.
 pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppError> {
-    if args.task.trim().is_empty() {
+    let task = crate::text_file::text_or_file(
+        "--task-file",
+        args.task.clone(),
+        args.task_file.as_deref(),
+        octl_proto::plan::MAX_TASK_BYTES,
+    )?
+    .unwrap_or_default();
+    if task.trim().is_empty() {
         return Err(AppError::invalid(
             "invalid TASK: it is empty; say what the agent should do (for --agent shell: the script to run)",
         ));
@@ -116,7 +123,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         ));
     }
     Ok(SpawnParams {
-        task: args.task.clone(),
+        task,
         repo,
         base: args.base.clone(),
         agent: args.agent.clone(),
@@ -231,7 +238,8 @@ mod tests {
 
     fn args(task: &str) -> SpawnArgs {
         SpawnArgs {
-            task: task.into(),
+            task: Some(task.into()),
+            task_file: None,
             repo: None,
             base: None,
             agent: None,

@@ -61,18 +61,21 @@ pub fn propose_params(args: &SpinoffProposeArgs) -> Result<ProposeParams, AppErr
         args.node.as_deref(),
         "orchestratectl spinoff propose --run 01JDXJ5R --task '…'",
     )?;
-    required_text(
-        "--task",
-        &args.task,
-        "the work to do, as a prompt for its agent",
-    )?;
+    let task = crate::text_file::text_or_file(
+        "--task-file",
+        args.task.clone(),
+        args.task_file.as_deref(),
+        octl_proto::plan::MAX_TASK_BYTES,
+    )?
+    .unwrap_or_default();
+    required_text("--task", &task, "the work to do, as a prompt for its agent")?;
     if let Some(why) = &args.why {
         required_text("--why", why, "a reason, or leave --why out")?;
     }
     Ok(ProposeParams {
         run,
         node,
-        task: args.task.clone(),
+        task,
         why: args.why.clone(),
     })
 }
@@ -133,7 +136,18 @@ pub fn list_text(items: &[Proposal], run: Option<&str>) -> String {
             ]
         })
         .collect();
-    table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows)
+    let mut out = table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows);
+    // Why a run could not be made, and that the proposal is not a dead end.
+    for p in items.iter().filter(|p| p.status == "failed") {
+        out.push_str(&format!(
+            "{}: its run could not be created: {}\n  once fixed: orchestratectl spinoff accept {}   or: orchestratectl spinoff reject {} --reason '…'\n",
+            p.id,
+            one_line(p.reason.as_deref().unwrap_or("no reason recorded"), 200),
+            p.id,
+            p.id
+        ));
+    }
+    out
 }
 
 async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
@@ -196,7 +210,8 @@ mod tests {
     #[test]
     fn propose_params_need_a_run_and_a_task() {
         let a = SpinoffProposeArgs {
-            task: "fix the flaky test".into(),
+            task: Some("fix the flaky test".into()),
+            task_file: None,
             why: Some("fails 1 in 5".into()),
             run: Some("01jdxj5r".into()),
             node: Some("api".into()),
@@ -206,7 +221,8 @@ mod tests {
             json!({"run": "01JDXJ5R", "node": "api", "task": "fix the flaky test", "why": "fails 1 in 5"})
         );
         let err = propose_params(&SpinoffProposeArgs {
-            task: "x".into(),
+            task: Some("x".into()),
+            task_file: None,
             why: None,
             run: None,
             node: None,
@@ -214,7 +230,8 @@ mod tests {
         .unwrap_err();
         assert!(err.message.starts_with("missing --run"), "{}", err.message);
         let err = propose_params(&SpinoffProposeArgs {
-            task: "\n".into(),
+            task: Some("\n".into()),
+            task_file: None,
             why: None,
             run: Some("01JDXJ5R".into()),
             node: None,
@@ -239,6 +256,10 @@ mod tests {
         assert_eq!(
             list_text(&items, None),
             "ID  RUN  NODE  STATUS    CHILD RUN  TASK\np1  01R  api   accepted  01C        fix the flaky test\np1  01R  api   proposed  -          fix the flaky test\n"
+        );
+        assert_eq!(
+            list_text(&[proposal("failed", None, Some("invalid repo \"/r\""))], None),
+            "ID  RUN  NODE  STATUS  CHILD RUN  TASK\np1  01R  api   failed  -          fix the flaky test\np1: its run could not be created: invalid repo \"/r\"\n  once fixed: orchestratectl spinoff accept p1   or: orchestratectl spinoff reject p1 --reason '…'\n"
         );
         assert_eq!(list_text(&[], None), "No spin-off proposals.");
         assert_eq!(

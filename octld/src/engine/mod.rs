@@ -15,6 +15,7 @@
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
 //! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
 //! - [`retry`]: a failed node of a DAG or fan-out starts over.
+//! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
 //! - [`orphans`]: worktrees, branches and windows under the daemon's names that no run owns.
 //! - [`gc`]: `run gc` (what finished runs left behind, and orphans, after a snapshot) and
@@ -31,6 +32,7 @@ pub mod orphans;
 pub mod retry;
 pub mod schedule;
 pub mod spawn;
+pub mod spinoff;
 pub mod supervise;
 pub mod trust;
 
@@ -209,6 +211,10 @@ fn merges_by_itself(kind: &str) -> bool {
 pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     let view = handle.view();
     let kind = view.manifest.kind.as_str();
+    // Humans decide on proposals in any run, ended or not.
+    if handle.corrupt().is_none() {
+        spinoff::heal(daemon, handle, &view);
+    }
     if handle.corrupt().is_some() || kind == "generic" || kind == "unknown" {
         return;
     }

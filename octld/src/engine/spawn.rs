@@ -141,9 +141,22 @@ pub fn check_repo(
     daemon.engine.check_tools(&git, &daemon.tmux)?;
     let (top, current) = git.toplevel_and_branch().map_err(|e| match e {
         crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
-            AppError::invalid(format!(
-                "invalid repo {shown:?}: not inside a git repository with at least one commit"
-            ))
+            // Agents need a working tree to branch from: say so when it is the one thing
+            // missing, instead of a git error from deep inside worktree creation.
+            match git.without_worktree() {
+                Some(true) => AppError::invalid(format!(
+                    "invalid repo {shown:?}: a bare repository (it has no working tree); give a clone of it or one of its worktrees"
+                ))
+                .with_hint(format!(
+                    "e.g. `git clone {shown} DIR` or `git -C {shown} worktree add DIR BRANCH`, then --repo DIR"
+                )),
+                Some(false) => AppError::invalid(format!(
+                    "invalid repo {shown:?}: inside a .git directory; give the repository's working tree"
+                )),
+                None => AppError::invalid(format!(
+                    "invalid repo {shown:?}: not inside a git repository with at least one commit"
+                )),
+            }
         }
         other => other.into(),
     })?;
@@ -185,16 +198,33 @@ pub fn title(task: &str) -> String {
 
 /// Creates a spinoff or code run and starts its agent.
 pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHandle>, AppError> {
+    let t0 = std::time::Instant::now();
+    let checked = check_request(daemon, &req).await?;
+    tracing::debug!(check_ms = t0.elapsed().as_secs_f64() * 1e3, "spawn checked");
+    create(daemon, req, checked, octl_proto::ids::new_ulid()).await
+}
+
+/// [`check`] off the async threads, in the mode the request's kind runs its agent in.
+pub async fn check_request(daemon: &Arc<Daemon>, req: &SpawnRequest) -> Result<Checked, AppError> {
     let mode = if req.kind == RunKind::Code {
         Mode::Interactive
     } else {
         Mode::Autonomous
     };
+    let (d, r) = (daemon.clone(), req.clone());
+    blocking(move || check(&d, &r, mode)).await
+}
+
+/// Creates the checked run under `id` (chosen by the caller, who may have recorded it
+/// already: an accepted spin-off names its run before it exists) and starts its agent. An
+/// agent that cannot start fails its node, so after an error the run may exist or not.
+pub async fn create(
+    daemon: &Arc<Daemon>,
+    req: SpawnRequest,
+    checked: Checked,
+    id: String,
+) -> Result<Arc<RunHandle>, AppError> {
     let t0 = std::time::Instant::now();
-    let d = daemon.clone();
-    let r = req.clone();
-    let checked = blocking(move || check(&d, &r, mode)).await?;
-    let t_check = t0.elapsed();
     let mut settings = Map::new();
     settings.insert("title".into(), json!(title(&req.task)));
     settings.insert("repo".into(), json!(checked.repo.display().to_string()));
@@ -209,7 +239,6 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     }
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
-    let id = octl_proto::ids::new_ulid();
     let worktrees = daemon.home.worktrees();
     // Written before the worktree and window exist; synced while they are made.
     let (handle, syncing) = daemon
@@ -245,7 +274,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, req: SpawnRequest) -> Result<Arc<RunHan
     let synced = syncing.wait().await;
     started?;
     synced?;
-    tracing::debug!(run = %handle.id, check_ms = t_check.as_secs_f64() * 1e3, created_ms = t_create.as_secs_f64() * 1e3, started_ms = t0.elapsed().as_secs_f64() * 1e3, "spawned");
+    tracing::debug!(run = %handle.id, created_ms = t_create.as_secs_f64() * 1e3, started_ms = t0.elapsed().as_secs_f64() * 1e3, "spawned");
     Ok(handle)
 }
 

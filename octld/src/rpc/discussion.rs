@@ -1,12 +1,15 @@
 //! `discussion.ask`, `discussion.list`, `discussion.answer`: questions agents put to humans.
-//! Ids are lowercase ULIDs, unique across runs, so an answer needs only the id.
+//! Ids are lowercase ULIDs, unique across runs, so an answer needs only the id (or a unique
+//! prefix of it).
 
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::ids::validate_node_id;
+use octl_proto::ids::{validate_node_id, MIN_PREFIX};
+use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
+use octl_proto::state::{Discussion, NodeState, Spinoff};
 use octl_proto::{ids, Actor, AppError, ErrorKind};
 
 use super::{params, to_value};
@@ -27,6 +30,87 @@ pub fn text(field: &str, value: &str, max: usize) -> Result<(), AppError> {
 
 pub fn new_id() -> String {
     ids::new_ulid().to_ascii_lowercase()
+}
+
+/// A discussion or a spin-off proposal: named by an id unique across runs.
+pub trait Record: Clone {
+    /// What it is called in messages.
+    const WHAT: &'static str;
+    /// The command that lists them, for hints.
+    const LIST: &'static str;
+    fn id(&self) -> &str;
+    fn all(view: &RunDetail) -> &[Self];
+}
+
+impl Record for Discussion {
+    const WHAT: &'static str = "discussion";
+    const LIST: &'static str = "orchestratectl discussion list --open";
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn all(view: &RunDetail) -> &[Self] {
+        &view.discussions
+    }
+}
+
+impl Record for Spinoff {
+    const WHAT: &'static str = "spin-off proposal";
+    const LIST: &'static str = "orchestratectl spinoff list";
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn all(view: &RunDetail) -> &[Self] {
+        &view.spinoffs
+    }
+}
+
+/// Finds a record and its run by full id or, like run ids, by a unique prefix of at least
+/// [`MIN_PREFIX`] characters (`field` names the parameter in errors).
+pub fn find<R: Record>(
+    daemon: &Daemon,
+    field: &str,
+    given: &str,
+) -> Result<(Arc<RunHandle>, R), AppError> {
+    let id = given.trim().to_ascii_lowercase();
+    let mut matches: Vec<(Arc<RunHandle>, R)> = Vec::new();
+    for h in daemon.store.handles() {
+        let view = h.view();
+        for r in R::all(&view) {
+            if r.id() == id {
+                // An exact id wins over prefixes of longer ones.
+                return Ok((h.clone(), r.clone()));
+            }
+            if id.len() >= MIN_PREFIX && r.id().starts_with(&id) && matches.len() < 6 {
+                matches.push((h.clone(), r.clone()));
+            }
+        }
+    }
+    match matches.len() {
+        1 => Ok(matches.pop().expect("one match")),
+        0 => Err(
+            AppError::not_found(format!("no {} matches {field} {given:?}", R::WHAT)).with_hint(
+                format!(
+                    "give its full id or a unique prefix of at least {MIN_PREFIX} characters, as `{}` shows",
+                    R::LIST
+                ),
+            ),
+        ),
+        n => Err(AppError::new(
+            ErrorKind::AmbiguousId,
+            format!(
+                "{field} {given:?} matches more than one {}: {}{}",
+                R::WHAT,
+                matches
+                    .iter()
+                    .take(5)
+                    .map(|(_, r)| r.id())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if n > 5 { ", …" } else { "" }
+            ),
+        )
+        .with_hint("give more characters of the id")),
+    }
 }
 
 /// The runs to look in: one (by id or prefix) or all.
@@ -107,53 +191,100 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
 pub async fn answer(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: AnswerParams = params(p)?;
     text("text", &p.text, MAX_BODY)?;
-    let (handle, disc) = daemon
-        .store
-        .handles()
-        .into_iter()
-        .find_map(|h| {
-            let d = h
-                .view()
-                .discussions
-                .iter()
-                .find(|d| d.id == p.id)
-                .cloned()?;
-            Some((h, d))
-        })
-        .ok_or_else(|| {
-            AppError::not_found(format!("no discussion {:?}", p.id))
-                .with_hint("list them with `orchestratectl discussion list --open`")
-        })?;
-    if !disc.open {
-        // The same answer again is a retry: report it. Another answer is refused.
-        if disc.answer.as_deref() == Some(p.text.as_str()) {
-            return with_run(&handle.id, &disc);
-        }
-        return Err(AppError::new(
-            ErrorKind::InvalidTransition,
-            format!(
-                "discussion {:?} is already answered: {:?}",
-                p.id,
-                disc.answer.clone().unwrap_or_default()
-            ),
-        ));
+    let (handle, disc) = find::<Discussion>(daemon, "id", &p.id)?;
+    if disc.open {
+        refuse_merge_question(&handle.id, &handle.view(), &disc)?;
+        let draft = Draft {
+            node: disc.node.clone(),
+            kind: "discussion.resolved".into(),
+            actor: Actor::Human,
+            data: json!({"id": disc.id, "answer": p.text})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            idempotency_key: None,
+        };
+        // The log decides between answers given at once: the first written wins, and the
+        // reducer refuses the others, naming the answer that won.
+        return match daemon.store.append(&handle, draft, true).await {
+            Ok(_) => with_run(&handle.id, &current(&handle, &disc)),
+            Err(e) => {
+                let now = current(&handle, &disc);
+                if e.kind == ErrorKind::InvalidTransition
+                    && now.answer.as_deref() == Some(p.text.as_str())
+                {
+                    with_run(&handle.id, &now)
+                } else {
+                    Err(e)
+                }
+            }
+        };
     }
-    let draft = Draft {
-        node: disc.node.clone(),
-        kind: "discussion.resolved".into(),
-        actor: Actor::Human,
-        data: json!({"id": p.id, "answer": p.text})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        idempotency_key: None,
-    };
-    daemon.store.append(&handle, draft, true).await?;
-    let updated = handle
+    // Answered already: the same answer again is a retry, reported; another is refused.
+    if disc.answer.as_deref() == Some(p.text.as_str()) {
+        return with_run(&handle.id, &disc);
+    }
+    Err(AppError::new(
+        ErrorKind::InvalidTransition,
+        format!(
+            "discussion {:?} is already answered: {:?}",
+            disc.id,
+            disc.answer.clone().unwrap_or_default()
+        ),
+    ))
+}
+
+/// The discussion as the run's log says now.
+fn current(handle: &RunHandle, disc: &Discussion) -> Discussion {
+    handle
         .view()
         .discussions
         .iter()
-        .find(|d| d.id == p.id)
-        .cloned();
-    with_run(&handle.id, &updated)
+        .find(|d| d.id == disc.id)
+        .cloned()
+        .unwrap_or_else(|| disc.clone())
+}
+
+/// A question the daemon opened about a merge conflict (`merge-…`) is settled by merging:
+/// a text answer would close it while the node stays in conflict, so it is refused while the
+/// node can still be merged, with what does move it (here and for `event.append`). Once the
+/// node has ended (cancelled, failed) an answer only closes the question.
+pub fn refuse_merge_question(
+    run: &str,
+    view: &RunDetail,
+    disc: &Discussion,
+) -> Result<(), AppError> {
+    let Some(node) = disc
+        .node
+        .as_deref()
+        .filter(|_| disc.id.starts_with("merge-"))
+        .and_then(|n| view.nodes.iter().find(|x| x.id == n))
+    else {
+        return Ok(());
+    };
+    if node.state.is_terminal() {
+        return Ok(());
+    }
+    let worktree = node.worktree.as_deref().unwrap_or("its worktree");
+    let retry = if matches!(view.manifest.kind.as_str(), "fanout" | "orchestrate") {
+        format!(", or start it over from the current tip with `orchestratectl run retry {run} --node {}`", node.id)
+    } else {
+        String::new()
+    };
+    let state = if node.state == NodeState::Conflict {
+        String::new()
+    } else {
+        format!(" (it is {} now)", node.state.as_str())
+    };
+    Err(AppError::new(
+        ErrorKind::InvalidTransition,
+        format!(
+            "discussion {:?} is node {:?}'s merge conflict{state}: an answer cannot resolve it; it is settled when the node merges",
+            disc.id, node.id
+        ),
+    )
+    .with_hint(format!(
+        "resolve the conflict in {worktree} (e.g. git merge the target branch, fix the files, commit), then run `orchestratectl merge {run} --node {}`; to give it up, `orchestratectl run cancel {run}`{retry}",
+        node.id
+    )))
 }

@@ -36,6 +36,17 @@ pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         ));
     }
     let handle = daemon.store.resolve("run", run_ref.as_str())?;
+    if p.kind == "discussion.resolved" {
+        let view = handle.view();
+        let id = data.get("id").and_then(Value::as_str);
+        if let Some(disc) = view
+            .discussions
+            .iter()
+            .find(|d| Some(d.id.as_str()) == id && d.open)
+        {
+            super::discussion::refuse_merge_question(&handle.id, &view, disc)?;
+        }
+    }
     let draft = Draft {
         node: p.node,
         kind: p.kind,

@@ -2,7 +2,8 @@
 //! dispatch checks and for the OpenRPC document of `rpc.discover`.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
-//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`.
+//! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`,
+//!   `run.quarantine`.
 //! - [`event`]: `event.append`, `event.list`.
 //! - [`spawn`]: `spawn.spinoff`, `spawn.code`.
 //! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports).
@@ -257,6 +258,12 @@ pub const METHODS: &[MethodSpec] = &[
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
     },
     MethodSpec {
+        name: "run.quarantine",
+        summary: "Set a corrupt run aside: move its directory to $OCTL_HOME/corrupt/<RUN>; the daemon forgets it, nothing is deleted.",
+        params: &[RUN_PARAM],
+        result: r#"{"type":"object","required":["run","moved_to"]}"#,
+    },
+    MethodSpec {
         name: "run.cancel",
         summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot.",
         params: &[
@@ -382,9 +389,9 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "discussion.answer",
-        summary: "A human answers a discussion.",
+        summary: "A human answers a discussion (once: the first answer written wins; a merge-conflict question is settled by merging and refused here).",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion: its id or a unique prefix of at least 6 characters" },
             ParamSpec { name: "text", required: true, schema: r#"{"type":"string"}"#, doc: "the answer" },
         ],
         result: r#"{"type":"object"}"#,
@@ -408,9 +415,9 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "spinoff.accept",
-        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways.",
+        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways (once: the first decision written wins; a loser starts nothing). The agent defaults to the proposing node's.",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
             AGENT_PARAM,
         ],
         result: r#"{"type":"object","required":["proposal","run"]}"#,
@@ -419,7 +426,7 @@ pub const METHODS: &[MethodSpec] = &[
         name: "spinoff.reject",
         summary: "Reject a proposal, saying why.",
         params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal" },
+            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
             ParamSpec { name: "reason", required: true, schema: r#"{"type":"string"}"#, doc: "why" },
         ],
         result: r#"{"type":"object"}"#,
@@ -509,6 +516,7 @@ pub async fn dispatch(
         "run.create" => run::create(daemon, params).await,
         "run.show" => run::show(daemon, params),
         "run.rebuild" => run::rebuild(daemon, params).await,
+        "run.quarantine" => run::quarantine(daemon, params),
         "event.append" => event::append(daemon, params).await,
         "event.list" => event::list(daemon, params).await,
         "run.cancel" => run::cancel(daemon, params).await,

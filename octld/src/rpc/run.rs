@@ -1,4 +1,4 @@
-//! `run.create`, `run.list`, `run.show`, `run.rebuild`.
+//! `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.quarantine`.
 
 use std::sync::Arc;
 
@@ -10,7 +10,8 @@ use octl_proto::{AppError, RunKind};
 
 use super::{params, to_value};
 use crate::daemon::Daemon;
-use crate::store::NewRun;
+use crate::store::{NewRun, RunHandle};
+use octl_proto::projection;
 
 const MAX_TITLE: usize = 1024;
 
@@ -78,6 +79,9 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Box<RawValue>, AppError> {
 pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RunParams = params(p)?;
     let handle = daemon.store.resolve("run", &p.run)?;
+    if handle.corrupt().is_some() {
+        return show_corrupt(&handle);
+    }
     let view = handle.view();
     let mut out = to_value(&*view)?;
     // Read-time facts, not projections: how long each node has run, what it waits for.
@@ -100,6 +104,43 @@ pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         }
     }
     Ok(out)
+}
+
+/// A corrupt run as far as its log can be read: the state the lines before the bad one fold
+/// to (its status stays `corrupt`), and `corrupt`: where the log is, which line is bad and
+/// why, how many events were readable and the last of them.
+fn show_corrupt(handle: &RunHandle) -> Result<Value, AppError> {
+    let view = handle.view();
+    let mut out = to_value(&*view)?;
+    let salvage = match crate::store::corrupt::salvage(&handle.dir) {
+        Ok(s) => s,
+        Err(e) => {
+            out["corrupt"] = json!({ "error": format!("cannot read its log: {e}") });
+            return Ok(out);
+        }
+    };
+    if let Some(state) = &salvage.state {
+        let mut detail = to_value(&projection::detail(state))?;
+        detail["manifest"]["status"] = json!("corrupt");
+        detail["manifest"]["error"] = out["manifest"]["error"].take();
+        out = detail;
+    }
+    out["corrupt"] = json!({
+        "log": salvage.log.display().to_string(),
+        "line": salvage.bad_line,
+        "reason": salvage.reason,
+        "readable_events": salvage.readable,
+        "events": salvage.last,
+    });
+    Ok(out)
+}
+
+/// Moves a corrupt run's directory to `$OCTL_HOME/corrupt/<RUN>`; the daemon forgets it.
+pub fn quarantine(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: RunParams = params(p)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    let dest = daemon.store.quarantine(&handle)?;
+    Ok(json!({ "run": handle.id, "moved_to": dest.display().to_string() }))
 }
 
 pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {

@@ -1,19 +1,22 @@
 //! `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`: separate work an
 //! agent noticed. Accepting one starts a spinoff run in the parent's repository and base;
 //! the two runs name each other (`spinoff.accepted` in the parent, `parent_run` in the child).
+//! Each decision is won in the parent's log first (see [`crate::engine::spinoff`]).
 
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
-use octl_proto::{AppError, ErrorKind, RunKind};
+use octl_proto::state::{Spinoff, SpinoffStatus};
+use octl_proto::{AppError, ErrorKind};
 
-use super::discussion::{open_record, runs, text};
+use super::discussion::{find, open_record, runs, text};
 use super::{params, to_value};
 use crate::daemon::Daemon;
-use crate::engine::append;
-use crate::engine::spawn::{spawn, SpawnRequest, MAX_TASK};
+use crate::engine::merge::failpoint;
+use crate::engine::spawn::{check_request, MAX_TASK};
+use crate::engine::{spinoff, Engine};
 use crate::store::{Draft, RunHandle};
 
 pub async fn propose(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
@@ -43,115 +46,107 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     Ok(Value::Array(out))
 }
 
-/// The proposal and its run, whatever its status.
-fn find(
-    daemon: &Daemon,
-    id: &str,
-) -> Result<(Arc<RunHandle>, octl_proto::state::Spinoff), AppError> {
-    daemon
-        .store
-        .handles()
-        .into_iter()
-        .find_map(|h| {
-            let s = h.view().spinoffs.iter().find(|s| s.id == id).cloned()?;
-            Some((h, s))
-        })
-        .ok_or_else(|| {
-            AppError::not_found(format!("no spin-off proposal {id:?}"))
-                .with_hint("list them with `orchestratectl spinoff list`")
-        })
+/// A decision on a proposal already decided the other way is refused, naming that decision.
+fn refused(s: &Spinoff) -> AppError {
+    AppError::new(
+        ErrorKind::InvalidTransition,
+        format!(
+            "spin-off proposal {:?} is already {}{}",
+            s.id,
+            s.status.as_str(),
+            match (&s.child_run, s.status) {
+                (Some(r), SpinoffStatus::Accepted) => format!(" (run {r})"),
+                _ => String::new(),
+            }
+        ),
+    )
 }
 
-/// A decision on a proposal already decided the other way is refused; the same decision
-/// again reports the existing one (true).
-fn decided(s: &octl_proto::state::Spinoff, wanted: &str) -> Result<bool, AppError> {
-    match s.status.as_str() {
-        "proposed" => Ok(false),
-        st if st == wanted => Ok(true),
-        st => Err(AppError::new(
-            ErrorKind::InvalidTransition,
-            format!("spin-off proposal {:?} is already {st}", s.id),
-        )),
-    }
-}
-
-fn proposal_json(run: &str, s: &octl_proto::state::Spinoff) -> Result<Value, AppError> {
+fn proposal_json(run: &str, s: &Spinoff) -> Result<Value, AppError> {
     let mut v = to_value(s)?;
     v["run"] = json!(run);
     Ok(v)
 }
 
-pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AcceptParams = params(p)?;
-    let (parent, proposal) = find(daemon, &p.id)?;
-    if decided(&proposal, "accepted")? {
-        let child = daemon
-            .store
-            .resolve("run", proposal.child_run.as_deref().unwrap_or_default())?;
-        return Ok(
-            json!({"proposal": proposal_json(&parent.id, &proposal)?, "run": to_value(&child.summary())?}),
-        );
-    }
-    let view = parent.view();
-    let repo = view.manifest.repo.clone().ok_or_else(|| {
-        AppError::invalid(format!(
-            "run {} has no repository to start a spinoff in",
-            parent.id
-        ))
-    })?;
-    let child = spawn(
-        daemon,
-        SpawnRequest {
-            kind: RunKind::Spinoff,
-            task: proposal.task.clone(),
-            repo: repo.into(),
-            base: view.manifest.base.clone(),
-            agent: p.agent,
-            node: None,
-            gate: None,
-            parent: Some((parent.id.clone(), proposal.id.clone())),
-        },
-    )
-    .await?;
-    // Recorded even after the parent run ended: the decision is a human's.
-    append(
-        daemon,
-        &parent,
-        proposal.node.as_deref(),
-        "spinoff.accepted",
-        json!({"id": proposal.id, "run": child.id}),
-    )
-    .await?;
-    let updated = parent
+/// The proposal as the parent's log says now.
+fn current(parent: &RunHandle, s: &Spinoff) -> Spinoff {
+    parent
         .view()
         .spinoffs
         .iter()
-        .find(|s| s.id == p.id)
+        .find(|x| x.id == s.id)
         .cloned()
-        .unwrap_or(proposal);
+        .unwrap_or_else(|| s.clone())
+}
+
+/// An accepted proposal again: its run, once it exists. (While the accepting request or a
+/// heal is still creating it, or after it failed, the proposal says so instead.)
+fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Value, AppError> {
+    let child = s
+        .child_run
+        .as_deref()
+        .and_then(|c| daemon.store.resolve("run", c).ok())
+        .ok_or_else(|| {
+            refused(s).with_hint(format!(
+                "its run is being created; see it with `orchestratectl spinoff list --run {}`",
+                parent.id
+            ))
+        })?;
+    Ok(json!({"proposal": proposal_json(&parent.id, s)?, "run": to_value(&child.summary())?}))
+}
+
+/// Accepting is won in the parent's log before anything is created: the checks first (bad
+/// input changes nothing), then `spinoff.accepted` naming the new run's id, and only if that
+/// was written, the run under that id. A request that lost to another decision creates
+/// nothing and is refused with what it lost to.
+pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
+    let p: AcceptParams = params(p)?;
+    let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
+    match proposal.status {
+        SpinoffStatus::Accepted => return accepted(daemon, &parent, &proposal),
+        SpinoffStatus::Rejected => return Err(refused(&proposal)),
+        SpinoffStatus::Proposed | SpinoffStatus::Failed => {}
+    }
+    let view = parent.view();
+    let agent = p.agent.or_else(|| spinoff::default_agent(&view, &proposal));
+    let req = spinoff::request(&parent.id, &view, &proposal, agent)?;
+    let checked = check_request(daemon, &req).await?;
+    let child = octl_proto::ids::new_ulid();
+    // Held while the run is created, so the engine does not take it for one a crash cut short.
+    let slot = Engine::claim(daemon, &parent.id, &spinoff::slot_key(&child));
+    // Recorded even after the parent run ended: the decision is a human's.
+    let decision = Draft::daemon(
+        proposal.node.as_deref(),
+        "spinoff.accepted",
+        json!({"id": proposal.id, "run": child, "agent": checked.profile.name}),
+    );
+    // A decision that lost is refused by the reducer, naming the one that won.
+    daemon.store.append(&parent, decision, false).await?;
+    failpoint("spinoff:after-accepted");
+    let decided = current(&parent, &proposal);
+    let run = spinoff::create_child(daemon, &parent, &decided, &child, Some((req, checked))).await;
+    drop(slot);
+    let run = run?;
     Ok(
-        json!({"proposal": proposal_json(&parent.id, &updated)?, "run": to_value(&child.summary())?}),
+        json!({"proposal": proposal_json(&parent.id, &current(&parent, &decided))?, "run": to_value(&run.summary())?}),
     )
 }
 
 pub async fn reject(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RejectParams = params(p)?;
     text("reason", &p.reason, 16 * 1024)?;
-    let (parent, proposal) = find(daemon, &p.id)?;
-    if !decided(&proposal, "rejected")? {
-        let draft = Draft::daemon(
-            proposal.node.as_deref(),
-            "spinoff.rejected",
-            json!({"id": proposal.id, "reason": p.reason}),
-        );
-        daemon.store.append(&parent, draft, false).await?;
+    let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
+    match proposal.status {
+        // The same decision again reports it.
+        SpinoffStatus::Rejected => return proposal_json(&parent.id, &proposal),
+        SpinoffStatus::Accepted => return Err(refused(&proposal)),
+        SpinoffStatus::Proposed | SpinoffStatus::Failed => {}
     }
-    let updated = parent
-        .view()
-        .spinoffs
-        .iter()
-        .find(|s| s.id == p.id)
-        .cloned()
-        .unwrap_or(proposal);
-    proposal_json(&parent.id, &updated)
+    let draft = Draft::daemon(
+        proposal.node.as_deref(),
+        "spinoff.rejected",
+        json!({"id": proposal.id, "reason": p.reason}),
+    );
+    daemon.store.append(&parent, draft, false).await?;
+    proposal_json(&parent.id, &current(&parent, &proposal))
 }

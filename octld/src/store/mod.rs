@@ -3,7 +3,9 @@
 //! - [`log`]: reading, repairing and appending `events.jsonl`.
 //! - [`writer`]: the per-run group-commit writer.
 //! - [`projections`]: atomic writes of the derived files.
+//! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 
+pub mod corrupt;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -182,7 +184,7 @@ impl RunHandle {
 fn corrupt_error(id: &str, reason: &str) -> AppError {
     AppError::new(ErrorKind::RunCorrupt, format!("run {id} is corrupt: {reason}"))
         .with_hint(format!(
-            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working"
+            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working; `orchestratectl run show {id}` shows what it still says, `orchestratectl run quarantine {id}` sets it aside"
         ))
 }
 
@@ -253,6 +255,23 @@ impl Store {
     }
 
     fn insert_corrupt(&self, id: String, dir: PathBuf, reason: String) {
+        // What the lines before the bad one say (kind, title, creation, node counts), for
+        // `run list`. Its nodes stay out of the view, so nothing supervises or schedules them;
+        // `run show` reads them from the log.
+        if let Some(state) = corrupt::salvage(&dir).ok().and_then(|s| s.state) {
+            let mut manifest = projection::summary(&state);
+            manifest.status = "corrupt".into();
+            manifest.error = Some(reason.clone());
+            let view = RunDetail {
+                manifest,
+                nodes: vec![],
+                discussions: vec![],
+                spinoffs: vec![],
+            };
+            let handle = Arc::new(RunHandle::new(id.clone(), dir, view, Some(reason)));
+            self.runs.write().expect("runs lock").insert(id, handle);
+            return;
+        }
         let summary = RunSummary {
             id: id.clone(),
             kind: "unknown".into(),
@@ -381,6 +400,7 @@ impl Store {
             merge: None,
             merge_commit: None,
             nodes: Default::default(),
+            node_order: Vec::new(),
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
@@ -400,7 +420,14 @@ impl Store {
         let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
             // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
             // costs as much as a synced write on some disks, and most runs never need some.
-            fs::create_dir(&dir2)?;
+            match fs::create_dir(&dir2) {
+                // A directory without a log is a creation a crash cut short (the store ignores
+                // it): the run whose id was recorded before it existed is made in it now.
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && !dir2.join(LOG_FILE).exists() => {}
+                other => other?,
+            }
             for (name, bytes) in &files {
                 fs::write(dir2.join(name), bytes)?;
             }

@@ -1,0 +1,134 @@
+//! The runs of accepted spin-off proposals. A decision on a proposal is won in the parent
+//! run's log before anything happens: `spinoff.accepted` names the new run's id before that
+//! run exists, and only the request whose decision was written creates it. A crash between
+//! the two leaves an accepted proposal without its run; [`heal`], from every reconcile of the
+//! parent (so at every start), creates it under the recorded id. A run that cannot be created
+//! (the repository is gone, the agent program is missing) becomes `spinoff.failed` on the
+//! parent with the reason, and is not tried again: a human may accept the proposal again
+//! (a new run) or reject it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use octl_proto::projection::RunDetail;
+use octl_proto::state::{Spinoff, SpinoffStatus};
+use octl_proto::{AppError, ErrorKind, RunKind};
+
+use super::spawn::{check_request, create, Checked, SpawnRequest};
+use super::Engine;
+use crate::daemon::Daemon;
+use crate::store::RunHandle;
+
+/// The engine slot of the step that creates run `child`: held by the accepting request while
+/// it creates the run, so that [`heal`] does not take it for a creation a crash cut short.
+pub fn slot_key(child: &str) -> String {
+    format!("~spinoff/{child}")
+}
+
+/// The agent a proposal's run gets when none is named: the proposing node's profile, else
+/// the parent run's.
+pub fn default_agent(parent: &RunDetail, proposal: &Spinoff) -> Option<String> {
+    proposal
+        .node
+        .as_deref()
+        .and_then(|id| parent.nodes.iter().find(|n| n.id == id))
+        .and_then(|n| n.agent.clone())
+        .or_else(|| super::spawn::setting(parent, "agent").map(str::to_string))
+}
+
+/// The spinoff run of a proposal: its task, in the parent's repository and base.
+pub fn request(
+    parent_id: &str,
+    parent: &RunDetail,
+    proposal: &Spinoff,
+    agent: Option<String>,
+) -> Result<SpawnRequest, AppError> {
+    let repo = parent.manifest.repo.clone().ok_or_else(|| {
+        AppError::invalid(format!(
+            "run {parent_id} has no repository to start a spinoff in"
+        ))
+    })?;
+    Ok(SpawnRequest {
+        kind: RunKind::Spinoff,
+        task: proposal.task.clone(),
+        repo: PathBuf::from(repo),
+        base: parent.manifest.base.clone(),
+        agent,
+        node: None,
+        gate: None,
+        parent: Some((parent_id.to_string(), proposal.id.clone())),
+    })
+}
+
+/// Creates run `child` of the accepted `proposal` (checking the request first unless the
+/// caller did). When no run could be made, records why on the parent (`spinoff.failed`), so
+/// it is not tried again and the human sees the reason.
+pub async fn create_child(
+    daemon: &Arc<Daemon>,
+    parent: &Arc<RunHandle>,
+    proposal: &Spinoff,
+    child: &str,
+    checked: Option<(SpawnRequest, Checked)>,
+) -> Result<Arc<RunHandle>, AppError> {
+    let made = async {
+        let (req, checked) = match checked {
+            Some(c) => c,
+            None => {
+                let req = request(&parent.id, &parent.view(), proposal, proposal.agent.clone())?;
+                let checked = check_request(daemon, &req).await?;
+                (req, checked)
+            }
+        };
+        create(daemon, req, checked, child.to_string()).await
+    }
+    .await;
+    let err = match made {
+        Ok(run) => return Ok(run),
+        Err(e) => e,
+    };
+    // A run that exists (its agent could not start, so its node failed) is the proposal's
+    // run; a daemon going down leaves the creation to the next start.
+    if daemon.store.resolve("run", child).is_err() && err.kind != ErrorKind::ShuttingDown {
+        tracing::warn!(run = %parent.id, proposal = %proposal.id, child, error = %err.message, "the run of an accepted spin-off could not be created");
+        let _ = super::append(
+            daemon,
+            parent,
+            proposal.node.as_deref(),
+            "spinoff.failed",
+            json!({"id": proposal.id, "run": child, "reason": err.message}),
+        )
+        .await;
+    }
+    Err(err)
+}
+
+/// Creates the missing run of every accepted proposal of the parent whose creation is not
+/// under way (a crash cut it short).
+pub fn heal(daemon: &Arc<Daemon>, parent: &Arc<RunHandle>, view: &RunDetail) {
+    for proposal in view
+        .spinoffs
+        .iter()
+        .filter(|s| s.status == SpinoffStatus::Accepted)
+    {
+        let Some(child) = proposal.child_run.clone() else {
+            continue;
+        };
+        if !octl_proto::ids::is_full_run_id(&child) || daemon.store.resolve("run", &child).is_ok() {
+            continue;
+        }
+        let Some(slot) = Engine::claim(daemon, &parent.id, &slot_key(&child)) else {
+            continue;
+        };
+        let (d, h, p) = (daemon.clone(), parent.clone(), proposal.clone());
+        tokio::spawn(async move {
+            // Judged again under the slot: the accepting request may have made it meanwhile.
+            if d.store.resolve("run", &child).is_err() {
+                tracing::info!(run = %h.id, proposal = %p.id, child = %child, "creating the run of an accepted spin-off a crash cut short");
+                let _ = create_child(&d, &h, &p, &child, None).await;
+            }
+            drop(slot);
+        });
+    }
+}
