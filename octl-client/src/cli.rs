@@ -129,8 +129,13 @@ pub enum Group {
     /// --discard`, `run retry`, `run gc`): a commit holding everything the worktree had,
     /// uncommitted and untracked files included, on top of the node's last commit. `recover`
     /// creates a new branch there (default recovered/<first 8 characters of RUN>/<NODE>) and
-    /// prints it with its commit. It never overwrites a branch (exit 4) and exits 3 when the
-    /// node has no snapshot. `run show RUN` lists the nodes' snapshot refs.
+    /// prints it with its commit. Files git ignores (.env, *.local, target/) are not in a
+    /// snapshot: they were moved to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/, and --worktree PATH
+    /// checks the new branch out there and moves them back in (without it, the answer says
+    /// where they are). --ref REF --repo PATH recovers a snapshot no run owns (an orphan's, as
+    /// `run gc` names it). It never overwrites a branch or files (exit 4), a second --worktree
+    /// of the same kept files is refused (exit 4, nothing changed), and it exits 3 when the
+    /// node has no snapshot. `run show RUN` lists the nodes' snapshot refs and kept files.
     #[command(after_help = crate::commands::recover::RECOVER_EXAMPLES)]
     Recover(crate::commands::recover::RecoverArgs),
 
@@ -934,13 +939,16 @@ Examples:
     /// saving their content under refs/octl/snapshots/
     ///
     /// For each finished run: every node's worktree still there is saved under
-    /// refs/octl/snapshots/<RUN>/<NODE> (uncommitted and untracked files included) and removed,
+    /// refs/octl/snapshots/<RUN>/<NODE> (uncommitted and untracked files included; what git
+    /// ignores moved to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/) and removed,
     /// its window closed, and its branch deleted once its tip is merged or in the snapshot.
     /// Then whatever no run owns (worktrees under $OCTL_HOME/worktrees/, octl/<RUN>/… branches,
     /// windows on the daemon's tmux server; see `orchestratectl doctor`) goes the same way,
     /// snapshots first. Kept, with the reason: directories that are not git worktrees, branches
     /// checked out elsewhere, an integration branch not merged into base, anything of a corrupt
-    /// run. Unfinished runs are never touched. With --dry-run: what would go, nothing changed.
+    /// run. Unfinished runs are never touched. Kept ignored files are deleted only with
+    /// --older-than AGE (of runs ended longer ago); snapshot refs are never deleted. With
+    /// --dry-run: what would go, nothing changed.
     #[command(after_help = crate::commands::recover::GC_EXAMPLES)]
     Gc(crate::commands::recover::GcArgs),
 

@@ -89,6 +89,8 @@ pub const KNOWN_TYPES: &[&str] = &[
     "merge.conflict",
     "merge.blocked",
     "cleanup.done",
+    "kept.restored",
+    "kept.deleted",
     "discussion.opened",
     "discussion.resolved",
     "spinoff.proposed",

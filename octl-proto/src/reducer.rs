@@ -10,7 +10,8 @@ use crate::error::{AppError, ErrorKind};
 use crate::event::{is_custom_type, Actor, Event};
 use crate::ids::is_node_id;
 use crate::state::{
-    Discussion, Node, NodeState, RunKind, RunState, RunStatus, Spinoff, SpinoffStatus,
+    Discussion, Kept, KeptStatus, Node, NodeState, RunKind, RunState, RunStatus, Spinoff,
+    SpinoffStatus,
 };
 
 use NodeState::*;
@@ -104,6 +105,86 @@ fn record_id(data: &Map<String, Value>, ty: &str) -> Result<String, AppError> {
         Err(AppError::invalid(format!(
             "invalid data.id {id:?}: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
         )))
+    }
+}
+
+/// What an event does to a node's kept sets of ignored files.
+enum KeptChange {
+    New(Kept),
+    /// The set at this index is now restored (to this worktree) or deleted.
+    Status(usize, KeptStatus, Option<String>),
+}
+
+/// `cleanup.done` may record a new kept set (`data.kept: {dir, files, bytes}`);
+/// `kept.restored` (`data.dir`, `data.worktree`) and `kept.deleted` (`data.dir`) move one
+/// that is still kept, and only such a one: whoever comes second lost the race.
+fn kept_change(
+    t: &str,
+    d: &Map<String, Value>,
+    node: &Node,
+    ev: &Event,
+) -> Result<Option<KeptChange>, AppError> {
+    match t {
+        "cleanup.done" => {
+            let Some(k) = d.get("kept").filter(|v| !v.is_null()) else {
+                return Ok(None);
+            };
+            let bad = || {
+                AppError::invalid(
+                    "invalid data.kept: an object {dir: string, files: integer, bytes: integer} is accepted",
+                )
+            };
+            let o = k.as_object().ok_or_else(bad)?;
+            let dir = o.get("dir").and_then(Value::as_str).ok_or_else(bad)?;
+            let files = o.get("files").and_then(Value::as_u64).ok_or_else(bad)?;
+            let bytes = o.get("bytes").and_then(Value::as_u64).ok_or_else(bad)?;
+            if node.kept.iter().any(|k| k.dir == dir) {
+                return Err(transition(format!(
+                    "node {:?} already recorded kept files in {dir}",
+                    node.id
+                )));
+            }
+            Ok(Some(KeptChange::New(Kept {
+                dir: dir.to_string(),
+                files,
+                bytes,
+                snapshot_commit: opt_string(d, "snapshot_commit")?,
+                kept_at: ev.ts.clone(),
+                status: KeptStatus::Kept,
+                restored_to: None,
+            })))
+        }
+        "kept.restored" | "kept.deleted" => {
+            let dir = req_string(d, "dir", t)?;
+            let to = if t == "kept.restored" {
+                Some(req_string(d, "worktree", t)?)
+            } else {
+                None
+            };
+            let i = node.kept.iter().position(|k| k.dir == dir).ok_or_else(|| {
+                AppError::not_found(format!("node {:?} has no kept files in {dir}", node.id))
+            })?;
+            let k = &node.kept[i];
+            if k.status != KeptStatus::Kept {
+                let whither = k
+                    .restored_to
+                    .as_deref()
+                    .map(|w| format!(" to {w}"))
+                    .unwrap_or_default();
+                return Err(transition(format!(
+                    "the kept files of node {:?} in {dir} are {}{whither}; {t} is accepted only while they are kept",
+                    node.id,
+                    k.status.as_str()
+                )));
+            }
+            let status = if to.is_some() {
+                KeptStatus::Restored
+            } else {
+                KeptStatus::Deleted
+            };
+            Ok(Some(KeptChange::Status(i, status, to)))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -212,6 +293,8 @@ impl RunState {
             let after_end = matches!(
                 t,
                 "cleanup.done"
+                    | "kept.restored"
+                    | "kept.deleted"
                     | "discussion.resolved"
                     | "spinoff.accepted"
                     | "spinoff.rejected"
@@ -306,6 +389,7 @@ impl RunState {
             started_at: None,
             finished_at: None,
             cleaned: false,
+            kept: Vec::new(),
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -353,6 +437,8 @@ impl RunState {
             "merge.conflict" => (vec![Merging], Some(Conflict)),
             "merge.blocked" => (vec![Merging], Some(MergeBlocked)),
             "cleanup.done" => (NodeState::ALL.to_vec(), None),
+            // A kept set of ignored files moved back into a worktree, or deleted by gc.
+            "kept.restored" | "kept.deleted" => (NodeState::ALL.to_vec(), None),
             _ => return None,
         };
         Some(rule)
@@ -396,6 +482,7 @@ impl RunState {
                 )));
             }
         }
+        let kept = kept_change(t, d, node, ev)?;
         let report_on_exit = match d.get("report_on_exit") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
@@ -482,6 +569,14 @@ impl RunState {
             "merge.conflict" => node.conflict_files = files,
             "cleanup.done" => node.cleaned = true,
             _ => {}
+        }
+        match kept {
+            Some(KeptChange::New(k)) => node.kept.push(k),
+            Some(KeptChange::Status(i, status, to)) => {
+                node.kept[i].status = status;
+                node.kept[i].restored_to = to;
+            }
+            None => {}
         }
         if node.state.is_terminal() && node.finished_at.is_none() {
             node.finished_at = Some(ev.ts.clone());
@@ -722,6 +817,68 @@ mod tests {
             .apply(&ev(6, Some("b"), "node.added", Actor::Human, json!({})))
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    }
+
+    #[test]
+    fn kept_files_are_restored_or_deleted_once() {
+        let mut s = generic();
+        s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+            .unwrap();
+        s.apply(&ev(3, Some("a"), "node.done", Actor::Human, json!({})))
+            .unwrap();
+        s.apply(&ev(4, None, "run.completed", Actor::Human, json!({})))
+            .unwrap();
+        let kept = json!({"kept": {"dir": "/h/kept/R/a/1", "files": 2, "bytes": 9}});
+        s.apply(&ev(
+            5,
+            Some("a"),
+            "cleanup.done",
+            Actor::Daemon,
+            kept.clone(),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].kept.len(), 1);
+        assert_eq!(s.nodes["a"].kept[0].status, KeptStatus::Kept);
+        // The same directory twice is refused, and so is a malformed record.
+        assert!(s
+            .apply(&ev(6, Some("a"), "cleanup.done", Actor::Daemon, kept))
+            .is_err());
+        let bad = json!({"kept": {"dir": "/x", "files": "2"}});
+        assert_eq!(
+            s.apply(&ev(6, Some("a"), "cleanup.done", Actor::Daemon, bad))
+                .unwrap_err()
+                .kind,
+            ErrorKind::InvalidParams
+        );
+        let restore = json!({"dir": "/h/kept/R/a/1", "worktree": "/w"});
+        s.apply(&ev(
+            6,
+            Some("a"),
+            "kept.restored",
+            Actor::Daemon,
+            restore.clone(),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].kept[0].restored_to.as_deref(), Some("/w"));
+        let before = s.clone();
+        for (t, data) in [
+            ("kept.restored", restore),
+            ("kept.deleted", json!({"dir": "/h/kept/R/a/1"})),
+        ] {
+            let err = s
+                .apply(&ev(7, Some("a"), t, Actor::Daemon, data))
+                .unwrap_err();
+            assert_eq!(err.kind, ErrorKind::InvalidTransition);
+            assert!(err.message.contains("restored to /w"), "{}", err.message);
+        }
+        let unknown = json!({"dir": "/nowhere"});
+        assert_eq!(
+            s.apply(&ev(7, Some("a"), "kept.deleted", Actor::Daemon, unknown))
+                .unwrap_err()
+                .kind,
+            ErrorKind::NotFound
+        );
+        assert_eq!(s, before);
     }
 
     #[test]

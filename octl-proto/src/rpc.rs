@@ -346,12 +346,17 @@ pub struct GcParams {
     /// List what would be removed and change nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// Also delete the kept ignored files of runs that ended longer ago than this (`7d`,
+    /// `12h`, `30m`, `45s`); without it they are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_than: Option<String>,
 }
 
 /// One thing `run.gc` removed (or, in a dry run, would remove), or kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcItem {
-    /// `worktree`, `branch` or `window`.
+    /// `worktree`, `branch`, `window`, or `kept` (a kept directory of ignored files, deleted
+    /// by `older_than`).
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -372,6 +377,12 @@ pub struct GcItem {
     pub snapshot_ref: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_commit: Option<String>,
+    /// Worktrees: where the files git ignored in it were moved (`$OCTL_HOME/kept/…`), and
+    /// how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_files: Option<u64>,
     /// Kept items only: why it stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -391,11 +402,24 @@ pub struct GcResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecoverParams {
-    pub run: String,
-    pub node: String,
+    /// The run and node whose snapshot to recover; or else `ref` and `repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// A snapshot ref `refs/octl/snapshots/<RUN>/<NODE>` in `repo`, for one no run owns
+    /// (an orphan's, as `run gc` names it).
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub refname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
     /// The branch to create (default `recovered/<RUN-short>/<NODE>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// Also check the new branch out in a new worktree here and move the node's kept
+    /// ignored files back into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
 }
 
 /// `recover` result.
@@ -407,6 +431,18 @@ pub struct RecoverResult {
     pub branch: String,
     pub commit: String,
     pub snapshot_ref: String,
+    /// The worktree made with `worktree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    /// Files git ignored that were moved back into that worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_files: Option<u64>,
+    /// Where the node's kept ignored files still are (without `worktree`, or what could not
+    /// go back because the new worktree already has that path), and how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_files: Option<u64>,
 }
 
 /// One run as `doctor.runs` judged it.

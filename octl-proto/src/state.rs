@@ -192,6 +192,47 @@ pub struct Node {
     pub finished_at: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cleaned: bool,
+    /// What each cleanup kept of the files git ignores (`.env`, build output), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<Kept>,
+}
+
+/// The files git ignored in a node's worktree, moved out of it by one cleanup to
+/// `$OCTL_HOME/kept/<RUN>/<NODE>/<N>/` (relative paths kept) instead of being deleted with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    /// The directory that holds them (absolute).
+    pub dir: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// The snapshot this cleanup took, which holds the rest of the worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_commit: Option<String>,
+    pub kept_at: String,
+    pub status: KeptStatus,
+    /// Where `recover --worktree` moved them back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_to: Option<String>,
+}
+
+/// Where a kept set is: still kept, moved back into a worktree, or deleted by
+/// `run gc --older-than`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptStatus {
+    Kept,
+    Restored,
+    Deleted,
+}
+
+impl KeptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptStatus::Kept => "kept",
+            KeptStatus::Restored => "restored",
+            KeptStatus::Deleted => "deleted",
+        }
+    }
 }
 
 /// A question an agent put to a human.

@@ -58,6 +58,32 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// Parses an age such as `7d`, `12h`, `30m` or `45s` (a whole number and one unit) into
+/// milliseconds; the error names `field` and the accepted form.
+pub fn parse_age(field: &str, s: &str) -> Result<u64, crate::AppError> {
+    let bad = || {
+        crate::AppError::invalid(format!(
+            "invalid {field} {s:?}: give a whole number and a unit, d, h, m or s (e.g. 7d, 12h, 30m)"
+        ))
+    };
+    let unit = s.chars().last().ok_or_else(bad)?;
+    let ms: u64 = match unit {
+        'd' => 86_400_000,
+        'h' => 3_600_000,
+        'm' => 60_000,
+        's' => 1000,
+        _ => return Err(bad()),
+    };
+    let n = &s[..s.len() - 1];
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    n.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(ms))
+        .ok_or_else(bad)
+}
+
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -97,5 +123,27 @@ mod tests {
         );
         assert_eq!(parse_millis("2026-13-01T00:00:00Z"), None);
         assert_eq!(parse_millis("yesterday"), None);
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("f", "7d").unwrap(), 7 * 86_400_000);
+        assert_eq!(parse_age("f", "12h").unwrap(), 12 * 3_600_000);
+        assert_eq!(parse_age("f", "30m").unwrap(), 1_800_000);
+        assert_eq!(parse_age("f", "0s").unwrap(), 0);
+        for bad in [
+            "",
+            "7",
+            "d",
+            "-1d",
+            "1.5h",
+            "7 d",
+            "7D",
+            "1w",
+            "99999999999999999999d",
+        ] {
+            let e = parse_age("--older-than", bad).unwrap_err();
+            assert!(e.message.contains("--older-than"), "{bad:?}: {}", e.message);
+        }
     }
 }

@@ -833,6 +833,37 @@ impl Git {
         Ok(split_z(&out).collect())
     }
 
+    /// What a snapshot of this worktree would not hold, relative to it: what git ignores
+    /// (an ignored directory as one entry, `dir/`) and untracked nested repositories (which
+    /// a snapshot could only record as a commit id, without their files).
+    pub fn unsaved_paths(&self) -> Result<Vec<PathBuf>> {
+        use std::os::unix::ffi::OsStrExt;
+        let listed = |args: &[&str]| -> Result<Vec<PathBuf>> {
+            let out = self.call(args).env("GIT_OPTIONAL_LOCKS", "0").stdout()?;
+            Ok(out
+                .split(|b| *b == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| PathBuf::from(OsStr::from_bytes(s)))
+                .collect())
+        };
+        let mut paths = listed(&[
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ])?;
+        // Without --directory, git lists untracked files one by one and a nested repository
+        // as `dir/`, which is the only kind of entry that ends in a slash.
+        paths.extend(
+            listed(&["ls-files", "-z", "--others", "--exclude-standard"])?
+                .into_iter()
+                .filter(|p| p.as_os_str().as_bytes().ends_with(b"/")),
+        );
+        Ok(paths)
+    }
+
     /// Saves everything in the worktree at `worktree` — tracked changes and untracked files,
     /// not ignored ones — under `refs/octl/snapshots/<run>/<node>`, without touching the
     /// worktree, its index or HEAD.
@@ -1646,6 +1677,30 @@ mod tests {
             f.git.run(&["show", &format!("{}:shared.txt", snap.commit)]),
             "hidden edit\n"
         );
+    }
+
+    #[test]
+    fn unsaved_paths_are_ignored_files_and_nested_repositories() {
+        let f = Fixture::new();
+        f.git.write(".gitignore", "*.local\ntarget/\n");
+        f.git.run(&["add", "-A"]);
+        f.git.run(&["commit", "-q", "-m", "ignores"]);
+        let wt = f.root.join("wt");
+        f.git.worktree_add(&wt, "octl/r/u", "main").unwrap();
+        let g = f.git.at(&wt);
+        g.write("notes.local", "n");
+        g.write("target/a/b.o", "b");
+        g.write("untracked.txt", "u");
+        g.write("vendor/lib/x.c", "x");
+        g.at(wt.join("vendor/lib")).run(&["init", "-q"]);
+        let mut got: Vec<String> = g
+            .unsaved_paths()
+            .unwrap()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["notes.local", "target/", "vendor/lib/"]);
     }
 
     #[test]

@@ -65,6 +65,13 @@ impl Home {
     pub fn worktrees(&self) -> PathBuf {
         self.root.join("worktrees")
     }
+    /// What cleanups kept of the worktrees' ignored files: `kept/<RUN>/<NODE>/<N>/`.
+    pub fn kept(&self) -> PathBuf {
+        self.root.join("kept")
+    }
+    pub fn kept_of(&self, run: &str, node: &str) -> PathBuf {
+        self.kept().join(run).join(node)
+    }
 
     /// Creates the home (mode 0700) and `runs/`. A home that exists with wider permissions is
     /// narrowed to 0700: the socket's safety rests on it.

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod failpoint;
 pub mod git;
 pub mod home;
+pub mod kept;
 pub mod lock;
 pub mod logging;
 pub mod rpc;

@@ -448,6 +448,26 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
         out.push_str("\nSnapshots (`orchestratectl recover RUN --node NODE` restores one):\n");
         out.push_str(&table(&["NODE", "REF"], &snapshots));
     }
+    // What git ignored in them (`recover … --worktree PATH` moves the latest back).
+    let kept: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.kept.iter().map(|k| {
+                let status = match &k.restored_to {
+                    Some(to) => format!("restored to {to}"),
+                    None => k.status.as_str().to_string(),
+                };
+                vec![n.id.clone(), k.files.to_string(), status, k.dir.clone()]
+            })
+        })
+        .collect();
+    if !kept.is_empty() {
+        out.push_str(
+            "\nKept ignored files (`orchestratectl recover RUN --node NODE --worktree PATH`):\n",
+        );
+        out.push_str(&table(&["NODE", "FILES", "STATUS", "DIR"], &kept));
+    }
 
     if !d.discussions.is_empty() {
         let rows: Vec<Vec<String>> = d

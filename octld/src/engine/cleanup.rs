@@ -1,9 +1,17 @@
-//! Cleaning up after a node: its window killed, its worktree's uncommitted and untracked
+//! Cleaning up after a node: its window killed, the files git ignores in its worktree moved
+//! to `$OCTL_HOME/kept/<RUN>/<NODE>/<N>/` ([`crate::kept`]), its uncommitted and untracked
 //! files saved under `refs/octl/snapshots/<RUN>/<NODE>`, the worktree removed, and the branch
 //! deleted only when its tip is contained in what it was merged into (or in the snapshot).
+//!
+//! One cleanup of a node at a time, whoever asks (a merge, `run cancel --discard`, `run
+//! retry`, `run gc`, healing): each waits for the node's lock and then looks at the log
+//! again, so the second finds `cleanup.done` recorded and does nothing. `<N>` is one more
+//! than the node's recorded kept sets, so a cleanup cut short by a crash and done again
+//! keeps into the same directory, and a retried node's next cleanup into a new one.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::json;
 
@@ -15,6 +23,23 @@ use crate::daemon::Daemon;
 use crate::git::{BranchDelete, Git};
 use crate::store::RunHandle;
 
+type NodeLocks = Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>;
+static CLEANING: LazyLock<NodeLocks> = LazyLock::new(Default::default);
+
+fn node_lock(run: &str, node: &str) -> Arc<tokio::sync::Mutex<()>> {
+    CLEANING
+        .lock()
+        .expect("cleanup locks")
+        .entry((run.to_string(), node.to_string()))
+        .or_default()
+        .clone()
+}
+
+/// The `cleanup.done` record of what [`crate::kept::keep`] moved.
+pub fn kept_record(dir: &std::path::Path, t: crate::kept::Tally) -> serde_json::Value {
+    json!({"dir": dir.display().to_string(), "files": t.files, "bytes": t.bytes})
+}
+
 /// Removes a node's window, worktree and branch. `merged_into` is the branch that holds the
 /// node's work (after a merge); without one (a discard) the branch goes only because the
 /// snapshot holds its tip.
@@ -24,7 +49,18 @@ pub async fn cleanup(
     node: &Node,
     merged_into: Option<&str>,
 ) -> Result<(), AppError> {
-    let repo = handle.view().manifest.repo.clone();
+    let lock = node_lock(&handle.id, &node.id);
+    let _one_at_a_time = lock.lock().await;
+    let view = handle.view();
+    let Some(node) = view.nodes.iter().find(|n| n.id == node.id && !n.cleaned) else {
+        // Cleaned meanwhile by another step.
+        return Ok(());
+    };
+    let kept_dir = daemon
+        .home
+        .kept_of(&handle.id, &node.id)
+        .join((node.kept.len() + 1).to_string());
+    let repo = view.manifest.repo.clone();
     let tmux = daemon.tmux.clone();
     let pane = node.pane.clone();
     let (run, node_id) = (handle.id.clone(), node.id.clone());
@@ -42,11 +78,22 @@ pub async fn cleanup(
         };
         let git = Git::new(&repo);
         let mut snapshot = None;
+        let mut kept = None;
         // Only worktrees the daemon made are ever removed, whatever a log says.
         if let Some(wt) = worktree
             .as_ref()
             .filter(|w| w.exists() && w.starts_with(&own_worktrees))
         {
+            let unsaved = git.at(wt).unsaved_paths()?;
+            kept = crate::kept::keep(wt, &unsaved, &kept_dir)
+                .map_err(|e| {
+                    AppError::internal(format!(
+                        "keeping the ignored files of {} in {}: {e}",
+                        wt.display(),
+                        kept_dir.display()
+                    ))
+                })?
+                .map(|t| kept_record(&kept_dir, t));
             let snap = git.snapshot(wt, &run, &node_id)?;
             git.worktree_remove_snapshotted(wt, &snap)?;
             snapshot = Some(snap);
@@ -63,6 +110,7 @@ pub async fn cleanup(
             "snapshot_dirty": snapshot.as_ref().map(|s| s.dirty),
             "worktree_removed": snapshot.is_some(),
             "branch_deleted": deleted == BranchDelete::Deleted,
+            "kept": kept,
         }))
     })
     .await?;

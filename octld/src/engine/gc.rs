@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use octl_proto::rpc::{GcItem, GcResult, Orphan, RecoverResult};
+use octl_proto::rpc::{GcItem, GcResult, Orphan, RecoverParams, RecoverResult};
 use octl_proto::{AppError, ErrorKind, NodeState};
 
 use super::orphans::{self, git_stdout, main_worktree};
@@ -50,6 +50,8 @@ fn item(kind: &str, why: impl Into<String>) -> GcItem {
         why: why.into(),
         snapshot_ref: None,
         snapshot_commit: None,
+        kept_dir: None,
+        kept_files: None,
         reason: None,
     }
 }
@@ -84,7 +86,12 @@ enum BranchGone {
     Kept(String),
 }
 
-pub async fn gc(daemon: &Arc<Daemon>, dry_run: bool) -> Result<GcResult, AppError> {
+/// `older_than` (milliseconds): also delete the kept ignored files of runs ended longer ago.
+pub async fn gc(
+    daemon: &Arc<Daemon>,
+    dry_run: bool,
+    older_than: Option<u64>,
+) -> Result<GcResult, AppError> {
     let _one_at_a_time = GC.lock().await;
     let mut out = GcResult {
         dry_run,
@@ -122,6 +129,9 @@ pub async fn gc(daemon: &Arc<Daemon>, dry_run: bool) -> Result<GcResult, AppErro
             "branch" => remove_orphan_branch(&o, i, dry_run, &going, &mut out).await,
             _ => out.kept.push(kept(i, "not a kind gc knows")),
         }
+    }
+    if let Some(age) = older_than {
+        delete_old_kept(daemon, age, dry_run, &mut out).await;
     }
     Ok(out)
 }
@@ -210,6 +220,10 @@ async fn left_behind(
                     let now = handle.view();
                     let n = now.nodes.iter().find(|n| n.id == node.id);
                     i.snapshot_ref = n.and_then(|n| n.snapshot_ref.clone()).or(i.snapshot_ref);
+                    if let Some(k) = n.and_then(|n| n.kept.get(node.kept.len())) {
+                        i.kept_dir = Some(k.dir.clone());
+                        i.kept_files = Some(k.files);
+                    }
                     if let (Some(r), Some(s)) = (&repo, &i.snapshot_ref) {
                         let (r, s) = (r.clone(), s.clone());
                         i.snapshot_commit = blocking(move || Ok(tip_of_ref(&Git::new(&r), &s)?))
@@ -451,41 +465,80 @@ async fn remove_orphan_worktree(
         out.removed.push(i);
         return;
     }
+    // A known node's next kept set is numbered from its log; an unknown run's takes the
+    // first free number.
+    let owner = daemon
+        .store
+        .resolve("run", &run)
+        .ok()
+        .filter(|h| h.corrupt().is_none())
+        .and_then(|h| {
+            let sets = h.view().nodes.iter().find(|x| x.id == node)?.kept.len();
+            Some((h, sets))
+        });
+    let kept_of = daemon.home.kept_of(&run, &node);
+    let numbered = owner
+        .as_ref()
+        .map(|(_, sets)| kept_of.join((sets + 1).to_string()));
     let (p, r, n) = (path.clone(), run.clone(), node.clone());
     let done = blocking(move || {
+        let unsaved = Git::new(&p).unsaved_paths()?;
+        let dir = match numbered {
+            Some(d) => Some(d),
+            None if unsaved.is_empty() => None,
+            None => Some(crate::kept::fresh_numbered(&kept_of).map_err(|e| {
+                AppError::internal(format!(
+                    "making a kept directory in {}: {e}",
+                    kept_of.display()
+                ))
+            })?),
+        };
+        let kept_set = match dir {
+            Some(dir) => crate::kept::keep(&p, &unsaved, &dir)
+                .map_err(|e| {
+                    AppError::internal(format!(
+                        "keeping the ignored files of {} in {}: {e}",
+                        p.display(),
+                        dir.display()
+                    ))
+                })?
+                .map(|t| (dir, t)),
+            None => None,
+        };
         let snap = Git::new(&p).snapshot(&p, &r, &n)?;
         Git::new(&main).worktree_remove_snapshotted(&p, &snap)?;
         if let Some(parent) = p.parent() {
             let _ = std::fs::remove_dir(parent);
         }
-        Ok(snap)
+        Ok((snap, kept_set))
     })
     .await;
     match done {
-        Ok(snap) => {
+        Ok((snap, kept_set)) => {
             i.snapshot_ref = Some(snap.refname.clone());
             i.snapshot_commit = Some(snap.commit.clone());
+            if let Some((dir, t)) = &kept_set {
+                i.kept_dir = Some(dir.display().to_string());
+                i.kept_files = Some(t.files);
+            }
             // A known run's node learns where its leftovers went.
-            if let Ok(handle) = daemon.store.resolve("run", &run) {
-                let known =
-                    handle.corrupt().is_none() && handle.view().nodes.iter().any(|x| x.id == node);
-                if known {
-                    let _ = append(
-                        daemon,
-                        &handle,
-                        Some(&node),
-                        "cleanup.done",
-                        json!({
-                            "snapshot_ref": snap.refname,
-                            "snapshot_commit": snap.commit,
-                            "snapshot_dirty": snap.dirty,
-                            "worktree_removed": true,
-                            "branch_deleted": false,
-                            "by": "gc",
-                        }),
-                    )
-                    .await;
-                }
+            if let Some((handle, _)) = owner {
+                let _ = append(
+                    daemon,
+                    &handle,
+                    Some(&node),
+                    "cleanup.done",
+                    json!({
+                        "snapshot_ref": snap.refname,
+                        "snapshot_commit": snap.commit,
+                        "snapshot_dirty": snap.dirty,
+                        "worktree_removed": true,
+                        "branch_deleted": false,
+                        "kept": kept_set.map(|(d, t)| cleanup::kept_record(&d, t)),
+                        "by": "gc",
+                    }),
+                )
+                .await;
             }
             going.insert(path);
             out.removed.push(i);
@@ -619,32 +672,352 @@ fn save_tip(git: &Git, snap: &str, tip: &str, branch: &str) -> Result<String, Ap
     ))
 }
 
+/// `run gc --older-than`: the kept ignored files of runs that ended (and last changed)
+/// longer ago than `age` ms, each `kept.deleted` in the run's log before its directory goes;
+/// and kept directories no run records (an unknown run's orphan worktree, or a cleanup cut
+/// short before it was recorded), once that old themselves and their run, if known, ended.
+async fn delete_old_kept(daemon: &Arc<Daemon>, age: u64, dry_run: bool, out: &mut GcResult) {
+    let cutoff = crate::store::writer::now_ms().saturating_sub(age);
+    let ago = |ms: u64| {
+        let (n, unit) = match ms {
+            m if m % 86_400_000 == 0 => (m / 86_400_000, "d"),
+            m if m % 3_600_000 == 0 => (m / 3_600_000, "h"),
+            m if m % 60_000 == 0 => (m / 60_000, "m"),
+            m => (m / 1000, "s"),
+        };
+        format!("{n}{unit}")
+    };
+    let mut recorded: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut leave: BTreeSet<String> = BTreeSet::new();
+    for handle in daemon.store.handles() {
+        if handle.corrupt().is_some() {
+            leave.insert(handle.id.clone());
+            continue;
+        }
+        let view = handle.view();
+        recorded.extend(
+            view.nodes
+                .iter()
+                .flat_map(|n| n.kept.iter().map(|k| PathBuf::from(&k.dir))),
+        );
+        let old =
+            octl_proto::time::parse_millis(&view.manifest.updated_at).is_some_and(|t| t <= cutoff);
+        if !terminal(&view.manifest.status) || !old {
+            leave.insert(handle.id.clone());
+            continue;
+        }
+        for node in &view.nodes {
+            for k in node
+                .kept
+                .iter()
+                .filter(|k| k.status == octl_proto::state::KeptStatus::Kept)
+            {
+                let mut i = GcItem {
+                    path: Some(k.dir.clone()),
+                    run: Some(handle.id.clone()),
+                    node: Some(node.id.clone()),
+                    repo: view.manifest.repo.clone(),
+                    kept_files: Some(k.files),
+                    ..item(
+                        "kept",
+                        format!(
+                            "run {} is {} and ended more than {} ago",
+                            handle.id,
+                            view.manifest.status,
+                            ago(age)
+                        ),
+                    )
+                };
+                if dry_run {
+                    out.removed.push(i);
+                    continue;
+                }
+                // Recorded first: a `recover` that comes later finds them deleted.
+                let won = append(
+                    daemon,
+                    &handle,
+                    Some(&node.id),
+                    "kept.deleted",
+                    json!({"dir": k.dir}),
+                )
+                .await;
+                if let Err(e) = won {
+                    out.kept.push(kept(i, e.message));
+                    continue;
+                }
+                let dir = PathBuf::from(&k.dir);
+                match blocking(move || Ok(remove_kept(&dir))).await {
+                    Ok(Ok(())) => out.removed.push(i),
+                    Ok(Err(e)) | Err(AppError { message: e, .. }) => {
+                        i.why = format!("{}; removing it failed: {e}", i.why);
+                        out.kept
+                            .push(kept(i, "recorded as deleted, but still on disk"));
+                    }
+                }
+            }
+        }
+    }
+    // What no log records, by the age of its directory.
+    let root = daemon.home.kept();
+    let unrecorded = blocking(move || {
+        let mut found = Vec::new();
+        for (run, node, dir) in numbered_dirs(&root) {
+            if recorded.contains(&dir) || leave.contains(&run) {
+                continue;
+            }
+            let made = std::fs::symlink_metadata(&dir)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64);
+            if made.is_some_and(|t| t <= cutoff) {
+                found.push((run, node, dir));
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .unwrap_or_default();
+    for (run, node, dir) in unrecorded {
+        let mut i = GcItem {
+            path: Some(dir.display().to_string()),
+            run: Some(run),
+            node: Some(node),
+            kept_files: crate::kept::tally(&dir).ok().map(|t| t.files),
+            ..item(
+                "kept",
+                format!(
+                    "no run records these kept files, and they are older than {}",
+                    ago(age)
+                ),
+            )
+        };
+        if dry_run {
+            out.removed.push(i);
+            continue;
+        }
+        match blocking(move || Ok(remove_kept(&dir))).await {
+            Ok(Ok(())) => out.removed.push(i),
+            Ok(Err(e)) | Err(AppError { message: e, .. }) => {
+                i.reason = Some(format!("removing it failed: {e}"));
+                out.kept.push(i);
+            }
+        }
+    }
+}
+
+/// Removes a kept directory (links inside are removed, never followed) and then its node's
+/// and run's directories if they are left empty.
+fn remove_kept(dir: &std::path::Path) -> Result<(), String> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    if let Some(node) = dir.parent() {
+        let _ = std::fs::remove_dir(node);
+        if let Some(run) = node.parent() {
+            let _ = std::fs::remove_dir(run);
+        }
+    }
+    Ok(())
+}
+
+/// Every `kept/<RUN>/<NODE>/<N>` directory: (run, node, path).
+fn numbered_dirs(root: &std::path::Path) -> Vec<(String, String, PathBuf)> {
+    let names = |p: &std::path::Path| -> Vec<(String, PathBuf)> {
+        std::fs::read_dir(p)
+            .map(|rd| {
+                rd.filter_map(|e| {
+                    let e = e.ok()?;
+                    e.file_type().ok()?.is_dir().then_some(())?;
+                    Some((e.file_name().to_str()?.to_string(), e.path()))
+                })
+                .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for (run, rp) in names(root) {
+        for (node, np) in names(&rp) {
+            for (_, dir) in names(&np) {
+                out.push((run.clone(), node.clone(), dir));
+            }
+        }
+    }
+    out
+}
+
 /// The branch a recovered snapshot gets by default: `recovered/<RUN-short>/<NODE>`.
 pub fn default_branch(run: &str, node: &str) -> String {
     format!("recovered/{}/{node}", &run[..run.len().min(8)])
 }
 
-/// `recover`: a new branch at the node's snapshot. Never moves an existing branch.
-pub async fn recover(
-    handle: &Arc<RunHandle>,
-    node: &str,
-    branch: Option<String>,
-) -> Result<RecoverResult, AppError> {
-    let view = handle.view();
-    let repo = view.manifest.repo.clone().ok_or_else(|| {
-        AppError::invalid(format!(
-            "run {} has no repository, so it has no snapshots",
-            handle.id
-        ))
-    })?;
-    let branch = branch.unwrap_or_else(|| default_branch(&handle.id, node));
-    let (run, node, snap) = (
-        handle.id.clone(),
-        node.to_string(),
-        snapshot_ref(&handle.id, node),
+/// What `recover` works on: a snapshot ref in a repository, and the kept ignored files that
+/// go with it.
+struct Source {
+    run: String,
+    node: String,
+    repo: String,
+    snap: String,
+    /// The run that records the node, if one does.
+    handle: Option<Arc<RunHandle>>,
+    /// Whether the log says the node exists (for the not-found message).
+    known_node: bool,
+}
+
+/// Finds what `recover` was asked for: `run` + `node`, or a snapshot `ref` + `repo` (an
+/// orphan's; a ref of a node some run records is treated as that node's).
+fn source(daemon: &Arc<Daemon>, p: &RecoverParams) -> Result<Source, AppError> {
+    match (&p.run, &p.refname) {
+        (Some(_), Some(_)) => Err(AppError::invalid(
+            "give either RUN with --node, or --ref with --repo, not both",
+        )),
+        (None, None) => Err(AppError::invalid(
+            "give RUN with --node NODE, or --ref refs/octl/snapshots/<RUN>/<NODE> with --repo PATH",
+        )),
+        (Some(run), None) => {
+            let node = p.node.clone().ok_or_else(|| {
+                AppError::invalid("missing --node: give the node whose snapshot to recover")
+            })?;
+            octl_proto::ids::validate_node_id("node", &node)?;
+            let handle = daemon.store.resolve("run", run)?;
+            let view = handle.view();
+            let repo = view.manifest.repo.clone().ok_or_else(|| {
+                AppError::invalid(format!(
+                    "run {} has no repository, so it has no snapshots",
+                    handle.id
+                ))
+            })?;
+            Ok(Source {
+                snap: snapshot_ref(&handle.id, &node),
+                run: handle.id.clone(),
+                known_node: view.nodes.iter().any(|n| n.id == node),
+                node,
+                repo,
+                handle: Some(handle),
+            })
+        }
+        (None, Some(refname)) => {
+            if p.node.is_some() {
+                return Err(AppError::invalid(
+                    "--node goes with RUN; a --ref names its node itself",
+                ));
+            }
+            let bad = || {
+                AppError::invalid(format!(
+                    "invalid ref {refname:?}: give a snapshot ref refs/octl/snapshots/<RUN>/<NODE>"
+                ))
+                .with_hint("`orchestratectl run gc` names each snapshot it made")
+            };
+            let rest = refname
+                .strip_prefix(crate::git::SNAPSHOT_REF_PREFIX)
+                .ok_or_else(bad)?;
+            let (run, node) = rest.split_once('/').ok_or_else(bad)?;
+            octl_proto::ids::validate_node_id("ref", node).map_err(|_| bad())?;
+            if !octl_proto::ids::is_full_run_id(run) {
+                return Err(bad());
+            }
+            let repo = p.repo.clone().ok_or_else(|| {
+                AppError::invalid("missing --repo: give the repository that holds --ref")
+            })?;
+            if !std::path::Path::new(&repo).is_absolute() {
+                return Err(AppError::invalid(format!(
+                    "invalid repo {repo:?}: an absolute path is accepted"
+                )));
+            }
+            let handle = daemon
+                .store
+                .resolve("run", run)
+                .ok()
+                .filter(|h| h.id == run && h.corrupt().is_none());
+            let known_node = handle
+                .as_ref()
+                .is_some_and(|h| h.view().nodes.iter().any(|n| n.id == node));
+            Ok(Source {
+                run: run.to_string(),
+                node: node.to_string(),
+                repo,
+                snap: refname.clone(),
+                handle: handle.filter(|_| known_node),
+                known_node,
+            })
+        }
+    }
+}
+
+/// The kept set `recover` gives back: the node's latest one in its log; for a node no run
+/// records, the highest-numbered directory under `kept/<RUN>/<NODE>/`.
+enum KeptSource {
+    None,
+    Logged(octl_proto::state::Kept),
+    Unlogged(PathBuf),
+}
+
+/// `recover`: a new branch at the node's snapshot, and with `worktree` a new worktree of it
+/// with the node's kept ignored files moved back in. Never moves an existing branch. Runs
+/// under the collection's lock, so a `run gc` and another `recover` wait: the first to look
+/// wins, and whoever comes second finds the files restored (or deleted) and gets
+/// `invalid_transition` without changing anything.
+pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<RecoverResult, AppError> {
+    let src = source(daemon, &p)?;
+    let worktree = match &p.worktree {
+        Some(w) => Some(new_worktree_path(daemon, w)?),
+        None => None,
+    };
+    let _one_at_a_time = GC.lock().await;
+    let kept_src = match &src.handle {
+        Some(h) => {
+            let view = h.view();
+            let latest = view
+                .nodes
+                .iter()
+                .find(|n| n.id == src.node)
+                .and_then(|n| n.kept.last().cloned());
+            match latest {
+                Some(k) if k.status != octl_proto::state::KeptStatus::Kept => {
+                    if worktree.is_some() {
+                        let whither = k
+                            .restored_to
+                            .as_deref()
+                            .map(|w| format!(" to {w}"))
+                            .unwrap_or_default();
+                        return Err(AppError::new(
+                            ErrorKind::InvalidTransition,
+                            format!(
+                                "the kept ignored files of node {} of run {} ({}) are {}{whither}; nothing was changed",
+                                src.node,
+                                src.run,
+                                k.dir,
+                                k.status.as_str()
+                            ),
+                        )
+                        .with_hint("recover without --worktree still makes a branch of the snapshot"));
+                    }
+                    KeptSource::None
+                }
+                Some(k) => KeptSource::Logged(k),
+                None => KeptSource::None,
+            }
+        }
+        None => match crate::kept::latest_numbered(&daemon.home.kept_of(&src.run, &src.node)) {
+            Some(d) => KeptSource::Unlogged(d),
+            None => KeptSource::None,
+        },
+    };
+    let branch = p
+        .branch
+        .clone()
+        .unwrap_or_else(|| default_branch(&src.run, &src.node));
+    let (run, node, snap, repo) = (
+        src.run.clone(),
+        src.node.clone(),
+        src.snap.clone(),
+        src.repo.clone(),
     );
-    let known_node = view.nodes.iter().any(|n| n.id == node);
-    blocking(move || {
+    let known_node = src.known_node;
+    let wt = worktree.clone();
+    let made = blocking(move || {
         let git = Git::new(&repo);
         check_branch_name(&git, &branch)?;
         let Some(commit) = tip_of_ref(&git, &snap)? else {
@@ -654,7 +1027,7 @@ pub async fn recover(
                 format!("run {run} has no node {node:?} and no snapshot {snap} in {repo}")
             };
             return Err(AppError::not_found(what).with_hint(
-                "a snapshot is taken when a node's worktree is removed (merge, run cancel --discard, run retry, run gc); `orchestratectl run show RUN` lists a node's snapshot refs",
+                "a snapshot is taken when a node's worktree is removed (merge, run cancel --discard, run retry, run gc); `orchestratectl run show RUN` lists a node's snapshot refs, `run gc` names those of orphans",
             ));
         };
         let refname = format!("refs/heads/{branch}");
@@ -677,6 +1050,9 @@ pub async fn recover(
             crate::git::CasOutcome::Updated => {}
             crate::git::CasOutcome::Stale { current } => return Err(exists(current)),
         }
+        if let Some(w) = &wt {
+            git.worktree_add_existing(w, &branch)?;
+        }
         Ok(RecoverResult {
             run,
             node,
@@ -684,9 +1060,77 @@ pub async fn recover(
             branch,
             commit,
             snapshot_ref: snap,
+            worktree: wt.map(|w| w.display().to_string()),
+            restored_files: None,
+            kept_dir: None,
+            kept_files: None,
         })
     })
-    .await
+    .await?;
+    let mut result = made;
+    let dir = match &kept_src {
+        KeptSource::None => return Ok(result),
+        KeptSource::Logged(k) => PathBuf::from(&k.dir),
+        KeptSource::Unlogged(d) => d.clone(),
+    };
+    let Some(w) = worktree else {
+        result.kept_dir = Some(dir.display().to_string());
+        result.kept_files = crate::kept::tally(&dir).ok().map(|t| t.files);
+        return Ok(result);
+    };
+    if let (KeptSource::Logged(k), Some(h)) = (&kept_src, &src.handle) {
+        append(
+            daemon,
+            h,
+            Some(&src.node),
+            "kept.restored",
+            json!({"dir": k.dir, "worktree": w.display().to_string()}),
+        )
+        .await?;
+    }
+    let (d, to) = (dir.clone(), w.clone());
+    let (moved, left) = blocking(move || {
+        crate::kept::restore(&d, &to).map_err(|e| {
+            AppError::internal(format!(
+                "moving the kept files in {} back into {}: {e}",
+                d.display(),
+                to.display()
+            ))
+        })
+    })
+    .await?;
+    result.restored_files = Some(moved.files);
+    if left.files > 0 {
+        result.kept_dir = Some(dir.display().to_string());
+        result.kept_files = Some(left.files);
+    }
+    Ok(result)
+}
+
+/// A path for the new worktree of `recover --worktree`: absolute, not there yet (or an
+/// empty directory), and outside the daemon's own worktree folder (where it would be
+/// taken for an orphan).
+fn new_worktree_path(daemon: &Arc<Daemon>, w: &str) -> Result<PathBuf, AppError> {
+    let path = PathBuf::from(w);
+    let invalid = |why: &str| AppError::invalid(format!("invalid worktree {w:?}: {why}"));
+    if !path.is_absolute() {
+        return Err(invalid("an absolute path is accepted"));
+    }
+    if path.starts_with(daemon.home.root()) {
+        return Err(invalid(
+            "it is inside the daemon's home; choose a place of your own",
+        ));
+    }
+    match std::fs::read_dir(&path).map(|mut entries| entries.next().is_none()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
+        Ok(true) => Ok(path),
+        Ok(false) => Err(AppError::new(
+            ErrorKind::Forbidden,
+            format!("{w} already exists and is not empty; recover never writes over files"),
+        )
+        .with_hint("give a new path with --worktree")),
+        Err(e) => Err(invalid(&e.to_string())),
+    }
 }
 
 /// A branch name git accepts as it is (`git check-ref-format --branch`, whose answer must be

@@ -363,6 +363,7 @@ mod tests {
             started_at: None,
             finished_at: None,
             cleaned,
+            kept: vec![],
         }
     }
 

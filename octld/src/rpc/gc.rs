@@ -12,12 +12,14 @@ use crate::daemon::Daemon;
 
 pub async fn gc(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: GcParams = params(p)?;
-    to_value(&crate::engine::gc::gc(daemon, p.dry_run).await?)
+    let older_than = match &p.older_than {
+        Some(age) => Some(octl_proto::time::parse_age("older_than", age)?),
+        None => None,
+    };
+    to_value(&crate::engine::gc::gc(daemon, p.dry_run, older_than).await?)
 }
 
 pub async fn recover(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RecoverParams = params(p)?;
-    octl_proto::ids::validate_node_id("node", &p.node)?;
-    let handle = daemon.store.resolve("run", &p.run)?;
-    to_value(&crate::engine::gc::recover(&handle, &p.node, p.branch).await?)
+    to_value(&crate::engine::gc::recover(daemon, p).await?)
 }

@@ -433,21 +433,32 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "run.gc",
-        summary: "Remove what completed, failed and cancelled runs left behind (worktrees, windows, branches) and what no run owns, snapshotting every worktree and unmerged branch tip under refs/octl/snapshots/<RUN>/<NODE> first.",
-        params: &[ParamSpec {
-            name: "dry_run",
-            required: false,
-            schema: r#"{"type":"boolean"}"#,
-            doc: "list what would be removed and change nothing",
-        }],
+        summary: "Remove what completed, failed and cancelled runs left behind (worktrees, windows, branches) and what no run owns, snapshotting every worktree and unmerged branch tip under refs/octl/snapshots/<RUN>/<NODE> first and moving the files git ignores to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/.",
+        params: &[
+            ParamSpec {
+                name: "dry_run",
+                required: false,
+                schema: r#"{"type":"boolean"}"#,
+                doc: "list what would be removed and change nothing",
+            },
+            ParamSpec {
+                name: "older_than",
+                required: false,
+                schema: r#"{"type":"string","pattern":"^[0-9]+[dhms]$"}"#,
+                doc: "also delete the kept ignored files of runs that ended longer ago than this (7d, 12h, 30m, 45s)",
+            },
+        ],
         result: r#"{"type":"object","required":["dry_run","removed","kept"],"properties":{"dry_run":{"type":"boolean"},"removed":{"type":"array","items":{"type":"object","required":["kind","why"]}},"kept":{"type":"array","items":{"type":"object","required":["kind","why","reason"]}}}}"#,
     },
     MethodSpec {
         name: "recover",
-        summary: "Create a branch at a node's snapshot (refs/octl/snapshots/<RUN>/<NODE>); never overwrites a branch.",
+        summary: "Create a branch at a node's snapshot (refs/octl/snapshots/<RUN>/<NODE>), and with worktree a worktree of it holding the node's kept ignored files; never overwrites a branch or files.",
         params: &[
-            RUN_PARAM,
-            NODE_PARAM,
+            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "the run (with node), or else ref and repo" },
+            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the node whose snapshot to recover" },
+            ParamSpec { name: "ref", required: false, schema: r#"{"type":"string","pattern":"^refs/octl/snapshots/[^/]+/[^/]+$"}"#, doc: "a snapshot ref no run owns (an orphan's)" },
+            ParamSpec { name: "repo", required: false, schema: r#"{"type":"string"}"#, doc: "the repository holding ref (absolute)" },
+            ParamSpec { name: "worktree", required: false, schema: r#"{"type":"string"}"#, doc: "a new worktree of the branch here (absolute, not existing or empty), with the kept ignored files moved back in" },
             ParamSpec {
                 name: "branch",
                 required: false,
