@@ -1,16 +1,24 @@
 //! Cancelling a run: its agents stopped; with `discard`, its worktrees removed after a
 //! snapshot of everything in them, and its branches deleted (their tips live on in the
-//! snapshot refs). Cancelling a run that already ended only discards what it left behind.
+//! snapshot refs).
+//!
+//! One decision, then the acts: every `node.cancelled` and the `run.cancelled` are written as
+//! one all-or-nothing group before any window is closed or worktree discarded. The reducer
+//! refuses `node.cancelled` for a node that is `merging` (that merge won its step and moves
+//! the branch), so either the cancel or a merge's `merge.started` wins, and the loser changes
+//! nothing. A cancel of a run that already ended is refused; `--discard` of an ended run only
+//! discards what it left behind.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use octl_proto::AppError;
+use octl_proto::state::Node;
+use octl_proto::{AppError, ErrorKind, NodeState};
 
-use super::{append, blocking, cleanup};
+use super::{blocking, cleanup};
 use crate::daemon::Daemon;
-use crate::store::RunHandle;
+use crate::store::{Draft, RunHandle};
 
 pub async fn cancel(
     daemon: &Arc<Daemon>,
@@ -22,12 +30,27 @@ pub async fn cancel(
         view.manifest.status.as_str(),
         "completed" | "failed" | "cancelled"
     );
+    if ended && !discard {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "run {} already ended ({}); there is nothing to cancel",
+                handle.id, view.manifest.status
+            ),
+        )
+        .with_hint(format!(
+            "`orchestratectl run cancel {} --discard` removes what it left behind (after a snapshot); `run gc` does so for every ended run",
+            handle.id
+        )));
+    }
     if !ended {
-        for node in view.nodes.iter().filter(|n| !n.state.is_terminal()) {
-            // The event first, then the window: the log says why the agent stopped.
-            append(daemon, handle, Some(&node.id), "node.cancelled", json!({})).await?;
+        let live = decide(daemon, handle, discard).await?;
+        // The log says why the agents stopped; now stop them.
+        for node in &live {
             super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
         }
+        let (tmux, session) = (daemon.tmux.clone(), handle.id.clone());
+        let _ = blocking(move || Ok(tmux.kill_session(&session)?)).await;
     }
     if discard {
         for node in handle
@@ -39,17 +62,49 @@ pub async fn cancel(
             cleanup::cleanup(daemon, handle, node, None).await?;
         }
     }
-    if !ended {
-        append(
-            daemon,
-            handle,
-            None,
-            "run.cancelled",
-            json!({"discard": discard}),
-        )
-        .await?;
-        let (tmux, session) = (daemon.tmux.clone(), handle.id.clone());
-        let _ = blocking(move || Ok(tmux.kill_session(&session)?)).await;
-    }
     Ok(())
+}
+
+/// Writes the cancel (every unfinished node's `node.cancelled`, then `run.cancelled`) as one
+/// group, and returns the nodes it cancelled. A group refused because a node finished (or the
+/// run ended) after the view was taken is built again from the new view; one refused because a
+/// node is merging, or because the run ended, is the answer.
+async fn decide(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    discard: bool,
+) -> Result<Vec<Node>, AppError> {
+    let mut attempts = 0;
+    loop {
+        let view = handle.view();
+        let live: Vec<Node> = view
+            .nodes
+            .iter()
+            .filter(|n| !n.state.is_terminal())
+            .cloned()
+            .collect();
+        let drafts = live
+            .iter()
+            .map(|n| Draft::daemon(Some(&n.id), "node.cancelled", json!({})))
+            .chain(std::iter::once(Draft::daemon(
+                None,
+                "run.cancelled",
+                json!({"discard": discard}),
+            )))
+            .collect();
+        let err = match daemon.store.append_all(handle, drafts).await {
+            Ok(_) => return Ok(live),
+            Err(e) => e,
+        };
+        let now = handle.view();
+        let merging = now.nodes.iter().any(|n| n.state == NodeState::Merging);
+        attempts += 1;
+        if err.kind != ErrorKind::InvalidTransition
+            || merging
+            || now.manifest.last_seq == view.manifest.last_seq
+            || attempts >= 5
+        {
+            return Err(err);
+        }
+    }
 }

@@ -19,7 +19,17 @@ use crate::store::RunHandle;
 /// (tmux may mark a pane dead a moment before it reaps the process).
 const UNREAPED_TICKS: u32 = 5;
 
-pub async fn tick(daemon: &Arc<Daemon>) {
+/// The supervisor's first look after a start, done before the daemon answers anyone: the
+/// agents that exited while it was down become events first, so no answer shows them running.
+pub async fn first_look(daemon: &Arc<Daemon>) {
+    for step in tick(daemon).await {
+        let _ = step.await;
+    }
+}
+
+/// One look at every pane; returns the exit-handling steps it started.
+pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut steps = Vec::new();
     let watched: Vec<(Arc<RunHandle>, Node)> = daemon
         .store
         .handles()
@@ -35,16 +45,17 @@ pub async fn tick(daemon: &Arc<Daemon>) {
         })
         .collect();
     if watched.is_empty() {
-        return;
+        return steps;
     }
     let tmux = daemon.tmux.clone();
     let panes = match blocking(move || Ok(tmux.list_panes()?)).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e.message, "cannot list tmux panes");
-            return;
+            return steps;
         }
     };
+    note_server(daemon, &panes, watched.len());
     let by_id: HashMap<&str, &crate::tmux::PaneInfo> =
         panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
     for (handle, node) in watched {
@@ -87,14 +98,36 @@ pub async fn tick(daemon: &Arc<Daemon>) {
             .remove(pane_id);
         if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
             let d = daemon.clone();
-            tokio::spawn(async move {
+            steps.push(tokio::spawn(async move {
                 if let Err(e) = on_exit(&d, &handle, &node, status).await {
                     tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
                 }
                 drop(slot);
-            });
+            }));
         }
     }
+    steps
+}
+
+/// Logs, once each time it happens, that the tmux server the agents run in is gone (its
+/// panes vanished all at once), with what can be told of why from its socket.
+fn note_server(daemon: &Daemon, panes: &[crate::tmux::PaneInfo], watched: usize) {
+    use std::sync::atomic::Ordering;
+    let seen = &daemon.engine.tmux_seen;
+    if !panes.is_empty() {
+        seen.store(true, Ordering::Relaxed);
+        return;
+    }
+    if !seen.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    let socket = daemon.home.tmux_socket();
+    let cause = if socket.exists() {
+        "nothing answers on its socket: its process was killed or crashed"
+    } else {
+        "its socket is gone: it exited (e.g. `tmux kill-server`), or the socket was deleted"
+    };
+    tracing::warn!(socket = %socket.display(), agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
 }
 
 /// How long an agent that reported done or failed may take to leave.
@@ -135,9 +168,22 @@ async fn on_exit(
             if report != Some("failed")
                 && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
         {
-            data.insert("commit".into(), json!(commit_work(node).await?));
-            said(&mut data);
-            "node.done"
+            match commit_work(node).await {
+                Ok(commit) => {
+                    data.insert("commit".into(), json!(commit));
+                    said(&mut data);
+                    "node.done"
+                }
+                // Not left running for ever: the node fails with the reason, and can be
+                // retried or merged as committed.
+                Err(e) => {
+                    data.insert(
+                        "reason".into(),
+                        json!(format!("could not commit its work: {}", e.message)),
+                    );
+                    "node.failed"
+                }
+            }
         }
         (Some("shell"), report) => {
             let reason = match (report, &node.reason, status) {

@@ -293,6 +293,12 @@ pub const METHODS: &[MethodSpec] = &[
                 schema: r#"{"type":"string"}"#,
                 doc: "the node (default: the run's only node)",
             },
+            ParamSpec {
+                name: "accept_failed",
+                required: false,
+                schema: r#"{"type":"boolean"}"#,
+                doc: "merge a failed or exited node's branch as it is committed (a human's say-so)",
+            },
         ],
         result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
     },
