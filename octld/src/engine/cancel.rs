@@ -83,6 +83,20 @@ async fn decide(
             .filter(|n| !n.state.is_terminal())
             .cloned()
             .collect();
+        // Every node merged: the run's completion is due, and nothing is left to stop. (An
+        // orchestrate run still waits for its integration merge, which a cancel may forgo.)
+        if live.is_empty()
+            && view.manifest.kind != "orchestrate"
+            && view.nodes.iter().all(|n| n.state == NodeState::Merged)
+        {
+            return Err(AppError::new(
+                ErrorKind::InvalidTransition,
+                format!(
+                    "every node of run {} is merged; the run completes, there is nothing to cancel",
+                    handle.id
+                ),
+            ));
+        }
         let drafts = live
             .iter()
             .map(|n| Draft::daemon(Some(&n.id), "node.cancelled", json!({})))
