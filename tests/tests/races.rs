@@ -416,3 +416,52 @@ fn a_corrupt_run_is_refused_with_run_corrupt() {
         );
     }
 }
+
+#[test]
+fn an_agent_that_exited_while_the_daemon_was_down_is_not_shown_running_after_a_restart() {
+    let env = TestEnv::new();
+    let d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let go = env.root.path().join("go");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            &format!(
+                "while ! test -e {}; do sleep 0.05; done; exit 7",
+                go.display()
+            ),
+            json!({"agent": "shell", "node": "w"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_node(&run, "w", "running");
+    d.signal_and_wait(libc::SIGTERM);
+    std::fs::write(&go, "").unwrap();
+    // The agent ends while no daemon watches it: its pane dies (kept by remain-on-exit).
+    let socket = env.home.join("tmux.sock");
+    wait_until("the agent's pane to die", Duration::from_secs(30), || {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "list-panes",
+                "-a",
+                "-F",
+                "#{session_name}:#{window_name} #{pane_dead}",
+            ])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l == format!("{run}:w 1"))
+            .then_some(())
+    });
+    let _d = env.start_daemon();
+    // The very first answer already knows.
+    let node = node_of(&env.rpc("run.show", json!({"run": run})), "w");
+    assert_eq!(node["state"], json!("failed"), "{node}");
+    assert_eq!(node["exit_status"], json!(7), "{node}");
+}

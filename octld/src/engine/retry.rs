@@ -42,6 +42,8 @@ pub async fn retry(
             handle.id
         )));
     }
+    // Subscribed before the decision, so no event of the cleanup is missed.
+    let mut events = handle.subscribe();
     // The decision: the reducer accepts it only from failed, exited, conflict or
     // merge_blocked (and in a run that has not ended, or ended failed).
     daemon
@@ -67,8 +69,25 @@ pub async fn retry(
     if !unblocked.is_empty() {
         let _ = daemon.store.append_all(handle, unblocked).await;
     }
+    // Answer once the old attempt is saved under its snapshot ref (the engine's step), so
+    // whoever retried can rely on it; bounded, since the step goes on regardless.
+    let saved = async {
+        while fresh(handle, node_id).is_some_and(|n| n.stale_attempt()) {
+            if events
+                .recv()
+                .await
+                .is_err_and(|e| matches!(e, tokio::sync::broadcast::error::RecvError::Closed))
+            {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLEANUP_WAIT, saved).await;
     Ok(())
 }
+
+/// How long `run retry` waits for the old attempt to be saved before answering.
+const CLEANUP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The engine step after a retry won: the old attempt's window closed, its worktree
 /// snapshotted and removed, its branch deleted (its tip is in the snapshot). Called with the
