@@ -258,7 +258,7 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "run.cancel",
-        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot.",
+        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot. Refused (invalid_transition) for a run that ended, unless discard (then only its leftovers are removed), and while a node is merging.",
         params: &[
             RUN_PARAM,
             ParamSpec {
@@ -331,7 +331,7 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "run.retry",
-        summary: "Start a failed or unmerged node of a DAG or fan-out again (from the integration tip); its old branch is kept under a snapshot ref.",
+        summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref.",
         params: &[RUN_PARAM, NODE_PARAM],
         result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
