@@ -212,6 +212,7 @@ impl RunState {
         // committed, on a human's say-so) opens it again.
         let reopens = self.ended == Some(RunStatus::Failed)
             && self.kind != RunKind::Generic
+            && ev.actor == Actor::Daemon
             && (t == "node.retried" || (t == "merge.started" && accepts_failed(ev)));
         if let Some(end) = self.ended.filter(|_| !reopens) {
             // Cleaning up, and humans deciding on what an agent asked or proposed, go on

@@ -465,3 +465,46 @@ fn an_agent_that_exited_while_the_daemon_was_down_is_not_shown_running_after_a_r
     assert_eq!(node["state"], json!("failed"), "{node}");
     assert_eq!(node["exit_status"], json!(7), "{node}");
 }
+
+#[test]
+fn a_crash_between_a_cancel_and_its_windows_closes_them_on_restart() {
+    let env = TestEnv::new();
+    let d = env.start_daemon_with(&[("OCTL_FAILPOINTS", "cancel:after-decided")]);
+    let repo = TestRepo::new(&env, "repo");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "sleep 600",
+            json!({"agent": "shell", "node": "long"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_node(&run, "long", "running");
+    let out = env.cli(["--json", "run", "cancel", &run]);
+    assert_ne!(out.code, 0, "the daemon died mid-cancel: {out:?}");
+    assert!(!d.wait_exit().success(), "the failpoint fired");
+    assert_eq!(
+        env.event_types(&run).last().map(String::as_str),
+        Some("run.cancelled"),
+        "decided before the crash"
+    );
+    assert!(
+        env.tmux_windows().contains(&format!("{run}:long")),
+        "its agent outlived the crash"
+    );
+    let _d = env.start_daemon();
+    assert!(
+        !env.tmux_windows().iter().any(|w| w.starts_with(&run)),
+        "the restart finished the cancel: {:?}",
+        env.tmux_windows()
+    );
+    let show = env.rpc("run.show", json!({"run": run}));
+    assert_eq!(show["manifest"]["status"], json!("cancelled"));
+    assert!(
+        env.home.join("worktrees").join(&run).join("long").is_dir(),
+        "a plain cancel keeps the worktree"
+    );
+}

@@ -6,8 +6,11 @@
 //! one all-or-nothing group before any window is closed or worktree discarded. The reducer
 //! refuses `node.cancelled` for a node that is `merging` (that merge won its step and moves
 //! the branch), so either the cancel or a merge's `merge.started` wins, and the loser changes
-//! nothing. A cancel of a run that already ended is refused; `--discard` of an ended run only
-//! discards what it left behind.
+//! nothing. A cancel that finds a merge in progress waits for it to end, then cancels what is
+//! left — or, when every node merged, is refused. A cancel of a run that already ended is
+//! refused; `--discard` of an ended run only discards what it left behind. Windows a crash
+//! left running after the decision are closed at the next start
+//! ([`super::supervise::first_look`]).
 
 use std::sync::Arc;
 
@@ -45,6 +48,7 @@ pub async fn cancel(
     }
     if !ended {
         let live = decide(daemon, handle, discard).await?;
+        super::merge::failpoint("cancel:after-decided");
         // The log says why the agents stopped; now stop them.
         for node in &live {
             super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
@@ -76,6 +80,9 @@ async fn decide(
 ) -> Result<Vec<Node>, AppError> {
     let mut attempts = 0;
     loop {
+        // A merge that has begun has won its node's step: wait for it to end (merged,
+        // conflict or merge_blocked), then cancel what is left.
+        wait_for_merges(handle).await;
         let view = handle.view();
         let live: Vec<Node> = view
             .nodes
@@ -111,14 +118,35 @@ async fn decide(
             Err(e) => e,
         };
         let now = handle.view();
-        let merging = now.nodes.iter().any(|n| n.state == NodeState::Merging);
         attempts += 1;
         if err.kind != ErrorKind::InvalidTransition
-            || merging
             || now.manifest.last_seq == view.manifest.last_seq
             || attempts >= 5
         {
             return Err(err);
         }
     }
+}
+
+/// How long a cancel waits for the merges in progress to end before it is refused.
+const MERGE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits (bounded) until no node of the run is merging.
+async fn wait_for_merges(handle: &RunHandle) {
+    let mut events = handle.subscribe();
+    let merging = || {
+        handle
+            .view()
+            .nodes
+            .iter()
+            .any(|n| n.state == NodeState::Merging)
+    };
+    let settled = async {
+        while merging() {
+            if let Err(tokio::sync::broadcast::error::RecvError::Closed) = events.recv().await {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(MERGE_WAIT, settled).await;
 }

@@ -25,6 +25,33 @@ pub async fn first_look(daemon: &Arc<Daemon>) {
     for step in tick(daemon).await {
         let _ = step.await;
     }
+    close_cancelled(daemon).await;
+}
+
+/// A cancel is decided in the log before its windows are closed: windows of a cancelled run
+/// that a crash left running are closed now.
+async fn close_cancelled(daemon: &Arc<Daemon>) {
+    let cancelled: Vec<String> = daemon
+        .store
+        .handles()
+        .into_iter()
+        .filter(|h| h.view().manifest.status == "cancelled")
+        .map(|h| h.id.clone())
+        .collect();
+    if cancelled.is_empty() {
+        return;
+    }
+    let tmux = daemon.tmux.clone();
+    let _ = blocking(move || {
+        let sessions: std::collections::HashSet<String> =
+            tmux.list_panes()?.into_iter().map(|p| p.session).collect();
+        for run in cancelled.iter().filter(|r| sessions.contains(*r)) {
+            tracing::info!(run = %run, "closing the windows of a cancelled run a crash left open");
+            let _ = tmux.kill_session(run);
+        }
+        Ok(())
+    })
+    .await;
 }
 
 /// One look at every pane; returns the exit-handling steps it started.
