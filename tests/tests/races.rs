@@ -508,3 +508,41 @@ fn a_crash_between_a_cancel_and_its_windows_closes_them_on_restart() {
         "a plain cancel keeps the worktree"
     );
 }
+
+#[test]
+fn a_dead_tmux_server_is_logged_with_its_cause_and_its_agents_end() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "sleep 600",
+            json!({"agent": "shell", "node": "long"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_node(&run, "long", "running");
+    let killed = Command::new("tmux")
+        .arg("-S")
+        .arg(env.home.join("tmux.sock"))
+        .arg("kill-server")
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Not left running: the vanished window ends the node, and it can be retried.
+    let show = env.wait_status(&run, &["failed"]);
+    assert_eq!(node_of(&show, "long")["state"], json!("failed"), "{show}");
+    let log = env.home.join("octld.log");
+    let line = wait_until("octld.log to say why", Duration::from_secs(10), || {
+        std::fs::read_to_string(&log)
+            .ok()?
+            .lines()
+            .find(|l| l.contains("the tmux server is gone"))
+            .map(str::to_string)
+    });
+    assert!(line.contains("cause"), "{line}");
+}

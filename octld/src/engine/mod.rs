@@ -61,8 +61,8 @@ pub struct Engine {
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
     pub(crate) unreaped: Mutex<HashMap<String, u32>>,
-    /// The supervisor has seen the tmux server up since it last logged it gone.
-    pub(crate) tmux_seen: std::sync::atomic::AtomicBool,
+    /// The pid of the last tmux server the supervisor logged as gone (once per server).
+    pub(crate) tmux_gone: std::sync::atomic::AtomicU32,
     /// git and tmux were found recent enough; checked again only after a failure.
     tools_ok: std::sync::atomic::AtomicBool,
 }

@@ -75,14 +75,14 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         return steps;
     }
     let tmux = daemon.tmux.clone();
-    let panes = match blocking(move || Ok(tmux.list_panes()?)).await {
+    let (panes, server) = match blocking(move || Ok(tmux.list_panes_and_server()?)).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e.message, "cannot list tmux panes");
             return steps;
         }
     };
-    note_server(daemon, &panes, watched.len());
+    note_server(daemon, server, watched.len());
     let by_id: HashMap<&str, &crate::tmux::PaneInfo> =
         panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
     for (handle, node) in watched {
@@ -136,25 +136,26 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     steps
 }
 
-/// Logs, once each time it happens, that the tmux server the agents run in is gone (its
-/// panes vanished all at once), with what can be told of why from its socket.
-fn note_server(daemon: &Daemon, panes: &[crate::tmux::PaneInfo], watched: usize) {
+/// Logs, once per server, that the tmux server the agents ran in is gone (no server
+/// answers, or another one does), with what can be told of why: whether its process still
+/// exists and whether its socket is still there.
+fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
     use std::sync::atomic::Ordering;
-    let seen = &daemon.engine.tmux_seen;
-    if !panes.is_empty() {
-        seen.store(true, Ordering::Relaxed);
+    let Some(ours) = daemon.tmux.our_server_pid() else {
         return;
-    }
-    if !seen.swap(false, Ordering::Relaxed) {
-        return;
-    }
-    let socket = daemon.home.tmux_socket();
-    let cause = if socket.exists() {
-        "nothing answers on its socket: its process was killed or crashed"
-    } else {
-        "its socket is gone: it exited (e.g. `tmux kill-server`), or the socket was deleted"
     };
-    tracing::warn!(socket = %socket.display(), agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
+    if server == Some(ours) || daemon.engine.tmux_gone.swap(ours, Ordering::Relaxed) == ours {
+        return;
+    }
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(ours as libc::pid_t, 0) } == 0;
+    let socket = daemon.home.tmux_socket().exists();
+    let cause = match (alive, socket) {
+        (true, _) => "its process still runs but no longer answers on the socket (the socket was replaced?)",
+        (false, true) => "its process ended: it was killed (e.g. `tmux kill-server`, or the OOM killer) or crashed",
+        (false, false) => "its process ended and its socket is gone",
+    };
+    tracing::warn!(tmux_pid = ours, now_answering = ?server, agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
 }
 
 /// How long an agent that reported done or failed may take to leave.
