@@ -291,7 +291,13 @@ fn a_failed_spinoff_run_is_retried_and_completes() {
             .contains("already ended (completed)"),
         "{out:?}"
     );
-    env.cli(["run", "cancel", &run, "--discard"]).ok();
+    let out = env.cli(["run", "cancel", &run, "--discard"]);
+    out.ok();
+    assert!(
+        out.stdout
+            .starts_with(&format!("Run {run} had already ended (completed)")),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -476,7 +476,15 @@ async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppError> {
 /// cancel never deletes.
 pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
     let run = &d.manifest.id;
-    let mut out = format!("Cancelled run {run}");
+    let mut out = if d.manifest.status == "cancelled" {
+        format!("Cancelled run {run}")
+    } else {
+        // `--discard` of a run that had ended: only its leftovers were removed.
+        format!(
+            "Run {run} had already ended ({}); removed what it left behind",
+            d.manifest.status
+        )
+    };
     if !discard {
         out.push_str("\n  kept: every branch and worktree");
         for n in &d.nodes {
@@ -916,6 +924,7 @@ mod tests {
         let detail = |kind: &str, nodes: Vec<Value>| -> RunDetail {
             let mut m = serde_json::to_value(summary("01R", None, json!({}))).unwrap();
             m["kind"] = json!(kind);
+            m["status"] = json!("cancelled");
             m["settings"] = json!({"integration": "octl/01R/integration"});
             serde_json::from_value(
                 json!({"manifest": m, "nodes": nodes, "discussions": [], "spinoffs": []}),
