@@ -552,3 +552,42 @@ fn a_dead_tmux_server_is_logged_with_its_cause_and_its_agents_end() {
     });
     assert!(line.contains("cause"), "{line}");
 }
+
+#[test]
+fn a_crash_between_a_retry_and_its_cleanup_is_finished_on_restart() {
+    let env = TestEnv::new();
+    let d = env.start_daemon_with(&[("OCTL_FAILPOINTS", "retry:before-cleanup")]);
+    let repo = TestRepo::new(&env, "repo");
+    let flag = env.root.path().join("may-pass");
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            &format!("test -e {} && printf ok > r.txt", flag.display()),
+            json!({"agent": "shell", "node": "r"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_status(&run, &["failed"]);
+    std::fs::write(&flag, "").unwrap();
+    let out = env.cli(["--json", "run", "retry", &run, "--node", "r"]);
+    assert_ne!(out.code, 0, "the daemon died after the decision: {out:?}");
+    assert!(!d.wait_exit().success(), "the failpoint fired");
+    assert_eq!(
+        env.event_types(&run).last().map(String::as_str),
+        Some("node.retried")
+    );
+    let _d = env.start_daemon();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(repo.show("main", "r.txt").as_deref(), Some("ok"));
+    let types = env.event_types(&run);
+    let retried = types.iter().position(|t| t == "node.retried").unwrap();
+    assert_eq!(
+        &types[retried..retried + 3],
+        &["node.retried", "cleanup.done", "node.starting"],
+        "{types:?}"
+    );
+}

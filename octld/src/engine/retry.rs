@@ -97,6 +97,7 @@ pub async fn clean_old_attempt(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, no
         return;
     };
     tracing::info!(run = %handle.id, node = node_id, "cleaning up the attempt before a retry");
+    super::merge::failpoint("retry:before-cleanup");
     if let Err(e) = cleanup::cleanup(daemon, handle, &node, None).await {
         // Not a dead end: the node fails with the reason and can be retried again.
         tracing::warn!(run = %handle.id, node = node_id, error = %e.message, "cleaning up before a retry");
