@@ -267,6 +267,7 @@ Examples:
   orchestratectl merge 01JDXJ5R --node api
   orchestratectl merge 01JDXJ5R            # an orchestrate run: its integration branch into base
   orchestratectl --json merge 01JDXJ5R     # {run, node, state, merge_commit, target}
+  orchestratectl merge 01JDXJ5R --node api --accept-failed   # a failed node, as committed
 
 After a conflict (exit 4, kind merge_conflict): resolve it in the node's worktree
 (git merge <BASE>, fix the files, commit), then run the same merge again.
@@ -283,6 +284,11 @@ pub struct MergeArgs {
     /// orchestrate run, leave it out to merge the integration branch into base
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+
+    /// Merge a failed or exited node anyway: its branch as it is committed (uncommitted files
+    /// are kept in its snapshot). Only on a human's say-so; `run retry` starts it over instead
+    #[arg(long)]
+    pub accept_failed: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -906,19 +912,26 @@ Examples:
   orchestratectl --json run watch 01JDXJ5R             # events as JSON lines")]
     Watch(RunArg),
 
-    /// Start a failed or conflicting node of an orchestrate run again, from the current tip
-    /// of the integration branch (a fan-out unit: from the tip of base)
+    /// Start a failed or conflicting node of any agent run again: an orchestrate node from
+    /// the current tip of the integration branch, any other from the tip of base
     ///
-    /// The node may be failed, exited, conflict or merge_blocked. Its old branch and worktree
-    /// are saved under refs/octl/snapshots/<RUN>/<NODE> and removed; the nodes it blocked
-    /// wait for it again.
+    /// The node may be failed, exited, conflict or merge_blocked; a spinoff or code run that
+    /// ended failed becomes active again. Its old branch and worktree are saved under
+    /// refs/octl/snapshots/<RUN>/<NODE> and removed before it starts; the nodes it blocked
+    /// wait for it again. Of two retries at once one wins; the other exits 4
+    /// (invalid_transition) and changes nothing.
     #[command(after_help = "\
 Examples:
   orchestratectl run retry 01JDXJ5R --node api
+  orchestratectl run retry 01JDXJ5R --node fix-the-typo   # a failed spinoff run
   orchestratectl --json run retry 01JDXJ5R --node api   # the run summary")]
     Retry(RunRetryArgs),
 
     /// Stop a run: its agents are stopped; its branches and worktrees are kept unless --discard
+    ///
+    /// A run that already ended is refused (exit 4, invalid_transition); with --discard, what
+    /// it left behind is removed (after a snapshot). Refused too while a node is merging: the
+    /// merge has begun moving the branch; cancel again once it has ended.
     #[command(after_help = "\
 Examples:
   orchestratectl run cancel 01JDXJ5R

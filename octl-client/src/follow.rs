@@ -37,13 +37,29 @@ pub fn is_settled(status: &str) -> bool {
     )
 }
 
-/// The exit code of `run wait` for a settled status: 0 completed, 4 otherwise.
-pub fn wait_exit_code(status: &str) -> i32 {
-    if status == "completed" {
+/// The exit code of `run wait` for a settled run: 0 completed, or an orchestrate run whose
+/// nodes are all merged into its integration branch and that waits only for `merge RUN`
+/// (so `orchestrate --wait && orchestratectl merge RUN` merges); 4 otherwise.
+pub fn wait_exit_code(d: &RunDetail) -> i32 {
+    if d.manifest.status == "completed" || awaits_only_its_merge(d) {
         0
     } else {
         4
     }
+}
+
+/// An orchestrate run waiting with every node merged into integration and cleaned up, no
+/// question open, and its own merge not yet tried (or refused).
+fn awaits_only_its_merge(d: &RunDetail) -> bool {
+    let m = &d.manifest;
+    m.kind == "orchestrate"
+        && m.status == "waiting"
+        && m.merge.is_none()
+        && !d.nodes.is_empty()
+        && d.nodes
+            .iter()
+            .all(|n| n.state == NodeState::Merged && n.cleaned)
+        && !d.discussions.iter().any(|x| x.open)
 }
 
 /// `run.show` of one run: the raw answer and its typed form.
@@ -207,7 +223,15 @@ impl Events {
 /// given with `--json`, else one line), and for exit 4, in human mode, why on stderr.
 pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunDetail) -> i32 {
     ctx.out.result(json, || wait_summary_text(detail));
-    let code = wait_exit_code(&detail.manifest.status);
+    let code = wait_exit_code(detail);
+    if code == 0 && awaits_only_its_merge(detail) && !ctx.out.json {
+        let (why, hint) = why_text(detail);
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{why}");
+        if let Some(hint) = hint {
+            let _ = writeln!(err, "next: {hint}");
+        }
+    }
     if code != 0 && !ctx.out.json {
         let (why, hint) = why_text(detail);
         let mut text = format!("{why}\n");
@@ -922,11 +946,27 @@ mod tests {
 
     #[test]
     fn wait_exit_codes() {
-        assert_eq!(wait_exit_code("completed"), 0);
+        let d = |status: &str| detail("spinoff", status, json!([]), json!([]));
+        assert_eq!(wait_exit_code(&d("completed")), 0);
         for s in ["failed", "cancelled", "waiting", "corrupt"] {
-            assert_eq!(wait_exit_code(s), 4, "{s}");
+            assert_eq!(wait_exit_code(&d(s)), 4, "{s}");
             assert!(is_settled(s), "{s}");
         }
+        // An orchestrate run whose nodes are all in integration waits only for `merge RUN`.
+        let merged = json!([node("a", "merged", json!({"cleaned": true}))]);
+        let ready = detail("orchestrate", "waiting", merged.clone(), json!([]));
+        assert_eq!(wait_exit_code(&ready), 0);
+        let mut tried = ready.clone();
+        tried.manifest.merge = Some("conflict".into());
+        assert_eq!(wait_exit_code(&tried), 4, "its merge conflicted");
+        let failed = json!([
+            node("a", "merged", json!({"cleaned": true})),
+            node("b", "failed", json!({}))
+        ]);
+        assert_eq!(
+            wait_exit_code(&detail("orchestrate", "waiting", failed, json!([]))),
+            4
+        );
         assert!(is_settled("completed"));
         assert!(!is_settled("active"));
     }

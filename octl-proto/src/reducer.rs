@@ -188,6 +188,11 @@ fn kept_change(
     }
 }
 
+/// A `merge.started` that merges a failed or exited node as committed (`data.accept_failed`).
+fn accepts_failed(ev: &Event) -> bool {
+    ev.actor == Actor::Daemon && ev.data.get("accept_failed") == Some(&Value::Bool(true))
+}
+
 fn names(states: &[NodeState]) -> String {
     states
         .iter()
@@ -287,7 +292,13 @@ impl RunState {
         if is_custom_type(t) {
             return self.require_node_exists(ev).map(|_| ());
         }
-        if let Some(end) = self.ended {
+        // A failed agent run is no dead end: retrying a node (or merging a failed node as
+        // committed, on a human's say-so) opens it again.
+        let reopens = self.ended == Some(RunStatus::Failed)
+            && self.kind != RunKind::Generic
+            && ev.actor == Actor::Daemon
+            && (t == "node.retried" || (t == "merge.started" && accepts_failed(ev)));
+        if let Some(end) = self.ended.filter(|_| !reopens) {
             // Cleaning up, and humans deciding on what an agent asked or proposed, go on
             // after a run ended; nothing else does.
             let after_end = matches!(
@@ -333,7 +344,13 @@ impl RunState {
             {
                 self.fold_run_merge(ev)
             }
-            _ => self.fold_node_transition(ev),
+            _ => {
+                self.fold_node_transition(ev)?;
+                if reopens {
+                    self.ended = None;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -397,7 +414,8 @@ impl RunState {
     }
 
     /// The states from which each node event is legal, and the state it leads to.
-    fn node_rule(&self, t: &str, actor: Actor) -> Option<(Vec<NodeState>, Option<NodeState>)> {
+    fn node_rule(&self, ev: &Event) -> Option<(Vec<NodeState>, Option<NodeState>)> {
+        let (t, actor) = (ev.kind.as_str(), ev.actor);
         // A generic run's nodes belong to the client, which may report on them from any
         // unfinished state; in agent runs only a started agent can report.
         let lax = self.kind == RunKind::Generic || actor == Actor::Daemon;
@@ -425,12 +443,20 @@ impl RunState {
             "node.unblocked" => (vec![Blocked], Some(Pending)),
             // `run retry`: a node that failed or could not merge starts over.
             "node.retried" => (vec![Failed, Exited, Conflict, MergeBlocked], Some(Pending)),
+            // Not while merging: the merge has won that step and moves the branch; the node
+            // ends merged, conflict or merge_blocked, and can be cancelled after that.
             "node.cancelled" => (
                 NodeState::ALL
                     .into_iter()
-                    .filter(|s| !s.is_terminal())
+                    .filter(|s| !s.is_terminal() && *s != Merging)
                     .collect(),
                 Some(Cancelled),
+            ),
+            // A failed or exited node merges only on a human's explicit say-so
+            // (`merge --accept-failed`): what it committed, as it is.
+            "merge.started" if accepts_failed(ev) => (
+                vec![Done, Conflict, MergeBlocked, Failed, Exited],
+                Some(Merging),
             ),
             "merge.started" => (vec![Done, Conflict, MergeBlocked], Some(Merging)),
             "merge.succeeded" => (vec![Merging], Some(Merged)),
@@ -447,7 +473,7 @@ impl RunState {
     fn fold_node_transition(&mut self, ev: &Event) -> Result<(), AppError> {
         let t = ev.kind.as_str();
         let (from, to) = self
-            .node_rule(t, ev.actor)
+            .node_rule(ev)
             .ok_or_else(|| AppError::invalid(format!("unknown event type {t:?}")))?;
         let id = ev
             .node
@@ -549,7 +575,6 @@ impl RunState {
         }
         match t {
             "node.retried" => {
-                node.pane = None;
                 node.report = None;
                 node.reason = None;
                 node.exit_status = None;
@@ -557,6 +582,14 @@ impl RunState {
                 node.outcome = None;
                 node.started_at = None;
                 node.finished_at = None;
+                // `cleaned` stays as it was: a retried node whose old attempt is not cleaned
+                // up yet (see `Node::stale_attempt`) is cleaned before it starts again.
+            }
+            // A new attempt; the old one's window (kept until then, so the retry's cleanup
+            // can close it) is gone, and the new branch and worktree are to be cleaned up in
+            // their turn.
+            "node.starting" => {
+                node.pane = None;
                 node.cleaned = false;
             }
             "node.started" => node.started_at = Some(ev.ts.clone()),
@@ -1155,6 +1188,198 @@ mod tests {
         assert_eq!(err.message, "discussion \"q1\" is already answered: \"a\"");
         assert_eq!(s, before);
         assert_eq!(s.discussions["q1"].answer.as_deref(), Some("a"));
+    }
+
+    /// A spinoff run whose node `a` has run: `node.added`, `node.starting`, `node.started`.
+    fn started_spinoff() -> RunState {
+        let mut s = RunState::from_created(&ev(
+            1,
+            None,
+            "run.created",
+            Actor::Daemon,
+            json!({"kind":"spinoff"}),
+        ))
+        .unwrap();
+        for (seq, t, data) in [
+            (2, "node.added", json!({})),
+            (
+                3,
+                "node.starting",
+                json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+            ),
+            (4, "node.started", json!({"pane":"%1"})),
+        ] {
+            s.apply(&ev(seq, Some("a"), t, Actor::Daemon, data))
+                .unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn a_merging_node_cannot_be_cancelled() {
+        let mut s = started_spinoff();
+        s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+            .unwrap();
+        s.apply(&ev(6, Some("a"), "merge.started", Actor::Daemon, json!({})))
+            .unwrap();
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                7,
+                Some("a"),
+                "node.cancelled",
+                Actor::Daemon,
+                json!({}),
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert!(err.message.contains("is merging"), "{}", err.message);
+        assert_eq!(s, before);
+        // The merge ends as it ends; merge.succeeded is accepted.
+        s.apply(&ev(
+            7,
+            Some("a"),
+            "merge.succeeded",
+            Actor::Daemon,
+            json!({"commit":"c"}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Merged);
+    }
+
+    #[test]
+    fn a_cancelled_node_cannot_start_merging() {
+        let mut s = started_spinoff();
+        s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+            .unwrap();
+        s.apply(&ev(
+            6,
+            Some("a"),
+            "node.cancelled",
+            Actor::Daemon,
+            json!({}),
+        ))
+        .unwrap();
+        let err = s
+            .apply(&ev(7, Some("a"), "merge.started", Actor::Daemon, json!({})))
+            .unwrap_err();
+        assert!(err.message.contains("is cancelled"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_second_retry_loses_and_a_retry_opens_a_failed_run_again() {
+        let mut s = started_spinoff();
+        s.apply(&ev(
+            5,
+            Some("a"),
+            "node.failed",
+            Actor::Daemon,
+            json!({"reason":"r"}),
+        ))
+        .unwrap();
+        s.apply(&ev(6, None, "run.failed", Actor::Daemon, json!({})))
+            .unwrap();
+        assert_eq!(s.status(), RunStatus::Failed);
+        // Other events stay refused after the end.
+        assert!(s
+            .apply(&ev(7, Some("a"), "node.progress", Actor::Daemon, json!({})))
+            .is_err());
+        s.apply(&ev(7, Some("a"), "node.retried", Actor::Daemon, json!({})))
+            .unwrap();
+        assert_eq!(s.ended, None);
+        assert_eq!(s.status(), RunStatus::Active);
+        let n = &s.nodes["a"];
+        assert_eq!(n.state, Pending);
+        assert!(n.stale_attempt(), "the old attempt is still to clean up");
+        assert_eq!(
+            n.pane.as_deref(),
+            Some("%1"),
+            "kept so the cleanup can close it"
+        );
+        let before = s.clone();
+        let err = s
+            .apply(&ev(8, Some("a"), "node.retried", Actor::Daemon, json!({})))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert!(err.message.contains("is pending"), "{}", err.message);
+        assert_eq!(s, before);
+        s.apply(&ev(8, Some("a"), "cleanup.done", Actor::Daemon, json!({})))
+            .unwrap();
+        assert!(!s.nodes["a"].stale_attempt());
+        s.apply(&ev(
+            9,
+            Some("a"),
+            "node.starting",
+            Actor::Daemon,
+            json!({"branch":"octl/x/a"}),
+        ))
+        .unwrap();
+        let n = &s.nodes["a"];
+        assert!(!n.cleaned && n.pane.is_none(), "a new attempt: {n:?}");
+    }
+
+    #[test]
+    fn only_a_failed_run_reopens() {
+        let mut s = started_spinoff();
+        s.apply(&ev(5, Some("a"), "node.failed", Actor::Daemon, json!({})))
+            .unwrap();
+        s.apply(&ev(6, None, "run.cancelled", Actor::Daemon, json!({})))
+            .unwrap();
+        let err = s
+            .apply(&ev(7, Some("a"), "node.retried", Actor::Daemon, json!({})))
+            .unwrap_err();
+        assert!(err.message.contains("cancelled"), "{}", err.message);
+        let mut g = generic();
+        g.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+            .unwrap();
+        g.apply(&ev(3, Some("a"), "node.failed", Actor::Human, json!({})))
+            .unwrap();
+        g.apply(&ev(4, None, "run.failed", Actor::Human, json!({})))
+            .unwrap();
+        assert!(g
+            .apply(&ev(5, Some("a"), "node.retried", Actor::Daemon, json!({})))
+            .is_err());
+    }
+
+    #[test]
+    fn a_failed_node_merges_only_when_accepted_as_committed() {
+        let mut s = started_spinoff();
+        s.apply(&ev(5, Some("a"), "node.failed", Actor::Daemon, json!({})))
+            .unwrap();
+        s.apply(&ev(6, None, "run.failed", Actor::Daemon, json!({})))
+            .unwrap();
+        assert!(s
+            .apply(&ev(7, Some("a"), "merge.started", Actor::Daemon, json!({})))
+            .is_err());
+        // Only the daemon's event carries the say-so.
+        assert!(s
+            .apply(&ev(
+                7,
+                Some("a"),
+                "merge.started",
+                Actor::Human,
+                json!({"accept_failed": true})
+            ))
+            .is_err());
+        s.apply(&ev(
+            7,
+            Some("a"),
+            "merge.started",
+            Actor::Daemon,
+            json!({"accept_failed": true}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Merging);
+        assert_eq!(s.ended, None, "the run is open again");
+        s.apply(&ev(
+            8,
+            Some("a"),
+            "merge.succeeded",
+            Actor::Daemon,
+            json!({"commit":"c"}),
+        ))
+        .unwrap();
+        assert_eq!(s.nodes["a"].state, Merged);
     }
 
     #[test]

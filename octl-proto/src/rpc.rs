@@ -174,6 +174,9 @@ pub struct MergeParams {
     pub run: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Merge a failed or exited node's branch as it is committed (a human's say-so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_failed: bool,
 }
 
 /// `merge` result.

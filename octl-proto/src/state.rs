@@ -235,6 +235,15 @@ impl KeptStatus {
     }
 }
 
+impl Node {
+    /// Retried, but its old attempt (window, worktree, branch) not cleaned up yet: the engine
+    /// does that, holding the node, before the node may start again. Only `node.starting`
+    /// names a branch, so a node that never started has none.
+    pub fn stale_attempt(&self) -> bool {
+        self.state == NodeState::Pending && self.branch.is_some() && !self.cleaned
+    }
+}
+
 /// A question an agent put to a human.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Discussion {

@@ -756,10 +756,21 @@ proptest! {
                             "spinoff.rejected",
                             "spinoff.failed",
                         ];
+                        // A failed agent run is opened again only by a retry, or by a merge
+                        // of a failed node as committed.
+                        let reopens = before.ended == Some(octl_proto::RunStatus::Failed)
+                            && before.kind != RunKind::Generic
+                            && ev.actor == Actor::Daemon
+                            && (ev.kind == "node.retried"
+                                || (ev.kind == "merge.started"
+                                    && ev.data.get("accept_failed") == Some(&json!(true))));
                         prop_assert!(
-                            after_end.contains(&ev.kind.as_str()) || is_custom_type(&ev.kind),
+                            after_end.contains(&ev.kind.as_str()) || is_custom_type(&ev.kind) || reopens,
                             "{} accepted after the run ended", ev.kind
                         );
+                        if reopens {
+                            prop_assert_eq!(state.ended, None);
+                        }
                     }
                     for (id, node) in &before.nodes {
                         let now = &state.nodes[id];

@@ -103,6 +103,8 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         started: Instant::now(),
         shutdown,
     });
+    // Agents that exited while the daemon was down are recorded before anyone is answered.
+    engine::supervise::first_look(&daemon).await;
     let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");
 

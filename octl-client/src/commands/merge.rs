@@ -38,6 +38,7 @@ pub fn merge_params(args: &MergeArgs) -> Result<MergeParams, AppError> {
     Ok(MergeParams {
         run: run_param(&args.run)?.run,
         node: args.node.clone(),
+        accept_failed: args.accept_failed,
     })
 }
 
@@ -149,6 +150,7 @@ mod tests {
         let p = merge_params(&MergeArgs {
             run: "01jdxj5r".into(),
             node: None,
+            accept_failed: false,
         })
         .unwrap();
         assert_eq!(
@@ -158,6 +160,7 @@ mod tests {
         let err = merge_params(&MergeArgs {
             run: "01JDXJ5R".into(),
             node: Some("a b".into()),
+            accept_failed: false,
         })
         .unwrap_err();
         assert_eq!(err.kind.exit_code(), 2);

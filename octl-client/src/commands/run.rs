@@ -536,7 +536,7 @@ async fn watch(ctx: &Ctx, arg: RunArg) -> Result<i32, AppError> {
     let (_, detail) = watch_run(ctx, &run, WatchMode::detect(ctx.out.json)).await?;
     if ctx.out.json {
         // The stream was the output; the exit code says how the run ended.
-        return Ok(wait_exit_code(&detail.manifest.status));
+        return Ok(wait_exit_code(&detail));
     }
     Ok(report_wait(ctx, &Value::Null, &detail))
 }
@@ -554,13 +554,13 @@ async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError> {
 }
 
 /// `Retrying node api of run 01… from the integration tip (old branch saved under …)`; a
-/// fan-out unit starts again from the tip of base.
+/// node of any other run starts again from the tip of base.
 pub fn retry_text(s: &RunSummary, node: &str) -> String {
     let run = &s.id;
-    let from = if s.kind == "fanout" {
-        format!("the tip of {}", s.base.as_deref().unwrap_or("base"))
-    } else {
+    let from = if s.kind == "orchestrate" {
         "the integration tip".to_string()
+    } else {
+        format!("the tip of {}", s.base.as_deref().unwrap_or("base"))
     };
     format!(
         "Retrying node {node} of run {run} from {from} (old branch saved under refs/octl/snapshots/{run}/{node})\n  watch: orchestratectl run watch {run}"
@@ -584,20 +584,71 @@ async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppError> {
     };
     let value = ctx.client.call("run.cancel", to_params(&params)).await?;
     let summary: RunSummary = decode("run.cancel", &value)?;
-    ctx.out
-        .result(&value, || cancelled_text(&summary.id, args.discard));
+    if ctx.out.json {
+        ctx.out.result(&value, String::new);
+        return Ok(());
+    }
+    // What was kept is read from the run as it is now: its snapshot refs, its branches.
+    let detail: Option<RunDetail> = ctx
+        .client
+        .call("run.show", json!({ "run": summary.id }))
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok());
+    ctx.out.result(&value, || match &detail {
+        Some(d) => cancelled_text(d, args.discard),
+        None => format!("Cancelled run {}", summary.id),
+    });
     Ok(())
 }
 
-/// `Cancelled run 01…` and what became of its work.
-pub fn cancelled_text(run: &str, discard: bool) -> String {
-    if discard {
-        format!(
-            "Cancelled run {run}\n  worktrees removed; work saved under refs/octl/snapshots/{run}/… (branches deleted; their tips are in the snapshots)"
-        )
+/// `Cancelled run 01…` and exactly what was kept: each node's snapshot refs (and, without
+/// discard, its branch and worktree), and an orchestrate run's integration branch, which a
+/// cancel never deletes.
+pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
+    let run = &d.manifest.id;
+    let mut out = if d.manifest.status == "cancelled" {
+        format!("Cancelled run {run}")
     } else {
-        format!("Cancelled run {run}\n  branches and worktrees kept")
+        // `--discard` of a run that had ended: only its leftovers were removed.
+        format!(
+            "Run {run} had already ended ({}); removed what it left behind",
+            d.manifest.status
+        )
+    };
+    if !discard {
+        out.push_str("\n  kept: every branch and worktree");
+        for n in &d.nodes {
+            if let (Some(b), Some(w)) = (&n.branch, &n.worktree) {
+                if !n.cleaned {
+                    out.push_str(&format!("\n    {}: {b} in {w}", n.id));
+                }
+            }
+        }
+    } else {
+        out.push_str("\n  worktrees removed and branches deleted; kept:");
     }
+    for n in &d.nodes {
+        for r in &n.snapshot_refs {
+            out.push_str(&format!("\n    {}: snapshot {r}", n.id));
+        }
+    }
+    if d.manifest.kind == "orchestrate" {
+        if let Some(i) = d
+            .manifest
+            .settings
+            .get("integration")
+            .and_then(Value::as_str)
+        {
+            if d.manifest.merge.as_deref() != Some("merged") {
+                out.push_str(&format!("\n    integration branch {i} (kept)"));
+            }
+        }
+    }
+    if discard && d.nodes.iter().all(|n| n.snapshot_refs.is_empty()) {
+        out.push_str("\n    nothing: no node had a worktree");
+    }
+    out
 }
 
 async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppError> {
@@ -993,13 +1044,45 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(
-            cancelled_text("01R", false),
-            "Cancelled run 01R\n  branches and worktrees kept"
+        let node = |id: &str, extra: Value| -> Value {
+            let mut n = json!({"id": id, "state": "cancelled", "branch": null, "worktree": null,
+                "agent": null, "deps": [], "created_at": "t", "updated_at": "t"});
+            for (k, v) in extra.as_object().unwrap() {
+                n[k] = v.clone();
+            }
+            n
+        };
+        let detail = |kind: &str, nodes: Vec<Value>| -> RunDetail {
+            let mut m = serde_json::to_value(summary("01R", None, json!({}))).unwrap();
+            m["kind"] = json!(kind);
+            m["status"] = json!("cancelled");
+            m["settings"] = json!({"integration": "octl/01R/integration"});
+            serde_json::from_value(
+                json!({"manifest": m, "nodes": nodes, "discussions": [], "spinoffs": []}),
+            )
+            .unwrap()
+        };
+        let kept = detail(
+            "code",
+            vec![node(
+                "ui",
+                json!({"branch": "octl/01R/ui", "worktree": "/w/01R/ui"}),
+            )],
         );
         assert_eq!(
-            cancelled_text("01R", true),
-            "Cancelled run 01R\n  worktrees removed; work saved under refs/octl/snapshots/01R/… (branches deleted; their tips are in the snapshots)"
+            cancelled_text(&kept, false),
+            "Cancelled run 01R\n  kept: every branch and worktree\n    ui: octl/01R/ui in /w/01R/ui"
+        );
+        let gone = detail(
+            "orchestrate",
+            vec![node(
+                "api",
+                json!({"cleaned": true, "snapshot_refs": ["refs/octl/snapshots/01R/api"]}),
+            )],
+        );
+        assert_eq!(
+            cancelled_text(&gone, true),
+            "Cancelled run 01R\n  worktrees removed and branches deleted; kept:\n    api: snapshot refs/octl/snapshots/01R/api\n    integration branch octl/01R/integration (kept)"
         );
     }
 

@@ -44,7 +44,7 @@ async fn steps(
             return Ok(());
         }
     }
-    let merged = merge::merge_node(daemon, handle, node_id).await?;
+    let merged = merge::merge_node(daemon, handle, node_id, false).await?;
     let node = handle
         .view()
         .nodes

@@ -70,7 +70,7 @@ pub async fn merge_and_clean(
 ) {
     let merged = if node.state == NodeState::Merging {
         tracing::info!(run = %handle.id, node = %node.id, "finishing a merge a crash interrupted");
-        merge::merge_node(daemon, handle, &node.id)
+        merge::merge_node(daemon, handle, &node.id, false)
             .await
             .map(|m| m.target)
     } else {

@@ -104,10 +104,12 @@ pub fn target_of(view: &RunDetail) -> Option<String> {
 }
 
 /// Merges `node` into its target. A node already merged answers with its merge.
+/// `accept_failed`: a failed or exited node is merged too, as its branch is committed.
 pub async fn merge_node(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
     node_id: &str,
+    accept_failed: bool,
 ) -> Result<Merged, AppError> {
     let view = handle.view();
     let repo = view
@@ -146,6 +148,20 @@ pub async fn merge_node(
         // Merging: a merge a crash interrupted; computing it again cannot apply it twice
         // (a branch already contained in its target is "up to date").
         NodeState::Done | NodeState::Conflict | NodeState::MergeBlocked | NodeState::Merging => {}
+        NodeState::Failed | NodeState::Exited if accept_failed => {}
+        NodeState::Failed | NodeState::Exited => {
+            return Err(AppError::new(
+                ErrorKind::InvalidTransition,
+                format!(
+                    "node {node_id:?} is {}; merge needs it done, conflict or merge_blocked",
+                    node.state.as_str()
+                ),
+            )
+            .with_hint(format!(
+                "`orchestratectl run retry {} --node {node_id}` starts it again; `orchestratectl merge {} --node {node_id} --accept-failed` merges what it committed as it is",
+                handle.id, handle.id
+            )))
+        }
         other => {
             return Err(AppError::new(
                 ErrorKind::InvalidTransition,
@@ -166,7 +182,11 @@ pub async fn merge_node(
             handle,
             Some(node_id),
             "merge.started",
-            json!({"target": target, "branch": branch}),
+            if accept_failed {
+                json!({"target": target, "branch": branch, "accept_failed": true})
+            } else {
+                json!({"target": target, "branch": branch})
+            },
         )
         .await?;
     }

@@ -14,7 +14,7 @@
 //! - [`heal`]: finishing starts and merges a crash interrupted, from their intent events.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
 //! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
-//! - [`retry`]: a failed node of a DAG or fan-out starts over.
+//! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
 //! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
 //! - [`orphans`]: worktrees, branches and windows under the daemon's names that no run owns.
@@ -63,6 +63,8 @@ pub struct Engine {
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
     pub(crate) unreaped: Mutex<HashMap<String, u32>>,
+    /// The pid of the last tmux server the supervisor logged as gone (once per server).
+    pub(crate) tmux_gone: std::sync::atomic::AtomicU32,
     /// git and tmux were found recent enough; checked again only after a failure.
     tools_ok: std::sync::atomic::AtomicBool,
 }
@@ -196,7 +198,7 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
                     reconcile(&daemon, &handle);
                 }
             }
-            _ = tick.tick() => supervise::tick(&daemon).await,
+            _ = tick.tick() => { supervise::tick(&daemon).await; }
             _ = &mut stop => return,
         }
     }
@@ -245,6 +247,40 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
                     heal::merge_and_clean(&d, &h, &n, slot).await;
                 }
             });
+        }
+    }
+    // A retry won: its old attempt is cleaned up (holding the node) before it starts again.
+    for node in view.nodes.iter().filter(|n| n.stale_attempt()) {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+            let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
+            tokio::spawn(async move {
+                retry::clean_old_attempt(&d, &h, &n).await;
+                drop(slot);
+            });
+        }
+    }
+    // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
+    // the scheduler).
+    if matches!(kind, "spinoff" | "code") {
+        for node in view
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Pending && !n.stale_attempt())
+        {
+            if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+                let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
+                tokio::spawn(async move {
+                    let now = h.view();
+                    if let Some(n) = now
+                        .nodes
+                        .iter()
+                        .find(|x| x.id == n && x.state == NodeState::Pending && !x.stale_attempt())
+                    {
+                        schedule::start(&d, &h, &now, n).await;
+                    }
+                    drop(slot);
+                });
+            }
         }
     }
     if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {

@@ -1,14 +1,23 @@
-//! `run retry`: a node of a DAG or fan-out that failed, exited or could not merge starts
-//! over from the current integration tip (or base). Its old branch and worktree are saved
-//! under its snapshot ref first, then removed; the nodes it blocked wait for it again.
+//! `run retry`: a node that failed, exited or could not merge starts over, in a run of any
+//! agent kind — from the current integration tip in a DAG, from base otherwise. A spinoff or
+//! code run that ended `failed` is opened again by it.
+//!
+//! One decision, then the acts: `node.retried` goes through the run's writer first, and the
+//! reducer refuses a second one (the node is `pending` by then), so of two retries at once
+//! exactly one wins and the loser touches nothing. The old attempt's window, worktree and
+//! branch are then cleaned up (snapshot first) as an engine step holding the node
+//! ([`clean_old_attempt`], started by `reconcile` for every [`Node::stale_attempt`]), before
+//! the scheduler may start the node again; a crash in between is finished on restart the same
+//! way, since the log still says the old attempt is not cleaned.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use octl_proto::{AppError, ErrorKind, NodeState};
+use octl_proto::state::Node;
+use octl_proto::{AppError, ErrorKind};
 
-use super::{cleanup, schedule, Engine};
+use super::{append, cleanup, schedule};
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
 
@@ -18,72 +27,96 @@ pub async fn retry(
     node_id: &str,
 ) -> Result<(), AppError> {
     let view = handle.view();
-    if !matches!(view.manifest.kind.as_str(), "orchestrate" | "fanout") {
+    if view.manifest.kind == "generic" {
         return Err(AppError::new(
             ErrorKind::InvalidTransition,
             format!(
-                "run {} is a {} run; retry is for orchestrate and fan-out runs (spawn a new run instead)",
-                handle.id, view.manifest.kind
+                "run {} is a generic run; its nodes belong to the client that records them (append node.progress to start one again)",
+                handle.id
             ),
         ));
     }
-    if matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    ) {
-        return Err(AppError::new(
-            ErrorKind::InvalidTransition,
-            format!(
-                "run {} is {}; only a run that has not ended can retry a node",
-                handle.id, view.manifest.status
-            ),
-        ));
+    if !view.nodes.iter().any(|n| n.id == node_id) {
+        return Err(AppError::not_found(format!(
+            "node {node_id:?} does not exist in run {}",
+            handle.id
+        )));
     }
-    let node = view
+    // Subscribed before the decision, so no event of the cleanup is missed.
+    let mut events = handle.subscribe();
+    // The decision: the reducer accepts it only from failed, exited, conflict or
+    // merge_blocked (and in a run that has not ended, or ended failed).
+    daemon
+        .store
+        .append(
+            handle,
+            Draft::daemon(Some(node_id), "node.retried", json!({})),
+            false,
+        )
+        .await?;
+    // The nodes it blocked wait for it again. Best effort: the scheduler frees them anyway
+    // once their dependency is no longer stuck.
+    let unblocked: Vec<Draft> = schedule::blocked_by(&handle.view(), node_id)
+        .into_iter()
+        .map(|n| {
+            Draft::daemon(
+                Some(&n),
+                "node.unblocked",
+                json!({"cause": format!("{node_id} is retried")}),
+            )
+        })
+        .collect();
+    if !unblocked.is_empty() {
+        let _ = daemon.store.append_all(handle, unblocked).await;
+    }
+    // Answer once the old attempt is saved under its snapshot ref (the engine's step), so
+    // whoever retried can rely on it; bounded, since the step goes on regardless.
+    let saved = async {
+        while fresh(handle, node_id).is_some_and(|n| n.stale_attempt()) {
+            if events
+                .recv()
+                .await
+                .is_err_and(|e| matches!(e, tokio::sync::broadcast::error::RecvError::Closed))
+            {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLEANUP_WAIT, saved).await;
+    Ok(())
+}
+
+/// How long `run retry` waits for the old attempt to be saved before answering.
+const CLEANUP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The engine step after a retry won: the old attempt's window closed, its worktree
+/// snapshotted and removed, its branch deleted (its tip is in the snapshot). Called with the
+/// node's slot held; judged again from the log, since the view it was started from may be old.
+pub async fn clean_old_attempt(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node_id: &str) {
+    let Some(node) = fresh(handle, node_id).filter(Node::stale_attempt) else {
+        return;
+    };
+    tracing::info!(run = %handle.id, node = node_id, "cleaning up the attempt before a retry");
+    super::merge::failpoint("retry:before-cleanup");
+    if let Err(e) = cleanup::cleanup(daemon, handle, &node, None).await {
+        // Not a dead end: the node fails with the reason and can be retried again.
+        tracing::warn!(run = %handle.id, node = node_id, error = %e.message, "cleaning up before a retry");
+        let _ = append(
+            daemon,
+            handle,
+            Some(node_id),
+            "node.failed",
+            json!({"reason": format!("could not clean up the previous attempt: {}", e.message)}),
+        )
+        .await;
+    }
+}
+
+fn fresh(handle: &RunHandle, node_id: &str) -> Option<Node> {
+    handle
+        .view()
         .nodes
         .iter()
         .find(|n| n.id == node_id)
         .cloned()
-        .ok_or_else(|| {
-            AppError::not_found(format!(
-                "node {node_id:?} does not exist in run {}",
-                handle.id
-            ))
-        })?;
-    if !matches!(
-        node.state,
-        NodeState::Failed | NodeState::Exited | NodeState::Conflict | NodeState::MergeBlocked
-    ) {
-        return Err(AppError::new(
-            ErrorKind::InvalidTransition,
-            format!(
-                "node {node_id:?} is {}; retry needs it failed, exited, conflict or merge_blocked",
-                node.state.as_str()
-            ),
-        ));
-    }
-    let slot = loop {
-        if let Some(slot) = Engine::claim(daemon, &handle.id, node_id) {
-            break slot;
-        }
-        tokio::time::sleep(super::TICK).await;
-    };
-    if !node.cleaned {
-        cleanup::cleanup(daemon, handle, &node, None).await?;
-    }
-    let mut drafts = vec![Draft::daemon(Some(node_id), "node.retried", json!({}))];
-    drafts.extend(
-        schedule::blocked_by(&handle.view(), node_id)
-            .into_iter()
-            .map(|n| {
-                Draft::daemon(
-                    Some(&n),
-                    "node.unblocked",
-                    json!({"cause": format!("{node_id} is retried")}),
-                )
-            }),
-    );
-    daemon.store.append_all(handle, drafts).await?;
-    drop(slot);
-    Ok(())
 }

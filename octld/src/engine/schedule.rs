@@ -98,7 +98,11 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
         }
         let next = order(&view).into_iter().find_map(|id| {
             let n = view.nodes.iter().find(|n| n.id == id)?;
-            (n.state == NodeState::Pending && waiting_for(&view, n).is_empty()).then(|| n.clone())
+            // A retried node whose old attempt is not cleaned up yet waits for that step.
+            (n.state == NodeState::Pending
+                && !n.stale_attempt()
+                && waiting_for(&view, n).is_empty())
+            .then(|| n.clone())
         });
         let Some(node) = next else { return Ok(()) };
         // A step on the node itself (a retry's cleanup) goes first.
@@ -110,20 +114,22 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
     }
 }
 
-/// Starts one node's agent; a node that cannot start fails (its error is in the event).
-async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDetail, node: &Node) {
+/// Starts one node's agent (interactive in a code run); a node that cannot start fails (its
+/// error is in the event).
+pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDetail, node: &Node) {
     let Some(repo) = view.manifest.repo.clone() else {
         return;
+    };
+    let mode = if view.manifest.kind == octl_proto::RunKind::Code.as_str() {
+        Mode::Interactive
+    } else {
+        Mode::Autonomous
     };
     let start_point = super::merge::target_of(view).unwrap_or_default();
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
-        agents::require_program(
-            &profile,
-            Mode::Autonomous,
-            std::env::var_os("PATH").as_deref(),
-        )?;
-        profile.launch(Mode::Autonomous, node.task.as_deref().unwrap_or_default())
+        agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
+        profile.launch(mode, node.task.as_deref().unwrap_or_default())
     });
     let result = match launch {
         Ok(launch) => {

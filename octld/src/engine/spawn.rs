@@ -375,7 +375,7 @@ pub async fn bring_up(
             if launch.answers_trust {
                 super::trust::answer(daemon, pane.clone());
             }
-            append(
+            let confirmed = append(
                 daemon,
                 handle,
                 Some(node),
@@ -387,8 +387,12 @@ pub async fn bring_up(
                     "report_on_exit": launch.hold_reports,
                 }),
             )
-            .await?;
-            Ok(())
+            .await;
+            if confirmed.is_err() {
+                // The node moved on meanwhile (a cancel won): no agent runs for it.
+                super::close_window(daemon, &handle.id, node, Some(&pane)).await;
+            }
+            confirmed.map(|_| ())
         }
         Err(e) => {
             tracing::error!(run = %handle.id, node, error = %e.message, "could not start the agent");

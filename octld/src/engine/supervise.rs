@@ -19,7 +19,44 @@ use crate::store::RunHandle;
 /// (tmux may mark a pane dead a moment before it reaps the process).
 const UNREAPED_TICKS: u32 = 5;
 
-pub async fn tick(daemon: &Arc<Daemon>) {
+/// The supervisor's first look after a start, done before the daemon answers anyone: the
+/// agents that exited while it was down become events first, so no answer shows them running.
+pub async fn first_look(daemon: &Arc<Daemon>) {
+    for step in tick(daemon).await {
+        let _ = step.await;
+    }
+    close_cancelled(daemon).await;
+}
+
+/// A cancel is decided in the log before its windows are closed: windows of a cancelled run
+/// that a crash left running are closed now.
+async fn close_cancelled(daemon: &Arc<Daemon>) {
+    let cancelled: Vec<String> = daemon
+        .store
+        .handles()
+        .into_iter()
+        .filter(|h| h.view().manifest.status == "cancelled")
+        .map(|h| h.id.clone())
+        .collect();
+    if cancelled.is_empty() {
+        return;
+    }
+    let tmux = daemon.tmux.clone();
+    let _ = blocking(move || {
+        let sessions: std::collections::HashSet<String> =
+            tmux.list_panes()?.into_iter().map(|p| p.session).collect();
+        for run in cancelled.iter().filter(|r| sessions.contains(*r)) {
+            tracing::info!(run = %run, "closing the windows of a cancelled run a crash left open");
+            let _ = tmux.kill_session(run);
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// One look at every pane; returns the exit-handling steps it started.
+pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut steps = Vec::new();
     let watched: Vec<(Arc<RunHandle>, Node)> = daemon
         .store
         .handles()
@@ -35,16 +72,17 @@ pub async fn tick(daemon: &Arc<Daemon>) {
         })
         .collect();
     if watched.is_empty() {
-        return;
+        return steps;
     }
     let tmux = daemon.tmux.clone();
-    let panes = match blocking(move || Ok(tmux.list_panes()?)).await {
+    let (panes, server) = match blocking(move || Ok(tmux.list_panes_and_server()?)).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e.message, "cannot list tmux panes");
-            return;
+            return steps;
         }
     };
+    note_server(daemon, server, watched.len());
     let by_id: HashMap<&str, &crate::tmux::PaneInfo> =
         panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
     for (handle, node) in watched {
@@ -87,14 +125,37 @@ pub async fn tick(daemon: &Arc<Daemon>) {
             .remove(pane_id);
         if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
             let d = daemon.clone();
-            tokio::spawn(async move {
+            steps.push(tokio::spawn(async move {
                 if let Err(e) = on_exit(&d, &handle, &node, status).await {
                     tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
                 }
                 drop(slot);
-            });
+            }));
         }
     }
+    steps
+}
+
+/// Logs, once per server, that the tmux server the agents ran in is gone (no server
+/// answers, or another one does), with what can be told of why: whether its process still
+/// exists and whether its socket is still there.
+fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
+    use std::sync::atomic::Ordering;
+    let Some(ours) = daemon.tmux.our_server_pid() else {
+        return;
+    };
+    if server == Some(ours) || daemon.engine.tmux_gone.swap(ours, Ordering::Relaxed) == ours {
+        return;
+    }
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(ours as libc::pid_t, 0) } == 0;
+    let socket = daemon.home.tmux_socket().exists();
+    let cause = match (alive, socket) {
+        (true, _) => "its process still runs but no longer answers on the socket (the socket was replaced?)",
+        (false, true) => "its process ended: it was killed (e.g. `tmux kill-server`, or the OOM killer) or crashed",
+        (false, false) => "its process ended and its socket is gone",
+    };
+    tracing::warn!(tmux_pid = ours, now_answering = ?server, agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
 }
 
 /// How long an agent that reported done or failed may take to leave.
@@ -135,9 +196,22 @@ async fn on_exit(
             if report != Some("failed")
                 && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
         {
-            data.insert("commit".into(), json!(commit_work(node).await?));
-            said(&mut data);
-            "node.done"
+            match commit_work(node).await {
+                Ok(commit) => {
+                    data.insert("commit".into(), json!(commit));
+                    said(&mut data);
+                    "node.done"
+                }
+                // Not left running for ever: the node fails with the reason, and can be
+                // retried or merged as committed.
+                Err(e) => {
+                    data.insert(
+                        "reason".into(),
+                        json!(format!("could not commit its work: {}", e.message)),
+                    );
+                    "node.failed"
+                }
+            }
         }
         (Some("shell"), report) => {
             let reason = match (report, &node.reason, status) {

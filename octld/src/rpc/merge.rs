@@ -1,5 +1,6 @@
 //! `merge`: merge a node of a run (a `code` run, or a retry after a conflict or a blocked
-//! merge), then clean it up. Merging a node that is already merged answers with that merge.
+//! merge; with `accept_failed`, a failed or exited node as committed), then clean it up.
+//! Merging a node that is already merged answers with that merge.
 
 use std::sync::Arc;
 
@@ -19,7 +20,13 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         validate_node_id("node", n)?;
     }
     let handle = daemon.store.resolve("run", &p.run)?;
+    handle.ensure_writable()?;
     let view = handle.view();
+    if p.accept_failed && p.node.is_none() && view.manifest.kind == "orchestrate" {
+        return Err(AppError::invalid(
+            "invalid accept_failed: it merges one failed or exited node; name it with node (--node)",
+        ));
+    }
     let node = match (&p.node, view.manifest.kind.as_str()) {
         (Some(n), _) => n.clone(),
         // An orchestrate run without a node: its integration branch into base.
@@ -56,7 +63,7 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         }
         tokio::time::sleep(crate::engine::TICK).await;
     };
-    let merged = merge::merge_node(daemon, &handle, &node).await?;
+    let merged = merge::merge_node(daemon, &handle, &node, p.accept_failed).await?;
     let after = handle.view();
     if let Some(n) = after.nodes.iter().find(|n| n.id == node && !n.cleaned) {
         cleanup::cleanup(daemon, &handle, n, Some(&merged.target)).await?;

@@ -265,7 +265,7 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "run.cancel",
-        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot.",
+        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot. Refused (invalid_transition) for a run that ended, unless discard (then only its leftovers are removed), and while a node is merging.",
         params: &[
             RUN_PARAM,
             ParamSpec {
@@ -300,6 +300,12 @@ pub const METHODS: &[MethodSpec] = &[
                 schema: r#"{"type":"string"}"#,
                 doc: "the node (default: the run's only node)",
             },
+            ParamSpec {
+                name: "accept_failed",
+                required: false,
+                schema: r#"{"type":"boolean"}"#,
+                doc: "merge a failed or exited node's branch as it is committed (a human's say-so)",
+            },
         ],
         result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
     },
@@ -332,7 +338,7 @@ pub const METHODS: &[MethodSpec] = &[
     },
     MethodSpec {
         name: "run.retry",
-        summary: "Start a failed or unmerged node of a DAG or fan-out again (from the integration tip); its old branch is kept under a snapshot ref.",
+        summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref.",
         params: &[RUN_PARAM, NODE_PARAM],
         result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },

@@ -152,6 +152,7 @@ pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> 
 pub async fn cancel(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: CancelParams = params(p)?;
     let handle = daemon.store.resolve("run", &p.run)?;
+    handle.ensure_writable()?;
     crate::engine::cancel::cancel(daemon, &handle, p.discard).await?;
     to_value(&handle.summary())
 }
@@ -160,6 +161,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     let p: RetryParams = params(p)?;
     octl_proto::ids::validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
+    handle.ensure_writable()?;
     crate::engine::retry::retry(daemon, &handle, &p.node).await?;
     to_value(&handle.summary())
 }

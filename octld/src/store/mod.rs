@@ -196,6 +196,14 @@ impl RunHandle {
         })
     }
 
+    /// `run_corrupt` for a run whose log was set aside: for commands that would act on it.
+    pub fn ensure_writable(&self) -> Result<(), AppError> {
+        match &self.corrupt {
+            Some(reason) => Err(corrupt_error(&self.id, reason)),
+            None => Ok(()),
+        }
+    }
+
     fn publish(&self, state: &RunState) {
         let view = projection::detail(state);
         *self.listing.write().expect("listing lock") = Arc::new(Listing::of(&view.manifest));

@@ -69,6 +69,10 @@ pub struct ServerId {
 }
 
 impl ServerId {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Reads the text [`SERVER_ID_FORMAT`] expands to.
     pub fn parse(text: &str) -> Option<ServerId> {
         let (pid, started) = text.trim().split_once(' ')?;

@@ -36,6 +36,19 @@ impl Tmux {
     /// a zombie and its pane dead without a status. When a dead pane has no status, the
     /// server is sent a SIGCHLD, which makes it reap the program, and the list is read again.
     pub fn list_panes(&self) -> Result<Vec<PaneInfo>> {
+        Ok(self.list_panes_and_server()?.0)
+    }
+
+    /// The pid of the server this daemon last made a session on (where its agents run).
+    pub fn our_server_pid(&self) -> Option<u32> {
+        self.configured
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .map(|id| id.pid())
+    }
+
+    /// [`Tmux::list_panes`], with the pid of the server that answered (`None`: no server).
+    pub fn list_panes_and_server(&self) -> Result<(Vec<PaneInfo>, Option<u32>)> {
         let (panes, server_pid) = self.read_panes()?;
         let unresolved = panes
             .iter()
@@ -46,11 +59,11 @@ impl Tmux {
                 // tmux server (our own child's daemon, same user) reap its exited children.
                 let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGCHLD) } == 0;
                 if sent {
-                    return Ok(self.read_panes()?.0);
+                    return self.read_panes();
                 }
-                Ok(panes)
+                Ok((panes, server_pid))
             }
-            _ => Ok(panes),
+            _ => Ok((panes, server_pid)),
         }
     }
 
