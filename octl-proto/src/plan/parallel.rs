@@ -1,0 +1,103 @@
+//! The parallelism cap: `--max-parallel N|auto`, and the formula `auto` derives from the machine.
+
+use std::fmt;
+
+use serde::de;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{AUTO_PARALLEL_CAP, MAX_PARALLEL};
+use crate::error::AppError;
+
+pub(super) const GIB: u64 = 1024 * 1024 * 1024;
+
+/// The cap `auto` picks: `max(1, min(2 × cores, floor(mem_available / 1 GiB)))`, at most 32.
+///
+/// Agents spend most of their time waiting on the model API, not on the CPU, so two agents per
+/// core keep the machine busy without starving it; but each agent with its tools (a language
+/// server, a build, the test suite) wants about 1 GiB of memory, so available memory bounds it
+/// too. At least one agent always runs, and no more than 32 are started by `auto` (beyond that,
+/// merges, API rate limits and a human's attention are the bottleneck; ask for more explicitly
+/// with `--max-parallel N`).
+pub fn auto_parallel(cores: usize, mem_available_bytes: u64) -> usize {
+    let by_mem = usize::try_from(mem_available_bytes / GIB).unwrap_or(usize::MAX);
+    cores
+        .saturating_mul(2)
+        .min(by_mem)
+        .clamp(1, AUTO_PARALLEL_CAP)
+}
+
+/// The `--max-parallel` setting: `auto` (derived from the machine by [`auto_parallel`]) or a
+/// number from 1 to [`MAX_PARALLEL`]. Serialized as `"auto"` or a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MaxParallel {
+    #[default]
+    Auto,
+    N(usize),
+}
+
+impl MaxParallel {
+    /// The cap to use on a machine with `cores` and `mem_available_bytes`.
+    pub fn resolve(self, cores: usize, mem_available_bytes: u64) -> usize {
+        match self {
+            MaxParallel::Auto => auto_parallel(cores, mem_available_bytes),
+            MaxParallel::N(n) => n,
+        }
+    }
+
+    /// From an RPC parameter: a number, or a string as [`parse_max_parallel`] takes it.
+    pub fn from_json(v: &serde_json::Value) -> Result<MaxParallel, AppError> {
+        match v {
+            serde_json::Value::String(s) => parse_max_parallel(s),
+            serde_json::Value::Number(n) => match n.as_u64() {
+                Some(k) if (1..=MAX_PARALLEL as u64).contains(&k) => Ok(MaxParallel::N(k as usize)),
+                _ => Err(max_parallel_error(&n.to_string())),
+            },
+            other => Err(max_parallel_error(&other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for MaxParallel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MaxParallel::Auto => f.write_str("auto"),
+            MaxParallel::N(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for MaxParallel {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MaxParallel::Auto => s.serialize_str("auto"),
+            MaxParallel::N(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MaxParallel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        MaxParallel::from_json(&v).map_err(|e| de::Error::custom(e.message))
+    }
+}
+
+fn max_parallel_error(given: &str) -> AppError {
+    AppError::invalid(format!(
+        "invalid --max-parallel {given:?}: use a number from 1 to {MAX_PARALLEL}, or auto"
+    ))
+}
+
+/// Parses `--max-parallel`: `auto` (any case) or a number from 1 to 256.
+pub fn parse_max_parallel(s: &str) -> Result<MaxParallel, AppError> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(MaxParallel::Auto);
+    }
+    match t.parse::<usize>() {
+        Ok(n) if (1..=MAX_PARALLEL).contains(&n) && t.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(MaxParallel::N(n))
+        }
+        _ => Err(max_parallel_error(s)),
+    }
+}
