@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use futures_util::future::join_all;
+use futures_util::stream::{self, StreamExt};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -12,6 +12,13 @@ use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
 use crate::rpc::{self, Answer};
+
+/// Members of one batch in flight at once. Each holds a future as large as the largest
+/// method's (~3.5 KiB), so a batch run all at once held that much per member on top of its
+/// parsed body: a 1 MiB batch of `daemon.status` peaked at 88 MiB resident, one of 8,000
+/// appends at 48 MiB (26 and 22 MiB with this bound). 256 in flight still share group commits,
+/// and a batch of 1,000 appends answers no slower (≈ 9 groups instead of 2).
+const BATCH_IN_FLIGHT: usize = 256;
 
 /// Answers a request body with the JSON text to send back; `None` means nothing to send.
 pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
@@ -30,13 +37,21 @@ pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
             )
             .to_string(),
         ),
-        // Members of a batch run concurrently, so a batch of appends shares group commits.
+        // Members of a batch run concurrently, so a batch of appends shares group commits;
+        // at most `BATCH_IN_FLIGHT` at once, replies in the batch's order.
         Value::Array(items) => {
-            let replies: Vec<String> = join_all(items.into_iter().map(|item| one(daemon, item)))
+            let members = items.len();
+            let replies: Vec<String> = stream::iter(items)
+                .map(|item| one(daemon, item))
+                .buffered(BATCH_IN_FLIGHT)
+                .collect::<Vec<Option<String>>>()
                 .await
                 .into_iter()
                 .flatten()
                 .collect();
+            if members >= LARGE_BATCH {
+                release_freed_memory();
+            }
             (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
         }
         other => one(daemon, other).await,
@@ -132,4 +147,22 @@ fn invalid(id: Value, why: &str) -> String {
         &AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}")),
     )
     .to_string()
+}
+
+/// Members from which a batch's freed memory is handed back at once (see
+/// [`release_freed_memory`]).
+const LARGE_BATCH: usize = 64;
+
+/// Gives the pages a large batch freed back to the system. glibc keeps freed memory in the
+/// arena of the worker thread that allocated it and returns only what lies at an arena's top,
+/// which allocations that outlive the batch (the runs' published views, new runs' handles)
+/// pin: after 100 runs each sent 1,000 appends in one batch, the heaps held 8.9 MiB for
+/// 2.5 MiB in use, 14.1 MiB resident; trimmed after each batch, 10.6–10.9 MiB. One trim took
+/// ~0.35 ms against ~15–50 ms for such a batch.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only hands free pages back to the system; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -111,6 +111,13 @@ impl Syncing {
 /// Queue depth of one run's writer.
 const QUEUE: usize = 8192;
 
+/// Committed groups a run keeps for its streams' subscribers that have not read them yet.
+/// A tokio broadcast channel allocates every slot up front, for the run's lifetime: at 1,024
+/// slots that was 33 KiB per run, most of an idle daemon's memory per run (3.2 of the 5.4 MiB
+/// live after 100 runs). A stream that falls further behind reads what it missed from the log
+/// (`server::stream`), so a short buffer loses nothing.
+pub(crate) const STREAM_BUFFER: usize = 16;
+
 /// One run as the rest of the daemon sees it.
 pub struct RunHandle {
     pub id: String,
@@ -141,7 +148,7 @@ impl RunHandle {
             committed: AtomicU64::new(view.manifest.last_seq),
             listing: RwLock::new(Arc::new(Listing::of(&view.manifest))),
             view: RwLock::new(Arc::new(view)),
-            events: broadcast::channel(1024).0,
+            events: broadcast::channel(STREAM_BUFFER).0,
             corrupt,
             untrusted: OnceLock::new(),
             changes: Mutex::new(None),
@@ -636,7 +643,7 @@ impl Store {
         }
         let (reply, rx) = oneshot::channel();
         tx.send(Command::Append {
-            draft,
+            draft: Box::new(draft),
             client,
             reply,
         })

@@ -52,7 +52,9 @@ impl Draft {
 
 pub enum Command {
     Append {
-        draft: Draft,
+        /// Boxed so the queue's slots stay small: tokio's channel allocates them 32 at a time
+        /// and keeps a few spare blocks per run after a burst.
+        draft: Box<Draft>,
         /// Appended on behalf of a client: the client-type rules apply.
         client: bool,
         reply: oneshot::Sender<Result<AppendResult, AppError>>,
@@ -197,7 +199,7 @@ impl Writer {
                         draft,
                         client,
                         reply,
-                    } => appends.push(Item::One(draft, client, reply)),
+                    } => appends.push(Item::One(*draft, client, reply)),
                     Command::AppendAll { drafts, reply } => appends.push(Item::All(drafts, reply)),
                     Command::Rebuild { reply } => rebuilds.push(reply),
                 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release --workspace --bins
-//! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory
+//! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory | memory-burst
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
 //! ```
@@ -441,13 +441,47 @@ fn daemon_at(runs: usize, events: u64, list: bool) -> (f64, Option<(f64, f64)>) 
     (rss, listed)
 }
 
+/// Runs created over the socket, each sent `appends` `event.append` requests in one JSON-RPC
+/// batch, one run after another; the daemon's resident memory then (KiB), and again after a
+/// restart on the same home, when the same runs are replayed at start.
+fn after_burst(runs: usize, appends: usize) -> (f64, f64) {
+    let env = TestEnv::new();
+    let d = env.start_daemon();
+    eprintln!("memory: {runs} runs × {appends} appends, one batch per run");
+    let mut conn = http::Conn::open(&env.socket()).unwrap();
+    for r in 0..runs {
+        let run = env.create_run(&format!("burst run {r}"));
+        let batch: Vec<Value> = (0..appends)
+            .map(|i| {
+                json!({"jsonrpc": "2.0", "id": i, "method": "event.append",
+                    "params": {"run": run, "type": "x.tick", "data": {"i": i}}})
+            })
+            .collect();
+        let reply = conn
+            .post_rpc(Value::Array(batch).to_string().as_bytes())
+            .unwrap()
+            .json();
+        let replies = reply.as_array().expect("a batch's replies");
+        assert_eq!(replies.len(), appends);
+        assert!(
+            replies.iter().all(|r| r["result"]["seq"].is_u64()),
+            "an append failed: {reply}"
+        );
+    }
+    drop(conn);
+    std::thread::sleep(Duration::from_millis(500));
+    let burst = rss_kib(d.pid());
+    drop(d);
+    let d = BigDaemon::start(&env);
+    std::thread::sleep(Duration::from_millis(500));
+    (burst, rss_kib(d.0.id()))
+}
+
 fn memory(rows: &mut Vec<Row>) {
     let (idle, _) = daemon_at(0, 0, false);
     let (full, _) = daemon_at(100, 1000, false);
-    let pueued = Pueue::start(100).map(|p| {
-        std::thread::sleep(Duration::from_millis(500));
-        rss_kib(p.daemon.id())
-    });
+    let burst = after_burst(100, 1000);
+    let pueued = pueued_rss();
     rows.push(Row {
         metric: "daemon resident memory, idle (empty home)".into(),
         ours: idle / 1024.0,
@@ -465,6 +499,40 @@ fn memory(rows: &mut Vec<Row>) {
         target: "≤ 0.5× pueued".into(),
         pass: pueued.is_some_and(|p| full <= 0.5 * p),
         skipped: pueued.is_none().then(|| PUEUE_SKIPPED.to_string()),
+    });
+    burst_rows(rows, burst, pueued);
+}
+
+/// `pueued`'s resident memory with 100 tasks (KiB), when pueue is installed.
+fn pueued_rss() -> Option<f64> {
+    Pueue::start(100).map(|p| {
+        std::thread::sleep(Duration::from_millis(500));
+        rss_kib(p.daemon.id())
+    })
+}
+
+/// The rows of [`after_burst`]'s figures, `(burst, replayed)`.
+fn burst_rows(rows: &mut Vec<Row>, (burst, replayed): (f64, f64), pueued: Option<f64>) {
+    rows.push(Row {
+        metric: "daemon resident memory, 100 runs created over the socket, 1,000 appends each \
+                 in one batch, vs pueued, 100 tasks"
+            .into(),
+        ours: burst / 1024.0,
+        baseline: pueued.map(|k| k / 1024.0),
+        unit: "MiB",
+        target: "≤ 0.5× pueued".into(),
+        pass: pueued.is_some_and(|p| burst <= 0.5 * p),
+        skipped: pueued.is_none().then(|| PUEUE_SKIPPED.to_string()),
+    });
+    rows.push(Row {
+        metric: "daemon resident memory, the same 100 runs replayed at start, vs after the burst"
+            .into(),
+        ours: replayed / 1024.0,
+        baseline: Some(burst / 1024.0),
+        unit: "MiB",
+        target: "—".into(),
+        pass: true,
+        skipped: None,
     });
 }
 
@@ -747,6 +815,10 @@ fn main() {
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
+        "memory-burst" => {
+            let burst = after_burst(100, 1000);
+            burst_rows(&mut rows, burst, pueued_rss());
+        }
         "scaling" => {
             let per_run: u64 = opt("--run-events").map_or(1000, |n| n.parse().expect("N"));
             let units: Vec<usize> = opt("--units").map_or(vec![5, 50], |u| {
@@ -767,7 +839,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory, scaling or tmux"
+                 fanout, memory, memory-burst, scaling or tmux"
             );
             std::process::exit(2);
         }
