@@ -111,7 +111,7 @@ impl ErrorKind {
         }
     }
 
-    /// The CLI exit code (CLI-CONVENTIONS.md).
+    /// The CLI exit code (the README's table of exit codes).
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorKind::ParseError

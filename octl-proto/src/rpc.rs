@@ -310,7 +310,7 @@ pub struct RejectParams {
     pub reason: String,
 }
 
-/// One thing under the daemon's own names that no run owns (DESIGN.md §3): a worktree
+/// One thing under the daemon's own names that no run owns (the README's "State on disk"): a worktree
 /// directory under `$OCTL_HOME/worktrees/`, a branch `octl/<RUN>/…`, a git worktree
 /// registration under that folder, or a window on the private tmux server. Reported by
 /// `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.

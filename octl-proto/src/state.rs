@@ -38,7 +38,7 @@ impl RunKind {
     }
 }
 
-/// The life of a node (DESIGN.md §5).
+/// The life of a node (docs/ARCHITECTURE.md, "Node life").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeState {
@@ -112,7 +112,7 @@ impl NodeState {
     }
 }
 
-/// Run status (DESIGN.md §5), derived from the nodes unless a run-level event ended the run.
+/// Run status, derived from the nodes unless a run-level event ended the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {

@@ -9,7 +9,7 @@
 //! - [`spawn`]: create a run, its node, branch, worktree and tmux window.
 //! - [`supervise`]: one `tmux list-panes` per tick; an agent's exit becomes an event.
 //! - [`finish`]: done → gate → merge → clean up.
-//! - [`merge`]: merging a branch without losing anything (DESIGN.md §6).
+//! - [`merge`]: merging a branch without losing anything.
 //! - [`cleanup`]: snapshot, then remove window, worktree and branch.
 //! - [`heal`]: finishing starts and merges a crash interrupted, from their intent events.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
