@@ -65,6 +65,10 @@ fn main() -> ExitCode {
     if !args.foreground {
         return detach(&home, args.verbose);
     }
+    #[cfg(not(feature = "failpoints"))]
+    if std::env::var_os("OCTL_FAILPOINTS").is_some() {
+        eprintln!("octld: OCTL_FAILPOINTS ignored: this octld is built without the failpoints feature (the tests' `cargo build --workspace --bins` has it)");
+    }
     // A long-lived daemon holds no directory of the shell that started it.
     let _ = std::env::set_current_dir("/");
     let config = octld::Config {
