@@ -9,9 +9,11 @@
 //! - [`plan`]: fan-out manifests and orchestrate plans, every problem at once; `--max-parallel`.
 //! - [`rpc`]: JSON-RPC 2.0 envelopes, method names and parameter types.
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
+//! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`).
 
 pub mod error;
 pub mod event;
+pub mod home;
 pub mod ids;
 pub mod plan;
 pub mod projection;

@@ -4,12 +4,20 @@
 //!
 //! Two sorts: crash points, where the daemon SIGKILLs itself as a power cut would (the crash
 //! tests), and I/O points, where an operation fails with the error a failing disk gives (EIO).
+//!
+//! Compiled in only with the `failpoints` feature, which the test package turns on (so
+//! `cargo build --workspace --bins` builds an octld with them); `cargo install --path octld`
+//! and release builds of octld alone lack it: there every point is an empty inline function
+//! and `OCTL_FAILPOINTS` is ignored.
 
+#[cfg(feature = "failpoints")]
 use std::collections::HashMap;
 use std::io;
+#[cfg(feature = "failpoints")]
 use std::sync::{Mutex, OnceLock};
 
 /// The armed points: name → `None` (every hit) or `Some(n)` (the nth hit only).
+#[cfg(feature = "failpoints")]
 fn armed_points() -> &'static HashMap<String, Vec<Option<u64>>> {
     static ARMED: OnceLock<HashMap<String, Vec<Option<u64>>>> = OnceLock::new();
     ARMED.get_or_init(|| {
@@ -34,6 +42,7 @@ fn armed_points() -> &'static HashMap<String, Vec<Option<u64>>> {
 }
 
 /// Whether this hit of `point` fires (each call is one hit).
+#[cfg(feature = "failpoints")]
 pub fn fires(point: &str) -> bool {
     let Some(when) = armed_points().get(point) else {
         return false;
@@ -52,19 +61,35 @@ pub fn fires(point: &str) -> bool {
 }
 
 /// A crash point: SIGKILL when it fires.
+#[cfg(feature = "failpoints")]
 pub fn crash(point: &str) {
     if fires(point) {
         tracing::warn!(point, "failpoint: killing the daemon");
-        // SAFETY: kill on our own pid has no memory-safety preconditions.
+        // SAFETY: `kill(2)` takes two integers and touches no memory of ours. SIGKILL to our
+        // own pid ends the process at once, running no destructor, flush or unwind: what a
+        // power cut does, which is what the crash tests simulate.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
     }
 }
 
 /// An I/O point: an EIO error when it fires.
+#[cfg(feature = "failpoints")]
 pub fn io_error(point: &str) -> io::Result<()> {
     if fires(point) {
         tracing::warn!(point, "failpoint: failing with EIO");
         return Err(io::Error::from_raw_os_error(libc::EIO));
     }
+    Ok(())
+}
+
+/// Without the `failpoints` feature: nothing.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn crash(_point: &str) {}
+
+/// Without the `failpoints` feature: never fails.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn io_error(_point: &str) -> io::Result<()> {
     Ok(())
 }

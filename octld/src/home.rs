@@ -5,28 +5,6 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Default home when neither `--home` nor `$OCTL_HOME` is given: `~/.orchestratectl`.
-pub fn resolve(flag: Option<PathBuf>) -> PathBuf {
-    if let Some(dir) = flag {
-        return absolute(dir);
-    }
-    if let Some(dir) = std::env::var_os("OCTL_HOME").filter(|v| !v.is_empty()) {
-        return absolute(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/".into());
-    home.join(".orchestratectl")
-}
-
-fn absolute(dir: PathBuf) -> PathBuf {
-    if dir.is_absolute() {
-        dir
-    } else {
-        std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
-    }
-}
-
 /// Paths inside one home.
 #[derive(Debug, Clone)]
 pub struct Home {

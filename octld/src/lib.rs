@@ -9,7 +9,7 @@
 //! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
-//! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`).
+//! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
 //! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
 //! - [`config`]: `config.toml`: agent profiles and defaults.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.

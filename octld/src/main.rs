@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
     after_help = "Examples:\n  octld --foreground            run in this terminal, logging to stderr too\n  octld --home /tmp/octl-test   start detached on another home"
 )]
 struct Args {
-    /// State directory (default: $OCTL_HOME, else ~/.orchestratectl).
+    /// State directory (default: $OCTL_HOME, else ~/.orchestratectl); relative to the cwd.
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
     /// Stay in this process and log to stderr as well as octld.log.
@@ -45,9 +45,29 @@ fn main() -> ExitCode {
     if let Some(Internal::AgentWrap { raw_log, argv }) = args.command {
         return ExitCode::from(octld::wrap::run(&raw_log, &argv).clamp(0, 255) as u8);
     }
-    let home = octld::home::resolve(args.home);
+    // The resolver the CLI uses too, so both find the same home.
+    let cwd = std::env::current_dir().ok();
+    let home = match octl_proto::home::resolve(
+        args.home.as_deref().map(std::path::Path::as_os_str),
+        std::env::var_os("OCTL_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+        cwd.as_deref(),
+    ) {
+        Ok(home) => home,
+        Err(err) => {
+            eprintln!("octld: {}", err.message);
+            if let Some(hint) = &err.hint {
+                eprintln!("hint: {hint}");
+            }
+            return ExitCode::from(err.kind.exit_code().clamp(0, 255) as u8);
+        }
+    };
     if !args.foreground {
         return detach(&home, args.verbose);
+    }
+    #[cfg(not(feature = "failpoints"))]
+    if std::env::var_os("OCTL_FAILPOINTS").is_some() {
+        eprintln!("octld: OCTL_FAILPOINTS ignored: this octld is built without the failpoints feature (the tests' `cargo build --workspace --bins` has it)");
     }
     // A long-lived daemon holds no directory of the shell that started it.
     let _ = std::env::set_current_dir("/");

@@ -1,6 +1,6 @@
 //! The real Claude Code CLI as an agent, in its tmux window, against the scripted stand-in
-//! for the model API. Skipped (with the reason printed) where the CLI is not installed, unless
-//! `OCTL_TEST_REQUIRE_CLAUDE=1` (set by `.ci/run`), which makes a missing CLI a failure.
+//! for the model API. Every test is `#[ignore]`d (it needs the CLI): run them with
+//! `cargo test -p octl-tests -- --ignored`, as `.ci/run` does; a missing CLI then fails them.
 
 use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
 use octl_tests::{TestEnv, TestRepo};
@@ -43,10 +43,9 @@ fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
 }
 
 #[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn claude_edits_commits_reports_done_and_the_spinoff_merges() {
-    let Some(claude) = require_claude() else {
-        return;
-    };
+    let claude = require_claude();
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by claude\\n' > claude.txt"),
         Step::bash("git add claude.txt && git commit -q -m 'claude: add claude.txt'"),
@@ -110,10 +109,9 @@ fn claude_edits_commits_reports_done_and_the_spinoff_merges() {
 }
 
 #[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn an_installed_skill_is_expanded_as_a_slash_command() {
-    let Some(claude) = require_claude() else {
-        return;
-    };
+    let claude = require_claude();
     let model = ModelStandIn::start(vec![
         Step::bash("orchestratectl node done --message 'read the overview'"),
         Step::text("ok"),
@@ -162,10 +160,9 @@ fn an_installed_skill_is_expanded_as_a_slash_command() {
 }
 
 #[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
-    let Some(claude) = require_claude() else {
-        return;
-    };
+    let claude = require_claude();
     let model = ModelStandIn::start(vec![
         Step::bash(
             "printf 'reviewed\\n' > review.txt && git add review.txt && git commit -q -m review",

@@ -401,3 +401,52 @@ fn skills_install_never_overwrite_a_changed_file_without_force() {
         "{list}"
     );
 }
+
+/// The daemon and the CLI share one home resolver: no `HOME` with neither `--home` nor
+/// `OCTL_HOME` is the same `invalid_params` error (exit 2) from both, as is an empty `--home`,
+/// and neither creates anything (no `/.orchestratectl`, no home in the current directory).
+#[test]
+fn the_daemon_and_the_cli_refuse_the_same_unusable_homes() {
+    let env = TestEnv::new();
+    let cwd = env.root.path().join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = |program: &str, args: &[&str], adjust: &dyn Fn(&mut Command)| {
+        let mut cmd = Command::new(bin(program));
+        cmd.args(args).current_dir(&cwd).stdin(Stdio::null());
+        env.isolate(&mut cmd);
+        cmd.env("OCTL_NO_AUTOSTART", "1");
+        adjust(&mut cmd);
+        octl_tests::Cli::from(cmd.output().unwrap())
+    };
+    let no_home = |c: &mut Command| {
+        c.env_remove("OCTL_HOME").env("HOME", "");
+    };
+    for (program, args) in [
+        ("octld", &["--foreground"][..]),
+        ("orchestratectl", &["run", "list"][..]),
+    ] {
+        let out = run(program, args, &no_home);
+        assert_eq!(out.code, 2, "{program} without a home: {out:?}");
+        assert!(
+            out.stderr
+                .contains("cannot find the state directory: neither --home nor OCTL_HOME is given, and HOME is unset or empty"),
+            "{program}: {out:?}"
+        );
+        assert!(
+            out.stderr
+                .contains("hint: pass --home DIR or set OCTL_HOME"),
+            "{program}: {out:?}"
+        );
+        let empty: Vec<&str> = ["--home", ""].iter().chain(args).copied().collect();
+        let out = run(program, &empty, &|_| {});
+        assert_eq!(out.code, 2, "{program} --home \"\": {out:?}");
+        // clap refuses the empty value before the resolver (which refuses it too) sees it.
+        assert!(out.stderr.contains("--home"), "{program}: {out:?}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "nothing created in the cwd"
+    );
+    assert!(!env.home.exists(), "nothing created in OCTL_HOME");
+}

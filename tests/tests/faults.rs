@@ -108,11 +108,10 @@ fn wait_projections_healed(env: &TestEnv) {
 }
 
 #[test]
+#[ignore = "needs root to mount a tmpfs: run as root with `cargo test -p octl-tests -- --ignored` (see .ci/run)"]
 fn a_full_disk_refuses_appends_and_the_log_holds_exactly_the_acknowledged_ones() {
     let env = TestEnv::new();
-    let Some(fs) = Tmpfs::mount(&env.home, "2m") else {
-        return;
-    };
+    let fs = Tmpfs::mount(&env.home, "2m");
     let d = env.start_daemon();
     let run = env.create_run("full disk");
     let other = env.create_run("other");
@@ -217,11 +216,10 @@ fn a_full_disk_refuses_appends_and_the_log_holds_exactly_the_acknowledged_ones()
 }
 
 #[test]
+#[ignore = "needs root to mount a tmpfs: run as root with `cargo test -p octl-tests -- --ignored` (see .ci/run)"]
 fn a_run_created_on_a_full_disk_leaves_nothing_behind() {
     let env = TestEnv::new();
-    let Some(fs) = Tmpfs::mount(&env.home, "1m") else {
-        return;
-    };
+    let fs = Tmpfs::mount(&env.home, "1m");
     let _d = env.start_daemon();
     let run = env.create_run("filler");
     let pad = "y".repeat(4000);
@@ -397,11 +395,10 @@ fn names(dir: &Path) -> BTreeSet<String> {
 }
 
 #[test]
+#[ignore = "needs root to mount a tmpfs: run as root with `cargo test -p octl-tests -- --ignored` (see .ci/run)"]
 fn a_spawn_on_a_full_disk_creates_nothing_and_works_once_there_is_room() {
     let env = TestEnv::new();
-    let Some(fs) = Tmpfs::mount(&env.home, "4m") else {
-        return;
-    };
+    let fs = Tmpfs::mount(&env.home, "4m");
     let _d = env.start_daemon();
     let repo = octl_tests::TestRepo::new(&env, "repo");
     fill_up(&env.home);
@@ -530,11 +527,10 @@ fn a_run_whose_first_sync_fails_is_not_created() {
 }
 
 #[test]
+#[ignore = "needs root to mount a tmpfs: run as root with `cargo test -p octl-tests -- --ignored` (see .ci/run)"]
 fn the_daemon_starts_on_a_full_disk_and_heals_projections_when_there_is_room() {
     let env = TestEnv::new();
-    let Some(fs) = Tmpfs::mount(&env.home, "2m") else {
-        return;
-    };
+    let fs = Tmpfs::mount(&env.home, "2m");
     let d = env.start_daemon();
     let run = env.create_run("restart on a full disk");
     let mut ok = Vec::new();

@@ -1,0 +1,145 @@
+//! Where the state lives, resolved the same way by the daemon and the CLI: `--home`, else
+//! `$OCTL_HOME`, else `$HOME/.orchestratectl`. Pure: the caller passes the flag, the
+//! environment's values and the current directory.
+//!
+//! - An empty `--home` is an error: a flag given with no value is a mistake, not a default.
+//! - An empty environment variable (`OCTL_HOME`, `HOME`) counts as unset, as `OCTL_HOME= cmd`
+//!   is the shell's way to clear one.
+//! - A relative path is made absolute against the current directory, so the daemon (which
+//!   leaves the directory it was started in) and the CLI agree on it.
+//! - Nothing given and no `HOME`: an error with a hint, never a guess such as `/`.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use crate::AppError;
+
+/// The directory under `$HOME` used when neither `--home` nor `$OCTL_HOME` is given.
+pub const DEFAULT_DIR: &str = ".orchestratectl";
+
+/// The state directory, always absolute. `cwd` is `None` when the current directory cannot be
+/// read; only a relative path needs it.
+pub fn resolve(
+    flag: Option<&OsStr>,
+    octl_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+    cwd: Option<&Path>,
+) -> Result<PathBuf, AppError> {
+    let set = |v: Option<&OsStr>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    let (source, dir) = match (flag, set(octl_home)) {
+        (Some(flag), _) if flag.is_empty() => {
+            return Err(
+                AppError::invalid("invalid --home \"\": expected a directory path").with_hint(
+                    "pass --home DIR, or leave it out to use $OCTL_HOME or ~/.orchestratectl",
+                ),
+            )
+        }
+        (Some(flag), _) => ("--home", PathBuf::from(flag)),
+        (None, Some(dir)) => ("OCTL_HOME", dir),
+        (None, None) => match set(home) {
+            Some(home) => ("HOME", home.join(DEFAULT_DIR)),
+            None => {
+                return Err(AppError::invalid(
+                    "cannot find the state directory: neither --home nor OCTL_HOME is given, and HOME is unset or empty",
+                )
+                .with_hint("pass --home DIR or set OCTL_HOME"))
+            }
+        },
+    };
+    if dir.is_absolute() {
+        return Ok(dir);
+    }
+    match cwd {
+        Some(cwd) => Ok(cwd.join(dir)),
+        None => Err(AppError::invalid(format!(
+            "invalid {source} {:?}: a relative path needs the current directory, which cannot be read",
+            dir.display().to_string()
+        ))
+        .with_hint(format!("give {source} as an absolute path"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn os(s: &str) -> Option<&OsStr> {
+        Some(OsStr::new(s))
+    }
+
+    fn cwd() -> Option<&'static Path> {
+        Some(Path::new("/work"))
+    }
+
+    #[test]
+    fn the_flag_beats_octl_home_beats_home() {
+        let r = |flag, octl, home| resolve(flag, octl, home, cwd()).unwrap();
+        assert_eq!(r(os("/a"), os("/b"), os("/c")), Path::new("/a"));
+        assert_eq!(r(None, os("/b"), os("/c")), Path::new("/b"));
+        assert_eq!(r(None, None, os("/c")), Path::new("/c/.orchestratectl"));
+    }
+
+    #[test]
+    fn an_empty_flag_is_an_error_naming_it() {
+        let err = resolve(os(""), os("/b"), os("/c"), cwd()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(err.message.contains("--home"), "{err:?}");
+        assert!(err.hint.is_some());
+    }
+
+    #[test]
+    fn empty_environment_values_count_as_unset() {
+        assert_eq!(
+            resolve(None, os(""), os("/c"), cwd()).unwrap(),
+            Path::new("/c/.orchestratectl")
+        );
+        let err = resolve(None, os(""), os(""), cwd()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(err.message.contains("HOME is unset or empty"), "{err:?}");
+    }
+
+    #[test]
+    fn nothing_given_is_an_error_with_a_hint() {
+        let err = resolve(None, None, None, cwd()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(err.message.contains("OCTL_HOME"), "{err:?}");
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("pass --home DIR or set OCTL_HOME")
+        );
+    }
+
+    #[test]
+    fn relative_paths_are_made_absolute_against_the_cwd() {
+        assert_eq!(
+            resolve(os("rel"), None, None, cwd()).unwrap(),
+            Path::new("/work/rel")
+        );
+        assert_eq!(
+            resolve(None, os("./x/y"), None, cwd()).unwrap(),
+            Path::new("/work/./x/y")
+        );
+        assert_eq!(
+            resolve(None, None, os("me"), cwd()).unwrap(),
+            Path::new("/work/me/.orchestratectl")
+        );
+    }
+
+    #[test]
+    fn a_relative_path_without_a_cwd_is_an_error_naming_its_source() {
+        let err = resolve(None, os("rel"), None, None).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(
+            err.message.starts_with("invalid OCTL_HOME \"rel\""),
+            "{err:?}"
+        );
+        let err = resolve(os("rel"), None, None, None).unwrap_err();
+        assert!(err.message.starts_with("invalid --home \"rel\""), "{err:?}");
+        // An absolute path needs no cwd.
+        assert_eq!(
+            resolve(os("/a"), None, None, None).unwrap(),
+            Path::new("/a")
+        );
+    }
+}
