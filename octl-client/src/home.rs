@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use octl_proto::AppError;
 
-/// The state directory of one daemon (DESIGN.md §3). Always absolute.
+/// The state directory of one daemon. Always absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
     dir: PathBuf,

@@ -1,4 +1,4 @@
-//! The state layout under `$OCTL_HOME` (DESIGN.md §3). Every path the daemon uses is named here.
+//! The state layout under `$OCTL_HOME`. Every path the daemon uses is named here.
 
 use std::fs;
 use std::io;
