@@ -1,0 +1,117 @@
+//! One git command: its argv kept for error messages, run to completion, exit codes judged.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use super::{GitError, Result};
+
+/// A prepared git command and its argv, kept for error messages.
+pub(super) struct Call {
+    pub(super) cmd: Command,
+    pub(super) argv: Vec<String>,
+    pub(super) dir: Option<PathBuf>,
+    pub(super) program: String,
+}
+
+impl Call {
+    pub(super) fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub(super) fn output(
+        mut self,
+        stdin: Option<&[u8]>,
+    ) -> Result<(Output, Vec<String>, Option<PathBuf>)> {
+        self.cmd
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = match self.cmd.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(GitError::Missing {
+                    program: self.program,
+                })
+            }
+            Err(source) => {
+                return Err(GitError::Spawn {
+                    argv: self.argv,
+                    source,
+                })
+            }
+        };
+        if let Some(input) = stdin {
+            // The inputs are small path lists; git reads them before writing much output.
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            if let Err(source) = pipe.write_all(input) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(GitError::Spawn {
+                    argv: self.argv,
+                    source,
+                });
+            }
+        }
+        match child.wait_with_output() {
+            Ok(out) => Ok((out, self.argv, self.dir)),
+            Err(source) => Err(GitError::Spawn {
+                argv: self.argv,
+                source,
+            }),
+        }
+    }
+
+    /// Runs to completion; any exit status listed in `ok` is returned, others are errors.
+    pub(super) fn run_allowing(self, ok: &[i32], stdin: Option<&[u8]>) -> Result<(i32, Output)> {
+        let (out, argv, dir) = self.output(stdin)?;
+        match out.status.code() {
+            Some(code) if ok.contains(&code) => Ok((code, out)),
+            code => Err(failure(argv, dir, code, &out.stderr)),
+        }
+    }
+
+    /// Runs to completion and returns stdout; a non-zero exit is an error.
+    pub(super) fn stdout(self) -> Result<Vec<u8>> {
+        Ok(self.run_allowing(&[0], None)?.1.stdout)
+    }
+
+    /// Like [`Call::stdout`], trimmed to one line of UTF-8.
+    pub(super) fn line(self) -> Result<String> {
+        let argv = self.argv.clone();
+        let out = self.stdout()?;
+        let text = String::from_utf8(out).map_err(|_| GitError::Parse {
+            argv,
+            detail: "output is not UTF-8".into(),
+        })?;
+        Ok(text.trim_end_matches(['\n', '\r']).to_string())
+    }
+}
+
+pub(super) fn failure(
+    argv: Vec<String>,
+    dir: Option<PathBuf>,
+    code: Option<i32>,
+    stderr: &[u8],
+) -> GitError {
+    let stderr = String::from_utf8_lossy(stderr).into_owned();
+    if let Some(dir) = dir {
+        if stderr.contains("not a git repository") || stderr.contains("cannot change to") {
+            return GitError::NotARepo { dir };
+        }
+    }
+    GitError::Failed { argv, code, stderr }
+}
+
+pub(super) fn split_z(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+}

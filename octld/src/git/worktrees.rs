@@ -1,0 +1,192 @@
+//! Worktrees: add, list, remove (forced only with a snapshot), prune, and the per-repository
+//! lock that keeps git's worktree bookkeeping consistent.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use super::command::failure;
+use super::{Git, Result, Snapshot};
+
+/// One worktree as `git worktree list --porcelain` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    pub path: PathBuf,
+    /// `None` for a bare repository entry.
+    pub head: Option<String>,
+    /// Short branch name (`main`, not `refs/heads/main`); `None` when detached or bare.
+    pub branch: Option<String>,
+    pub bare: bool,
+    pub detached: bool,
+    pub locked: bool,
+    /// Its directory is gone; `git worktree prune` would drop it.
+    pub prunable: bool,
+}
+
+impl Git {
+    /// Runs `f` while no other command of this process that reads or writes the
+    /// repository's worktree bookkeeping does. `git worktree add` writes
+    /// `.git/worktrees/<name>/` file by file, and a git command reading every worktree
+    /// meanwhile (`worktree list`, `worktree remove`, `branch`, another `worktree add`) fails
+    /// with "failed to read .git/worktrees/<name>/commondir" (seen in fan-outs of 50 units).
+    /// Keyed by the directory given to [`Git::new`], which the daemon makes the top level.
+    pub(super) fn one_at_a_time<T>(&self, f: impl FnOnce() -> T) -> T {
+        static REPOS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> =
+            LazyLock::new(Default::default);
+        let lock = REPOS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(self.dir.clone())
+            .or_default()
+            .clone();
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+
+    /// `git worktree add -b <branch> <path> <base>`: a new branch at `base`, checked out at
+    /// `path` (parent directories are created).
+    pub fn worktree_add(&self, path: &Path, branch: &str, base: &str) -> Result<()> {
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("-b"),
+                OsStr::new(branch),
+                OsStr::new("--"),
+                path.as_os_str(),
+                OsStr::new(base),
+            ])
+            .stdout()
+        })?;
+        Ok(())
+    }
+
+    /// `git worktree add <path> <branch>` for a branch that already exists.
+    pub fn worktree_add_existing(&self, path: &Path, branch: &str) -> Result<()> {
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--"),
+                path.as_os_str(),
+                OsStr::new(branch),
+            ])
+            .stdout()
+        })?;
+        Ok(())
+    }
+
+    /// `git worktree remove <path>`: git refuses if it has uncommitted or untracked files.
+    /// Removing a worktree that is already gone succeeds.
+    pub fn worktree_remove(&self, path: &Path) -> Result<()> {
+        self.remove_worktree(path, false)
+    }
+
+    /// `git worktree remove --force <path>`. Taking a [`Snapshot`] is the proof that its
+    /// uncommitted and untracked files were saved first.
+    pub fn worktree_remove_snapshotted(&self, path: &Path, _saved: &Snapshot) -> Result<()> {
+        self.remove_worktree(path, true)
+    }
+
+    fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
+        let mut args = vec![OsStr::new("worktree"), OsStr::new("remove")];
+        if force {
+            args.push(OsStr::new("--force"));
+        }
+        args.extend([OsStr::new("--"), path.as_os_str()]);
+        let (out, argv, dir) = self.one_at_a_time(|| self.call(args).output(None))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        // Healing after a crash may remove twice, or find the directory deleted by hand.
+        let listed = self
+            .worktree_list()?
+            .into_iter()
+            .find(|wt| same_path(&wt.path, path));
+        match listed {
+            None if !path.exists() => Ok(()),
+            Some(wt) if wt.prunable || !path.exists() => self.worktree_prune(),
+            _ => Err(failure(argv, dir, out.status.code(), &out.stderr)),
+        }
+    }
+
+    /// `git worktree prune`: forgets worktrees whose directories are gone.
+    pub fn worktree_prune(&self) -> Result<()> {
+        self.one_at_a_time(|| self.call(["worktree", "prune"]).stdout())?;
+        Ok(())
+    }
+
+    /// `git worktree list --porcelain -z`, parsed. The first entry is the main worktree.
+    pub fn worktree_list(&self) -> Result<Vec<Worktree>> {
+        let out = self.one_at_a_time(|| {
+            self.call(["worktree", "list", "--porcelain", "-z"])
+                .stdout()
+        })?;
+        Ok(parse_worktree_list(&out))
+    }
+
+    /// The worktree that has `branch` checked out, if any.
+    pub fn worktree_for_branch(&self, branch: &str) -> Result<Option<Worktree>> {
+        Ok(self
+            .worktree_list()?
+            .into_iter()
+            .find(|wt| wt.branch.as_deref() == Some(branch)))
+    }
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn parse_worktree_list(bytes: &[u8]) -> Vec<Worktree> {
+    let mut list = Vec::new();
+    let mut current: Option<Worktree> = None;
+    // Records are NUL-terminated lines; an empty line ends a worktree.
+    for line in bytes.split(|b| *b == 0) {
+        let line = String::from_utf8_lossy(line);
+        if line.is_empty() {
+            list.extend(current.take());
+            continue;
+        }
+        let (key, value) = line.split_once(' ').unwrap_or((&line, ""));
+        if key == "worktree" {
+            list.extend(current.take());
+            current = Some(Worktree {
+                path: PathBuf::from(value),
+                head: None,
+                branch: None,
+                bare: false,
+                detached: false,
+                locked: false,
+                prunable: false,
+            });
+            continue;
+        }
+        let Some(wt) = current.as_mut() else { continue };
+        match key {
+            "HEAD" => wt.head = Some(value.to_string()),
+            "branch" => {
+                wt.branch = Some(
+                    value
+                        .strip_prefix("refs/heads/")
+                        .unwrap_or(value)
+                        .to_string(),
+                )
+            }
+            "bare" => wt.bare = true,
+            "detached" => wt.detached = true,
+            "locked" => wt.locked = true,
+            "prunable" => wt.prunable = true,
+            _ => {}
+        }
+    }
+    list.extend(current);
+    list
+}
