@@ -10,6 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::projection::{RunDetail, RunSummary};
 use octl_proto::rpc::{
@@ -20,15 +21,245 @@ use octl_proto::{AppError, ErrorKind, NodeState};
 use serde_json::{json, Value};
 
 use super::{call, decode, Ctx};
-use crate::cli::{
-    RunArg, RunAttachArgs, RunCancelArgs, RunCmd, RunCreateArgs, RunListArgs, RunRetryArgs,
-    RunWaitArgs,
-};
 use crate::client::find_on_path;
 use crate::follow::{
     is_terminal_status, report_wait, wait_exit_code, wait_run, watch_run, Mode, Progress, WatchMode,
 };
 use crate::output::{cell, clock, fields, node_counts, shell_word, short_time, table};
+
+/// The examples of `run --help`.
+pub const RUN_EXAMPLES: &str = "\
+Examples:
+  orchestratectl run list --status active
+  orchestratectl run show 01JDXJ5R
+  orchestratectl run watch 01JDXJ5R
+  orchestratectl run logs 01JDXJ5R --node api --follow
+  orchestratectl run wait 01JDXJ5R --timeout 600
+  orchestratectl run retry 01JDXJ5R --node api
+  orchestratectl run attach 01JDXJ5R
+  orchestratectl run cancel 01JDXJ5R
+  orchestratectl run create --kind generic --title 'nightly build'";
+
+#[derive(Debug, Subcommand)]
+pub enum RunCmd {
+    /// Create a run and print its id
+    #[command(after_help = "\
+Examples:
+  orchestratectl run create --kind generic
+  orchestratectl run create --kind generic --title 'track the release'
+  orchestratectl --json run create --kind generic   # prints the run summary")]
+    Create(RunCreateArgs),
+
+    /// List runs, oldest first
+    #[command(after_help = "\
+Examples:
+  orchestratectl run list
+  orchestratectl run list --status waiting
+  orchestratectl --json run list")]
+    List(RunListArgs),
+
+    /// Show one run: its summary, nodes, discussions and spin-offs
+    ///
+    /// Nodes are listed in the order they were added (a plan's or manifest's order). Under
+    /// the table, every failed or exited node's reason, exit status and message, and the path
+    /// of its log. A corrupt run shows what its log still says: its kind, when it was created,
+    /// the events before the bad line, and which line is bad.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run show 01JDXJ5R8Q4M0ZK7P2W9TB3C6E
+  orchestratectl run show 01jdxj5r          # a unique prefix of 6+ characters is enough
+  orchestratectl --json run show 01JDXJ5R")]
+    Show(RunArg),
+
+    /// Print what a node's agent printed (its log under runs/RUN/logs/); --follow keeps printing
+    ///
+    /// For Claude Code the readable rendering (NODE.pane.log) is shown, and the raw
+    /// stream-json (NODE.log) with --raw; for other agents both are the one log. With --follow
+    /// it goes on printing as the log grows (waiting for it to appear if the agent has not
+    /// started) and ends once the node's agent is gone (the node is done, failed, exited,
+    /// cancelled, merged, …). With --json: one object per line of the log,
+    /// {"node":"api","line":"…"} (a line that is not UTF-8 is shown with U+FFFD). Exits 3 when
+    /// the node is unknown or has no log yet (without --follow).
+    #[command(after_help = "\
+Examples:
+  orchestratectl run logs 01JDXJ5R                    # the run's only node
+  orchestratectl run logs 01JDXJ5R --node api --follow
+  orchestratectl run logs 01JDXJ5R --node api --raw   # Claude Code's raw stream-json
+  orchestratectl --json run logs 01JDXJ5R --node api  # {\"node\",\"line\"} per line")]
+    Logs(crate::commands::logs::RunLogsArgs),
+
+    /// Rewrite a run's projection files (manifest.json, nodes/…) from its event log
+    #[command(after_help = "\
+Examples:
+  orchestratectl run rebuild 01JDXJ5R")]
+    Rebuild(RunArg),
+
+    /// Wait until a run completes, fails, is cancelled or waits for a human, showing progress
+    ///
+    /// Exits 0 when the run completed, 4 when it failed, was cancelled or is waiting (a
+    /// conflict, a blocked merge, an open discussion, a code run awaiting `merge`). The final
+    /// run summary is printed in both cases (with --json: one JSON document). Progress goes to
+    /// stderr: a redrawn status line on a terminal, else one line per event.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run wait 01JDXJ5R
+  orchestratectl run wait 01JDXJ5R --timeout 300      # exit 1, kind timeout, after 300 s
+  orchestratectl --json run wait 01JDXJ5R             # the run summary, once")]
+    Wait(RunWaitArgs),
+
+    /// A live view of a run: its nodes, their states, elapsed times and what they wait for,
+    /// and the last events; until the run ends
+    ///
+    /// On a terminal the screen is redrawn on every event (and every second); otherwise one
+    /// plain line per event is printed (`SEQ TS TYPE NODE MESSAGE`; with --json, the events as
+    /// JSON lines). Ends when the run completes (exit 0), fails or is cancelled (exit 4), or
+    /// on Ctrl-C; a run that waits for a human is watched on.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run watch 01JDXJ5R
+  orchestratectl run watch 01JDXJ5R | tee run.log      # plain lines
+  orchestratectl --json run watch 01JDXJ5R             # events as JSON lines")]
+    Watch(RunArg),
+
+    /// Start a failed or conflicting node of any agent run again: an orchestrate node from
+    /// the current tip of the integration branch, any other from the tip of base
+    ///
+    /// The node may be failed, exited, conflict or merge_blocked; a spinoff or code run that
+    /// ended failed becomes active again. Its old branch and worktree are saved under
+    /// refs/octl/snapshots/<RUN>/<NODE> and removed before it starts; the nodes it blocked
+    /// wait for it again. Of two retries at once one wins; the other exits 4
+    /// (invalid_transition) and changes nothing.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run retry 01JDXJ5R --node api
+  orchestratectl run retry 01JDXJ5R --node fix-the-typo   # a failed spinoff run
+  orchestratectl --json run retry 01JDXJ5R --node api   # the run summary")]
+    Retry(RunRetryArgs),
+
+    /// Stop a run: its agents are stopped; its branches and worktrees are kept unless --discard
+    ///
+    /// A run that already ended is refused (exit 4, invalid_transition); with --discard, what
+    /// it left behind is removed (after a snapshot). Refused too while a node is merging: the
+    /// merge has begun moving the branch; cancel again once it has ended.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run cancel 01JDXJ5R
+  orchestratectl run cancel 01JDXJ5R --discard   # work saved under refs/octl/snapshots/, then removed")]
+    Cancel(RunCancelArgs),
+
+    /// Attach this terminal to a node's agent window (tmux; detach with Ctrl-b d)
+    ///
+    /// Replaces this process with `tmux -S $OCTL_HOME/tmux.sock attach-session -t RUN:NODE`
+    /// on the daemon's private tmux server. Needs a terminal.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run attach 01JDXJ5R
+  orchestratectl run attach 01JDXJ5R --node api")]
+    Attach(RunAttachArgs),
+
+    /// Remove what completed, failed and cancelled runs left behind, and orphans, after
+    /// saving their content under refs/octl/snapshots/
+    ///
+    /// For each finished run: every node's worktree still there is saved under
+    /// refs/octl/snapshots/<RUN>/<NODE> (uncommitted and untracked files included; what git
+    /// ignores moved to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/) and removed,
+    /// its window closed, and its branch deleted once its tip is merged or in the snapshot.
+    /// Then whatever no run owns (worktrees under $OCTL_HOME/worktrees/, octl/<RUN>/… branches,
+    /// windows on the daemon's tmux server; see `orchestratectl doctor`) goes the same way,
+    /// snapshots first. Kept, with the reason: directories that are not git worktrees, branches
+    /// checked out elsewhere, an integration branch not merged into base, anything of a corrupt
+    /// run. Unfinished runs are never touched. Kept ignored files are deleted only with
+    /// --older-than AGE (of runs ended longer ago); snapshot refs are never deleted. With
+    /// --dry-run: what would go, nothing changed.
+    #[command(after_help = crate::commands::recover::GC_EXAMPLES)]
+    Gc(crate::commands::recover::GcArgs),
+
+    /// Set a corrupt run aside: move runs/RUN to $OCTL_HOME/corrupt/RUN, so doctor is green again
+    ///
+    /// Only a run whose log does not replay (status `corrupt`) can be set aside; anything else
+    /// is refused (exit 4). Nothing is deleted: the directory is moved whole (its log, with the
+    /// intact lines before the bad one, its projections and agents' logs) and the daemon
+    /// forgets the run. Its worktrees and branches stay where they are; `doctor` then lists
+    /// them as orphans and `run gc` can remove them, snapshotting first.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run show 01JDXJ5R          # what the corrupt log still says
+  orchestratectl run quarantine 01JDXJ5R
+  orchestratectl --json run quarantine 01JDXJ5R   # {run, moved_to}")]
+    Quarantine(RunArg),
+}
+
+#[derive(Debug, Args)]
+pub struct RunCreateArgs {
+    /// Kind of run: `generic` records events only (other kinds come with their own commands)
+    #[arg(long, value_name = "KIND")]
+    pub kind: String,
+
+    /// A short title shown in `run list`
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunListArgs {
+    /// Only runs in this status: active, waiting, completed, failed or cancelled
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunWaitArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// Give up after S seconds (decimals allowed) with exit 1, kind `timeout`; the run goes on
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunCancelArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// Also remove the nodes' worktrees and branches; whatever they hold (uncommitted and
+    /// untracked files included) is first saved as a commit under
+    /// refs/octl/snapshots/<RUN>/<NODE>
+    #[arg(long)]
+    pub discard: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunAttachArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node whose window to show; default: the only node, else the first one whose agent
+    /// is alive (starting, running or waiting)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunRetryArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node to start again (a failed or conflicting one)
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArg {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+}
 
 /// `run list` shows the nodes of an unfinished run with at most this many nodes.
 pub const LIST_NODES_MAX: usize = 20;
