@@ -20,7 +20,7 @@ use octl_proto::{AppError, ErrorKind, NodeState};
 use serde_json::{json, Value};
 
 use crate::client::{CallError, EventStream};
-use crate::commands::run::{elapsed_cell, node_extras, waiting_cell, NodeExtra};
+use crate::commands::run::show::{elapsed_cell, node_extras, waiting_cell, NodeExtra};
 use crate::commands::{decode, Ctx};
 use crate::output::{duration, node_counts, print_text, table, truncate};
 

@@ -12,7 +12,7 @@ use octl_proto::{AppError, ErrorKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::run::timeout_duration;
+use super::run::wait::timeout_duration;
 use super::{call, decode, Ctx};
 use crate::follow::{eprint_line, is_terminal_status, one_line, show, Events};
 use crate::output::{cell, print_text, table};
