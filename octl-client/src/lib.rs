@@ -1,6 +1,7 @@
 //! `orchestratectl`, the command-line client of the octld daemon.
 //!
-//! - [`cli`]: the command line (clap derive): global flags and one enum per command group.
+//! - [`cli`]: the command line (clap derive): global flags and the enum of command groups;
+//!   each group's clap types live beside its `execute` in [`commands`].
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`) and its paths.
 //! - [`client`]: JSON-RPC over the Unix socket (hyper, one connection per call), the event
 //!   stream, autostart.

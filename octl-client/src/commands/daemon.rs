@@ -6,14 +6,95 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clap::{Args, Subcommand};
 use octl_proto::rpc::DaemonStatus;
 use octl_proto::{AppError, ErrorKind};
 use serde_json::{json, Value};
 
 use super::{decode, Ctx};
-use crate::cli::{DaemonCmd, InstallServiceArgs};
 use crate::client::{find_octld, find_on_path, CallError, STOP_DEADLINE};
 use crate::output::{duration, fields};
+
+/// The examples of `daemon --help`.
+pub const DAEMON_EXAMPLES: &str = "\
+Examples:
+  orchestratectl daemon status
+  orchestratectl daemon start
+  orchestratectl daemon stop
+  orchestratectl daemon restart                # e.g. after upgrading octld
+  orchestratectl daemon install-service        # start it on demand through systemd or launchd";
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCmd {
+    /// Start octld for this home if it is not running (detached, in its own session)
+    #[command(after_help = "\
+Examples:
+  orchestratectl daemon start
+  orchestratectl --home /tmp/octl-test daemon start
+  OCTLD_BIN=./target/debug/octld orchestratectl daemon start   # choose the daemon program")]
+    Start,
+
+    /// Stop octld and wait (up to 5 s) until it is gone; succeeds if it was not running
+    #[command(after_help = "\
+Examples:
+  orchestratectl daemon stop
+  orchestratectl --json daemon stop")]
+    Stop,
+
+    /// Stop octld gracefully, wait until it is gone (up to 5 s), then start it again
+    ///
+    /// In-flight appends finish first; agents keep running (they live on the daemon's tmux
+    /// server) and the new daemon finds their windows. Starts it if it was not running.
+    /// Prints what happened (with --json: {was_running, stopped_pid, pid, version}). Exits 1
+    /// (kind `timeout`) if the old daemon does not go, 5 if the new one does not answer.
+    #[command(after_help = "\
+Examples:
+  orchestratectl daemon restart
+  OCTLD_BIN=./target/debug/octld orchestratectl daemon restart   # after rebuilding octld
+  orchestratectl --json daemon restart")]
+    Restart,
+
+    /// Show whether octld is running: pid, version, protocol, home, uptime (exit 5 if not)
+    #[command(after_help = "\
+Examples:
+  orchestratectl daemon status
+  orchestratectl --json daemon status")]
+    Status,
+
+    /// Install octld as a service started on demand: systemd user units on Linux, a LaunchAgent
+    /// on macOS (or print them with --print)
+    ///
+    /// Renders the bundled units with the absolute path of octld (found as autostart finds it:
+    /// $OCTLD_BIN, else next to orchestratectl, else on PATH) and this home. On Linux it writes
+    /// octld.socket and octld.service to ${XDG_CONFIG_HOME:-~/.config}/systemd/user/; on macOS
+    /// dev.orchestratectl.octld.plist to ~/Library/LaunchAgents/. The service manager then owns
+    /// the home's socket (octld.sock) and starts octld on the first connection; autostart stays
+    /// the fallback. A file that exists with other content is not overwritten without --force
+    /// (exit 4, nothing written). Prints the commands to run next; runs none of them.
+    #[command(
+        name = "install-service",
+        after_help = "\
+Examples:
+  orchestratectl daemon install-service --print          # see the units, write nothing
+  orchestratectl daemon install-service                  # then run the commands it prints:
+  systemctl --user daemon-reload && systemctl --user enable --now octld.socket
+  orchestratectl --home /tmp/octl-test daemon install-service --force
+  orchestratectl --json daemon install-service --print   # {\"files\":[{\"path\",\"text\"}]}"
+    )]
+    InstallService(InstallServiceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InstallServiceArgs {
+    /// Print the files (each after a `# PATH` line; with --json as {"files":[{"path","text"}]})
+    /// instead of writing them
+    #[arg(long)]
+    pub print: bool,
+
+    /// Overwrite unit files that exist with other content (e.g. edited by hand)
+    #[arg(long, conflicts_with = "print")]
+    pub force: bool,
+}
 
 pub async fn execute(ctx: &Ctx, cmd: DaemonCmd) -> Result<(), AppError> {
     match cmd {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use octl_proto::ids::new_ulid;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::SpawnParams;
@@ -18,10 +19,23 @@ use serde_json::{json, Value};
 
 use super::spawn::{spawn, SpawnKind};
 use super::Ctx;
-use crate::cli::DemoArgs;
 use crate::client::find_on_path;
 use crate::follow::{eprint_line, is_settled, plain_event_line, short_event, show, Mode, Screen};
 use crate::output::{duration, print_text, shell_word, table};
+
+/// The examples of `demo --help`.
+pub const DEMO_EXAMPLES: &str = "\
+Examples:
+  orchestratectl demo
+  orchestratectl demo --keep          # keep the repository even when nothing waits on it
+  orchestratectl --json demo          # {repo, kept, runs: [{id, task, node, status, state}]}";
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the demo repository at the end (it is always kept while a run still waits on it)
+    #[arg(long)]
+    pub keep: bool,
+}
 
 /// The demo gives up after this long.
 const DEADLINE: Duration = Duration::from_secs(180);

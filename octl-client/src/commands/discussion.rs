@@ -5,17 +5,120 @@
 
 use std::time::{Duration, Instant};
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::{is_node_id, parse_run_ref, validate_node_id};
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
 use octl_proto::{AppError, ErrorKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::run::timeout_duration;
+use super::run::wait::timeout_duration;
 use super::{call, decode, Ctx};
-use crate::cli::{DiscussionAnswerArgs, DiscussionAskArgs, DiscussionCmd, DiscussionListArgs};
 use crate::follow::{eprint_line, is_terminal_status, one_line, show, Events};
 use crate::output::{cell, print_text, table};
+
+/// The examples of `discussion --help`.
+pub const DISCUSSION_EXAMPLES: &str = "\
+Examples:
+  # an agent, inside its window (OCTL_RUN and OCTL_NODE are set):
+  answer=$(orchestratectl discussion ask --title 'keep the v1 endpoint?' --body 'clients: …' --wait)
+  # a human:
+  orchestratectl discussion list --open
+  orchestratectl discussion answer q-schema --text 'yes, keep it until June'";
+
+#[derive(Debug, Subcommand)]
+pub enum DiscussionCmd {
+    /// Ask a human a question; with --wait, block until it is answered and print the answer
+    ///
+    /// The node shows `waiting` while the question is open. With --wait the answer alone is
+    /// printed on stdout (with --json: {id, run, answer}), so an agent can capture it.
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion ask --title 'which database for tests?'
+  orchestratectl discussion ask --title 'drop Python 3.8?' --body 'CI still runs it' --wait
+  orchestratectl discussion ask --title 'ok to rename Foo?' --wait --timeout 1800
+  orchestratectl discussion ask --title 'which approach?' --body-file options.md --wait
+  orchestratectl --json discussion ask --run 01JDXJ5R --title 'release today?'   # {id, run}")]
+    Ask(DiscussionAskArgs),
+
+    /// List discussions, of one run or of all runs
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion list
+  orchestratectl discussion list --open
+  orchestratectl --json discussion list --run 01JDXJ5R")]
+    List(DiscussionListArgs),
+
+    /// Answer an open discussion (the agent waiting on it goes on)
+    ///
+    /// One answer per discussion: the first recorded wins; another answer is refused (exit 4)
+    /// and the same answer again reports it. A merge-conflict question (`merge-…`, opened by
+    /// the daemon) is settled by merging, not by text: answering it is refused, with the
+    /// commands that resolve it, while its node can still merge.
+    #[command(after_help = "\
+Examples:
+  orchestratectl discussion answer q-db --text 'use sqlite in tests'
+  orchestratectl discussion answer 01jdxk7zq3 --text 'yes'     # a unique prefix of the id
+  orchestratectl --json discussion answer q-db --text 'yes'   # the discussion")]
+    Answer(DiscussionAnswerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionAskArgs {
+    /// The question, in one line
+    #[arg(long, value_name = "T")]
+    pub title: String,
+
+    /// Details: context, options, what the agent would do by default (at most 16 KiB)
+    #[arg(long, value_name = "B", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Read the details from this file, or from standard input with `-`, instead of --body:
+    /// at most 16 KiB (16384 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub body_file: Option<std::path::PathBuf>,
+
+    /// Block until a human answers, then print the answer alone on stdout
+    #[arg(long)]
+    pub wait: bool,
+
+    /// With --wait: give up after S seconds (decimals allowed) with exit 1, kind `timeout`;
+    /// the discussion stays open
+    #[arg(long, value_name = "S", requires = "wait")]
+    pub timeout: Option<f64>,
+
+    /// The run: a ULID or a unique prefix of at least 6 characters; default $OCTL_RUN
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// The node asking (optional): 1-63 of a-z, 0-9 and '-'; default $OCTL_NODE
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionListArgs {
+    /// Only this run's discussions: a ULID or a unique prefix of at least 6 characters;
+    /// default $OCTL_RUN, else every run
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// Only the discussions still waiting for an answer
+    #[arg(long)]
+    pub open: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscussionAnswerArgs {
+    /// The discussion's id, as `discussion list` shows it, or a unique prefix of at least 6
+    /// of its characters
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// The answer, sent as written
+    #[arg(long, value_name = "T")]
+    pub text: String,
+}
 
 pub async fn execute(ctx: &Ctx, cmd: DiscussionCmd) -> Result<i32, AppError> {
     match cmd {

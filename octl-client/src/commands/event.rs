@@ -1,6 +1,7 @@
 //! `event append|list|tail`. `append` validates everything locally first (the daemon checks
 //! again); `tail` streams from the daemon, or reads `events.jsonl` itself when the daemon is down.
 
+use clap::{Args, Subcommand};
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{parse_run_ref, validate_idempotency_key, validate_node_id};
 use octl_proto::projection::RunDetail;
@@ -9,10 +10,105 @@ use octl_proto::{Actor, AppError};
 use serde_json::{json, Value};
 
 use super::{decode, Ctx};
-use crate::cli::{EventAppendArgs, EventCmd, EventListArgs, EventTailArgs};
 use crate::client::CallError;
 use crate::log_file::{resolve_run_dir, seq_of, LogFile, Start};
 use crate::output::{event_line, truncate};
+
+/// The examples of `event --help`.
+pub const EVENT_EXAMPLES: &str = "\
+Examples:
+  orchestratectl event append --run 01JDXJ5R --type x.note --data '{\"text\":\"hello\"}'
+  orchestratectl event list --run 01JDXJ5R --since 10
+  orchestratectl event tail --run 01JDXJ5R --follow";
+
+#[derive(Debug, Subcommand)]
+pub enum EventCmd {
+    /// Append one event to a run's log (acknowledged once it is on disk)
+    #[command(after_help = "\
+Examples:
+  orchestratectl event append --run 01JDXJ5R --type x.build --data '{\"ok\":true}'
+  orchestratectl event append --run 01JDXJ5R --type node.added --node api
+  orchestratectl event append --run 01JDXJ5R --node api --type node.done \\
+      --data '{\"message\":\"added endpoint\"}' --idempotency-key api-done-1
+  # inside an agent window OCTL_RUN and OCTL_NODE are set:
+  orchestratectl event append --type node.progress --data '{\"message\":\"tests pass\"}'")]
+    Append(EventAppendArgs),
+
+    /// List a run's events, oldest first
+    #[command(after_help = "\
+Examples:
+  orchestratectl event list --run 01JDXJ5R
+  orchestratectl event list --run 01JDXJ5R --since 100 --limit 20
+  orchestratectl --json event list --run 01JDXJ5R")]
+    List(EventListArgs),
+
+    /// Print a run's last events; with --follow keep printing new ones until interrupted
+    ///
+    /// Streams from the daemon when it is running. When it is not, reads
+    /// HOME/runs/<RUN>/events.jsonl directly (never starting the daemon) and follows the file;
+    /// if the daemon stops while following, it carries on from the file.
+    #[command(after_help = "\
+Examples:
+  orchestratectl event tail --run 01JDXJ5R
+  orchestratectl event tail --run 01JDXJ5R --lines 50
+  orchestratectl --json event tail --run 01JDXJ5R --follow   # JSON lines")]
+    Tail(EventTailArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EventAppendArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: String,
+
+    /// The node the event is about (omit for a run-level event): 1-63 of a-z, 0-9 and '-'
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+
+    /// Event type: node.added, node.progress, node.waiting, node.done, node.failed, … or a
+    /// custom x.<name>
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: String,
+
+    /// The event's payload: a JSON object of at most 64 KiB, e.g. '{"message":"done"}'
+    #[arg(long, value_name = "JSON")]
+    pub data: Option<String>,
+
+    /// Makes retries safe: a repeated key returns the first append's seq and id and writes
+    /// nothing (1-128 printable ASCII characters, no spaces)
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EventListArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: String,
+
+    /// Only events with a greater seq (default 0: from the start)
+    #[arg(long, value_name = "SEQ")]
+    pub since: Option<u64>,
+
+    /// At most this many events
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct EventTailArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: String,
+
+    /// Keep printing new events as they land, until interrupted
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+
+    /// How many of the last events to print first
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 10)]
+    pub lines: u64,
+}
 
 /// How much of a bad `--data` value an error message quotes.
 const QUOTE_MAX: usize = 80;

@@ -6,6 +6,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::parse_run_ref;
 use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::projection::RunSummary;
@@ -16,9 +17,101 @@ use serde_json::{json, Value};
 
 use super::spawn::{repo_dir, validate_branch};
 use super::{call, decode, Ctx};
-use crate::cli::{FanOutArgs, FanOutCmd, FanOutManifestArgs, FanOutStartArgs, StartArgs};
 use crate::follow::{report_wait, wait_run, Mode, Progress};
 use crate::output::print_text;
+
+/// The examples of `fan-out --help`.
+pub const FANOUT_EXAMPLES: &str = "\
+Examples:
+  orchestratectl fan-out --manifest units.toml
+  orchestratectl fan-out --manifest units.json --max-parallel 3 --agent shell --wait
+  orchestratectl fan-out --manifest units.toml --max-parallel auto --gate 'cargo test'
+  orchestratectl --json fan-out --manifest units.toml    # the run summary
+  orchestratectl fan-out manifest                        # inside a unit's agent window
+
+A manifest (units.toml):
+  prompt = \"Port the {module} module to the new logging API; keep its tests green.\"
+  [[units]]
+  id = \"net\"
+  vars = { module = \"net\" }
+  [[units]]
+  id = \"db\"
+  vars = { module = \"db\" }";
+
+#[derive(Debug, Args)]
+pub struct FanOutArgs {
+    #[command(subcommand)]
+    pub cmd: Option<FanOutCmd>,
+
+    #[command(flatten)]
+    pub start: FanOutStartArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FanOutStartArgs {
+    /// The manifest: a .toml or .json file of at most 1 MiB (symlinks and '..' are resolved;
+    /// its text is sent to the daemon, which keeps a copy in the run's directory)
+    #[arg(long, value_name = "FILE", required = true)]
+    pub manifest: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub common: StartArgs,
+
+    /// A shell command run in each unit's worktree after its agent reports done and before
+    /// the merge (e.g. 'cargo test'); overrides the manifest's `gate`
+    #[arg(long, value_name = "CMD")]
+    pub gate: Option<String>,
+}
+
+/// The flags `fan-out` and `orchestrate` share.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// At most this many agents alive at once: a number from 1 to 256, or `auto`
+    /// (max(1, min(2 × cores, available memory in GiB)), at most 32; the chosen number and
+    /// what it came from are recorded in the run); default: auto
+    #[arg(long, value_name = "N|auto")]
+    pub max_parallel: Option<String>,
+
+    /// The git repository to work in (any directory inside it); default: the current directory
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+
+    /// The branch to start from and to merge into; default: the repository's current branch
+    #[arg(long, value_name = "BRANCH")]
+    pub base: Option<String>,
+
+    /// The agent profile for every unit or node that names none: `claude`, `shell`, or a
+    /// profile [agents.NAME] from $OCTL_HOME/config.toml; default: the configured default
+    #[arg(long, value_name = "PROFILE")]
+    pub agent: Option<String>,
+
+    /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
+    /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FanOutCmd {
+    /// Print a fan-out run's manifest exactly as it was given (for the units' agents)
+    ///
+    /// Without --run, inside a unit's agent window, prints the file $OCTL_MANIFEST names
+    /// (no daemon needed); otherwise asks the daemon for the manifest of --run, else $OCTL_RUN.
+    #[command(after_help = "\
+Examples:
+  orchestratectl fan-out manifest                    # inside a unit's agent window
+  orchestratectl fan-out manifest --run 01JDXJ5R
+  orchestratectl --json fan-out manifest --run 01JDXJ5R   # {run, format, path, text}")]
+    Manifest(FanOutManifestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FanOutManifestArgs {
+    /// The fan-out run: a ULID or a unique prefix of at least 6 characters; default: the file
+    /// $OCTL_MANIFEST names, else the run $OCTL_RUN (both set in every unit's window)
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+}
 
 /// The largest manifest or plan the CLI sends.
 pub const MAX_INPUT_BYTES: u64 = 1024 * 1024;

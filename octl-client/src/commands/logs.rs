@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clap::Args;
 use notify::{RecursiveMode, Watcher};
 use octl_proto::ids::validate_node_id;
 use octl_proto::projection::RunDetail;
@@ -16,8 +17,27 @@ use serde_json::{json, Value};
 
 use super::run::run_param;
 use super::Ctx;
-use crate::cli::RunLogsArgs;
 use crate::follow::{show, Events};
+
+// The flags of `run logs`; its help is on `RunCmd::Logs`.
+#[derive(Debug, Args)]
+pub struct RunLogsArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node whose log to print; default: the run's only node (needed when it has several)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+
+    /// Keep printing as the log grows, until the node's agent is gone
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+
+    /// Claude Code's raw stream-json (NODE.log) instead of its readable rendering
+    #[arg(long)]
+    pub raw: bool,
+}
 
 /// Even without a notification the log is read again this often (a safety net: some
 /// filesystems do not notify).

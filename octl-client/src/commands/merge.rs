@@ -2,6 +2,7 @@
 //! retry after a conflict or a blocked merge). Refusals come back as `merge_conflict` or
 //! `target_dirty` (exit 4) with the daemon's hint, or one made here from `run show`.
 
+use clap::Args;
 use octl_proto::ids::validate_node_id;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{MergeParams, MergeResult};
@@ -9,8 +10,38 @@ use octl_proto::{AppError, ErrorKind};
 use serde_json::json;
 
 use super::{decode, Ctx};
-use crate::cli::MergeArgs;
 use crate::commands::run::run_param;
+
+/// The examples of `merge --help`.
+pub const MERGE_EXAMPLES: &str = "\
+Examples:
+  orchestratectl merge 01JDXJ5R
+  orchestratectl merge 01JDXJ5R --node api
+  orchestratectl merge 01JDXJ5R            # an orchestrate run: its integration branch into base
+  orchestratectl --json merge 01JDXJ5R     # {run, node, state, merge_commit, target}
+  orchestratectl merge 01JDXJ5R --node api --accept-failed   # a failed node, as committed
+
+After a conflict (exit 4, kind merge_conflict): resolve it in the node's worktree
+(git merge <BASE>, fix the files, commit), then run the same merge again.
+After target_dirty (exit 4): commit or stash the changes in the checkout of the base
+branch, then run the same merge again.";
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node to merge; default: the run's only node (needed when it has several). For an
+    /// orchestrate run, leave it out to merge the integration branch into base
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+
+    /// Merge a failed or exited node anyway: its branch as it is committed (uncommitted files
+    /// are kept in its snapshot). Only on a human's say-so; `run retry` starts it over instead
+    #[arg(long)]
+    pub accept_failed: bool,
+}
 
 pub async fn execute(ctx: &Ctx, args: MergeArgs) -> Result<(), AppError> {
     let params = merge_params(&args)?;

@@ -1,12 +1,90 @@
 //! `node done|fail|progress`: what an agent reports about its own node. The run and node come
 //! from `--run`/`--node`, else from `OCTL_RUN`/`OCTL_NODE` (set in every agent window).
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::rpc::{AppendResult, NodeReportParams};
 use octl_proto::AppError;
 
 use super::{decode, Ctx};
-use crate::cli::{NodeCmd, NodeTarget};
+
+/// The examples of `node --help`.
+pub const NODE_EXAMPLES: &str = "\
+Examples:
+  # inside an agent window, where OCTL_RUN and OCTL_NODE are set:
+  orchestratectl node progress --message 'tests pass, writing docs'
+  orchestratectl node done --message 'added the endpoint and its tests'
+  orchestratectl node fail --reason 'the API key in .env is missing'
+  # from anywhere else, name the run and the node:
+  orchestratectl node done --run 01JDXJ5R --node api";
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCmd {
+    /// Report that the node's work is finished and committed (a spinoff is then merged; a code
+    /// run waits for `orchestratectl merge`)
+    #[command(after_help = "\
+Examples:
+  orchestratectl node done
+  orchestratectl node done --message 'added /users pagination with tests'
+  orchestratectl --json node done --run 01JDXJ5R --node api   # {seq, id}")]
+    Done(NodeDoneArgs),
+
+    /// Report that the node cannot finish; its branch and worktree are kept
+    #[command(after_help = "\
+Examples:
+  orchestratectl node fail --reason 'cannot reproduce the bug on main'
+  orchestratectl --json node fail --run 01JDXJ5R --node api --reason 'tests need a database'")]
+    Fail(NodeFailArgs),
+
+    /// Report what the node is doing, for `run wait` and the event log
+    #[command(after_help = "\
+Examples:
+  orchestratectl node progress --message 'reproduced the bug in a test'
+  orchestratectl --json node progress --run 01JDXJ5R --node api --message 'half done'")]
+    Progress(NodeProgressArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeTarget {
+    /// The run: a ULID or a unique prefix of at least 6 characters; default $OCTL_RUN (set in
+    /// every agent window)
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// The node: 1-63 of a-z, 0-9 and '-'; default $OCTL_NODE (set in every agent window)
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeDoneArgs {
+    #[command(flatten)]
+    pub target: NodeTarget,
+
+    /// A one-line summary of what was done
+    #[arg(long, value_name = "M")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeFailArgs {
+    #[command(flatten)]
+    pub target: NodeTarget,
+
+    /// Why the node cannot finish, for the human who will look at it
+    #[arg(long, value_name = "R")]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeProgressArgs {
+    #[command(flatten)]
+    pub target: NodeTarget,
+
+    /// What the agent is doing now, in a few words
+    #[arg(long, value_name = "M")]
+    pub message: String,
+}
 
 pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     let (method, what, target, text) = match cmd {

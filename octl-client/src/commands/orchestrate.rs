@@ -4,15 +4,59 @@
 
 use std::path::Path;
 
+use clap::Args;
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::OrchestrateParams;
 use octl_proto::AppError;
 
 use super::fanout::{
     common_params, current_dir, max_parallel_json, node_total, read_input_file, setting, started,
+    StartArgs,
 };
 use super::{call, Ctx};
-use crate::cli::OrchestrateArgs;
+
+/// The examples of `orchestrate --help`.
+pub const ORCHESTRATE_EXAMPLES: &str = "\
+Examples:
+  orchestratectl orchestrate --plan plan.toml
+  orchestratectl orchestrate --plan plan.json --auto-merge --max-parallel 4 --wait
+  orchestratectl orchestrate --plan plan.toml --agent shell --base develop
+  orchestratectl --json orchestrate --plan plan.toml     # the run summary
+  orchestratectl run watch 01JDXJ5R                      # then see it go
+  orchestratectl merge 01JDXJ5R                          # when every node is merged
+
+A plan (plan.toml): api and ui start once schema is merged into integration; docs last.
+  [[nodes]]
+  id = \"schema\"
+  task = \"add the orders table and its migration\"
+  [[nodes]]
+  id = \"api\"
+  task = \"add the /orders endpoints\"
+  deps = [\"schema\"]
+  [[nodes]]
+  id = \"ui\"
+  task = \"add the orders page\"
+  deps = [\"schema\"]
+  [[nodes]]
+  id = \"docs\"
+  task = \"document orders\"
+  deps = [\"api\", \"ui\"]";
+
+#[derive(Debug, Args)]
+pub struct OrchestrateArgs {
+    /// The plan: a .toml or .json file of at most 1 MiB (symlinks and '..' are resolved; its
+    /// text is sent to the daemon, which keeps a copy in the run's directory)
+    #[arg(long, value_name = "FILE")]
+    pub plan: std::path::PathBuf,
+
+    /// When every node is merged into the integration branch, merge it into base too
+    /// (otherwise the run completes and waits for `orchestratectl merge RUN`)
+    #[arg(long)]
+    pub auto_merge: bool,
+
+    #[command(flatten)]
+    pub common: StartArgs,
+}
 
 pub async fn execute(ctx: &Ctx, args: OrchestrateArgs) -> Result<i32, AppError> {
     let params = orchestrate_params(&args, &current_dir()?)?;
@@ -79,7 +123,7 @@ pub fn orchestrate_text(s: &RunSummary, auto_merge: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::StartArgs;
+
     use serde_json::{json, Value};
 
     fn params(a: &OrchestrateArgs, cwd: &Path) -> Result<Value, AppError> {

@@ -4,13 +4,81 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use clap::{Args, Subcommand};
 use octl_proto::{AppError, ErrorKind};
 use serde_json::{json, Value};
 
 use super::Ctx;
-use crate::cli::{SkillCmd, SkillInstallArgs};
 use crate::output::{table, truncate};
 use crate::skills::{self, description, skill_path, status_in, InstallReport, SKILLS};
+
+/// The examples of `skill --help`.
+pub const SKILL_EXAMPLES: &str = "\
+Examples:
+  orchestratectl skill list
+  orchestratectl skill install
+  orchestratectl skill print worktree-spinoff";
+
+#[derive(Debug, Subcommand)]
+pub enum SkillCmd {
+    /// List the bundled skills and whether each is installed, outdated, modified or missing
+    ///
+    /// installed: the file is the bundled text; outdated: an older version that
+    /// `skill install` wrote and nobody edited (install updates it); modified: edited by
+    /// someone (install keeps it unless --force); missing: not installed.
+    #[command(after_help = "\
+Examples:
+  orchestratectl skill list
+  orchestratectl skill list --dir ./.claude/skills
+  orchestratectl --json skill list     # [{name, description, status, path}]")]
+    List(SkillDirArg),
+
+    /// Print one bundled skill's SKILL.md exactly as it is installed
+    #[command(after_help = "\
+Examples:
+  orchestratectl skill print worktree-spinoff
+  orchestratectl --json skill print fan-out     # {name, description, text}")]
+    Print(SkillNameArg),
+
+    /// Write every bundled skill to DIR/<name>/SKILL.md, never overwriting a file someone
+    /// edited unless --force
+    ///
+    /// Next to each SKILL.md it keeps a small marker file, .orchestratectl-installed, with a
+    /// hash of what it wrote; that is how an edit is told apart from an older version. Edited
+    /// files are skipped and listed, and the command then exits 4 after installing the rest.
+    #[command(after_help = "\
+Examples:
+  orchestratectl skill install
+  orchestratectl skill install --force                 # also overwrite edited files
+  orchestratectl skill install --dir ./.claude/skills  # project-level skills
+  CLAUDE_CONFIG_DIR=~/.claude-work orchestratectl skill install")]
+    Install(SkillInstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SkillDirArg {
+    /// The skills directory; default ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/skills
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SkillNameArg {
+    /// The skill's name, as `skill list` shows it
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SkillInstallArgs {
+    /// Also overwrite SKILL.md files that were edited since they were installed
+    #[arg(long)]
+    pub force: bool,
+
+    /// The skills directory; default ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/skills
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
 
 /// How much of a description `skill list` shows.
 const DESCRIPTION_WIDTH: usize = 72;

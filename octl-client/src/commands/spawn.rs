@@ -4,14 +4,100 @@
 
 use std::path::{Path, PathBuf};
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::validate_node_id;
 use octl_proto::rpc::SpawnParams;
 use octl_proto::AppError;
 use serde_json::Value;
 
 use super::Ctx;
-use crate::cli::{SpawnArgs, SpawnCmd};
 use crate::follow::{report_wait, wait_run, Mode, Progress};
+
+/// The examples of `spawn --help`.
+pub const SPAWN_EXAMPLES: &str = "\
+Examples:
+  orchestratectl spawn spinoff 'fix the typo in README.md'
+  orchestratectl spawn code 'add pagination to /users' --node pagination
+  orchestratectl spawn spinoff --agent shell 'date > now.txt' --wait";
+
+#[derive(Debug, Subcommand)]
+pub enum SpawnCmd {
+    /// Start an autonomous agent in a new worktree; when it reports done, its branch is merged
+    /// into base and its window, worktree and branch are removed
+    ///
+    /// Creates a run of kind `spinoff` with one node, the branch octl/<RUN>/<NODE> from the tip
+    /// of base, the worktree $OCTL_HOME/worktrees/<RUN>/<NODE>, and a window on the daemon's
+    /// private tmux server running the agent. Prints the run and where its work happens.
+    #[command(after_help = "\
+Examples:
+  orchestratectl spawn spinoff 'fix the off-by-one in src/page.rs; add a test'
+  orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
+  orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
+  orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
+  generate-task | orchestratectl spawn spinoff --task-file -
+  orchestratectl spawn spinoff -- '-x is a task starting with a dash'")]
+    Spinoff(SpawnArgs),
+
+    /// Start an interactive agent in a new worktree, for a human to attach to, review and merge
+    ///
+    /// Like `spawn spinoff`, but nothing is merged by itself: attach with
+    /// `orchestratectl run attach RUN`, and merge with `orchestratectl merge RUN` when the work
+    /// is ready (the run waits for that once the agent reports done).
+    #[command(after_help = "\
+Examples:
+  orchestratectl spawn code 'refactor the config loader'
+  orchestratectl spawn code --repo ~/src/api --base develop --node loader 'split config.rs'
+  orchestratectl spawn code --task-file notes/settings-page.md
+  orchestratectl run attach 01JDXJ5R          # then, when the work is ready:
+  orchestratectl merge 01JDXJ5R")]
+    Code(SpawnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    /// What the agent should do: its prompt (for `--agent shell`, a shell script run in the
+    /// worktree). Sent exactly as given; put `--` before it if it starts with a dash. At most
+    /// 32 KiB (32768 bytes) of UTF-8; or give it with --task-file
+    #[arg(
+        value_name = "TASK",
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+
+    /// Read the task from this file, or from standard input with `-`, instead of TASK: sent
+    /// exactly as read, at most 32 KiB (32768 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub task_file: Option<PathBuf>,
+
+    /// The git repository to work in (any directory inside it); default: the current directory
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+
+    /// The branch to start from and to merge into; default: the repository's current branch
+    #[arg(long, value_name = "BRANCH")]
+    pub base: Option<String>,
+
+    /// The agent profile: `claude`, `shell`, or a profile [agents.NAME] from
+    /// $OCTL_HOME/config.toml; default: the configured default, else `claude`
+    #[arg(long, value_name = "PROFILE")]
+    pub agent: Option<String>,
+
+    /// The node's name, also the end of its branch name (1-63 of a-z, 0-9 and '-');
+    /// default: chosen by the daemon
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+
+    /// A shell command run in the worktree after the agent reports done and before the merge
+    /// (e.g. 'cargo test'); if it fails the node fails and its branch is kept
+    #[arg(long, value_name = "CMD")]
+    pub gate: Option<String>,
+
+    /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
+    /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
+    #[arg(long)]
+    pub wait: bool,
+}
 
 /// The two kinds of spawn: the RPC method and the word shown to people.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

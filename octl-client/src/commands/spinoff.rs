@@ -2,6 +2,7 @@
 //! on it. Accepting starts a new spinoff run, linked to the proposing run both ways. Proposal
 //! ids are unique across runs: deciding needs only the id.
 
+use clap::{Args, Subcommand};
 use octl_proto::ids::parse_run_ref;
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
@@ -10,11 +11,120 @@ use serde::{Deserialize, Serialize};
 
 use super::discussion::{record_id, required_text, run_and_node, Opened};
 use super::{call, decode, Ctx};
-use crate::cli::{
-    SpinoffAcceptArgs, SpinoffCmd, SpinoffListArgs, SpinoffProposeArgs, SpinoffRejectArgs,
-};
 use crate::follow::one_line;
 use crate::output::{cell, table};
+
+/// The examples of `spinoff --help`.
+pub const SPINOFF_EXAMPLES: &str = "\
+Examples:
+  # an agent that noticed separate work (OCTL_RUN and OCTL_NODE are set):
+  orchestratectl spinoff propose --task 'fix the flaky retry test' --why 'fails 1 in 5 on CI'
+  # a human:
+  orchestratectl spinoff list
+  orchestratectl spinoff accept flaky-retry --agent claude
+  orchestratectl spinoff reject flaky-retry --reason 'already tracked in #123'";
+
+#[derive(Debug, Subcommand)]
+pub enum SpinoffCmd {
+    /// Propose a separate piece of work for a human to accept or reject
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff propose --task 'upgrade serde to 1.0.200'
+  orchestratectl spinoff propose --task 'split utils.rs' --why 'it is 3000 lines'
+  orchestratectl spinoff propose --task-file /tmp/proposal.md
+  orchestratectl --json spinoff propose --run 01JDXJ5R --task 'x'   # {id, run}")]
+    Propose(SpinoffProposeArgs),
+
+    /// List spin-off proposals, of one run or of all runs
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff list
+  orchestratectl --json spinoff list --run 01JDXJ5R")]
+    List(SpinoffListArgs),
+
+    /// Accept a proposal: start it as a new spinoff run, linked to the proposing run
+    ///
+    /// One decision per proposal: the first recorded wins and starts exactly one run; a
+    /// decision that lost starts nothing and is refused (exit 4), and accepting again reports
+    /// the existing run. A proposal whose run could not be created shows `failed` with the
+    /// reason and may be accepted again or rejected.
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff accept flaky-retry
+  orchestratectl spinoff accept 01jdxk7zq3           # a unique prefix of the id
+  orchestratectl spinoff accept flaky-retry --agent shell
+  orchestratectl --json spinoff accept flaky-retry   # {proposal, run}")]
+    Accept(SpinoffAcceptArgs),
+
+    /// Reject a proposal, saying why (the proposing agent can read the reason)
+    #[command(after_help = "\
+Examples:
+  orchestratectl spinoff reject flaky-retry --reason 'out of scope for this release'")]
+    Reject(SpinoffRejectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffProposeArgs {
+    /// The work to do: the new agent's prompt if it is accepted (at most 32 KiB)
+    #[arg(
+        long,
+        value_name = "T",
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+
+    /// Read the task from this file, or from standard input with `-`, instead of --task: at
+    /// most 32 KiB (32768 bytes) of UTF-8
+    #[arg(long, value_name = "PATH|-")]
+    pub task_file: Option<std::path::PathBuf>,
+
+    /// Why it is separate work, for the human who decides
+    #[arg(long, value_name = "W")]
+    pub why: Option<String>,
+
+    /// The run: a ULID or a unique prefix of at least 6 characters; default $OCTL_RUN
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+
+    /// The node proposing (optional): 1-63 of a-z, 0-9 and '-'; default $OCTL_NODE
+    #[arg(long, env = "OCTL_NODE", hide_env_values = true, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffListArgs {
+    /// Only this run's proposals: a ULID or a unique prefix of at least 6 characters;
+    /// default $OCTL_RUN, else every run
+    #[arg(long, env = "OCTL_RUN", hide_env_values = true, value_name = "RUN")]
+    pub run: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffAcceptArgs {
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// The agent profile of the new run: `claude`, `shell`, or a profile [agents.NAME] from
+    /// $OCTL_HOME/config.toml; default: the proposing node's agent, else the proposing run's,
+    /// else the configured default
+    #[arg(long, value_name = "PROFILE")]
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SpinoffRejectArgs {
+    /// The proposal's id, as `spinoff list` shows it, or a unique prefix of at least 6 of its
+    /// characters
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// Why it is rejected
+    #[arg(long, value_name = "R")]
+    pub reason: String,
+}
 
 const LIST_HINT: &str = "orchestratectl spinoff list";
 

@@ -1,0 +1,217 @@
+//! `run attach RUN [--node NODE]`: which node's window, and replacing this process with
+//! `tmux attach-session` on the daemon's private tmux server.
+
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use clap::Args;
+use octl_proto::ids::validate_node_id;
+use octl_proto::projection::RunDetail;
+use octl_proto::state::Node;
+use octl_proto::{AppError, ErrorKind, NodeState};
+use serde_json::json;
+
+use super::run_param;
+use crate::client::find_on_path;
+use crate::commands::{decode, Ctx};
+use crate::output::shell_word;
+
+#[derive(Debug, Args)]
+pub struct RunAttachArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node whose window to show; default: the only node, else the first one whose agent
+    /// is alive (starting, running or waiting)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+pub(super) async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppError> {
+    let run = run_param(&args.run)?.run;
+    if let Some(node) = &args.node {
+        validate_node_id("--node", node)?;
+    }
+    let value = ctx.client.call("run.show", json!({ "run": run })).await?;
+    let detail: RunDetail = decode("run.show", &value)?;
+    let node = pick_node(&detail, args.node.as_deref())?;
+    let argv = attach_argv(&ctx.client.home().tmux_socket(), &detail.manifest.id, node);
+    if !std::io::stdin().is_terminal() {
+        return Err(AppError::invalid(format!(
+            "run attach needs a terminal: stdin is not one, and tmux can only show the window \
+             of node {} on a terminal",
+            node.id
+        ))
+        .with_hint(format!(
+            "from a terminal, run: {}",
+            argv.iter()
+                .map(|a| shell_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )));
+    }
+    let Some(tmux) = find_on_path("tmux") else {
+        return Err(AppError::new(
+            ErrorKind::ToolMissing,
+            "cannot attach: tmux is not installed (no tmux program on PATH)",
+        )
+        .with_hint("install tmux (e.g. `apt install tmux` or `brew install tmux`)"));
+    };
+    // Only returns if the exec failed.
+    let err = std::process::Command::new(&tmux).args(&argv[1..]).exec();
+    Err(AppError::new(
+        ErrorKind::ToolFailed,
+        format!("cannot start {}: {err}", tmux.display()),
+    ))
+}
+
+/// The node `run attach` shows: the one asked for; else the only one; else the first whose
+/// agent is alive. Refused when that node has no window.
+pub fn pick_node<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppError> {
+    let id = &d.manifest.id;
+    let listing = || {
+        d.nodes
+            .iter()
+            .map(|n| format!("{} ({})", n.id, n.state.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let node = match asked {
+        Some(asked) => d.nodes.iter().find(|n| n.id == asked).ok_or_else(|| {
+            AppError::not_found(format!(
+                "run {id} has no node {asked:?}; its nodes: {}",
+                if d.nodes.is_empty() {
+                    "none".to_string()
+                } else {
+                    listing()
+                }
+            ))
+        })?,
+        None => match d.nodes.as_slice() {
+            [] => {
+                return Err(AppError::not_found(format!(
+                    "run {id} has no nodes, so there is no agent window to attach to"
+                )))
+            }
+            [only] => only,
+            nodes => nodes.iter().find(|n| n.state.is_alive()).ok_or_else(|| {
+                AppError::invalid(format!(
+                    "run {id} has {} nodes and none has a live agent: {}; choose one with --node",
+                    nodes.len(),
+                    listing()
+                ))
+            })?,
+        },
+    };
+    let gone = node.cleaned || matches!(node.state, NodeState::Merged | NodeState::Cancelled);
+    if gone || matches!(node.state, NodeState::Pending | NodeState::Ready) {
+        let why = if gone {
+            "its window is gone"
+        } else {
+            "it has no window yet: its agent has not started"
+        };
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {} of run {id} is {}: {why}",
+                node.id,
+                node.state.as_str()
+            ),
+        )
+        .with_hint(format!("see it with `orchestratectl run show {id}`")));
+    }
+    Ok(node)
+}
+
+/// `tmux -S <HOME>/tmux.sock attach-session -t <RUN>:<NODE>`. A node id of digits only would be
+/// read by tmux as a window index, so such a node is targeted by its pane (`%N`) when known.
+pub fn attach_argv(socket: &Path, run: &str, node: &Node) -> Vec<String> {
+    let target = match &node.pane {
+        Some(pane) if node.id.bytes().all(|b| b.is_ascii_digit()) => pane.clone(),
+        _ => format!("{run}:{}", node.id),
+    };
+    vec![
+        "tmux".to_string(),
+        "-S".to_string(),
+        socket.display().to_string(),
+        "attach-session".to_string(),
+        "-t".to_string(),
+        target,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::run::tests::*;
+
+    #[test]
+    fn attach_picks_the_node() {
+        let d = detail_with(json!([node("api", "exited")]));
+        assert_eq!(pick_node(&d, None).unwrap().id, "api");
+        let d = detail_with(json!([node("api", "merged")]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 4);
+        assert!(
+            err.message.ends_with("is merged: its window is gone"),
+            "{}",
+            err.message
+        );
+        let d = detail_with(json!([
+            node("a", "merged"),
+            node("b", "running"),
+            node("c", "waiting")
+        ]));
+        assert_eq!(pick_node(&d, None).unwrap().id, "b");
+        assert_eq!(pick_node(&d, Some("c")).unwrap().id, "c");
+        let err = pick_node(&d, Some("zz")).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 3);
+        assert!(
+            err.message.contains("a (merged), b (running), c (waiting)"),
+            "{}",
+            err.message
+        );
+        let d = detail_with(json!([node("a", "merged"), node("b", "failed")]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams);
+        assert!(
+            err.message.contains("a (merged), b (failed)"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("--node"), "{}", err.message);
+        let d = detail_with(json!([]));
+        assert_eq!(pick_node(&d, None).unwrap_err().kind.exit_code(), 3);
+        let mut cleaned = node("a", "merged");
+        cleaned["cleaned"] = json!(true);
+        let d = detail_with(json!([cleaned]));
+        let err = pick_node(&d, None).unwrap_err();
+        assert_eq!(err.kind.exit_code(), 4);
+        assert!(err.message.contains("window is gone"), "{}", err.message);
+        let d = detail_with(json!([node("a", "pending")]));
+        assert_eq!(pick_node(&d, None).unwrap_err().kind.exit_code(), 4);
+    }
+
+    #[test]
+    fn the_attach_command() {
+        let n: Node = serde_json::from_value(node("api", "running")).unwrap();
+        let argv = attach_argv(Path::new("/h/tmux.sock"), "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", &n);
+        assert_eq!(
+            argv,
+            [
+                "tmux",
+                "-S",
+                "/h/tmux.sock",
+                "attach-session",
+                "-t",
+                "01JDXJ5R8Q4M0ZK7P2W9TB3C6E:api"
+            ]
+        );
+        let mut digits = node("42", "running");
+        digits["pane"] = json!("%7");
+        let n: Node = serde_json::from_value(digits).unwrap();
+        assert_eq!(attach_argv(Path::new("/h/s"), "R", &n)[5], "%7");
+    }
+}

@@ -1,0 +1,200 @@
+//! `run list [--status STATUS]`: the runs table, with the nodes of small unfinished runs under
+//! their row.
+
+use std::collections::HashMap;
+
+use clap::Args;
+use octl_proto::projection::{RunDetail, RunSummary};
+use octl_proto::rpc::RunListParams;
+use octl_proto::AppError;
+use serde_json::json;
+
+use super::show::{elapsed_cell, node_extras, NodeExtra};
+use super::to_params;
+use crate::commands::{decode, Ctx};
+use crate::follow::is_terminal_status;
+use crate::output::{cell, node_counts, short_time, table};
+
+#[derive(Debug, Args)]
+pub struct RunListArgs {
+    /// Only runs in this status: active, waiting, completed, failed or cancelled
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<String>,
+}
+
+/// `run list` shows the nodes of an unfinished run with at most this many nodes.
+pub const LIST_NODES_MAX: usize = 20;
+
+pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
+    let params = RunListParams {
+        status: args.status.clone(),
+    };
+    if ctx.out.json {
+        // Passed through as the daemon wrote it: scripts poll this, so it skips building values.
+        let raw = ctx.client.call_raw("run.list", to_params(&params)).await?;
+        ctx.out.result(&raw, String::new);
+        return Ok(());
+    }
+    let value = ctx.client.call("run.list", to_params(&params)).await?;
+    let runs: Vec<RunSummary> = decode("run.list", &value)?;
+    // The nodes of unfinished runs, for the lines under them (a run that cannot be shown
+    // now just keeps its counts).
+    let mut nodes = HashMap::new();
+    for r in runs.iter().filter(|r| lists_nodes(r)) {
+        if let Ok(v) = ctx.client.call("run.show", json!({ "run": r.id })).await {
+            if let Ok(d) = decode::<RunDetail>("run.show", &v) {
+                nodes.insert(r.id.clone(), node_lines(&d, &node_extras(&v)));
+            }
+        }
+    }
+    ctx.out
+        .result(&value, || match (&args.status, runs.is_empty()) {
+            (None, true) => {
+                "No runs yet. Create one with `orchestratectl run create --kind generic`."
+                    .to_string()
+            }
+            (Some(status), true) => format!("No runs with status {status}."),
+            _ => runs_text(&runs, &nodes),
+        });
+    Ok(())
+}
+
+/// Does `run list` show this run's nodes? Only an unfinished run with 1 to 20 nodes.
+pub fn lists_nodes(r: &RunSummary) -> bool {
+    let total: usize = r.nodes.values().sum();
+    !is_terminal_status(&r.status) && (1..=LIST_NODES_MAX).contains(&total)
+}
+
+/// The lines under a run in `run list`: `  <node>  <state>  <elapsed>`, lined up.
+pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<String> {
+    let rows: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.id.clone(),
+                n.state.as_str().to_string(),
+                elapsed_cell(extras.get(&n.id)),
+            ]
+        })
+        .collect();
+    table(&["", "", ""], &rows)
+        .lines()
+        .skip(1)
+        .map(|l| format!("  {l}"))
+        .collect()
+}
+
+/// The `run list` table: ID, KIND, STATUS, NODES, UPDATED, TITLE.
+pub fn runs_table(runs: &[RunSummary]) -> String {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.clone(),
+                r.kind.clone(),
+                r.status.clone(),
+                node_counts(&r.nodes),
+                short_time(&r.updated_at),
+                cell(r.title.as_deref()),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "KIND", "STATUS", "NODES", "UPDATED", "TITLE"],
+        &rows,
+    )
+}
+
+/// The `run list` text: the table, with each run's node lines under its row.
+pub fn runs_text(runs: &[RunSummary], nodes: &HashMap<String, Vec<String>>) -> String {
+    let t = runs_table(runs);
+    let mut out = String::new();
+    for (i, line) in t.lines().enumerate() {
+        out.push_str(line);
+        out.push('\n');
+        let Some(r) = i.checked_sub(1).and_then(|i| runs.get(i)) else {
+            continue;
+        };
+        for l in nodes.get(&r.id).into_iter().flatten() {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::run::tests::*;
+
+    #[test]
+    fn the_run_table() {
+        let runs = vec![
+            summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", Some("nightly"), json!({})),
+            summary(
+                "01JDXJ5R8Q4M0ZK7P2W9TB3C6F",
+                None,
+                json!({"done": 1, "running": 2}),
+            ),
+        ];
+        let t = runs_table(&runs);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "ID                          KIND     STATUS  NODES              UPDATED              TITLE"
+        );
+        assert_eq!(
+            lines[1],
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E  generic  active  -                  2026-11-30 10:05:00  nightly"
+        );
+        assert_eq!(
+            lines[2],
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6F  generic  active  2 running, 1 done  2026-11-30 10:05:00  -"
+        );
+    }
+
+    #[test]
+    fn run_list_shows_the_nodes_of_unfinished_runs() {
+        let v = dag_show();
+        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
+        let lines = node_lines(&d, &node_extras(&v));
+        assert_eq!(
+            lines,
+            [
+                "  schema  merged   12s",
+                "  api     running  1m05s",
+                "  docs    pending  -"
+            ]
+        );
+        let runs = vec![
+            summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running": 1})),
+            summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6F", None, json!({"merged": 1})),
+        ];
+        let mut nodes = HashMap::new();
+        nodes.insert(runs[0].id.clone(), lines);
+        let text = runs_text(&runs, &nodes);
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), 6, "{text}");
+        assert!(got[1].starts_with("01JDXJ5R8Q4M0ZK7P2W9TB3C6E  generic"));
+        assert_eq!(got[2], "  schema  merged   12s");
+        assert_eq!(got[4], "  docs    pending  -");
+        assert!(got[5].starts_with("01JDXJ5R8Q4M0ZK7P2W9TB3C6F  generic"));
+
+        let mut r = summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running": 20}));
+        assert!(lists_nodes(&r));
+        r.nodes.insert("pending".into(), 1);
+        assert!(!lists_nodes(&r), "more than 20 nodes: counts only");
+        let mut r = summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"merged": 2}));
+        r.status = "completed".into();
+        assert!(!lists_nodes(&r), "finished runs: counts only");
+        r.status = "waiting".into();
+        assert!(lists_nodes(&r));
+        assert!(!lists_nodes(&summary(
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E",
+            None,
+            json!({})
+        )));
+    }
+}

@@ -1,0 +1,69 @@
+//! `run retry RUN --node NODE`: start a failed or conflicting node again.
+
+use clap::Args;
+use octl_proto::ids::validate_node_id;
+use octl_proto::projection::RunSummary;
+use octl_proto::rpc::RetryParams;
+use octl_proto::AppError;
+
+use super::{run_param, to_params};
+use crate::commands::{call, decode, Ctx};
+
+#[derive(Debug, Args)]
+pub struct RunRetryArgs {
+    /// The run: its full id (a ULID) or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node to start again (a failed or conflicting one)
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+}
+
+pub(super) async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError> {
+    validate_node_id("--node", &args.node)?;
+    let params = RetryParams {
+        run: run_param(&args.run)?.run,
+        node: args.node.clone(),
+    };
+    let value = call(ctx, "run.retry", to_params(&params)).await?;
+    let summary: RunSummary = decode("run.retry", &value)?;
+    ctx.out.result(&value, || retry_text(&summary, &args.node));
+    Ok(())
+}
+
+/// `Retrying node api of run 01… from the integration tip (old branch saved under …)`; a
+/// node of any other run starts again from the tip of base.
+pub fn retry_text(s: &RunSummary, node: &str) -> String {
+    let run = &s.id;
+    let from = if s.kind == "orchestrate" {
+        "the integration tip".to_string()
+    } else {
+        format!("the tip of {}", s.base.as_deref().unwrap_or("base"))
+    };
+    format!(
+        "Retrying node {node} of run {run} from {from} (old branch saved under refs/octl/snapshots/{run}/{node})\n  watch: orchestratectl run watch {run}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::run::tests::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_retry_text() {
+        let mut s = summary("01R", None, json!({}));
+        s.kind = "orchestrate".into();
+        assert_eq!(
+            retry_text(&s, "api"),
+            "Retrying node api of run 01R from the integration tip (old branch saved under refs/octl/snapshots/01R/api)\n  watch: orchestratectl run watch 01R"
+        );
+        s.kind = "fanout".into();
+        s.base = Some("main".into());
+        assert!(
+            retry_text(&s, "u1").starts_with("Retrying node u1 of run 01R from the tip of main (")
+        );
+    }
+}

@@ -1,0 +1,439 @@
+//! `run show RUN`: a run's summary, nodes (with the read-time `elapsed_s` and `waiting_for` of
+//! `run.show`), discussions, spin-offs, failures, and what a corrupt log still says. The node
+//! cells are shared with `run list` and `run watch` ([`crate::follow`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use octl_proto::projection::RunDetail;
+use octl_proto::state::Node;
+use octl_proto::{AppError, NodeState};
+use serde_json::Value;
+
+use super::{run_param, to_params, RunArg};
+use crate::commands::{decode, Ctx};
+use crate::output::{cell, clock, fields, node_counts, short_time, table};
+
+pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
+    let params = run_param(&arg.run)?;
+    let value = ctx.client.call("run.show", to_params(&params)).await?;
+    let detail: RunDetail = decode("run.show", &value)?;
+    let logs = ctx
+        .client
+        .home()
+        .runs()
+        .join(&detail.manifest.id)
+        .join("logs");
+    ctx.out.result(&value, || {
+        let mut text = detail_text(&detail, &node_extras(&value));
+        text.push_str(&failures_text(&detail, &logs));
+        if let Some(c) = value.get("corrupt") {
+            text.push_str(&corrupt_text(&detail.manifest.id, c));
+        }
+        text
+    });
+    Ok(())
+}
+
+/// Under `run show`'s tables: why each failed or exited node ended, and where its log is.
+pub fn failures_text(d: &RunDetail, logs: &Path) -> String {
+    let ended: Vec<&Node> = d
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.state, NodeState::Failed | NodeState::Exited))
+        .collect();
+    if ended.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nFailures:\n");
+    for n in ended {
+        let mut why = Vec::new();
+        if let Some(reason) = &n.reason {
+            why.push(reason.clone());
+        }
+        if let Some(status) = n.exit_status {
+            why.push(format!("exit status {status}"));
+        }
+        if let Some(message) = n.message.as_deref().filter(|m| !m.is_empty()) {
+            why.push(format!("message: {message}"));
+        }
+        if why.is_empty() {
+            why.push("no reason given".to_string());
+        }
+        out.push_str(&format!(
+            "  {} {}: {}\n",
+            n.id,
+            n.state.as_str(),
+            why.join("; ")
+        ));
+        let pane = logs.join(format!("{}.pane.log", n.id));
+        let log = if pane.exists() {
+            pane
+        } else {
+            logs.join(format!("{}.log", n.id))
+        };
+        out.push_str(&format!(
+            "    log: {} (orchestratectl run logs {} --node {})\n",
+            log.display(),
+            d.manifest.id,
+            n.id
+        ));
+    }
+    out
+}
+
+/// What `run show` adds for a corrupt run: where its log breaks and the events before it.
+pub fn corrupt_text(run: &str, c: &Value) -> String {
+    let mut out = String::from("\nCorrupt log:\n");
+    if let Some(e) = c.get("error").and_then(Value::as_str) {
+        out.push_str(&format!("  {e}\n"));
+        return out;
+    }
+    let log = c.get("log").and_then(Value::as_str).unwrap_or("?");
+    let line = c.get("line").and_then(Value::as_u64).unwrap_or(0);
+    let reason = c.get("reason").and_then(Value::as_str).unwrap_or("?");
+    let readable = c
+        .get("readable_events")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let events = c.get("events").and_then(Value::as_array);
+    let shown = events.map_or(0, Vec::len);
+    if line > 0 {
+        out.push_str(&format!("  bad line: {line} of {log}: {reason}\n"));
+    } else {
+        out.push_str(&format!("  {log}: {reason}\n"));
+    }
+    out.push_str(&format!(
+        "  readable: the {readable} events before it{}\n",
+        if (shown as u64) < readable {
+            format!(" (the last {shown} below)")
+        } else {
+            String::new()
+        }
+    ));
+    for ev in events.into_iter().flatten() {
+        out.push_str(&format!("  {}\n", crate::output::event_line(ev)));
+    }
+    out.push_str(&format!(
+        "  set it aside (nothing is deleted): orchestratectl run quarantine {run}\n"
+    ));
+    out
+}
+
+/// What `run.show` says of a node at read time, beside its projection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeExtra {
+    /// Seconds since it started, or until it finished; `None` if it never started.
+    pub elapsed_s: Option<u64>,
+    /// Its dependencies not merged yet.
+    pub waiting_for: Vec<String>,
+}
+
+/// The `elapsed_s` and `waiting_for` of every node in a `run.show` answer, by node id.
+pub fn node_extras(show: &Value) -> HashMap<String, NodeExtra> {
+    let Some(nodes) = show.get("nodes").and_then(Value::as_array) else {
+        return HashMap::new();
+    };
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let id = n.get("id")?.as_str()?.to_string();
+            let elapsed_s = n.get("elapsed_s").and_then(|e| {
+                e.as_u64()
+                    .or_else(|| e.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            });
+            let waiting_for = n
+                .get("waiting_for")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((
+                id,
+                NodeExtra {
+                    elapsed_s,
+                    waiting_for,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// ELAPSED: `1m05s`, or `-` for a node that never started.
+pub fn elapsed_cell(extra: Option<&NodeExtra>) -> String {
+    match extra.and_then(|e| e.elapsed_s) {
+        Some(s) => clock(s),
+        None => "-".to_string(),
+    }
+}
+
+/// WAITING FOR: `schema, auth`, or `-`.
+pub fn waiting_cell(extra: Option<&NodeExtra>) -> String {
+    match extra {
+        Some(e) if !e.waiting_for.is_empty() => e.waiting_for.join(", "),
+        _ => "-".to_string(),
+    }
+}
+
+/// The human form of `run show`: the summary, then the nodes, discussions and spin-offs.
+pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String {
+    let m = &d.manifest;
+    let mut pairs = vec![
+        ("Run", m.id.clone()),
+        ("Kind", m.kind.clone()),
+        ("Status", m.status.clone()),
+        ("Title", cell(m.title.as_deref())),
+    ];
+    if let Some(repo) = &m.repo {
+        pairs.push(("Repo", repo.clone()));
+    }
+    if let Some(base) = &m.base {
+        pairs.push(("Base", base.clone()));
+    }
+    let setting = |key: &str| match m.settings.get(key) {
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    };
+    if let Some(cap) = setting("max_parallel") {
+        pairs.push(("Parallel", format!("at most {cap} at once")));
+    }
+    if let Some(integration) = setting("integration") {
+        pairs.push(("Integration", integration));
+    }
+    if let Some(merge) = &m.merge {
+        let at = m
+            .merge_commit
+            .as_deref()
+            .map(|c| format!(" at {c}"))
+            .unwrap_or_default();
+        pairs.push(("Merge", format!("{merge}{at}")));
+    }
+    if let Some(parent) = setting("parent_run") {
+        let from = setting("proposal")
+            .map(|p| format!(" (spin-off proposal {p})"))
+            .unwrap_or_default();
+        pairs.push(("Parent", format!("{parent}{from}")));
+    }
+    pairs.push(("Created", short_time(&m.created_at)));
+    pairs.push(("Updated", short_time(&m.updated_at)));
+    pairs.push(("Events", m.last_seq.to_string()));
+    pairs.push(("Nodes", node_counts(&m.nodes)));
+    if let Some(error) = &m.error {
+        pairs.push(("Error", error.clone()));
+    }
+    let mut out = fields(&pairs);
+
+    out.push('\n');
+    if d.nodes.is_empty() {
+        out.push_str("No nodes.\n");
+    } else {
+        let rows: Vec<Vec<String>> = d
+            .nodes
+            .iter()
+            .map(|n| {
+                let extra = extras.get(&n.id);
+                vec![
+                    n.id.clone(),
+                    n.state.as_str().to_string(),
+                    elapsed_cell(extra),
+                    waiting_cell(extra),
+                    cell(n.branch.as_deref()),
+                    cell(n.worktree.as_deref()),
+                    cell(n.agent.as_deref()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "ID",
+                "STATE",
+                "ELAPSED",
+                "WAITING FOR",
+                "BRANCH",
+                "WORKTREE",
+                "AGENT",
+            ],
+            &rows,
+        ));
+    }
+
+    // Where removed worktrees' content went (`orchestratectl recover` makes a branch of one).
+    let snapshots: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            let last = n
+                .snapshot_ref
+                .iter()
+                .filter(|r| !n.snapshot_refs.contains(r));
+            let refs = n.snapshot_refs.iter().chain(last);
+            refs.map(|r| vec![n.id.clone(), r.clone()])
+        })
+        .collect();
+    if !snapshots.is_empty() {
+        out.push_str("\nSnapshots (`orchestratectl recover RUN --node NODE` restores one):\n");
+        out.push_str(&table(&["NODE", "REF"], &snapshots));
+    }
+    // What git ignored in them (`recover … --worktree PATH` moves the latest back).
+    let kept: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.kept.iter().map(|k| {
+                let status = match &k.restored_to {
+                    Some(to) => format!("restored to {to}"),
+                    None => k.status.as_str().to_string(),
+                };
+                vec![n.id.clone(), k.files.to_string(), status, k.dir.clone()]
+            })
+        })
+        .collect();
+    if !kept.is_empty() {
+        out.push_str(
+            "\nKept ignored files (`orchestratectl recover RUN --node NODE --worktree PATH`):\n",
+        );
+        out.push_str(&table(&["NODE", "FILES", "STATUS", "DIR"], &kept));
+    }
+
+    if !d.discussions.is_empty() {
+        let rows: Vec<Vec<String>> = d
+            .discussions
+            .iter()
+            .map(|x| {
+                vec![
+                    x.id.clone(),
+                    cell(x.node.as_deref()),
+                    if x.open { "open" } else { "answered" }.to_string(),
+                    x.title.clone(),
+                ]
+            })
+            .collect();
+        out.push_str("\nDiscussions:\n");
+        out.push_str(&table(&["ID", "NODE", "STATUS", "TITLE"], &rows));
+    }
+
+    if !d.spinoffs.is_empty() {
+        let rows: Vec<Vec<String>> = d
+            .spinoffs
+            .iter()
+            .map(|s| {
+                vec![
+                    s.id.clone(),
+                    cell(s.node.as_deref()),
+                    s.status.as_str().to_string(),
+                    cell(s.child_run.as_deref()),
+                    s.task.clone(),
+                ]
+            })
+            .collect();
+        out.push_str("\nSpin-offs:\n");
+        out.push_str(&table(
+            &["ID", "NODE", "STATUS", "CHILD RUN", "TASK"],
+            &rows,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::run::tests::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_detail_text() {
+        let d: RunDetail = serde_json::from_value(json!({
+            "manifest": serde_json::to_value(summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running":1}))).unwrap(),
+            "nodes": [{"id":"api","state":"running","branch":null,"worktree":null,"agent":null,"deps":[],
+                       "created_at":"t","updated_at":"t"}],
+            "discussions": [], "spinoffs": []
+        }))
+        .unwrap();
+        let text = detail_text(&d, &HashMap::new());
+        assert!(
+            text.starts_with("Run      01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"),
+            "{text}"
+        );
+        assert!(text.contains("Nodes    1 running\n"), "{text}");
+        assert!(
+            text.contains(
+                "ID   STATE    ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT\napi  running  -        -            -       -         -\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("Discussions"));
+    }
+
+    #[test]
+    fn elapsed_and_waiting_for_in_run_show() {
+        let v = dag_show();
+        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
+        let extras = node_extras(&v);
+        assert_eq!(
+            extras["docs"],
+            NodeExtra {
+                elapsed_s: None,
+                waiting_for: vec!["api".into()]
+            }
+        );
+        assert_eq!(extras["api"].elapsed_s, Some(65));
+        let text = detail_text(&d, &extras);
+        assert!(
+            text.contains("Parallel     at most 4 at once\nIntegration  octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration\n"),
+            "{text}"
+        );
+        let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("ID ")).collect();
+        assert_eq!(
+            table[..4],
+            [
+                "ID      STATE    ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT",
+                "schema  merged   12s      -            octl/R/schema  -         shell",
+                "api     running  1m05s    -            octl/R/api     -         shell",
+                "docs    pending  -        api          octl/R/docs    -         shell",
+            ]
+        );
+        // Absent or odd values do not break it.
+        assert!(node_extras(&json!({})).is_empty());
+        let odd =
+            node_extras(&json!({"nodes": [{"id": "a", "elapsed_s": 2.7, "waiting_for": "x"}]}));
+        assert_eq!(odd["a"].elapsed_s, Some(2));
+        assert!(odd["a"].waiting_for.is_empty());
+    }
+
+    #[test]
+    fn failures_and_corrupt_logs_in_run_show() {
+        let mut failed = node("api", "failed");
+        failed["reason"] = json!("gate failed");
+        failed["exit_status"] = json!(3);
+        failed["message"] = json!("tests red");
+        let d = detail_with(json!([node("ok", "merged"), failed, node("ui", "exited")]));
+        let text = failures_text(&d, Path::new("/h/runs/R/logs"));
+        assert_eq!(
+            text,
+            "\nFailures:\n  api failed: gate failed; exit status 3; message: tests red\n    log: /h/runs/R/logs/api.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api)\n  ui exited: no reason given\n    log: /h/runs/R/logs/ui.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node ui)\n"
+        );
+        assert_eq!(
+            failures_text(&detail_with(json!([node("a", "merged")])), Path::new("/x")),
+            ""
+        );
+
+        let c = json!({"log": "/h/runs/R/events.jsonl.corrupt", "line": 3, "reason": "not a valid event",
+            "readable_events": 2, "events": [{"seq": 1, "ts": "t", "type": "run.created", "actor": "daemon", "data": {}}]});
+        let text = corrupt_text("R", &c);
+        assert!(
+            text.contains("  bad line: 3 of /h/runs/R/events.jsonl.corrupt: not a valid event\n  readable: the 2 events before it (the last 1 below)\n"),
+            "{text}"
+        );
+        assert!(text.contains("run.created"), "{text}");
+        assert!(
+            text.ends_with("orchestratectl run quarantine R\n"),
+            "{text}"
+        );
+    }
+}
