@@ -3,6 +3,8 @@
 use super::*;
 use serde_json::json;
 
+use crate::state::{KeptStatus, NodeState::*, SpinoffStatus};
+
 fn ev(seq: u64, node: Option<&str>, t: &str, actor: Actor, data: Value) -> Event {
     Event {
         v: 1,
