@@ -1,0 +1,274 @@
+//! The pure fold from events to [`RunState`]. It is the state machine: an event that is not a
+//! legal transition is refused here, and the daemon writes nothing it refuses.
+//!
+//! Every check in [`RunState::apply`] runs before the first mutation, so a refused event leaves
+//! the state exactly as it was.
+
+use serde_json::{Map, Value};
+
+use crate::error::{AppError, ErrorKind};
+use crate::event::{is_custom_type, Actor, Event};
+use crate::ids::is_node_id;
+use crate::state::{Node, RunKind, RunState, RunStatus};
+
+mod nodes;
+mod records;
+#[cfg(test)]
+mod tests;
+
+use nodes::accepts_failed;
+
+/// May a client (an agent, a human, another tool) append this type to a run of this kind?
+/// Everything else is the daemon's to say.
+pub fn client_may_append(kind: RunKind, t: &str) -> bool {
+    if is_custom_type(t) {
+        return true;
+    }
+    let agent_kinds = matches!(
+        t,
+        "node.progress"
+            | "node.waiting"
+            | "node.done"
+            | "node.failed"
+            | "discussion.opened"
+            | "discussion.resolved"
+            | "spinoff.proposed"
+    );
+    match kind {
+        RunKind::Generic => {
+            agent_kinds || matches!(t, "node.added" | "run.completed" | "run.failed")
+        }
+        _ => agent_kinds,
+    }
+}
+
+/// The types a client may append to a run of this kind, for error messages and docs.
+pub fn client_types(kind: RunKind) -> Vec<&'static str> {
+    crate::event::KNOWN_TYPES
+        .iter()
+        .copied()
+        .filter(|t| client_may_append(kind, t))
+        .chain(std::iter::once("x.<name>"))
+        .collect()
+}
+
+fn transition(msg: String) -> AppError {
+    AppError::new(ErrorKind::InvalidTransition, msg)
+}
+
+fn opt_string(data: &Map<String, Value>, key: &str) -> Result<Option<String>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(AppError::invalid(format!(
+            "invalid data.{key}: a string is accepted"
+        ))),
+    }
+}
+
+fn req_string(data: &Map<String, Value>, key: &str, ty: &str) -> Result<String, AppError> {
+    opt_string(data, key)?
+        .ok_or_else(|| AppError::invalid(format!("missing data.{key}: {ty} needs a string {key}")))
+}
+
+fn opt_i64(data: &Map<String, Value>, key: &str) -> Result<Option<i64>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            AppError::invalid(format!("invalid data.{key}: an integer is accepted"))
+        }),
+    }
+}
+
+fn string_list(data: &Map<String, Value>, key: &str) -> Result<Vec<String>, AppError> {
+    match data.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    AppError::invalid(format!(
+                        "invalid data.{key}: an array of strings is accepted"
+                    ))
+                })
+            })
+            .collect(),
+        Some(_) => Err(AppError::invalid(format!(
+            "invalid data.{key}: an array of strings is accepted"
+        ))),
+    }
+}
+
+fn record_id(data: &Map<String, Value>, ty: &str) -> Result<String, AppError> {
+    let id = req_string(data, "id", ty)?;
+    if is_node_id(&id) {
+        Ok(id)
+    } else {
+        Err(AppError::invalid(format!(
+            "invalid data.id {id:?}: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+        )))
+    }
+}
+
+impl RunState {
+    /// Starts a run's state from its first event, which must be `run.created` with `seq` 1.
+    pub fn from_created(ev: &Event) -> Result<RunState, AppError> {
+        if ev.kind != "run.created" || ev.seq != 1 {
+            return Err(transition(format!(
+                "the first event of a run must be run.created with seq 1, got {} with seq {}",
+                ev.kind, ev.seq
+            )));
+        }
+        let kind_str = req_string(&ev.data, "kind", "run.created")?;
+        let kind = RunKind::parse(&kind_str).ok_or_else(|| {
+            AppError::invalid(format!(
+                "invalid data.kind {kind_str:?}: use generic, spinoff, code, fanout or orchestrate"
+            ))
+        })?;
+        let mut settings = ev.data.clone();
+        for k in ["kind", "title", "repo", "base"] {
+            settings.remove(k);
+        }
+        Ok(RunState {
+            id: ev.run.clone(),
+            kind,
+            title: opt_string(&ev.data, "title")?,
+            repo: opt_string(&ev.data, "repo")?,
+            base: opt_string(&ev.data, "base")?,
+            settings,
+            created_at: ev.ts.clone(),
+            updated_at: ev.ts.clone(),
+            last_seq: 1,
+            ended: None,
+            merge: None,
+            merge_commit: None,
+            nodes: Default::default(),
+            node_order: Vec::new(),
+            discussions: Default::default(),
+            spinoffs: Default::default(),
+            idempotency: Default::default(),
+        })
+    }
+
+    /// Folds a whole log. The error carries the `seq` of the event that did not fit.
+    pub fn replay<'a>(
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<RunState, (u64, AppError)> {
+        let mut iter = events.into_iter();
+        let first = iter
+            .next()
+            .ok_or((0, transition("the log is empty".to_string())))?;
+        let mut state = RunState::from_created(first).map_err(|e| (first.seq, e))?;
+        for ev in iter {
+            state.apply(ev).map_err(|e| (ev.seq, e))?;
+        }
+        Ok(state)
+    }
+
+    /// Checks `ev` against the state and folds it in, or refuses it and changes nothing.
+    pub fn apply(&mut self, ev: &Event) -> Result<(), AppError> {
+        if ev.run != self.id {
+            return Err(AppError::invalid(format!(
+                "event for run {} given to run {}",
+                ev.run, self.id
+            )));
+        }
+        if ev.seq != self.last_seq + 1 {
+            return Err(transition(format!(
+                "seq {} does not follow {}",
+                ev.seq, self.last_seq
+            )));
+        }
+        if let Some(key) = &ev.idempotency_key {
+            if self.idempotency.contains_key(key) {
+                return Err(transition(format!(
+                    "idempotency key {key:?} was already used"
+                )));
+            }
+        }
+        self.check_and_fold(ev)?;
+        self.last_seq = ev.seq;
+        self.updated_at = ev.ts.clone();
+        if let Some(key) = &ev.idempotency_key {
+            self.idempotency
+                .insert(key.clone(), (ev.seq, ev.id.clone()));
+        }
+        Ok(())
+    }
+
+    fn check_and_fold(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        if is_custom_type(t) {
+            return self.require_node_exists(ev).map(|_| ());
+        }
+        // A failed agent run is no dead end: retrying a node (or merging a failed node as
+        // committed, on a human's say-so) opens it again.
+        let reopens = self.ended == Some(RunStatus::Failed)
+            && self.kind != RunKind::Generic
+            && ev.actor == Actor::Daemon
+            && (t == "node.retried" || (t == "merge.started" && accepts_failed(ev)));
+        if let Some(end) = self.ended.filter(|_| !reopens) {
+            // Cleaning up, and humans deciding on what an agent asked or proposed, go on
+            // after a run ended; nothing else does.
+            let after_end = matches!(
+                t,
+                "cleanup.done"
+                    | "kept.restored"
+                    | "kept.deleted"
+                    | "discussion.resolved"
+                    | "spinoff.accepted"
+                    | "spinoff.rejected"
+                    | "spinoff.failed"
+            );
+            if !after_end {
+                return Err(transition(format!(
+                    "run {} is {}; {t} is not accepted after a run has ended",
+                    self.id,
+                    end.as_str()
+                )));
+            }
+        }
+        match t {
+            "run.created" => Err(transition(format!("run {} already exists", self.id))),
+            "run.completed" | "run.failed" | "run.cancelled" => {
+                if ev.node.is_some() {
+                    return Err(AppError::invalid(format!(
+                        "{t} is a run-level event: give no node"
+                    )));
+                }
+                self.ended = Some(match t {
+                    "run.completed" => RunStatus::Completed,
+                    "run.failed" => RunStatus::Failed,
+                    _ => RunStatus::Cancelled,
+                });
+                Ok(())
+            }
+            "node.added" => self.fold_node_added(ev),
+            "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
+            "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
+                self.fold_spinoff(ev)
+            }
+            "merge.started" | "merge.succeeded" | "merge.conflict" | "merge.blocked"
+                if ev.node.is_none() =>
+            {
+                self.fold_run_merge(ev)
+            }
+            _ => {
+                self.fold_node_transition(ev)?;
+                if reopens {
+                    self.ended = None;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn require_node_exists(&self, ev: &Event) -> Result<Option<&Node>, AppError> {
+        match &ev.node {
+            None => Ok(None),
+            Some(id) => self.nodes.get(id).map(Some).ok_or_else(|| {
+                AppError::not_found(format!("node {id:?} does not exist in run {}", self.id))
+            }),
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Node rules: which states each node event is legal from and leads to, and folding node
+//! and run-level merge events.
+
+use serde_json::Value;
+
+use crate::error::AppError;
+use crate::event::{Actor, Event};
+use crate::ids::is_node_id;
+use crate::state::{Node, NodeState, RunKind, RunState};
+
+use super::records::{kept_change, KeptChange};
+use super::{opt_i64, opt_string, string_list, transition};
+use NodeState::*;
+
+/// A `merge.started` that merges a failed or exited node as committed (`data.accept_failed`).
+pub(super) fn accepts_failed(ev: &Event) -> bool {
+    ev.actor == Actor::Daemon && ev.data.get("accept_failed") == Some(&Value::Bool(true))
+}
+
+fn names(states: &[NodeState]) -> String {
+    states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl RunState {
+    pub(super) fn fold_node_added(&mut self, ev: &Event) -> Result<(), AppError> {
+        let id = ev
+            .node
+            .clone()
+            .ok_or_else(|| AppError::invalid("node.added needs a node: give node".to_string()))?;
+        if self.nodes.contains_key(&id) {
+            return Err(transition(format!(
+                "node {id:?} already exists in run {}",
+                self.id
+            )));
+        }
+        let deps = string_list(&ev.data, "deps")?;
+        if let Some(bad) = deps.iter().find(|d| !is_node_id(d)) {
+            return Err(AppError::invalid(format!(
+                "invalid data.deps entry {bad:?}: use node ids (1-63 of a-z, 0-9 and '-')"
+            )));
+        }
+        let node = Node {
+            id: id.clone(),
+            state: Pending,
+            branch: opt_string(&ev.data, "branch")?,
+            worktree: opt_string(&ev.data, "worktree")?,
+            agent: opt_string(&ev.data, "agent")?,
+            deps,
+            task: opt_string(&ev.data, "task")?,
+            gate: opt_string(&ev.data, "gate")?,
+            message: None,
+            reason: None,
+            exit_status: None,
+            merge_commit: None,
+            conflict_files: Vec::new(),
+            snapshot_ref: None,
+            snapshot_refs: Vec::new(),
+            outcome: None,
+            pane: None,
+            on_exit: None,
+            report_on_exit: false,
+            report: None,
+            created_at: ev.ts.clone(),
+            updated_at: ev.ts.clone(),
+            started_at: None,
+            finished_at: None,
+            cleaned: false,
+            kept: Vec::new(),
+        };
+        self.node_order.push(id.clone());
+        self.nodes.insert(id, node);
+        Ok(())
+    }
+
+    /// The states from which each node event is legal, and the state it leads to.
+    fn node_rule(&self, ev: &Event) -> Option<(Vec<NodeState>, Option<NodeState>)> {
+        let (t, actor) = (ev.kind.as_str(), ev.actor);
+        // A generic run's nodes belong to the client, which may report on them from any
+        // unfinished state; in agent runs only a started agent can report.
+        let lax = self.kind == RunKind::Generic || actor == Actor::Daemon;
+        let live = |extra: &[NodeState]| {
+            let mut v = vec![Starting, Running, Waiting];
+            if lax {
+                v.extend([Pending, Ready]);
+            }
+            v.extend_from_slice(extra);
+            v
+        };
+        let rule = match t {
+            "node.ready" => (vec![Pending, Blocked], Some(Ready)),
+            "node.starting" => (vec![Pending, Ready], Some(Starting)),
+            "node.started" => (vec![Starting], Some(Running)),
+            "node.progress" => (live(&[]), Some(Running)),
+            "node.waiting" => (live(&[]), Some(Waiting)),
+            "node.done" => (live(&[]), Some(Done)),
+            // A gate that fails after done fails the node; only the daemon runs gates.
+            "node.failed" if actor == Actor::Daemon => (live(&[Done]), Some(Failed)),
+            "node.failed" => (live(&[]), Some(Failed)),
+            "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
+            "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
+            // A dependency was retried: the node waits for it again.
+            "node.unblocked" => (vec![Blocked], Some(Pending)),
+            // `run retry`: a node that failed or could not merge starts over.
+            "node.retried" => (vec![Failed, Exited, Conflict, MergeBlocked], Some(Pending)),
+            // Not while merging: the merge has won that step and moves the branch; the node
+            // ends merged, conflict or merge_blocked, and can be cancelled after that.
+            "node.cancelled" => (
+                NodeState::ALL
+                    .into_iter()
+                    .filter(|s| !s.is_terminal() && *s != Merging)
+                    .collect(),
+                Some(Cancelled),
+            ),
+            // A failed or exited node merges only on a human's explicit say-so
+            // (`merge --accept-failed`): what it committed, as it is.
+            "merge.started" if accepts_failed(ev) => (
+                vec![Done, Conflict, MergeBlocked, Failed, Exited],
+                Some(Merging),
+            ),
+            "merge.started" => (vec![Done, Conflict, MergeBlocked], Some(Merging)),
+            "merge.succeeded" => (vec![Merging], Some(Merged)),
+            "merge.conflict" => (vec![Merging], Some(Conflict)),
+            "merge.blocked" => (vec![Merging], Some(MergeBlocked)),
+            "cleanup.done" => (NodeState::ALL.to_vec(), None),
+            // A kept set of ignored files moved back into a worktree, or deleted by gc.
+            "kept.restored" | "kept.deleted" => (NodeState::ALL.to_vec(), None),
+            _ => return None,
+        };
+        Some(rule)
+    }
+
+    pub(super) fn fold_node_transition(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let (from, to) = self
+            .node_rule(ev)
+            .ok_or_else(|| AppError::invalid(format!("unknown event type {t:?}")))?;
+        let id = ev
+            .node
+            .as_deref()
+            .ok_or_else(|| AppError::invalid(format!("{t} needs a node: give node")))?;
+        let node = self.nodes.get(id).ok_or_else(|| {
+            AppError::not_found(format!("node {id:?} does not exist in run {}", self.id))
+        })?;
+        if !from.contains(&node.state) {
+            return Err(transition(format!(
+                "node {id:?} is {}; {t} is accepted only when it is {}",
+                node.state.as_str(),
+                names(&from)
+            )));
+        }
+        let d = &ev.data;
+        let message = opt_string(d, "message")?;
+        let reason = opt_string(d, "reason")?;
+        let exit_status = opt_i64(d, "exit_status")?;
+        let branch = opt_string(d, "branch")?;
+        let worktree = opt_string(d, "worktree")?;
+        let commit = opt_string(d, "commit")?;
+        let snapshot = opt_string(d, "snapshot_ref")?;
+        let files = string_list(d, "files")?;
+        let pane = opt_string(d, "pane")?;
+        let on_exit = opt_string(d, "on_exit")?;
+        let report = opt_string(d, "report")?;
+        if let Some(r) = &report {
+            if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
+                return Err(AppError::invalid(format!(
+                    "invalid data.report {r:?}: only node.progress carries a report, done or failed"
+                )));
+            }
+        }
+        let kept = kept_change(t, d, node, ev)?;
+        let report_on_exit = match d.get("report_on_exit") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.report_on_exit: a boolean is accepted",
+                ))
+            }
+        };
+        let outcome = match d.get("outcome") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) => Some(o.clone()),
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.outcome: an object is accepted",
+                ))
+            }
+        };
+
+        let node = self.nodes.get_mut(id).expect("checked above");
+        if let Some(to) = to {
+            node.state = to;
+        }
+        node.updated_at = ev.ts.clone();
+        // Only the daemon's intent to start a node names its branch and worktree; other
+        // events may carry paths of their own (a blocked merge names the target's worktree).
+        if t == "node.starting" {
+            if branch.is_some() {
+                node.branch = branch;
+            }
+            if worktree.is_some() {
+                node.worktree = worktree;
+            }
+        }
+        if message.is_some() {
+            node.message = message;
+        }
+        if reason.is_some() {
+            node.reason = reason;
+        }
+        if exit_status.is_some() {
+            node.exit_status = exit_status;
+        }
+        if outcome.is_some() {
+            node.outcome = outcome;
+        }
+        if let Some(s) = snapshot {
+            if !node.snapshot_refs.contains(&s) {
+                node.snapshot_refs.push(s.clone());
+            }
+            node.snapshot_ref = Some(s);
+        }
+        if pane.is_some() {
+            node.pane = pane;
+        }
+        if on_exit.is_some() {
+            node.on_exit = on_exit;
+        }
+        if let Some(b) = report_on_exit {
+            node.report_on_exit = b;
+        }
+        if report.is_some() {
+            node.report = report;
+        }
+        match t {
+            "node.retried" => {
+                node.report = None;
+                node.reason = None;
+                node.exit_status = None;
+                node.conflict_files.clear();
+                node.outcome = None;
+                node.started_at = None;
+                node.finished_at = None;
+                // `cleaned` stays as it was: a retried node whose old attempt is not cleaned
+                // up yet (see `Node::stale_attempt`) is cleaned before it starts again.
+            }
+            // A new attempt; the old one's window (kept until then, so the retry's cleanup
+            // can close it) is gone, and the new branch and worktree are to be cleaned up in
+            // their turn.
+            "node.starting" => {
+                node.pane = None;
+                node.cleaned = false;
+            }
+            "node.started" => node.started_at = Some(ev.ts.clone()),
+            // Why it was blocked no longer holds.
+            "node.unblocked" => node.reason = None,
+            "merge.succeeded" => {
+                node.merge_commit = commit;
+                node.conflict_files.clear();
+            }
+            "merge.conflict" => node.conflict_files = files,
+            "cleanup.done" => node.cleaned = true,
+            _ => {}
+        }
+        match kept {
+            Some(KeptChange::New(k)) => node.kept.push(k),
+            Some(KeptChange::Status(i, status, to)) => {
+                node.kept[i].status = status;
+                node.kept[i].restored_to = to;
+            }
+            None => {}
+        }
+        if node.state.is_terminal() && node.finished_at.is_none() {
+            node.finished_at = Some(ev.ts.clone());
+        }
+        Ok(())
+    }
+
+    pub(super) fn fold_run_merge(&mut self, ev: &Event) -> Result<(), AppError> {
+        let t = ev.kind.as_str();
+        let cur = self.merge.as_deref();
+        let ok = match t {
+            "merge.started" => matches!(cur, None | Some("conflict" | "merge_blocked")),
+            _ => cur == Some("merging"),
+        };
+        if !ok {
+            return Err(transition(format!(
+                "the run's merge is {}; {t} does not follow",
+                cur.unwrap_or("not started")
+            )));
+        }
+        if t == "merge.succeeded" {
+            self.merge_commit = opt_string(&ev.data, "commit")?;
+        }
+        self.merge = Some(
+            match t {
+                "merge.started" => "merging",
+                "merge.succeeded" => "merged",
+                "merge.conflict" => "conflict",
+                _ => "merge_blocked",
+            }
+            .to_string(),
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,602 @@
+//! Unit tests of the fold: legal transitions, refusals that change nothing, client appends.
+
+use super::*;
+use serde_json::json;
+
+use crate::state::{KeptStatus, NodeState::*, SpinoffStatus};
+
+fn ev(seq: u64, node: Option<&str>, t: &str, actor: Actor, data: Value) -> Event {
+    Event {
+        v: 1,
+        seq,
+        id: format!("01JDXK00000000000000000{seq:03}"),
+        ts: format!("2026-11-30T10:00:{:02}.000Z", seq % 60),
+        run: "01JDXJ0000000000000000000A".into(),
+        node: node.map(str::to_string),
+        kind: t.into(),
+        actor,
+        data: data.as_object().unwrap().clone(),
+        idempotency_key: None,
+    }
+}
+
+fn generic() -> RunState {
+    RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"generic","title":"t"}),
+    ))
+    .unwrap()
+}
+
+#[test]
+fn generic_node_life() {
+    let mut s = generic();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.progress",
+        Actor::Human,
+        json!({"message":"half"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Running);
+    assert_eq!(s.status(), RunStatus::Active);
+    s.apply(&ev(4, Some("a"), "node.done", Actor::Human, json!({})))
+        .unwrap();
+    let err = s
+        .apply(&ev(5, Some("a"), "node.failed", Actor::Human, json!({})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert_eq!(s.last_seq, 4, "a refused event changes nothing");
+    s.apply(&ev(5, None, "run.completed", Actor::Human, json!({})))
+        .unwrap();
+    assert_eq!(s.status(), RunStatus::Completed);
+    let err = s
+        .apply(&ev(6, Some("b"), "node.added", Actor::Human, json!({})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+}
+
+#[test]
+fn kept_files_are_restored_or_deleted_once() {
+    let mut s = generic();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+        .unwrap();
+    s.apply(&ev(3, Some("a"), "node.done", Actor::Human, json!({})))
+        .unwrap();
+    s.apply(&ev(4, None, "run.completed", Actor::Human, json!({})))
+        .unwrap();
+    let kept = json!({"kept": {"dir": "/h/kept/R/a/1", "files": 2, "bytes": 9}});
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "cleanup.done",
+        Actor::Daemon,
+        kept.clone(),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].kept.len(), 1);
+    assert_eq!(s.nodes["a"].kept[0].status, KeptStatus::Kept);
+    // The same directory twice is refused, and so is a malformed record.
+    assert!(s
+        .apply(&ev(6, Some("a"), "cleanup.done", Actor::Daemon, kept))
+        .is_err());
+    let bad = json!({"kept": {"dir": "/x", "files": "2"}});
+    assert_eq!(
+        s.apply(&ev(6, Some("a"), "cleanup.done", Actor::Daemon, bad))
+            .unwrap_err()
+            .kind,
+        ErrorKind::InvalidParams
+    );
+    let restore = json!({"dir": "/h/kept/R/a/1", "worktree": "/w"});
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "kept.restored",
+        Actor::Daemon,
+        restore.clone(),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].kept[0].restored_to.as_deref(), Some("/w"));
+    let before = s.clone();
+    for (t, data) in [
+        ("kept.restored", restore),
+        ("kept.deleted", json!({"dir": "/h/kept/R/a/1"})),
+    ] {
+        let err = s
+            .apply(&ev(7, Some("a"), t, Actor::Daemon, data))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert!(err.message.contains("restored to /w"), "{}", err.message);
+    }
+    let unknown = json!({"dir": "/nowhere"});
+    assert_eq!(
+        s.apply(&ev(7, Some("a"), "kept.deleted", Actor::Daemon, unknown))
+            .unwrap_err()
+            .kind,
+        ErrorKind::NotFound
+    );
+    assert_eq!(s, before);
+}
+
+#[test]
+fn nodes_are_shown_in_the_order_they_were_added() {
+    let mut s = generic();
+    for (i, id) in ["u1", "u2", "u10", "b", "a"].iter().enumerate() {
+        s.apply(&ev(
+            i as u64 + 2,
+            Some(id),
+            "node.added",
+            Actor::Human,
+            json!({}),
+        ))
+        .unwrap();
+    }
+    let shown: Vec<String> = crate::projection::detail(&s)
+        .nodes
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(shown, ["u1", "u2", "u10", "b", "a"]);
+    // A refused duplicate adds nothing to the order.
+    assert!(s
+        .apply(&ev(7, Some("u2"), "node.added", Actor::Human, json!({})))
+        .is_err());
+    assert_eq!(s.node_order.len(), 5);
+}
+
+#[test]
+fn refusals_change_nothing() {
+    let mut s = generic();
+    let before = s.clone();
+    assert!(s
+        .apply(&ev(3, Some("a"), "node.added", Actor::Human, json!({})))
+        .is_err());
+    assert!(s
+        .apply(&ev(2, Some("a"), "node.done", Actor::Human, json!({})))
+        .is_err());
+    assert!(s
+        .apply(&ev(
+            2,
+            Some("a"),
+            "node.added",
+            Actor::Human,
+            json!({"deps":["../x"]})
+        ))
+        .is_err());
+    assert_eq!(s, before);
+}
+
+#[test]
+fn agent_runs_need_a_started_agent() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Daemon, json!({})))
+        .unwrap();
+    assert!(s
+        .apply(&ev(3, Some("a"), "node.done", Actor::Agent, json!({})))
+        .is_err());
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a"}),
+    ))
+    .unwrap();
+    s.apply(&ev(4, Some("a"), "node.started", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&ev(6, Some("a"), "merge.started", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "merge.conflict",
+        Actor::Daemon,
+        json!({"files":["f"]}),
+    ))
+    .unwrap();
+    assert_eq!(s.status(), RunStatus::Waiting);
+    assert_eq!(s.nodes["a"].conflict_files, vec!["f".to_string()]);
+    assert_eq!(s.nodes["a"].branch.as_deref(), Some("octl/x/a"));
+}
+
+#[test]
+fn discussions_make_a_node_wait() {
+    let mut s = generic();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+        .unwrap();
+    s.apply(&ev(3, Some("a"), "node.progress", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        4,
+        Some("a"),
+        "discussion.opened",
+        Actor::Agent,
+        json!({"id":"q1","title":"which?"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Waiting);
+    assert_eq!(s.status(), RunStatus::Waiting);
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "discussion.resolved",
+        Actor::Human,
+        json!({"id":"q1","answer":"this"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Running);
+}
+
+/// A generic run with one proposal `p1`, at seq 2.
+fn proposed() -> RunState {
+    let mut s = generic();
+    s.apply(&ev(
+        2,
+        None,
+        "spinoff.proposed",
+        Actor::Agent,
+        json!({"id":"p1","task":"fix it"}),
+    ))
+    .unwrap();
+    s
+}
+
+#[test]
+fn a_proposal_is_decided_once() {
+    let mut s = proposed();
+    let accepted = json!({"id":"p1","run":"01JDXJ0000000000000000000B","agent":"shell"});
+    s.apply(&ev(
+        3,
+        None,
+        "spinoff.accepted",
+        Actor::Daemon,
+        accepted.clone(),
+    ))
+    .unwrap();
+    let sp = &s.spinoffs["p1"];
+    assert_eq!(sp.status, SpinoffStatus::Accepted);
+    assert_eq!(sp.child_run.as_deref(), Some("01JDXJ0000000000000000000B"));
+    assert_eq!(sp.agent.as_deref(), Some("shell"));
+    let before = s.clone();
+    // A second acceptance (another child) and a rejection both lose to the first.
+    let second = json!({"id":"p1","run":"01JDXJ0000000000000000000C"});
+    for (t, data) in [
+        ("spinoff.accepted", second),
+        ("spinoff.rejected", json!({"id":"p1","reason":"no"})),
+    ] {
+        let err = s.apply(&ev(4, None, t, Actor::Daemon, data)).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition);
+        assert_eq!(
+            err.message,
+            "spin-off proposal \"p1\" is already accepted (run 01JDXJ0000000000000000000B)"
+        );
+    }
+    assert_eq!(s, before, "a lost decision changes nothing");
+
+    let mut r = proposed();
+    r.apply(&ev(
+        3,
+        None,
+        "spinoff.rejected",
+        Actor::Daemon,
+        json!({"id":"p1","reason":"no"}),
+    ))
+    .unwrap();
+    let err = r
+        .apply(&ev(4, None, "spinoff.accepted", Actor::Daemon, accepted))
+        .unwrap_err();
+    assert_eq!(err.message, "spin-off proposal \"p1\" is already rejected");
+    assert_eq!(r.spinoffs["p1"].child_run, None);
+}
+
+#[test]
+fn a_proposal_whose_run_could_not_be_made_can_be_decided_again() {
+    let mut s = proposed();
+    let child = "01JDXJ0000000000000000000B";
+    s.apply(&ev(
+        3,
+        None,
+        "spinoff.accepted",
+        Actor::Daemon,
+        json!({"id":"p1","run":child}),
+    ))
+    .unwrap();
+    // Only the run it was accepted as can fail, and only with a reason.
+    for data in [
+        json!({"id":"p1","run":"01JDXJ0000000000000000000C","reason":"x"}),
+        json!({"id":"p1","reason":"x"}),
+    ] {
+        let err = s
+            .apply(&ev(4, None, "spinoff.failed", Actor::Daemon, data))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidTransition, "{}", err.message);
+    }
+    let err = s
+        .apply(&ev(
+            4,
+            None,
+            "spinoff.failed",
+            Actor::Daemon,
+            json!({"id":"p1","run":child}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidParams);
+    s.apply(&ev(
+        4,
+        None,
+        "spinoff.failed",
+        Actor::Daemon,
+        json!({"id":"p1","run":child,"reason":"the repository is gone"}),
+    ))
+    .unwrap();
+    let sp = &s.spinoffs["p1"];
+    assert_eq!(sp.status, SpinoffStatus::Failed);
+    assert_eq!(sp.child_run, None, "no run is named after one never made");
+    assert_eq!(sp.reason.as_deref(), Some("the repository is gone"));
+    // Not a dead end: accepted again (a new run), after the run ended too.
+    s.apply(&ev(5, None, "run.completed", Actor::Human, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        6,
+        None,
+        "spinoff.accepted",
+        Actor::Daemon,
+        json!({"id":"p1","run":"01JDXJ0000000000000000000D"}),
+    ))
+    .unwrap();
+    let sp = &s.spinoffs["p1"];
+    assert_eq!(sp.status, SpinoffStatus::Accepted);
+    assert_eq!(sp.reason, None);
+    assert_eq!(sp.child_run.as_deref(), Some("01JDXJ0000000000000000000D"));
+}
+
+#[test]
+fn a_discussion_is_answered_once() {
+    let mut s = generic();
+    s.apply(&ev(
+        2,
+        None,
+        "discussion.opened",
+        Actor::Agent,
+        json!({"id":"q1","title":"which?"}),
+    ))
+    .unwrap();
+    s.apply(&ev(
+        3,
+        None,
+        "discussion.resolved",
+        Actor::Human,
+        json!({"id":"q1","answer":"a"}),
+    ))
+    .unwrap();
+    let before = s.clone();
+    let err = s
+        .apply(&ev(
+            4,
+            None,
+            "discussion.resolved",
+            Actor::Human,
+            json!({"id":"q1","answer":"b"}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert_eq!(err.message, "discussion \"q1\" is already answered: \"a\"");
+    assert_eq!(s, before);
+    assert_eq!(s.discussions["q1"].answer.as_deref(), Some("a"));
+}
+
+/// A spinoff run whose node `a` has run: `node.added`, `node.starting`, `node.started`.
+fn started_spinoff() -> RunState {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    for (seq, t, data) in [
+        (2, "node.added", json!({})),
+        (
+            3,
+            "node.starting",
+            json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+        ),
+        (4, "node.started", json!({"pane":"%1"})),
+    ] {
+        s.apply(&ev(seq, Some("a"), t, Actor::Daemon, data))
+            .unwrap();
+    }
+    s
+}
+
+#[test]
+fn a_merging_node_cannot_be_cancelled() {
+    let mut s = started_spinoff();
+    s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&ev(6, Some("a"), "merge.started", Actor::Daemon, json!({})))
+        .unwrap();
+    let before = s.clone();
+    let err = s
+        .apply(&ev(
+            7,
+            Some("a"),
+            "node.cancelled",
+            Actor::Daemon,
+            json!({}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is merging"), "{}", err.message);
+    assert_eq!(s, before);
+    // The merge ends as it ends; merge.succeeded is accepted.
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "merge.succeeded",
+        Actor::Daemon,
+        json!({"commit":"c"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Merged);
+}
+
+#[test]
+fn a_cancelled_node_cannot_start_merging() {
+    let mut s = started_spinoff();
+    s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "node.cancelled",
+        Actor::Daemon,
+        json!({}),
+    ))
+    .unwrap();
+    let err = s
+        .apply(&ev(7, Some("a"), "merge.started", Actor::Daemon, json!({})))
+        .unwrap_err();
+    assert!(err.message.contains("is cancelled"), "{}", err.message);
+}
+
+#[test]
+fn a_second_retry_loses_and_a_retry_opens_a_failed_run_again() {
+    let mut s = started_spinoff();
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "node.failed",
+        Actor::Daemon,
+        json!({"reason":"r"}),
+    ))
+    .unwrap();
+    s.apply(&ev(6, None, "run.failed", Actor::Daemon, json!({})))
+        .unwrap();
+    assert_eq!(s.status(), RunStatus::Failed);
+    // Other events stay refused after the end.
+    assert!(s
+        .apply(&ev(7, Some("a"), "node.progress", Actor::Daemon, json!({})))
+        .is_err());
+    s.apply(&ev(7, Some("a"), "node.retried", Actor::Daemon, json!({})))
+        .unwrap();
+    assert_eq!(s.ended, None);
+    assert_eq!(s.status(), RunStatus::Active);
+    let n = &s.nodes["a"];
+    assert_eq!(n.state, Pending);
+    assert!(n.stale_attempt(), "the old attempt is still to clean up");
+    assert_eq!(
+        n.pane.as_deref(),
+        Some("%1"),
+        "kept so the cleanup can close it"
+    );
+    let before = s.clone();
+    let err = s
+        .apply(&ev(8, Some("a"), "node.retried", Actor::Daemon, json!({})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is pending"), "{}", err.message);
+    assert_eq!(s, before);
+    s.apply(&ev(8, Some("a"), "cleanup.done", Actor::Daemon, json!({})))
+        .unwrap();
+    assert!(!s.nodes["a"].stale_attempt());
+    s.apply(&ev(
+        9,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a"}),
+    ))
+    .unwrap();
+    let n = &s.nodes["a"];
+    assert!(!n.cleaned && n.pane.is_none(), "a new attempt: {n:?}");
+}
+
+#[test]
+fn only_a_failed_run_reopens() {
+    let mut s = started_spinoff();
+    s.apply(&ev(5, Some("a"), "node.failed", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(6, None, "run.cancelled", Actor::Daemon, json!({})))
+        .unwrap();
+    let err = s
+        .apply(&ev(7, Some("a"), "node.retried", Actor::Daemon, json!({})))
+        .unwrap_err();
+    assert!(err.message.contains("cancelled"), "{}", err.message);
+    let mut g = generic();
+    g.apply(&ev(2, Some("a"), "node.added", Actor::Human, json!({})))
+        .unwrap();
+    g.apply(&ev(3, Some("a"), "node.failed", Actor::Human, json!({})))
+        .unwrap();
+    g.apply(&ev(4, None, "run.failed", Actor::Human, json!({})))
+        .unwrap();
+    assert!(g
+        .apply(&ev(5, Some("a"), "node.retried", Actor::Daemon, json!({})))
+        .is_err());
+}
+
+#[test]
+fn a_failed_node_merges_only_when_accepted_as_committed() {
+    let mut s = started_spinoff();
+    s.apply(&ev(5, Some("a"), "node.failed", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(6, None, "run.failed", Actor::Daemon, json!({})))
+        .unwrap();
+    assert!(s
+        .apply(&ev(7, Some("a"), "merge.started", Actor::Daemon, json!({})))
+        .is_err());
+    // Only the daemon's event carries the say-so.
+    assert!(s
+        .apply(&ev(
+            7,
+            Some("a"),
+            "merge.started",
+            Actor::Human,
+            json!({"accept_failed": true})
+        ))
+        .is_err());
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "merge.started",
+        Actor::Daemon,
+        json!({"accept_failed": true}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Merging);
+    assert_eq!(s.ended, None, "the run is open again");
+    s.apply(&ev(
+        8,
+        Some("a"),
+        "merge.succeeded",
+        Actor::Daemon,
+        json!({"commit":"c"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Merged);
+}
+
+#[test]
+fn client_permissions() {
+    assert!(client_may_append(RunKind::Generic, "node.added"));
+    assert!(!client_may_append(RunKind::Spinoff, "node.added"));
+    assert!(!client_may_append(RunKind::Generic, "merge.succeeded"));
+    assert!(client_may_append(RunKind::Code, "x.note"));
+    assert!(!client_may_append(RunKind::Generic, "run.created"));
+}

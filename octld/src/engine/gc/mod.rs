@@ -1,0 +1,137 @@
+//! Garbage and recovery: `run gc` removes what finished runs left behind and what no run
+//! owns ([`super::orphans`]), saving every worktree's content and every unmerged branch tip
+//! under `refs/octl/snapshots/<RUN>/<NODE>` first; `recover` turns such a snapshot back into
+//! a branch.
+//!
+//! What `run gc` does, run by run:
+//! - a completed, failed or cancelled run: each node not cleaned up yet goes through the
+//!   cleanup path ([`super::cleanup`]: window closed, worktree snapshotted then removed,
+//!   `cleanup.done` recorded with the snapshot ref); its branch is deleted when its tip is in
+//!   what it was merged into or in the snapshot (an unmerged branch without a worktree has its
+//!   tip saved under the snapshot ref first). An orchestrate run's integration branch goes
+//!   only when it is contained in base; otherwise it is kept and said so.
+//! - orphans: worktree directories are snapshotted under the run and node their path names
+//!   (`worktrees/<RUN>/<NODE>` → `refs/octl/snapshots/<RUN>/<NODE>`, in the repository the
+//!   worktree belongs to) and then removed; a directory that is not a git worktree cannot be
+//!   snapshotted and is kept. Registrations of worktrees whose directory is gone are dropped
+//!   (`git worktree remove` of that one path). Branches have their tip saved the same way,
+//!   then are deleted. Windows are closed.
+//! - a corrupt run is never touched.
+//!
+//! With `dry_run`, the same judgement lists what would go and changes nothing.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use octl_proto::rpc::{GcItem, GcResult, Orphan};
+use octl_proto::AppError;
+
+use super::orphans;
+use crate::daemon::Daemon;
+
+mod aged;
+mod branches;
+mod left_behind;
+mod recover;
+mod remove;
+#[cfg(test)]
+mod tests;
+
+pub use recover::{default_branch, recover};
+
+use aged::delete_old_kept;
+use left_behind::left_behind;
+use remove::{remove_orphan_branch, remove_orphan_worktree, remove_window};
+
+/// One collection at a time: two would snapshot and remove the same things.
+static GC: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn item(kind: &str, why: impl Into<String>) -> GcItem {
+    GcItem {
+        kind: kind.into(),
+        path: None,
+        refname: None,
+        target: None,
+        repo: None,
+        run: None,
+        node: None,
+        why: why.into(),
+        snapshot_ref: None,
+        snapshot_commit: None,
+        kept_dir: None,
+        kept_files: None,
+        reason: None,
+    }
+}
+
+fn from_orphan(o: &Orphan) -> GcItem {
+    GcItem {
+        path: o.path.clone(),
+        refname: o.refname.clone(),
+        target: o.target.clone(),
+        repo: o.repo.clone(),
+        run: o.run.clone(),
+        node: o.node.clone(),
+        ..item(&o.kind, o.why.clone())
+    }
+}
+
+fn kept(mut i: GcItem, reason: impl Into<String>) -> GcItem {
+    i.reason = Some(reason.into());
+    i
+}
+
+fn terminal(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
+/// `older_than` (milliseconds): also delete the kept ignored files of runs ended longer ago.
+pub async fn gc(
+    daemon: &Arc<Daemon>,
+    dry_run: bool,
+    older_than: Option<u64>,
+) -> Result<GcResult, AppError> {
+    let _one_at_a_time = GC.lock().await;
+    let mut out = GcResult {
+        dry_run,
+        removed: Vec::new(),
+        kept: Vec::new(),
+    };
+    // Worktrees this collection removes: a branch checked out there does not keep it.
+    let mut going: BTreeSet<PathBuf> = BTreeSet::new();
+    for handle in daemon.store.handles() {
+        if handle.corrupt().is_some() {
+            let dir = daemon.home.worktrees().join(&handle.id);
+            if dir.exists() {
+                let mut i = item("worktree", format!("run {} is corrupt", handle.id));
+                i.path = Some(dir.display().to_string());
+                i.run = Some(handle.id.clone());
+                out.kept.push(kept(
+                    i,
+                    "its log cannot say what it made, so nothing under its name is touched",
+                ));
+            }
+            continue;
+        }
+        if terminal(&handle.view().manifest.status) {
+            left_behind(daemon, &handle, dry_run, &mut going, &mut out).await;
+        }
+    }
+    let found = orphans::find(daemon).await?;
+    for o in found {
+        let i = from_orphan(&o);
+        match o.kind.as_str() {
+            "window" => remove_window(daemon, &o, i, dry_run, &mut out).await,
+            "worktree" => {
+                remove_orphan_worktree(daemon, &o, i, dry_run, &mut going, &mut out).await
+            }
+            "branch" => remove_orphan_branch(&o, i, dry_run, &going, &mut out).await,
+            _ => out.kept.push(kept(i, "not a kind gc knows")),
+        }
+    }
+    if let Some(age) = older_than {
+        delete_old_kept(daemon, age, dry_run, &mut out).await;
+    }
+    Ok(out)
+}
