@@ -591,3 +591,55 @@ fn a_crash_between_a_retry_and_its_cleanup_is_finished_on_restart() {
         "{types:?}"
     );
 }
+
+#[test]
+fn a_failed_node_whose_worktree_was_removed_by_hand_is_retried_and_its_commit_kept() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let flag = env.root.path().join("may-pass");
+    // The first attempt commits, then fails; the retry passes.
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            &format!(
+                "printf 'one\\n' > one.txt && git add one.txt && git commit -qm one && test -e {} && printf 'ok\\n' > s.txt",
+                flag.display()
+            ),
+            json!({"agent": "shell", "node": "s"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let show = env.wait_status(&run, &["failed"]);
+    let node = node_of(&show, "s");
+    let branch = node["branch"].as_str().unwrap().to_string();
+    let first_tip = repo.rev(&branch);
+    // A human removes the failed attempt's worktree; its branch stays.
+    repo.git(&[
+        "worktree",
+        "remove",
+        "--force",
+        node["worktree"].as_str().unwrap(),
+    ]);
+    std::fs::write(&flag, "").unwrap();
+    env.cli(["run", "retry", &run, "--node", "s"]).ok();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(repo.show("main", "s.txt").as_deref(), Some("ok\n"));
+    // The first attempt's commit is saved under the node's snapshot ref, not lost.
+    let snap = format!("refs/octl/snapshots/{run}/s");
+    let contained = repo
+        .try_git_in(
+            &repo.path,
+            &["merge-base", "--is-ancestor", &first_tip, &snap],
+        )
+        .status
+        .success();
+    assert!(
+        contained,
+        "the first attempt's tip {first_tip} is not in {snap}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Cleaning up after a node: its window killed, the files git ignores in its worktree moved
 //! to `$OCTL_HOME/kept/<RUN>/<NODE>/<N>/` ([`crate::kept`]), its uncommitted and untracked
 //! files saved under `refs/octl/snapshots/<RUN>/<NODE>`, the worktree removed, and the branch
-//! deleted only when its tip is contained in what it was merged into (or in the snapshot).
+//! deleted only when its tip is contained in what it was merged into (or in the snapshot; with
+//! no worktree left to snapshot, the branch's tip is saved under the snapshot ref first).
 //!
 //! One cleanup of a node at a time, whoever asks (a merge, `run cancel --discard`, `run
 //! retry`, `run gc`, healing): each waits for the node's lock and then looks at the log
@@ -18,9 +19,10 @@ use serde_json::json;
 use octl_proto::state::Node;
 use octl_proto::AppError;
 
+use super::gc::branches::{remove_branch, BranchGone};
 use super::{append, blocking};
 use crate::daemon::Daemon;
-use crate::git::{BranchDelete, Git};
+use crate::git::{snapshot_ref, BranchDelete, Git};
 use crate::store::RunHandle;
 
 type NodeLocks = Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>;
@@ -99,17 +101,39 @@ pub async fn cleanup(
             snapshot = Some(snap);
         }
         let _ = std::fs::remove_dir(&worktrees_of_run);
+        // The branch's tip saved under the snapshot ref when there was no worktree to save.
+        let mut saved_tip = None;
         let deleted = match (&branch, &merged_into, &snapshot) {
-            (Some(b), Some(into), _) => git.delete_merged_branch(b, into)?,
-            (Some(b), None, Some(s)) => git.delete_merged_branch(b, &s.commit)?,
-            _ => BranchDelete::Absent,
+            (Some(b), Some(into), _) => git.delete_merged_branch(b, into)? == BranchDelete::Deleted,
+            (Some(b), None, Some(s)) => {
+                git.delete_merged_branch(b, &s.commit)? == BranchDelete::Deleted
+            }
+            // No worktree (removed by hand, or never made): without this the branch would
+            // stay, and a retry's `worktree add -b` of the same name would fail for ever.
+            // Its tip goes under the snapshot ref first, so nothing of it is lost.
+            (Some(b), None, None) => {
+                let snap = snapshot_ref(&run, &node_id);
+                match remove_branch(&git, b, &snap, None)? {
+                    BranchGone::Deleted(commit) => {
+                        saved_tip = commit.map(|c| (snap, c));
+                        true
+                    }
+                    BranchGone::Absent | BranchGone::Kept(_) => false,
+                }
+            }
+            _ => false,
+        };
+        let (snapshot_ref, snapshot_commit) = match (&snapshot, saved_tip) {
+            (Some(s), _) => (Some(s.refname.clone()), Some(s.commit.clone())),
+            (None, Some((r, c))) => (Some(r), Some(c)),
+            (None, None) => (None, None),
         };
         Ok(json!({
-            "snapshot_ref": snapshot.as_ref().map(|s| s.refname.clone()),
-            "snapshot_commit": snapshot.as_ref().map(|s| s.commit.clone()),
+            "snapshot_ref": snapshot_ref,
+            "snapshot_commit": snapshot_commit,
             "snapshot_dirty": snapshot.as_ref().map(|s| s.dirty),
             "worktree_removed": snapshot.is_some(),
-            "branch_deleted": deleted == BranchDelete::Deleted,
+            "branch_deleted": deleted,
             "kept": kept,
         }))
     })

@@ -7,7 +7,7 @@ use crate::engine::orphans::git_stdout;
 use crate::git::{BranchDelete, Git, GitError};
 
 /// What happened to a branch.
-pub(super) enum BranchGone {
+pub(crate) enum BranchGone {
     /// Deleted; its tip was saved under this snapshot commit first (`None`: it was merged).
     Deleted(Option<String>),
     /// There was no such branch.
@@ -30,7 +30,7 @@ pub(super) fn tip_of_ref(git: &Git, refname: &str) -> Result<Option<String>, Git
 
 /// Deletes `branch` once nothing of it can be lost: merged into `merged_into`, or its tip
 /// saved under `snap` first.
-pub(super) fn remove_branch(
+pub(crate) fn remove_branch(
     git: &Git,
     branch: &str,
     snap: &str,

@@ -31,7 +31,7 @@ use super::orphans;
 use crate::daemon::Daemon;
 
 mod aged;
-mod branches;
+pub(crate) mod branches;
 mod left_behind;
 mod recover;
 mod remove;
