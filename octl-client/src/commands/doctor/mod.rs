@@ -1,0 +1,257 @@
+//! `doctor`: is everything orchestratectl needs in place? Each check has an id, a status
+//! (`ok`, `warn`, `fail`) and, unless ok, a hint saying how to fix it. Exit 1 when any check
+//! fails. It never starts the daemon: with the daemon down, the checks only it can make
+//! (`daemon`, `runs`, `orphans`) fail with a hint, and the rest still run.
+//!
+//! The checks, in order:
+//! - `git` ≥ 2.38 and `tmux` ≥ 3.0 on this PATH;
+//! - `home-mode`: the home is a directory of ours with mode 0700;
+//! - `disk`: the home's filesystem has room: a warning under 5 % or 100 MiB free, a failure
+//!   when full (appends are then refused with `storage_full`);
+//! - `daemon`: it answers `daemon.status` with this CLI's version and protocol;
+//! - `socket-mode`: the socket is a socket of ours with mode 0600;
+//! - `agents`: each profile's program (built-ins `claude` and `shell`, and `[agents.*]` of
+//!   config.toml), as the daemon finds it on its own PATH (`doctor.agents`); with the daemon
+//!   down, the built-ins on this PATH. A missing program is a warning (e.g. no Claude Code on
+//!   a machine that only runs shell agents), and a failure only when an unfinished run has a
+//!   node on that profile; an unreadable config.toml fails;
+//! - `runs`: every run's log replays and its projections are what the log derives
+//!   (`doctor.runs`); a corrupt run fails;
+//! - `orphans`: worktrees, branches and windows under the daemon's names that no run owns
+//!   (`doctor.orphans`), a warning listing them;
+//! - `skills`: the bundled skills are installed and current in Claude Code's skills directory;
+//! - `service`: a systemd user unit (or launchd agent) is installed; without one the CLI's
+//!   autostart starts the daemon, so it is a warning.
+//!
+//! This file has the command, the check type and the report; the checks are in `system`
+//! (git, tmux, the home's and the socket's modes, disk), `daemon` (what the daemon answers:
+//! its status, agents, runs, orphans) and `install` (skills, service units).
+
+mod daemon;
+mod install;
+mod system;
+#[cfg(test)]
+mod tests;
+
+use clap::Args;
+use octl_proto::rpc::{DoctorAgentsResult, DoctorRunsResult, Orphan};
+use octl_proto::AppError;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::{decode, Ctx};
+use daemon::{agents_check, agents_check_here, check_daemon, orphans_check, runs_check};
+use install::{check_service, check_skills};
+use system::{check_disk, check_git, check_home, check_socket, check_tmux};
+
+pub use system::parse_version;
+
+// `doctor` has no flags of its own (`--json` is global); its help is on `Group::Doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {}
+
+/// The examples of `doctor --help`.
+pub const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  orchestratectl doctor
+  orchestratectl --json doctor        # {\"checks\":[{id,status,message,hint}],\"ok\":N,\"warn\":N,\"fail\":N}
+  orchestratectl --home /tmp/octl-test doctor";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub id: &'static str,
+    pub status: Status,
+    pub message: String,
+    /// How to fix it (warnings and failures; `null` for a check that is ok).
+    pub hint: Option<String>,
+    /// The things a check is about, for programs (orphans, unsound runs, agent profiles).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<Value>,
+}
+
+impl Check {
+    fn ok(id: &'static str, message: impl Into<String>) -> Check {
+        Check {
+            id,
+            status: Status::Ok,
+            message: message.into(),
+            hint: None,
+            details: Vec::new(),
+        }
+    }
+    fn warn(id: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Check {
+        Check {
+            status: Status::Warn,
+            hint: Some(hint.into()),
+            ..Check::ok(id, message)
+        }
+    }
+    fn fail(id: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Check {
+        Check {
+            status: Status::Fail,
+            hint: Some(hint.into()),
+            ..Check::ok(id, message)
+        }
+    }
+    fn with_details(mut self, details: Vec<Value>) -> Check {
+        self.details = details;
+        self
+    }
+}
+
+/// The whole report, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+}
+
+impl Report {
+    pub fn new(checks: Vec<Check>) -> Report {
+        let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+        Report {
+            ok: count(Status::Ok),
+            warn: count(Status::Warn),
+            fail: count(Status::Fail),
+            checks,
+        }
+    }
+}
+
+pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
+    let home = ctx.client.home().clone();
+    let mut checks = vec![
+        check_git(),
+        check_tmux(),
+        check_home(home.dir()),
+        check_disk(home.dir()),
+    ];
+    // The daemon, only if it is already there.
+    let status = ctx.client.probe_status().await;
+    let up = status.is_ok();
+    checks.push(check_daemon(status, &home.socket()));
+    checks.push(check_socket(&home.socket(), up));
+    let not_running = |id: &'static str, what: &str| {
+        Check::fail(
+            id,
+            format!("not checked: {what} is known only to the daemon, which is not running"),
+            "start it with `orchestratectl daemon start` (doctor never starts it), then run doctor again",
+        )
+    };
+    if up {
+        checks.push(
+            match ctx.client.try_call("doctor.agents", json!({})).await {
+                Ok(v) => decode::<DoctorAgentsResult>("doctor.agents", &v)
+                    .map(|r| agents_check(&r))
+                    .unwrap_or_else(|e| rpc_failed("agents", e)),
+                Err(e) => rpc_failed("agents", e.into()),
+            },
+        );
+        checks.push(match ctx.client.try_call("doctor.runs", json!({})).await {
+            Ok(v) => decode::<DoctorRunsResult>("doctor.runs", &v)
+                .map(|r| runs_check(&r))
+                .unwrap_or_else(|e| rpc_failed("runs", e)),
+            Err(e) => rpc_failed("runs", e.into()),
+        });
+        checks.push(
+            match ctx.client.try_call("doctor.orphans", json!({})).await {
+                Ok(v) => decode::<OrphansResult>("doctor.orphans", &v)
+                    .map(|r| orphans_check(&r.orphans))
+                    .unwrap_or_else(|e| rpc_failed("orphans", e)),
+                Err(e) => rpc_failed("orphans", e.into()),
+            },
+        );
+    } else {
+        checks.push(agents_check_here(&home.dir().join("config.toml")));
+        checks.push(not_running("runs", "whether each run's log replays"));
+        checks.push(not_running(
+            "orphans",
+            "which worktrees, branches and windows runs own",
+        ));
+    }
+    checks.push(check_skills());
+    checks.push(check_service());
+    let report = Report::new(checks);
+    ctx.out.result(&report, || report_text(&report));
+    Ok(if report.fail > 0 { 1 } else { 0 })
+}
+
+#[derive(serde::Deserialize)]
+struct OrphansResult {
+    orphans: Vec<Orphan>,
+}
+
+fn rpc_failed(id: &'static str, e: AppError) -> Check {
+    let hint = super::explain_missing_method(e.clone(), &format!("doctor.{id}"))
+        .hint
+        .unwrap_or_else(|| "look at the daemon's log (octld.log in the home)".to_string());
+    Check::fail(
+        id,
+        format!("the daemon could not check: {}", e.message),
+        hint,
+    )
+}
+
+/// The human report: `ok   git          git 2.47.3`, hints indented under the rest, a summary.
+pub fn report_text(r: &Report) -> String {
+    let width = r.checks.iter().map(|c| c.id.len()).max().unwrap_or(0) + 2;
+    let mut out = String::new();
+    for c in &r.checks {
+        let word = match c.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        out.push_str(&format!("{word} {:<width$}{}\n", c.id, c.message));
+        if c.status != Status::Ok {
+            if c.id == "orphans" {
+                for d in &c.details {
+                    if let Ok(o) = serde_json::from_value::<Orphan>(d.clone()) {
+                        out.push_str(&format!("     {}\n", orphan_line(&o)));
+                    }
+                }
+            }
+            if let Some(hint) = &c.hint {
+                out.push_str(&format!("     hint: {hint}\n"));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "{} checks: {} ok, {} warn, {} fail",
+        r.checks.len(),
+        r.ok,
+        r.warn,
+        r.fail
+    ));
+    out
+}
+
+/// `worktree /h/worktrees/R/n: why`
+pub fn orphan_line(o: &Orphan) -> String {
+    let what = o
+        .path
+        .clone()
+        .or_else(|| {
+            o.refname.as_ref().map(|r| {
+                let short = r.strip_prefix("refs/heads/").unwrap_or(r);
+                match &o.repo {
+                    Some(repo) => format!("{short} in {repo}"),
+                    None => short.to_string(),
+                }
+            })
+        })
+        .or_else(|| o.target.clone())
+        .unwrap_or_default();
+    format!("{} {what}: {}", o.kind, o.why)
+}

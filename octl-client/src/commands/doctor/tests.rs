@@ -1,0 +1,119 @@
+//! Unit tests of `doctor`: version parsing, the report text, and the verdicts of the runs,
+//! disk and agents checks.
+
+use std::path::Path;
+
+use super::system::{disk_verdict, GIT_MIN, TMUX_MIN};
+use super::*;
+
+#[test]
+fn versions() {
+    assert_eq!(parse_version("git version 2.47.3"), Some((2, 47)));
+    assert_eq!(
+        parse_version("git version 2.39.3 (Apple Git-146)"),
+        Some((2, 39))
+    );
+    assert_eq!(parse_version("tmux 3.3a"), Some((3, 3)));
+    assert_eq!(parse_version("tmux next-3.5"), Some((3, 5)));
+    assert_eq!(parse_version("tmux master"), None);
+    assert!((2, 37) < GIT_MIN && (2, 38) >= GIT_MIN && (3, 0) >= TMUX_MIN);
+}
+
+#[test]
+fn report_lines_hints_and_counts() {
+    let r = Report::new(vec![
+        Check::ok("git", "git version 2.47.3"),
+        Check::fail(
+            "socket-mode",
+            "/h/octld.sock has mode 0666; want 0600",
+            "chmod 600 /h/octld.sock",
+        ),
+        Check::warn("service", "no unit", "install it"),
+    ]);
+    assert_eq!((r.ok, r.warn, r.fail), (1, 1, 1));
+    assert_eq!(
+        report_text(&r),
+        "ok   git          git version 2.47.3\n\
+         FAIL socket-mode  /h/octld.sock has mode 0666; want 0600\n     hint: chmod 600 /h/octld.sock\n\
+         warn service      no unit\n     hint: install it\n\
+         3 checks: 1 ok, 1 warn, 1 fail"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["checks"][1]["status"], json!("fail"));
+    assert_eq!(v["checks"][0]["hint"], Value::Null);
+    assert_eq!(v["fail"], json!(1));
+}
+
+#[test]
+fn a_run_refusing_appends_is_told_to_restart_not_to_inspect_a_corrupt_log() {
+    use octl_proto::rpc::DoctorRun;
+    let r = DoctorRunsResult {
+        runs: vec![DoctorRun {
+            run: "01R".into(),
+            ok: false,
+            events: 3,
+            problem: Some("refuses appends until the daemon restarts: sync failed".into()),
+            mismatched: vec![],
+        }],
+    };
+    let c = runs_check(&r);
+    assert_eq!(c.status, Status::Fail);
+    let hint = c.hint.unwrap();
+    assert!(hint.contains("daemon stop"), "{hint}");
+    assert!(!hint.contains("corrupt"), "{hint}");
+}
+
+#[test]
+fn disk_thresholds() {
+    let h = Path::new("/h");
+    let gib = 1u64 << 30;
+    assert_eq!(disk_verdict(h, 50 * gib, 100 * gib).status, Status::Ok);
+    assert_eq!(
+        disk_verdict(h, 4 * gib, 100 * gib).status,
+        Status::Warn,
+        "under 5 %"
+    );
+    assert_eq!(
+        disk_verdict(h, 50 << 20, 200 << 20).status,
+        Status::Warn,
+        "under 100 MiB"
+    );
+    let full = disk_verdict(h, 0, 100 * gib);
+    assert_eq!(full.status, Status::Fail);
+    assert!(full.hint.unwrap().contains("run gc"));
+}
+
+#[test]
+fn agent_rules() {
+    use octl_proto::rpc::DoctorAgent;
+    let agent = |profile: &str, found: bool, used: bool| DoctorAgent {
+        profile: profile.into(),
+        program: profile.into(),
+        found: found.then(|| format!("/bin/{profile}")),
+        builtin: true,
+        default: profile == "claude",
+        used_by: if used { vec!["01R".into()] } else { vec![] },
+        problem: None,
+    };
+    let r = DoctorAgentsResult {
+        agents: vec![agent("claude", false, false), agent("shell", true, false)],
+        config_error: None,
+    };
+    assert_eq!(
+        agents_check(&r).status,
+        Status::Warn,
+        "no claude, no run needs it"
+    );
+    let r = DoctorAgentsResult {
+        agents: vec![agent("claude", false, true), agent("shell", true, false)],
+        config_error: None,
+    };
+    let c = agents_check(&r);
+    assert_eq!(c.status, Status::Fail, "an unfinished run needs it");
+    assert!(c.message.contains("01R"), "{}", c.message);
+    let r = DoctorAgentsResult {
+        agents: vec![agent("shell", true, false)],
+        config_error: Some("bad".into()),
+    };
+    assert_eq!(agents_check(&r).status, Status::Fail);
+}
