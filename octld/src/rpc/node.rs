@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::validate_node_id;
+use octl_proto::method::MethodId;
 use octl_proto::rpc::NodeReportParams;
 use octl_proto::{Actor, AppError};
 
@@ -30,16 +31,16 @@ fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>
     }
 }
 
-pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Value, AppError> {
+pub async fn report(daemon: &Arc<Daemon>, method: MethodId, p: Value) -> Result<Value, AppError> {
     let p: NodeReportParams = params(p)?;
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {
-        "node.fail" => (
+        MethodId::NodeFail => (
             text("message", p.message, false)?,
             text("reason", p.reason, true)?,
         ),
-        "node.progress" => (
+        MethodId::NodeProgress => (
             text("message", p.message, true)?,
             text("reason", p.reason, false)?,
         ),
@@ -52,7 +53,7 @@ pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Valu
     let held = node
         .as_ref()
         .is_some_and(|n| n.report_on_exit && n.state.is_alive())
-        && method != "node.progress";
+        && method != MethodId::NodeProgress;
     let mut data = Map::new();
     if let Some(m) = message {
         data.insert("message".into(), json!(m));
@@ -61,16 +62,16 @@ pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Valu
         data.insert("reason".into(), json!(r));
     }
     let kind = match (method, held) {
-        ("node.done", true) => {
+        (MethodId::NodeDone, true) => {
             data.insert("report".into(), json!("done"));
             "node.progress"
         }
-        ("node.fail", true) => {
+        (MethodId::NodeFail, true) => {
             data.insert("report".into(), json!("failed"));
             "node.progress"
         }
-        ("node.done", false) => "node.done",
-        ("node.fail", false) => "node.failed",
+        (MethodId::NodeDone, false) => "node.done",
+        (MethodId::NodeFail, false) => "node.failed",
         _ => "node.progress",
     };
     let draft = Draft {
