@@ -1,10 +1,11 @@
 //! One declaration per JSON-RPC method: its name, parameter and result types, summary and
 //! the JSON Schemas of `rpc.discover`. The daemon dispatches on [`MethodId`] (an exhaustive
-//! match: a declared method cannot go undispatched), builds its OpenRPC document from [`ALL`],
-//! and the CLI calls through the [`Method`] types, so the three cannot disagree on a name.
+//! match: a declared method cannot go undispatched) and parses each method's params as its
+//! declared type, builds its OpenRPC document from [`ALL`], and the CLI calls through the
+//! [`Method`] types, so the three cannot disagree on a name or a params type.
 //!
-//! To add a method: declare it here (and its params type in [`crate::rpc`]), then the compiler
-//! asks for its arm in the daemon's dispatch.
+//! To add a method: declare it here (its params and result types in [`crate::rpc`]), then the
+//! compiler asks for its arm in the daemon's dispatch.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

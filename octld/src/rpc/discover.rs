@@ -6,10 +6,9 @@ use octl_proto::AppError;
 
 use octl_proto::method::ALL;
 
-use super::{params, NoParams};
+use super::NoParams;
 
-pub fn discover(p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub fn discover(_: NoParams) -> Result<Value, AppError> {
     Ok(document())
 }
 

@@ -12,7 +12,7 @@ use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
 use octl_proto::state::{Discussion, NodeState, Spinoff};
 use octl_proto::{ids, Actor, AppError, ErrorKind};
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
 
@@ -121,8 +121,7 @@ pub fn runs(daemon: &Daemon, run: Option<&str>) -> Result<Vec<Arc<RunHandle>>, A
     }
 }
 
-pub async fn ask(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AskParams = params(p)?;
+pub async fn ask(daemon: &Arc<Daemon>, p: AskParams) -> Result<Value, AppError> {
     text("title", &p.title, MAX_TITLE)?;
     if let Some(b) = &p.body {
         text("body", b, MAX_BODY)?;
@@ -172,8 +171,7 @@ fn with_run(run: &str, record: &impl serde::Serialize) -> Result<Value, AppError
     Ok(v)
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: ListParams = params(p)?;
+pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref())? {
         for d in h
@@ -188,8 +186,7 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     Ok(Value::Array(out))
 }
 
-pub async fn answer(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AnswerParams = params(p)?;
+pub async fn answer(daemon: &Arc<Daemon>, p: AnswerParams) -> Result<Value, AppError> {
     text("text", &p.text, MAX_BODY)?;
     let (handle, disc) = find::<Discussion>(daemon, "id", &p.id)?;
     if disc.open {

@@ -12,7 +12,7 @@ use octl_proto::projection;
 use octl_proto::rpc::{DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunsResult};
 use octl_proto::{AppError, RunState};
 
-use super::{params, to_value, NoParams};
+use super::{to_value, NoParams};
 use crate::agents::{self, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -26,8 +26,7 @@ const ATTEMPTS: usize = 5;
 
 /// Per run: its log replays (`store::log::replay`, without repair) and the projection files
 /// on disk are byte for byte what it derives. A corrupt run fails.
-pub async fn runs(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for handle in daemon.store.handles() {
         if let Some(reason) = handle.corrupt() {
@@ -144,16 +143,14 @@ pub fn mismatched(dir: &Path, state: &RunState) -> Vec<String> {
 }
 
 /// Worktrees, branches and windows under the daemon's names that no run owns.
-pub async fn orphans(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let found = crate::engine::orphans::find(daemon).await?;
     Ok(json!({ "orphans": found }))
 }
 
 /// Every agent profile (the built-ins and those of config.toml), its program, and whether
 /// the daemon finds that program on its own PATH (the one agents are started with).
-pub async fn agents(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let (config, config_error) = match Config::load(&daemon.home.config()) {
         Ok(c) => (c, None),
         Err(e) => (Config::default(), Some(e.message)),

@@ -9,15 +9,14 @@ use octl_proto::ids::{validate_idempotency_key, validate_node_id};
 use octl_proto::rpc::{EventAppendParams, EventListParams};
 use octl_proto::{Actor, AppError, ErrorKind};
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 use crate::store::{fault, log, Draft};
 
 /// Largest `event.list` answer; page with `since` for more.
 const MAX_LIST: u64 = 100_000;
 
-pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: EventAppendParams = params(p)?;
+pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<Value, AppError> {
     // Validate everything before touching the run, so bad input changes nothing.
     let run_ref = octl_proto::ids::parse_run_ref("run", &p.run)?;
     if let Some(node) = &p.node {
@@ -57,8 +56,7 @@ pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&daemon.store.append(&handle, draft, true).await?)
 }
 
-pub async fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: EventListParams = params(p)?;
+pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     if let Some(reason) = handle.corrupt() {
         return Err(AppError::new(

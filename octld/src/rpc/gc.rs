@@ -7,11 +7,10 @@ use serde_json::Value;
 use octl_proto::rpc::{GcParams, RecoverParams};
 use octl_proto::AppError;
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 
-pub async fn gc(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: GcParams = params(p)?;
+pub async fn gc(daemon: &Arc<Daemon>, p: GcParams) -> Result<Value, AppError> {
     let older_than = match &p.older_than {
         Some(age) => Some(octl_proto::time::parse_age("older_than", age)?),
         None => None,
@@ -19,7 +18,6 @@ pub async fn gc(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&crate::engine::gc::gc(daemon, p.dry_run, older_than).await?)
 }
 
-pub async fn recover(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RecoverParams = params(p)?;
+pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<Value, AppError> {
     to_value(&crate::engine::gc::recover(daemon, p).await?)
 }

@@ -10,12 +10,11 @@ use octl_proto::ids::validate_node_id;
 use octl_proto::rpc::{MergeParams, MergeResult};
 use octl_proto::AppError;
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 use crate::engine::{cleanup, merge, Engine};
 
-pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: MergeParams = params(p)?;
+pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppError> {
     if let Some(n) = &p.node {
         validate_node_id("node", n)?;
     }

@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use octl_proto::method::MethodId;
+use octl_proto::method::{self, Method, MethodId};
 use octl_proto::{AppError, ErrorKind, RunKind};
 
 use crate::daemon::Daemon;
@@ -47,7 +47,8 @@ pub enum Answer {
 }
 
 /// Runs one method. The match is exhaustive over the declared methods, so a method declared
-/// in [`octl_proto::method`] cannot go undispatched and no undeclared name can be dispatched.
+/// in [`octl_proto::method`] cannot go undispatched and no undeclared name can be dispatched;
+/// each handler takes the params type its declaration names (parsed strictly by [`args`]).
 pub async fn dispatch(
     daemon: &Arc<Daemon>,
     method: &str,
@@ -60,41 +61,80 @@ pub async fn dispatch(
         ));
     };
     let value = match id {
-        MethodId::RunList => return run::list(daemon, params).map(Answer::Raw),
-        MethodId::DaemonStatus => daemon::status(daemon, params),
-        MethodId::DaemonShutdown => daemon::shutdown(daemon, params),
-        MethodId::RunCreate => run::create(daemon, params).await,
-        MethodId::RunShow => run::show(daemon, params),
-        MethodId::RunRebuild => run::rebuild(daemon, params).await,
-        MethodId::RunQuarantine => run::quarantine(daemon, params),
-        MethodId::EventAppend => event::append(daemon, params).await,
-        MethodId::EventList => event::list(daemon, params).await,
-        MethodId::RunCancel => run::cancel(daemon, params).await,
-        MethodId::SpawnSpinoff => spawn::spawn(daemon, RunKind::Spinoff, params).await,
-        MethodId::SpawnCode => spawn::spawn(daemon, RunKind::Code, params).await,
-        MethodId::NodeDone | MethodId::NodeFail | MethodId::NodeProgress => {
-            node::report(daemon, id, params).await
+        MethodId::RunList => {
+            return run::list(daemon, args::<method::RunList>(params)?).map(Answer::Raw)
         }
-        MethodId::Merge => merge::merge(daemon, params).await,
-        MethodId::RunRetry => run::retry(daemon, params).await,
-        MethodId::FanoutStart => fanout::start(daemon, params).await,
-        MethodId::FanoutManifest => fanout::manifest(daemon, params).await,
-        MethodId::OrchestrateStart => fanout::orchestrate(daemon, params).await,
-        MethodId::DiscussionAsk => discussion::ask(daemon, params).await,
-        MethodId::DiscussionList => discussion::list(daemon, params),
-        MethodId::DiscussionAnswer => discussion::answer(daemon, params).await,
-        MethodId::SpinoffPropose => spinoff::propose(daemon, params).await,
-        MethodId::SpinoffList => spinoff::list(daemon, params),
-        MethodId::SpinoffAccept => spinoff::accept(daemon, params).await,
-        MethodId::SpinoffReject => spinoff::reject(daemon, params).await,
-        MethodId::RunGc => gc::gc(daemon, params).await,
-        MethodId::Recover => gc::recover(daemon, params).await,
-        MethodId::DoctorRuns => doctor::runs(daemon, params).await,
-        MethodId::DoctorOrphans => doctor::orphans(daemon, params).await,
-        MethodId::DoctorAgents => doctor::agents(daemon, params).await,
-        MethodId::RpcDiscover => discover::discover(params),
+        MethodId::DaemonStatus => daemon::status(daemon, args::<method::DaemonStatus>(params)?),
+        MethodId::DaemonShutdown => {
+            daemon::shutdown(daemon, args::<method::DaemonShutdown>(params)?)
+        }
+        MethodId::RunCreate => run::create(daemon, args::<method::RunCreate>(params)?).await,
+        MethodId::RunShow => run::show(daemon, args::<method::RunShow>(params)?),
+        MethodId::RunRebuild => run::rebuild(daemon, args::<method::RunRebuild>(params)?).await,
+        MethodId::RunQuarantine => run::quarantine(daemon, args::<method::RunQuarantine>(params)?),
+        MethodId::EventAppend => event::append(daemon, args::<method::EventAppend>(params)?).await,
+        MethodId::EventList => event::list(daemon, args::<method::EventList>(params)?).await,
+        MethodId::RunCancel => run::cancel(daemon, args::<method::RunCancel>(params)?).await,
+        MethodId::SpawnSpinoff => {
+            spawn::spawn(
+                daemon,
+                RunKind::Spinoff,
+                args::<method::SpawnSpinoff>(params)?,
+            )
+            .await
+        }
+        MethodId::SpawnCode => {
+            spawn::spawn(daemon, RunKind::Code, args::<method::SpawnCode>(params)?).await
+        }
+        // The three reports share their params type.
+        MethodId::NodeDone | MethodId::NodeFail | MethodId::NodeProgress => {
+            node::report(daemon, id, args::<method::NodeDone>(params)?).await
+        }
+        MethodId::Merge => merge::merge(daemon, args::<method::Merge>(params)?).await,
+        MethodId::RunRetry => run::retry(daemon, args::<method::RunRetry>(params)?).await,
+        MethodId::FanoutStart => fanout::start(daemon, args::<method::FanoutStart>(params)?).await,
+        MethodId::FanoutManifest => {
+            fanout::manifest(daemon, args::<method::FanoutManifest>(params)?).await
+        }
+        MethodId::OrchestrateStart => {
+            fanout::orchestrate(daemon, args::<method::OrchestrateStart>(params)?).await
+        }
+        MethodId::DiscussionAsk => {
+            discussion::ask(daemon, args::<method::DiscussionAsk>(params)?).await
+        }
+        MethodId::DiscussionList => {
+            discussion::list(daemon, args::<method::DiscussionList>(params)?)
+        }
+        MethodId::DiscussionAnswer => {
+            discussion::answer(daemon, args::<method::DiscussionAnswer>(params)?).await
+        }
+        MethodId::SpinoffPropose => {
+            spinoff::propose(daemon, args::<method::SpinoffPropose>(params)?).await
+        }
+        MethodId::SpinoffList => spinoff::list(daemon, args::<method::SpinoffList>(params)?),
+        MethodId::SpinoffAccept => {
+            spinoff::accept(daemon, args::<method::SpinoffAccept>(params)?).await
+        }
+        MethodId::SpinoffReject => {
+            spinoff::reject(daemon, args::<method::SpinoffReject>(params)?).await
+        }
+        MethodId::RunGc => gc::gc(daemon, args::<method::RunGc>(params)?).await,
+        MethodId::Recover => gc::recover(daemon, args::<method::Recover>(params)?).await,
+        MethodId::DoctorRuns => doctor::runs(daemon, args::<method::DoctorRuns>(params)?).await,
+        MethodId::DoctorOrphans => {
+            doctor::orphans(daemon, args::<method::DoctorOrphans>(params)?).await
+        }
+        MethodId::DoctorAgents => {
+            doctor::agents(daemon, args::<method::DoctorAgents>(params)?).await
+        }
+        MethodId::RpcDiscover => discover::discover(args::<method::RpcDiscover>(params)?),
     }?;
     Ok(Answer::Value(value))
+}
+
+/// Parses method `M`'s params as it declares them.
+fn args<M: Method>(p: Value) -> Result<M::Params, AppError> {
+    params(p)
 }
 
 /// Parses named params strictly: unknown fields are refused and errors name the field.

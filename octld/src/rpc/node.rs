@@ -13,7 +13,7 @@ use octl_proto::method::MethodId;
 use octl_proto::rpc::NodeReportParams;
 use octl_proto::{Actor, AppError};
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 use crate::store::Draft;
 
@@ -31,8 +31,11 @@ fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>
     }
 }
 
-pub async fn report(daemon: &Arc<Daemon>, method: MethodId, p: Value) -> Result<Value, AppError> {
-    let p: NodeReportParams = params(p)?;
+pub async fn report(
+    daemon: &Arc<Daemon>,
+    method: MethodId,
+    p: NodeReportParams,
+) -> Result<Value, AppError> {
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {

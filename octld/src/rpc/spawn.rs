@@ -7,12 +7,11 @@ use serde_json::Value;
 use octl_proto::rpc::SpawnParams;
 use octl_proto::{AppError, RunKind};
 
-use super::{params, to_value};
+use super::to_value;
 use crate::daemon::Daemon;
 use crate::engine::spawn::{spawn as spawn_run, SpawnRequest};
 
-pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: Value) -> Result<Value, AppError> {
-    let p: SpawnParams = params(p)?;
+pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Result<Value, AppError> {
     let handle = spawn_run(
         daemon,
         SpawnRequest {
