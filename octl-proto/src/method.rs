@@ -1,11 +1,12 @@
 //! One declaration per JSON-RPC method: its name, parameter and result types, summary and
-//! the JSON Schemas of `rpc.discover`. The daemon dispatches on [`MethodId`] (an exhaustive
-//! match: a declared method cannot go undispatched) and parses each method's params as its
-//! declared type, builds its OpenRPC document from [`ALL`], and the CLI calls through the
-//! [`Method`] types, so the three cannot disagree on a name or a params type.
+//! the JSON Schemas of `rpc.discover`. The daemon's dispatch is generated from these
+//! declarations ([`for_each_method!`]: a declared method without a handler does not compile)
+//! and parses each method's params as its declared type; its OpenRPC document is built from
+//! [`ALL`]; the CLI calls through the [`Method`] types. So the three cannot disagree on a name
+//! or a params type.
 //!
 //! To add a method: declare it here (its params and result types in [`crate::rpc`]), then the
-//! compiler asks for its arm in the daemon's dispatch.
+//! compiler asks for the daemon's `Handle` impl next to its handler.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -61,7 +62,7 @@ impl MethodId {
 }
 
 macro_rules! methods {
-    ($(
+    ($d:tt; $(
         $ty:ident($params:ty) -> $result:ty {
             name: $name:literal,
             summary: $summary:expr,
@@ -79,6 +80,13 @@ macro_rules! methods {
                 type Result = $result;
             }
         )*
+
+        /// Calls `$m! { DaemonStatus, DaemonShutdown, … }` with every method's type name: for
+        /// code that must handle each declared method (the daemon's dispatch).
+        #[macro_export]
+        macro_rules! for_each_method {
+            ($d m:ident) => { $d m! { $($ty),* } };
+        }
 
         /// Every method, in [`ALL`]'s order.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -198,6 +206,7 @@ const SPAWN_PARAMS: &[ParamSpec] = &[
 ];
 
 methods! {
+    $;
     DaemonStatus(NoParams) -> rpc::DaemonStatus {
         name: "daemon.status",
         summary: "The daemon's pid, version, protocol, home and uptime.",

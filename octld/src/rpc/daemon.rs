@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::DaemonStatus;
 use octl_proto::{AppError, PROTOCOL_VERSION};
 
-use super::{to_value, NoParams};
+use super::{to_value, Answer, Handle, NoParams};
 use crate::daemon::Daemon;
 
 pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
@@ -29,4 +30,16 @@ pub fn shutdown(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
         d.request_shutdown();
     });
     Ok(json!({ "stopping": true, "pid": std::process::id() }))
+}
+
+impl Handle for method::DaemonStatus {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        status(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::DaemonShutdown {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        shutdown(daemon, p).map(Answer::Value)
+    }
 }

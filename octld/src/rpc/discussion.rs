@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::{validate_node_id, MIN_PREFIX};
+use octl_proto::method;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
 use octl_proto::state::{Discussion, NodeState, Spinoff};
 use octl_proto::{ids, Actor, AppError, ErrorKind};
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
 
@@ -284,4 +285,22 @@ pub fn refuse_merge_question(
         "resolve the conflict in {worktree} (e.g. git merge the target branch, fix the files, commit), then run `orchestratectl merge {run} --node {}`; to give it up, `orchestratectl run cancel {run}`{retry}",
         node.id
     )))
+}
+
+impl Handle for method::DiscussionAsk {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        ask(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DiscussionList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::DiscussionAnswer {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        answer(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use octl_proto::method;
 use octl_proto::projection;
 use octl_proto::rpc::{DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunsResult};
 use octl_proto::{AppError, RunState};
 
-use super::{to_value, NoParams};
+use super::{to_value, Answer, Handle, NoParams};
 use crate::agents::{self, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -230,4 +231,22 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
         agents: out,
         config_error,
     })
+}
+
+impl Handle for method::DoctorRuns {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        runs(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DoctorOrphans {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        orphans(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DoctorAgents {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        agents(daemon, p).await.map(Answer::Value)
+    }
 }

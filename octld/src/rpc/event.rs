@@ -6,10 +6,11 @@ use serde_json::Value;
 
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{validate_idempotency_key, validate_node_id};
+use octl_proto::method;
 use octl_proto::rpc::{EventAppendParams, EventListParams};
 use octl_proto::{Actor, AppError, ErrorKind};
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{fault, log, Draft};
 
@@ -85,4 +86,16 @@ pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Value, App
                 _ => fault::storage_error("cannot read the log", &path, &e),
             })?;
     to_value(&events)
+}
+
+impl Handle for method::EventAppend {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        append(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::EventList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).await.map(Answer::Value)
+    }
 }

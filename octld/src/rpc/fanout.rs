@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
 use octl_proto::{ids, AppError, RunKind};
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::agents::Mode;
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -234,4 +235,22 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     .await?;
     daemon.store.notify(&handle.id);
     to_value(&handle.summary())
+}
+
+impl Handle for method::FanoutStart {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        start(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::FanoutManifest {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        manifest(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::OrchestrateStart {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        orchestrate(daemon, p).await.map(Answer::Value)
+    }
 }

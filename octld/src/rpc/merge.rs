@@ -7,10 +7,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use octl_proto::ids::validate_node_id;
+use octl_proto::method;
 use octl_proto::rpc::{MergeParams, MergeResult};
 use octl_proto::AppError;
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::{cleanup, merge, Engine};
 
@@ -82,4 +83,10 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
         target: merged.target,
         merge_commit: merged.commit,
     })
+}
+
+impl Handle for method::Merge {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        merge(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -1,5 +1,6 @@
 //! The JSON-RPC methods. One file per family; each method is declared once, in
-//! [`octl_proto::method`], and [`dispatch`] matches every declared method exhaustively.
+//! [`octl_proto::method`], and answered by its [`Handle`] impl in its family's file;
+//! [`dispatch`] is generated from the declarations.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
 //! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`,
@@ -35,7 +36,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use octl_proto::method::{self, Method, MethodId};
-use octl_proto::{AppError, ErrorKind, RunKind};
+use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
 
@@ -46,9 +47,18 @@ pub enum Answer {
     Raw(Box<RawValue>),
 }
 
-/// Runs one method. The match is exhaustive over the declared methods, so a method declared
-/// in [`octl_proto::method`] cannot go undispatched and no undeclared name can be dispatched;
-/// each handler takes the params type its declaration names (parsed strictly by [`args`]).
+/// How the daemon answers method `M`: implemented next to its handler in the family's file,
+/// taking the params type `M` declares. [`dispatch`] calls it for every declared method, so
+/// a method without one does not compile.
+pub trait Handle: Method {
+    fn handle(
+        daemon: &Arc<Daemon>,
+        p: Self::Params,
+    ) -> impl std::future::Future<Output = Result<Answer, AppError>> + Send;
+}
+
+/// Runs one method: its declared params parsed strictly by [`args`], then its [`Handle`]. The
+/// arms are generated from the declarations, so no undeclared name can be dispatched.
 pub async fn dispatch(
     daemon: &Arc<Daemon>,
     method: &str,
@@ -60,76 +70,16 @@ pub async fn dispatch(
             format!("method not found: {method:?}; rpc.discover lists every method"),
         ));
     };
-    let value = match id {
-        MethodId::RunList => {
-            return run::list(daemon, args::<method::RunList>(params)?).map(Answer::Raw)
-        }
-        MethodId::DaemonStatus => daemon::status(daemon, args::<method::DaemonStatus>(params)?),
-        MethodId::DaemonShutdown => {
-            daemon::shutdown(daemon, args::<method::DaemonShutdown>(params)?)
-        }
-        MethodId::RunCreate => run::create(daemon, args::<method::RunCreate>(params)?).await,
-        MethodId::RunShow => run::show(daemon, args::<method::RunShow>(params)?),
-        MethodId::RunRebuild => run::rebuild(daemon, args::<method::RunRebuild>(params)?).await,
-        MethodId::RunQuarantine => run::quarantine(daemon, args::<method::RunQuarantine>(params)?),
-        MethodId::EventAppend => event::append(daemon, args::<method::EventAppend>(params)?).await,
-        MethodId::EventList => event::list(daemon, args::<method::EventList>(params)?).await,
-        MethodId::RunCancel => run::cancel(daemon, args::<method::RunCancel>(params)?).await,
-        MethodId::SpawnSpinoff => {
-            spawn::spawn(
-                daemon,
-                RunKind::Spinoff,
-                args::<method::SpawnSpinoff>(params)?,
-            )
-            .await
-        }
-        MethodId::SpawnCode => {
-            spawn::spawn(daemon, RunKind::Code, args::<method::SpawnCode>(params)?).await
-        }
-        // The three reports share their params type.
-        MethodId::NodeDone | MethodId::NodeFail | MethodId::NodeProgress => {
-            node::report(daemon, id, args::<method::NodeDone>(params)?).await
-        }
-        MethodId::Merge => merge::merge(daemon, args::<method::Merge>(params)?).await,
-        MethodId::RunRetry => run::retry(daemon, args::<method::RunRetry>(params)?).await,
-        MethodId::FanoutStart => fanout::start(daemon, args::<method::FanoutStart>(params)?).await,
-        MethodId::FanoutManifest => {
-            fanout::manifest(daemon, args::<method::FanoutManifest>(params)?).await
-        }
-        MethodId::OrchestrateStart => {
-            fanout::orchestrate(daemon, args::<method::OrchestrateStart>(params)?).await
-        }
-        MethodId::DiscussionAsk => {
-            discussion::ask(daemon, args::<method::DiscussionAsk>(params)?).await
-        }
-        MethodId::DiscussionList => {
-            discussion::list(daemon, args::<method::DiscussionList>(params)?)
-        }
-        MethodId::DiscussionAnswer => {
-            discussion::answer(daemon, args::<method::DiscussionAnswer>(params)?).await
-        }
-        MethodId::SpinoffPropose => {
-            spinoff::propose(daemon, args::<method::SpinoffPropose>(params)?).await
-        }
-        MethodId::SpinoffList => spinoff::list(daemon, args::<method::SpinoffList>(params)?),
-        MethodId::SpinoffAccept => {
-            spinoff::accept(daemon, args::<method::SpinoffAccept>(params)?).await
-        }
-        MethodId::SpinoffReject => {
-            spinoff::reject(daemon, args::<method::SpinoffReject>(params)?).await
-        }
-        MethodId::RunGc => gc::gc(daemon, args::<method::RunGc>(params)?).await,
-        MethodId::Recover => gc::recover(daemon, args::<method::Recover>(params)?).await,
-        MethodId::DoctorRuns => doctor::runs(daemon, args::<method::DoctorRuns>(params)?).await,
-        MethodId::DoctorOrphans => {
-            doctor::orphans(daemon, args::<method::DoctorOrphans>(params)?).await
-        }
-        MethodId::DoctorAgents => {
-            doctor::agents(daemon, args::<method::DoctorAgents>(params)?).await
-        }
-        MethodId::RpcDiscover => discover::discover(args::<method::RpcDiscover>(params)?),
-    }?;
-    Ok(Answer::Value(value))
+    macro_rules! dispatch {
+        ($($ty:ident),*) => {
+            match id {
+                $(MethodId::$ty => {
+                    <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await
+                })*
+            }
+        };
+    }
+    octl_proto::for_each_method!(dispatch)
 }
 
 /// Parses method `M`'s params as it declares them.

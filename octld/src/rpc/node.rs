@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::validate_node_id;
-use octl_proto::method::MethodId;
+use octl_proto::method::{self, MethodId};
 use octl_proto::rpc::NodeReportParams;
 use octl_proto::{Actor, AppError};
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::Draft;
 
@@ -85,4 +85,28 @@ pub async fn report(
         idempotency_key: None,
     };
     to_value(&daemon.store.append(&handle, draft, true).await?)
+}
+
+impl Handle for method::NodeProgress {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeProgress, p)
+            .await
+            .map(Answer::Value)
+    }
+}
+
+impl Handle for method::NodeDone {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeDone, p)
+            .await
+            .map(Answer::Value)
+    }
+}
+
+impl Handle for method::NodeFail {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeFail, p)
+            .await
+            .map(Answer::Value)
+    }
 }

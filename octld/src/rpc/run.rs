@@ -5,10 +5,11 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
 use octl_proto::{AppError, RunKind};
 
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{NewRun, RunHandle};
 use octl_proto::projection;
@@ -157,4 +158,46 @@ pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<Value, AppErr
     handle.ensure_writable()?;
     crate::engine::retry::retry(daemon, &handle, &p.node).await?;
     to_value(&handle.summary())
+}
+
+impl Handle for method::RunList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Raw)
+    }
+}
+
+impl Handle for method::RunCreate {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        create(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunShow {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        show(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunRebuild {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        rebuild(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunQuarantine {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        quarantine(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunCancel {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        cancel(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunRetry {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        retry(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
 use octl_proto::state::{Spinoff, SpinoffStatus};
 use octl_proto::{AppError, ErrorKind};
 
 use super::discussion::{find, open_record, runs, text};
-use super::to_value;
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::merge::failpoint;
 use crate::engine::spawn::{check_request, MAX_TASK};
@@ -145,4 +146,28 @@ pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Value, AppE
     );
     daemon.store.append(&parent, draft, false).await?;
     proposal_json(&parent.id, &current(&parent, &proposal))
+}
+
+impl Handle for method::SpinoffPropose {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        propose(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffAccept {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        accept(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffReject {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        reject(daemon, p).await.map(Answer::Value)
+    }
 }
