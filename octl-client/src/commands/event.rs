@@ -5,7 +5,7 @@ use crate::commands::result_of;
 use clap::{Args, Subcommand};
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{parse_run_ref, validate_idempotency_key, validate_node_id};
-use octl_proto::method;
+use octl_proto::method::{self, Method};
 use octl_proto::rpc::RunParams;
 use octl_proto::rpc::{EventAppendParams, EventListParams};
 use octl_proto::{Actor, AppError};
@@ -206,7 +206,7 @@ async fn list(ctx: &Ctx, args: EventListArgs) -> Result<(), AppError> {
         limit: args.limit,
     };
     let value = ctx.client.call_value::<method::EventList>(&params).await?;
-    let events: Vec<Value> = decode("event.list", &value)?;
+    let events: Vec<Value> = decode(method::EventList::NAME, &value)?;
     ctx.out.result(&value, || {
         events.iter().map(event_line).collect::<Vec<_>>().join("\n")
     });
