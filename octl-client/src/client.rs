@@ -18,12 +18,23 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{header, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use octl_proto::method::{self, Method as _};
 use octl_proto::rpc::{error_from_object, JSONRPC_VERSION, RPC_PATH};
 use octl_proto::{AppError, ErrorKind};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::home::Home;
+
+/// Method `M`'s typed result from its answer; an answer of another shape is an internal error
+/// naming the method.
+pub fn result_of<M: method::Method>(value: &Value) -> Result<M::Result, AppError> {
+    crate::commands::decode(M::NAME, value)
+}
+
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("RPC params always serialize")
+}
 
 /// How long autostart waits for a new daemon to answer.
 pub const START_DEADLINE: Duration = Duration::from_secs(3);
@@ -89,6 +100,40 @@ impl Client {
         &self.home
     }
 
+    /// Calls method `M` with its typed params, starting the daemon when needed (as
+    /// [`Client::call`]), and reads its typed result.
+    pub async fn call_method<M: method::Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<M::Result, AppError> {
+        result_of::<M>(&self.call_value::<M>(params).await?)
+    }
+
+    /// [`Client::call_method`], with the result as a value as the daemon wrote it: for
+    /// printing it unchanged with `--json` ([`result_of`] types it).
+    pub async fn call_value<M: method::Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<Value, AppError> {
+        self.call(M::NAME, to_params(params)).await
+    }
+
+    /// [`Client::call_raw`] of method `M`.
+    pub async fn call_raw_method<M: method::Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<Box<RawValue>, AppError> {
+        self.call_raw(M::NAME, to_params(params)).await
+    }
+
+    /// [`Client::try_call`] of method `M`: once, never starting the daemon.
+    pub async fn try_call_method<M: method::Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<Value, CallError> {
+        self.try_call(M::NAME, to_params(params)).await
+    }
+
     /// Calls `method`, starting the daemon first if its socket does not answer (unless
     /// autostart is off, in which case the error is `daemon_unreachable`).
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, AppError> {
@@ -127,9 +172,9 @@ impl Client {
     /// `daemon.status`, never starting the daemon, and giving up after [`PROBE_TIMEOUT`].
     pub async fn probe_status(&self) -> Result<Value, CallError> {
         let raw = self
-            .exchange("daemon.status", json!({}), PROBE_TIMEOUT)
+            .exchange(method::DaemonStatus::NAME, json!({}), PROBE_TIMEOUT)
             .await?;
-        Ok(value_of("daemon.status", &raw)?)
+        Ok(value_of(method::DaemonStatus::NAME, &raw)?)
     }
 
     /// One request and its answer: the result's JSON text, or the error.
@@ -237,7 +282,8 @@ impl Client {
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .max(POLL_INTERVAL);
-            match tokio::time::timeout(left, self.try_call("daemon.status", json!({}))).await {
+            let probe = self.try_call_method::<method::DaemonStatus>(&method::NoParams {});
+            match tokio::time::timeout(left, probe).await {
                 Ok(Ok(_)) => return Ok(()),
                 Ok(Err(CallError::NotRunning(_))) | Err(_) => {}
                 // A daemon in the middle of starting may drop a connection: try again.

@@ -7,7 +7,8 @@
 //! - [`reducer`]: the pure fold from events to state; refuses illegal transitions.
 //! - [`projection`]: the JSON files derived from the state (`manifest.json`, `nodes/…`).
 //! - [`plan`]: fan-out manifests and orchestrate plans, every problem at once; `--max-parallel`.
-//! - [`rpc`]: JSON-RPC 2.0 envelopes, method names and parameter types.
+//! - [`rpc`]: JSON-RPC 2.0 envelopes, parameter and result types.
+//! - [`method`]: one declaration per RPC method (name, types, summary, schemas).
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`).
 
@@ -15,6 +16,7 @@ pub mod error;
 pub mod event;
 pub mod home;
 pub mod ids;
+pub mod method;
 pub mod plan;
 pub mod projection;
 pub mod reducer;

@@ -224,6 +224,15 @@ pub struct FanoutParams {
     pub max_parallel: Option<Value>,
 }
 
+/// `fanout.manifest` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ManifestDoc {
+    pub run: Option<String>,
+    pub format: String,
+    pub path: String,
+    pub text: String,
+}
+
 /// `orchestrate.start`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -271,6 +280,51 @@ pub struct ListParams {
     pub run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<bool>,
+}
+
+/// One discussion as `discussion.list` and `discussion.answer` return it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiscussionItem {
+    pub id: String,
+    pub run: String,
+    pub node: Option<String>,
+    pub title: String,
+    pub body: Option<String>,
+    pub open: bool,
+    pub answer: Option<String>,
+    pub opened_at: String,
+    pub resolved_at: Option<String>,
+}
+
+/// `{id, run}`: what `discussion.ask` and `spinoff.propose` return.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Opened {
+    pub id: String,
+    pub run: String,
+}
+
+/// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Proposal {
+    pub id: String,
+    pub run: String,
+    pub node: Option<String>,
+    pub task: String,
+    pub why: Option<String>,
+    pub status: String,
+    pub child_run: Option<String>,
+    pub reason: Option<String>,
+    pub proposed_at: String,
+    pub decided_at: Option<String>,
+}
+
+/// `spinoff.accept` result: the proposal and the new run's summary.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Accepted {
+    pub proposal: Proposal,
+    pub run: crate::projection::RunSummary,
 }
 
 /// `discussion.answer`

@@ -3,6 +3,8 @@
 //! `install-service` renders the bundled systemd units or launchd plist (embedded at build
 //! time from `systemd/` and `launchd/`) for this octld and home, and never talks to the daemon.
 
+use crate::commands::result_of;
+use octl_proto::method::{self, NoParams};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,7 @@ use octl_proto::rpc::DaemonStatus;
 use octl_proto::{AppError, ErrorKind};
 use serde_json::{json, Value};
 
-use super::{decode, Ctx};
+use super::Ctx;
 use crate::client::{find_octld, find_on_path, CallError, STOP_DEADLINE};
 use crate::output::{duration, fields};
 
@@ -111,11 +113,16 @@ async fn start(ctx: &Ctx) -> Result<(), AppError> {
         Ok(v) => (v, false),
         Err(CallError::NotRunning(_)) => {
             ctx.client.start().await?;
-            (ctx.client.call("daemon.status", json!({})).await?, true)
+            (
+                ctx.client
+                    .call_value::<method::DaemonStatus>(&NoParams {})
+                    .await?,
+                true,
+            )
         }
         Err(CallError::Failed(e)) => return Err(e),
     };
-    let status: DaemonStatus = decode("daemon.status", &value)?;
+    let status = result_of::<method::DaemonStatus>(&value)?;
     let socket = ctx.client.home().socket();
     ctx.out.result(&value, || {
         if started {
@@ -193,7 +200,11 @@ async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => None,
         Err(CallError::Failed(e)) => return Err(e),
     };
-    match ctx.client.try_call("daemon.shutdown", json!({})).await {
+    match ctx
+        .client
+        .try_call_method::<method::DaemonShutdown>(&NoParams {})
+        .await
+    {
         Ok(_) | Err(CallError::NotRunning(_)) => {}
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => {}
         Err(CallError::Failed(e)) => return Err(e),
@@ -244,11 +255,13 @@ async fn restart(ctx: &Ctx) -> Result<(), AppError> {
         Ok(v) => v,
         Err(CallError::NotRunning(_)) => {
             ctx.client.start().await?;
-            ctx.client.call("daemon.status", json!({})).await?
+            ctx.client
+                .call_value::<method::DaemonStatus>(&NoParams {})
+                .await?
         }
         Err(CallError::Failed(e)) => return Err(e),
     };
-    let status: DaemonStatus = decode("daemon.status", &value)?;
+    let status = result_of::<method::DaemonStatus>(&value)?;
     let socket = ctx.client.home().socket();
     let doc = json!({
         "was_running": stopped.was_running,
@@ -283,7 +296,7 @@ async fn status(ctx: &Ctx) -> Result<(), AppError> {
         }
         Err(CallError::Failed(e)) => return Err(e),
     };
-    let status: DaemonStatus = decode("daemon.status", &value)?;
+    let status = result_of::<method::DaemonStatus>(&value)?;
     ctx.out.result(&value, || status_text(&status));
     Ok(())
 }

@@ -5,6 +5,8 @@
 //! The two greeting agents wait for a start file that the demo writes once all four runs
 //! exist, so both branches start from the same commit of main and the conflict is certain.
 
+use octl_proto::method;
+use octl_proto::rpc::EventListParams;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -396,7 +398,11 @@ async fn watch(ctx: &Ctx, runs: &mut [DemoRun], mode: Mode, repo: &str) -> Resul
                 if detail.manifest.last_seq > r.cursor {
                     let events = ctx
                         .client
-                        .call("event.list", json!({"run": r.run, "since": r.cursor}))
+                        .call_value::<method::EventList>(&EventListParams {
+                            run: r.run.clone(),
+                            since: Some(r.cursor),
+                            limit: None,
+                        })
                         .await?;
                     for ev in events.as_array().into_iter().flatten() {
                         if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {

@@ -3,17 +3,19 @@
 //! `discussion.resolved` event that answers it, and prints the answer alone on stdout so an
 //! agent can capture it. Discussion ids are unique across runs: answering needs only the id.
 
+use crate::commands::result_of;
+use octl_proto::method;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::{is_node_id, parse_run_ref, validate_node_id};
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
+pub use octl_proto::rpc::{DiscussionItem, Opened};
 use octl_proto::{AppError, ErrorKind};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::run::wait::timeout_duration;
-use super::{call, decode, Ctx};
+use super::{call, Ctx};
 use crate::follow::{eprint_line, is_terminal_status, one_line, show, Events};
 use crate::output::{cell, print_text, table};
 
@@ -128,28 +130,6 @@ pub async fn execute(ctx: &Ctx, cmd: DiscussionCmd) -> Result<i32, AppError> {
     }
 }
 
-/// One discussion as `discussion.list` and `discussion.answer` return it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct DiscussionItem {
-    pub id: String,
-    pub run: String,
-    pub node: Option<String>,
-    pub title: String,
-    pub body: Option<String>,
-    pub open: bool,
-    pub answer: Option<String>,
-    pub opened_at: String,
-    pub resolved_at: Option<String>,
-}
-
-/// `{id, run}`: what `discussion.ask` and `spinoff.propose` return.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Opened {
-    pub id: String,
-    pub run: String,
-}
-
 /// A discussion or proposal id as given: lower-cased, then `[a-z0-9][a-z0-9-]{0,62}`.
 pub fn record_id(what: &str, list: &str, given: &str) -> Result<String, AppError> {
     let id = given.trim().to_ascii_lowercase();
@@ -237,13 +217,8 @@ async fn ask(ctx: &Ctx, args: DiscussionAskArgs) -> Result<(), AppError> {
     } else {
         None
     };
-    let value = call(
-        ctx,
-        "discussion.ask",
-        serde_json::to_value(&params).expect("RPC params always serialize"),
-    )
-    .await?;
-    let opened: Opened = decode("discussion.ask", &value)?;
+    let value = call::<method::DiscussionAsk>(ctx, &params).await?;
+    let opened = result_of::<method::DiscussionAsk>(&value)?;
     let Some((run, cursor)) = before else {
         ctx.out.result(&value, || asked_text(&opened));
         return Ok(());
@@ -358,13 +333,8 @@ async fn list(ctx: &Ctx, args: DiscussionListArgs) -> Result<(), AppError> {
         run: run.clone(),
         open: args.open.then_some(true),
     };
-    let value = call(
-        ctx,
-        "discussion.list",
-        serde_json::to_value(&params).expect("RPC params always serialize"),
-    )
-    .await?;
-    let items: Vec<DiscussionItem> = decode("discussion.list", &value)?;
+    let value = call::<method::DiscussionList>(ctx, &params).await?;
+    let items = result_of::<method::DiscussionList>(&value)?;
     ctx.out
         .result(&value, || list_text(&items, run.as_deref(), args.open));
     Ok(())
@@ -405,13 +375,8 @@ async fn answer(ctx: &Ctx, args: DiscussionAnswerArgs) -> Result<(), AppError> {
         id,
         text: args.text.clone(),
     };
-    let value = call(
-        ctx,
-        "discussion.answer",
-        serde_json::to_value(&params).expect("RPC params always serialize"),
-    )
-    .await?;
-    let d: DiscussionItem = decode("discussion.answer", &value)?;
+    let value = call::<method::DiscussionAnswer>(ctx, &params).await?;
+    let d = result_of::<method::DiscussionAnswer>(&value)?;
     ctx.out.result(&value, || answered_text(&d));
     Ok(())
 }

@@ -1,13 +1,15 @@
 //! `event append|list|tail`. `append` validates everything locally first (the daemon checks
 //! again); `tail` streams from the daemon, or reads `events.jsonl` itself when the daemon is down.
 
+use crate::commands::result_of;
 use clap::{Args, Subcommand};
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{parse_run_ref, validate_idempotency_key, validate_node_id};
-use octl_proto::projection::RunDetail;
-use octl_proto::rpc::{AppendResult, EventAppendParams, EventListParams};
+use octl_proto::method::{self, Method};
+use octl_proto::rpc::RunParams;
+use octl_proto::rpc::{EventAppendParams, EventListParams};
 use octl_proto::{Actor, AppError};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{decode, Ctx};
 use crate::client::CallError;
@@ -187,9 +189,11 @@ pub fn append_params(
 async fn append(ctx: &Ctx, args: EventAppendArgs) -> Result<(), AppError> {
     let env_node = std::env::var("OCTL_NODE").ok();
     let params = append_params(&args, env_node.as_deref())?;
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = ctx.client.call("event.append", params).await?;
-    let r: AppendResult = decode("event.append", &value)?;
+    let value = ctx
+        .client
+        .call_value::<method::EventAppend>(&params)
+        .await?;
+    let r = result_of::<method::EventAppend>(&value)?;
     ctx.out
         .result(&value, || format!("Appended seq {} ({})", r.seq, r.id));
     Ok(())
@@ -201,9 +205,8 @@ async fn list(ctx: &Ctx, args: EventListArgs) -> Result<(), AppError> {
         since: args.since,
         limit: args.limit,
     };
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = ctx.client.call("event.list", params).await?;
-    let events: Vec<Value> = decode("event.list", &value)?;
+    let value = ctx.client.call_value::<method::EventList>(&params).await?;
+    let events: Vec<Value> = decode(method::EventList::NAME, &value)?;
     ctx.out.result(&value, || {
         events.iter().map(event_line).collect::<Vec<_>>().join("\n")
     });
@@ -215,11 +218,13 @@ async fn tail(ctx: &Ctx, args: EventTailArgs) -> Result<(), AppError> {
     let lines = usize::try_from(args.lines).unwrap_or(usize::MAX);
     let shown = match ctx
         .client
-        .try_call("run.show", json!({ "run": run.as_str() }))
+        .try_call_method::<method::RunShow>(&RunParams {
+            run: run.as_str().to_string(),
+        })
         .await
     {
         Ok(value) => {
-            let detail: RunDetail = decode("run.show", &value)?;
+            let detail = result_of::<method::RunShow>(&value)?;
             let id = detail.manifest.id;
             let since = detail.manifest.last_seq.saturating_sub(args.lines);
             match ctx.client.event_stream(&id, since, args.follow).await {
@@ -274,6 +279,7 @@ async fn tail_file(ctx: &Ctx, args: &EventTailArgs, start: Start) -> Result<(), 
 mod tests {
     use super::*;
     use octl_proto::ErrorKind;
+    use serde_json::json;
 
     fn args(run: &str, node: Option<&str>, kind: &str, data: Option<&str>) -> EventAppendArgs {
         EventAppendArgs {

@@ -3,6 +3,9 @@
 //! validates the content and reports every problem at once. The helpers shared with
 //! `orchestrate` (reading the file, `--max-parallel`, the flags both take, `--wait`) live here.
 
+use crate::commands::result_of;
+use octl_proto::method::{self, Method};
+use octl_proto::rpc::RunParams;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -12,8 +15,7 @@ use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::FanoutParams;
 use octl_proto::AppError;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::spawn::{repo_dir, validate_branch};
 use super::{call, decode, Ctx};
@@ -331,9 +333,15 @@ pub fn max_parallel_json(mp: MaxParallel) -> Value {
 
 async fn start(ctx: &Ctx, args: FanOutStartArgs) -> Result<i32, AppError> {
     let params = fanout_params(&args, &current_dir()?)?;
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = call(ctx, "fanout.start", params).await?;
-    started(ctx, "fanout.start", value, args.common.wait, fanout_text).await
+    let value = call::<method::FanoutStart>(ctx, &params).await?;
+    started(
+        ctx,
+        method::FanoutStart::NAME,
+        value,
+        args.common.wait,
+        fanout_text,
+    )
+    .await
 }
 
 /// ```text
@@ -353,14 +361,7 @@ pub fn fanout_text(s: &RunSummary) -> String {
 // ---------------------------------------------------------------------------------------------
 // fan-out manifest
 
-/// `fanout.manifest` result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ManifestDoc {
-    pub run: Option<String>,
-    pub format: String,
-    pub path: String,
-    pub text: String,
-}
+pub use octl_proto::rpc::ManifestDoc;
 
 /// Where `fan-out manifest` takes the manifest from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -405,8 +406,8 @@ async fn manifest(ctx: &Ctx, args: FanOutManifestArgs) -> Result<(), AppError> {
     )?;
     let (value, doc) = match source {
         ManifestSource::Run(run) => {
-            let value = call(ctx, "fanout.manifest", json!({ "run": run })).await?;
-            let doc: ManifestDoc = decode("fanout.manifest", &value)?;
+            let value = call::<method::FanoutManifest>(ctx, &RunParams { run }).await?;
+            let doc = result_of::<method::FanoutManifest>(&value)?;
             (value, doc)
         }
         ManifestSource::File(path) => {
@@ -435,6 +436,7 @@ async fn manifest(ctx: &Ctx, args: FanOutManifestArgs) -> Result<(), AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn start_args(manifest: &str) -> FanOutStartArgs {
         FanOutStartArgs {

@@ -2,14 +2,16 @@
 //! retry after a conflict or a blocked merge). Refusals come back as `merge_conflict` or
 //! `target_dirty` (exit 4) with the daemon's hint, or one made here from `run show`.
 
+use crate::commands::result_of;
 use clap::Args;
 use octl_proto::ids::validate_node_id;
+use octl_proto::method;
 use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunParams;
 use octl_proto::rpc::{MergeParams, MergeResult};
 use octl_proto::{AppError, ErrorKind};
-use serde_json::json;
 
-use super::{decode, Ctx};
+use super::Ctx;
 use crate::commands::run::run_param;
 
 /// The examples of `merge --help`.
@@ -45,18 +47,11 @@ pub struct MergeArgs {
 
 pub async fn execute(ctx: &Ctx, args: MergeArgs) -> Result<(), AppError> {
     let params = merge_params(&args)?;
-    let value = match ctx
-        .client
-        .call(
-            "merge",
-            serde_json::to_value(&params).expect("RPC params always serialize"),
-        )
-        .await
-    {
+    let value = match ctx.client.call_value::<method::Merge>(&params).await {
         Ok(v) => v,
         Err(e) => return Err(with_merge_hint(ctx, e, &params).await),
     };
-    let r: MergeResult = decode("merge", &value)?;
+    let r = result_of::<method::Merge>(&value)?;
     ctx.out.result(&value, || merged_text(&r));
     Ok(())
 }
@@ -109,14 +104,10 @@ async fn with_merge_hint(ctx: &Ctx, err: AppError, params: &MergeParams) -> AppE
     {
         return err;
     }
-    let detail = match ctx
-        .client
-        .call("run.show", json!({"run": params.run}))
-        .await
-    {
-        Ok(v) => decode::<RunDetail>("run.show", &v).ok(),
-        Err(_) => None,
+    let show = RunParams {
+        run: params.run.clone(),
     };
+    let detail = ctx.client.call_method::<method::RunShow>(&show).await.ok();
     let hint = merge_hint(
         err.kind,
         detail.as_ref(),
@@ -175,6 +166,7 @@ pub fn merge_hint(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn params_and_text() {

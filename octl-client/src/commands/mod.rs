@@ -20,10 +20,11 @@ pub mod spawn;
 pub mod spinoff;
 pub mod version;
 
+use octl_proto::method::Method;
 use octl_proto::{AppError, ErrorKind};
-use serde_json::Value;
 
 use crate::cli::Group;
+pub use crate::client::result_of;
 use crate::client::Client;
 use crate::output::Output;
 
@@ -66,12 +67,13 @@ pub fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Calls a method, making `method_not_found` from a daemon older than this CLI say what to do.
-pub async fn call(ctx: &Ctx, method: &str, params: Value) -> Result<Value, AppError> {
+/// Calls method `M` (its answer as the daemon wrote it, for printing unchanged; [`result_of`]
+/// types it), making `method_not_found` from a daemon older than this CLI say what to do.
+pub async fn call<M: Method>(ctx: &Ctx, params: &M::Params) -> Result<serde_json::Value, AppError> {
     ctx.client
-        .call(method, params)
+        .call_value::<M>(params)
         .await
-        .map_err(|e| explain_missing_method(e, method))
+        .map_err(|e| explain_missing_method(e, M::NAME))
 }
 
 /// A daemon that predates a method answers `method_not_found`; say so plainly.

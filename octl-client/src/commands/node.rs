@@ -3,6 +3,7 @@
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
+use octl_proto::method::{self, MethodId};
 use octl_proto::rpc::{AppendResult, NodeReportParams};
 use octl_proto::AppError;
 
@@ -88,10 +89,20 @@ pub struct NodeProgressArgs {
 
 pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     let (method, what, target, text) = match cmd {
-        NodeCmd::Done(a) => ("node.done", "done", a.target, Text::Message(a.message)),
-        NodeCmd::Fail(a) => ("node.fail", "failure", a.target, Text::Reason(a.reason)),
+        NodeCmd::Done(a) => (
+            MethodId::NodeDone,
+            "done",
+            a.target,
+            Text::Message(a.message),
+        ),
+        NodeCmd::Fail(a) => (
+            MethodId::NodeFail,
+            "failure",
+            a.target,
+            Text::Reason(a.reason),
+        ),
         NodeCmd::Progress(a) => (
-            "node.progress",
+            MethodId::NodeProgress,
             "progress",
             a.target,
             Text::Message(Some(a.message)),
@@ -99,9 +110,17 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     };
     let (run, node) = resolve_target(&target)?;
     let params = node_params(&run, &node, text)?;
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = ctx.client.call(method, params).await?;
-    let r: AppendResult = decode(method, &value)?;
+    let value = match method {
+        MethodId::NodeFail => ctx.client.call_value::<method::NodeFail>(&params).await?,
+        MethodId::NodeProgress => {
+            ctx.client
+                .call_value::<method::NodeProgress>(&params)
+                .await?
+        }
+        _ => ctx.client.call_value::<method::NodeDone>(&params).await?,
+    };
+    // The three reports share their result type.
+    let r: AppendResult = decode(method.name(), &value)?;
     ctx.out.result(&value, || {
         format!(
             "Reported {what} for node {node} of run {run} (seq {})",

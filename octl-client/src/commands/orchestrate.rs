@@ -2,6 +2,7 @@
 //! the CLI reads the file and sends its text; the daemon validates the plan (unknown deps,
 //! duplicate ids, cycles) and reports every problem at once.
 
+use octl_proto::method::{self, Method};
 use std::path::Path;
 
 use clap::Args;
@@ -60,12 +61,15 @@ pub struct OrchestrateArgs {
 
 pub async fn execute(ctx: &Ctx, args: OrchestrateArgs) -> Result<i32, AppError> {
     let params = orchestrate_params(&args, &current_dir()?)?;
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = call(ctx, "orchestrate.start", params).await?;
+    let value = call::<method::OrchestrateStart>(ctx, &params).await?;
     let auto_merge = args.auto_merge;
-    started(ctx, "orchestrate.start", value, args.common.wait, |s| {
-        orchestrate_text(s, auto_merge)
-    })
+    started(
+        ctx,
+        method::OrchestrateStart::NAME,
+        value,
+        args.common.wait,
+        |s| orchestrate_text(s, auto_merge),
+    )
     .await
 }
 

@@ -4,13 +4,15 @@
 //! left behind, and orphans, removed after a snapshot). JSON output is the daemon's result as
 //! it came.
 
+use crate::commands::result_of;
 use clap::Args;
 use octl_proto::ids::validate_node_id;
+use octl_proto::method;
 use octl_proto::rpc::{GcItem, GcParams, GcResult, RecoverParams, RecoverResult};
 use octl_proto::AppError;
 
 use super::run::run_param;
-use super::{call, decode, Ctx};
+use super::{call, Ctx};
 use crate::output::shell_word;
 
 // The flags of `recover`; its help is on `Group::Recover`.
@@ -108,9 +110,8 @@ pub async fn execute(ctx: &Ctx, args: RecoverArgs) -> Result<(), AppError> {
         branch: args.branch,
         worktree: args.worktree.map(absolute),
     };
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = call(ctx, "recover", params).await?;
-    let r: RecoverResult = decode("recover", &value)?;
+    let value = call::<method::Recover>(ctx, &params).await?;
+    let r = result_of::<method::Recover>(&value)?;
     ctx.out.result(&value, || recover_text(&r));
     Ok(())
 }
@@ -158,9 +159,8 @@ pub async fn gc(ctx: &Ctx, args: GcArgs) -> Result<(), AppError> {
         dry_run: args.dry_run,
         older_than: args.older_than,
     };
-    let params = serde_json::to_value(&params).expect("RPC params always serialize");
-    let value = call(ctx, "run.gc", params).await?;
-    let r: GcResult = decode("run.gc", &value)?;
+    let value = call::<method::RunGc>(ctx, &params).await?;
+    let r = result_of::<method::RunGc>(&value)?;
     ctx.out.result(&value, || gc_text(&r));
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::validate_node_id;
+use octl_proto::method::{self, Method};
 use octl_proto::rpc::SpawnParams;
 use octl_proto::AppError;
 use serde_json::Value;
@@ -109,8 +110,8 @@ pub enum SpawnKind {
 impl SpawnKind {
     pub fn method(self) -> &'static str {
         match self {
-            SpawnKind::Spinoff => "spawn.spinoff",
-            SpawnKind::Code => "spawn.code",
+            SpawnKind::Spinoff => method::SpawnSpinoff::NAME,
+            SpawnKind::Code => method::SpawnCode::NAME,
         }
     }
 
@@ -172,8 +173,10 @@ pub async fn execute(ctx: &Ctx, cmd: SpawnCmd) -> Result<i32, AppError> {
 
 /// Sends a spawn request (also used by `demo`). The result is the run summary plus `node`.
 pub async fn spawn(ctx: &Ctx, kind: SpawnKind, params: &SpawnParams) -> Result<Value, AppError> {
-    let params = serde_json::to_value(params).expect("RPC params always serialize");
-    ctx.client.call(kind.method(), params).await
+    match kind {
+        SpawnKind::Spinoff => ctx.client.call_value::<method::SpawnSpinoff>(params).await,
+        SpawnKind::Code => ctx.client.call_value::<method::SpawnCode>(params).await,
+    }
 }
 
 /// Builds `{task, repo, base?, agent?, node?, gate?}` from the flags, checking each one.

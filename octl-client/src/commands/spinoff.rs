@@ -2,15 +2,16 @@
 //! on it. Accepting starts a new spinoff run, linked to the proposing run both ways. Proposal
 //! ids are unique across runs: deciding needs only the id.
 
+use crate::commands::result_of;
 use clap::{Args, Subcommand};
 use octl_proto::ids::parse_run_ref;
-use octl_proto::projection::RunSummary;
+use octl_proto::method;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
+pub use octl_proto::rpc::{Accepted, Proposal};
 use octl_proto::AppError;
-use serde::{Deserialize, Serialize};
 
 use super::discussion::{record_id, required_text, run_and_node, Opened};
-use super::{call, decode, Ctx};
+use super::{call, Ctx};
 use crate::follow::one_line;
 use crate::output::{cell, table};
 
@@ -137,33 +138,6 @@ pub async fn execute(ctx: &Ctx, cmd: SpinoffCmd) -> Result<(), AppError> {
     }
 }
 
-/// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Proposal {
-    pub id: String,
-    pub run: String,
-    pub node: Option<String>,
-    pub task: String,
-    pub why: Option<String>,
-    pub status: String,
-    pub child_run: Option<String>,
-    pub reason: Option<String>,
-    pub proposed_at: String,
-    pub decided_at: Option<String>,
-}
-
-/// `spinoff.accept` result: the proposal and the new run's summary.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Accepted {
-    pub proposal: Proposal,
-    pub run: RunSummary,
-}
-
-fn to_params<T: Serialize>(p: &T) -> serde_json::Value {
-    serde_json::to_value(p).expect("RPC params always serialize")
-}
-
 /// `spinoff.propose` params from the flags.
 pub fn propose_params(args: &SpinoffProposeArgs) -> Result<ProposeParams, AppError> {
     let (run, node) = run_and_node(
@@ -192,8 +166,8 @@ pub fn propose_params(args: &SpinoffProposeArgs) -> Result<ProposeParams, AppErr
 
 async fn propose(ctx: &Ctx, args: SpinoffProposeArgs) -> Result<(), AppError> {
     let params = propose_params(&args)?;
-    let value = call(ctx, "spinoff.propose", to_params(&params)).await?;
-    let o: Opened = decode("spinoff.propose", &value)?;
+    let value = call::<method::SpinoffPropose>(ctx, &params).await?;
+    let o = result_of::<method::SpinoffPropose>(&value)?;
     ctx.out.result(&value, || proposed_text(&o));
     Ok(())
 }
@@ -219,8 +193,8 @@ async fn list(ctx: &Ctx, args: SpinoffListArgs) -> Result<(), AppError> {
         run: run.clone(),
         open: None,
     };
-    let value = call(ctx, "spinoff.list", to_params(&params)).await?;
-    let items: Vec<Proposal> = decode("spinoff.list", &value)?;
+    let value = call::<method::SpinoffList>(ctx, &params).await?;
+    let items = result_of::<method::SpinoffList>(&value)?;
     ctx.out.result(&value, || list_text(&items, run.as_deref()));
     Ok(())
 }
@@ -271,8 +245,8 @@ async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
         id,
         agent: args.agent.clone(),
     };
-    let value = call(ctx, "spinoff.accept", to_params(&params)).await?;
-    let a: Accepted = decode("spinoff.accept", &value)?;
+    let value = call::<method::SpinoffAccept>(ctx, &params).await?;
+    let a = result_of::<method::SpinoffAccept>(&value)?;
     ctx.out.result(&value, || accepted_text(&a));
     Ok(())
 }
@@ -297,8 +271,8 @@ async fn reject(ctx: &Ctx, args: SpinoffRejectArgs) -> Result<(), AppError> {
         id,
         reason: args.reason.clone(),
     };
-    let value = call(ctx, "spinoff.reject", to_params(&params)).await?;
-    let p: Proposal = decode("spinoff.reject", &value)?;
+    let value = call::<method::SpinoffReject>(ctx, &params).await?;
+    let p = result_of::<method::SpinoffReject>(&value)?;
     ctx.out.result(&value, || rejected_text(&p));
     Ok(())
 }

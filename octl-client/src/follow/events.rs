@@ -1,10 +1,12 @@
 //! [`Events`]: a run's event stream across daemon restarts (for `run wait`, `run watch` and
 //! `discussion ask --wait`).
 
+use octl_proto::method;
+use octl_proto::rpc::RunParams;
 use std::time::Duration;
 
 use octl_proto::AppError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::client::{CallError, EventStream};
 use crate::commands::Ctx;
@@ -54,7 +56,9 @@ impl Events {
                         // Start it again, or fail with daemon_unreachable when autostart is off.
                         tokio::time::sleep(RECONNECT).await;
                         ctx.client
-                            .call("run.show", json!({ "run": self.id }))
+                            .call_value::<method::RunShow>(&RunParams {
+                                run: self.id.clone(),
+                            })
                             .await?;
                         continue;
                     }

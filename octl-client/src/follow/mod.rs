@@ -11,13 +11,16 @@
 //! Progress ([`Progress`]) never touches stdout: on a terminal it redraws a status block on
 //! stderr ([`Screen`]); otherwise it prints one plain line per event; with `--json`, nothing.
 
+use crate::commands::result_of;
+use octl_proto::method;
+use octl_proto::rpc::RunParams;
 use std::time::Duration;
 
 use octl_proto::projection::RunDetail;
 use octl_proto::AppError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::commands::{decode, Ctx};
+use crate::commands::Ctx;
 
 mod events;
 mod progress;
@@ -38,14 +41,16 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// `run.show` of one run: the raw answer and its typed form.
 pub async fn show(ctx: &Ctx, run: &str) -> Result<(Value, RunDetail), AppError> {
-    let value = ctx.client.call("run.show", json!({ "run": run })).await?;
-    let detail: RunDetail = decode("run.show", &value)?;
+    let params = RunParams { run: run.into() };
+    let value = ctx.client.call_value::<method::RunShow>(&params).await?;
+    let detail = result_of::<method::RunShow>(&value)?;
     Ok((value, detail))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     pub(super) fn detail(kind: &str, status: &str, nodes: Value, discussions: Value) -> RunDetail {
         serde_json::from_value(json!({

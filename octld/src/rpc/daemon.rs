@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::DaemonStatus;
 use octl_proto::{AppError, PROTOCOL_VERSION};
 
-use super::{params, to_value, NoParams};
+use super::{to_value, Answer, Handle, NoParams};
 use crate::daemon::Daemon;
 
-pub fn status(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     to_value(&DaemonStatus {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -23,12 +23,23 @@ pub fn status(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
 }
 
 /// Answers first, then stops: the shutdown runs after this response is written.
-pub fn shutdown(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub fn shutdown(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let d = daemon.clone();
     tokio::spawn(async move {
         tokio::task::yield_now().await;
         d.request_shutdown();
     });
     Ok(json!({ "stopping": true, "pid": std::process::id() }))
+}
+
+impl Handle for method::DaemonStatus {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        status(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::DaemonShutdown {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        shutdown(daemon, p).map(Answer::Value)
+    }
 }

@@ -1,13 +1,16 @@
-//! `rpc.discover`: an OpenRPC 1.2 document built from [`super::METHODS`].
+//! `rpc.discover`: an OpenRPC 1.2 document built from [`octl_proto::method::ALL`].
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use octl_proto::method::{self, ALL};
 use octl_proto::AppError;
 
-use super::{params, NoParams, METHODS};
+use super::{Answer, Handle, NoParams};
+use crate::daemon::Daemon;
 
-pub fn discover(p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub fn discover(_: NoParams) -> Result<Value, AppError> {
     Ok(document())
 }
 
@@ -16,7 +19,7 @@ fn schema(text: &str) -> Value {
 }
 
 pub fn document() -> Value {
-    let methods: Vec<Value> = METHODS
+    let methods: Vec<Value> = ALL
         .iter()
         .map(|m| {
             json!({
@@ -56,14 +59,51 @@ pub fn document() -> Value {
     })
 }
 
+impl Handle for method::RpcDiscover {
+    async fn handle(_daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        discover(p).map(Answer::Value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use octl_proto::method::{MethodId, ALL};
+
+    /// The declarations, the dispatch and the OpenRPC document name the same methods, both
+    /// ways. Dispatch is generated from the declarations (a declared method without a
+    /// `Handle` does not compile); this checks that the names it routes by are the document's.
     #[test]
-    fn every_schema_parses() {
+    fn declarations_dispatch_and_document_agree() {
         let doc = super::document();
-        assert_eq!(
-            doc["methods"].as_array().unwrap().len(),
-            super::METHODS.len()
-        );
+        let documented: BTreeSet<&str> = doc["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        let declared: BTreeSet<&str> = ALL.iter().map(|m| m.name).collect();
+        assert_eq!(documented, declared);
+        assert_eq!(documented.len(), ALL.len(), "a method is listed twice");
+        for name in &documented {
+            let id =
+                MethodId::from_name(name).unwrap_or_else(|| panic!("{name} is not dispatched"));
+            assert_eq!(id.name(), *name);
+        }
+        for m in doc["methods"].as_array().unwrap() {
+            let info = MethodId::from_name(m["name"].as_str().unwrap())
+                .unwrap()
+                .info();
+            assert_eq!(m["summary"], info.summary);
+            let params: Vec<&str> = m["params"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            let declared: Vec<&str> = info.params.iter().map(|p| p.name).collect();
+            assert_eq!(params, declared, "{}", info.name);
+        }
     }
 }

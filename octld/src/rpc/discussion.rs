@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::{validate_node_id, MIN_PREFIX};
+use octl_proto::method;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
 use octl_proto::state::{Discussion, NodeState, Spinoff};
 use octl_proto::{ids, Actor, AppError, ErrorKind};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
 
@@ -121,8 +122,7 @@ pub fn runs(daemon: &Daemon, run: Option<&str>) -> Result<Vec<Arc<RunHandle>>, A
     }
 }
 
-pub async fn ask(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AskParams = params(p)?;
+pub async fn ask(daemon: &Arc<Daemon>, p: AskParams) -> Result<Value, AppError> {
     text("title", &p.title, MAX_TITLE)?;
     if let Some(b) = &p.body {
         text("body", b, MAX_BODY)?;
@@ -172,8 +172,7 @@ fn with_run(run: &str, record: &impl serde::Serialize) -> Result<Value, AppError
     Ok(v)
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: ListParams = params(p)?;
+pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref())? {
         for d in h
@@ -188,8 +187,7 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     Ok(Value::Array(out))
 }
 
-pub async fn answer(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AnswerParams = params(p)?;
+pub async fn answer(daemon: &Arc<Daemon>, p: AnswerParams) -> Result<Value, AppError> {
     text("text", &p.text, MAX_BODY)?;
     let (handle, disc) = find::<Discussion>(daemon, "id", &p.id)?;
     if disc.open {
@@ -287,4 +285,22 @@ pub fn refuse_merge_question(
         "resolve the conflict in {worktree} (e.g. git merge the target branch, fix the files, commit), then run `orchestratectl merge {run} --node {}`; to give it up, `orchestratectl run cancel {run}`{retry}",
         node.id
     )))
+}
+
+impl Handle for method::DiscussionAsk {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        ask(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DiscussionList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::DiscussionAnswer {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        answer(daemon, p).await.map(Answer::Value)
+    }
 }

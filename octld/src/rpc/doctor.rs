@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use octl_proto::method;
 use octl_proto::projection;
 use octl_proto::rpc::{DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunsResult};
 use octl_proto::{AppError, RunState};
 
-use super::{params, to_value, NoParams};
+use super::{to_value, Answer, Handle, NoParams};
 use crate::agents::{self, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -26,8 +27,7 @@ const ATTEMPTS: usize = 5;
 
 /// Per run: its log replays (`store::log::replay`, without repair) and the projection files
 /// on disk are byte for byte what it derives. A corrupt run fails.
-pub async fn runs(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for handle in daemon.store.handles() {
         if let Some(reason) = handle.corrupt() {
@@ -144,16 +144,14 @@ pub fn mismatched(dir: &Path, state: &RunState) -> Vec<String> {
 }
 
 /// Worktrees, branches and windows under the daemon's names that no run owns.
-pub async fn orphans(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let found = crate::engine::orphans::find(daemon).await?;
     Ok(json!({ "orphans": found }))
 }
 
 /// Every agent profile (the built-ins and those of config.toml), its program, and whether
 /// the daemon finds that program on its own PATH (the one agents are started with).
-pub async fn agents(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let NoParams {} = params(p)?;
+pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let (config, config_error) = match Config::load(&daemon.home.config()) {
         Ok(c) => (c, None),
         Err(e) => (Config::default(), Some(e.message)),
@@ -233,4 +231,22 @@ pub async fn agents(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         agents: out,
         config_error,
     })
+}
+
+impl Handle for method::DoctorRuns {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        runs(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DoctorOrphans {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        orphans(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::DoctorAgents {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        agents(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -6,18 +6,18 @@ use serde_json::Value;
 
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{validate_idempotency_key, validate_node_id};
+use octl_proto::method;
 use octl_proto::rpc::{EventAppendParams, EventListParams};
 use octl_proto::{Actor, AppError, ErrorKind};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{fault, log, Draft};
 
 /// Largest `event.list` answer; page with `since` for more.
 const MAX_LIST: u64 = 100_000;
 
-pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: EventAppendParams = params(p)?;
+pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<Value, AppError> {
     // Validate everything before touching the run, so bad input changes nothing.
     let run_ref = octl_proto::ids::parse_run_ref("run", &p.run)?;
     if let Some(node) = &p.node {
@@ -57,8 +57,7 @@ pub async fn append(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&daemon.store.append(&handle, draft, true).await?)
 }
 
-pub async fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: EventListParams = params(p)?;
+pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     if let Some(reason) = handle.corrupt() {
         return Err(AppError::new(
@@ -87,4 +86,16 @@ pub async fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
                 _ => fault::storage_error("cannot read the log", &path, &e),
             })?;
     to_value(&events)
+}
+
+impl Handle for method::EventAppend {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        append(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::EventList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
 use octl_proto::{ids, AppError, RunKind};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::agents::Mode;
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -91,8 +92,7 @@ fn base_settings(title: String, repo: &std::path::Path, base: &str) -> Map<Strin
     s
 }
 
-pub async fn start(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: FanoutParams = params(p)?;
+pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppError> {
     let fmt = format(&p.format)?;
     let what = p.manifest_path.clone().unwrap_or_else(|| "manifest".into());
     // Parsed off the async threads: a large hostile document is bounded, but not free.
@@ -150,8 +150,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&handle.summary())
 }
 
-pub async fn manifest(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RunParams = params(p)?;
+pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let view = handle.view();
     let file = spawn::setting(&view, "manifest_file").ok_or_else(|| {
@@ -171,8 +170,7 @@ pub async fn manifest(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError>
     }))
 }
 
-pub async fn orchestrate(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: OrchestrateParams = params(p)?;
+pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<Value, AppError> {
     let fmt = format(&p.format)?;
     let what = p.plan_path.clone().unwrap_or_else(|| "plan".into());
     let text = p.plan.clone();
@@ -237,4 +235,22 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppErr
     .await?;
     daemon.store.notify(&handle.id);
     to_value(&handle.summary())
+}
+
+impl Handle for method::FanoutStart {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        start(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::FanoutManifest {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        manifest(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::OrchestrateStart {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        orchestrate(daemon, p).await.map(Answer::Value)
+    }
 }

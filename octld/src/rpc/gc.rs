@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use octl_proto::method;
 use octl_proto::rpc::{GcParams, RecoverParams};
 use octl_proto::AppError;
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 
-pub async fn gc(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: GcParams = params(p)?;
+pub async fn gc(daemon: &Arc<Daemon>, p: GcParams) -> Result<Value, AppError> {
     let older_than = match &p.older_than {
         Some(age) => Some(octl_proto::time::parse_age("older_than", age)?),
         None => None,
@@ -19,7 +19,18 @@ pub async fn gc(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&crate::engine::gc::gc(daemon, p.dry_run, older_than).await?)
 }
 
-pub async fn recover(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RecoverParams = params(p)?;
+pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<Value, AppError> {
     to_value(&crate::engine::gc::recover(daemon, p).await?)
+}
+
+impl Handle for method::RunGc {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        gc(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::Recover {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        recover(daemon, p).await.map(Answer::Value)
+    }
 }

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use octl_proto::ids::validate_node_id;
+use octl_proto::method;
 use octl_proto::rpc::{MergeParams, MergeResult};
 use octl_proto::AppError;
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::{cleanup, merge, Engine};
 
-pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: MergeParams = params(p)?;
+pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppError> {
     if let Some(n) = &p.node {
         validate_node_id("node", n)?;
     }
@@ -83,4 +83,10 @@ pub async fn merge(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
         target: merged.target,
         merge_commit: merged.commit,
     })
+}
+
+impl Handle for method::Merge {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        merge(daemon, p).await.map(Answer::Value)
+    }
 }

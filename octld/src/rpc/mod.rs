@@ -1,5 +1,6 @@
-//! The JSON-RPC methods. One file per family; [`METHODS`] describes every method once, for
-//! dispatch checks and for the OpenRPC document of `rpc.discover`.
+//! The JSON-RPC methods. One file per family; each method is declared once, in
+//! [`octl_proto::method`], and answered by its [`Handle`] impl in its family's file;
+//! [`dispatch`] is generated from the declarations.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
 //! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`,
@@ -34,473 +35,11 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use octl_proto::{AppError, ErrorKind, RunKind};
+use octl_proto::method::{self, Method, MethodId};
+use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
 
-/// One parameter of a method: name, required, JSON Schema, description.
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub required: bool,
-    pub schema: &'static str,
-    pub doc: &'static str,
-}
-
-/// One method, as `rpc.discover` describes it.
-pub struct MethodSpec {
-    pub name: &'static str,
-    pub summary: &'static str,
-    pub params: &'static [ParamSpec],
-    pub result: &'static str,
-}
-
-const RUN_PARAM: ParamSpec = ParamSpec {
-    name: "run",
-    required: true,
-    schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
-    doc: "the run",
-};
-
-const NODE_PARAM: ParamSpec = ParamSpec {
-    name: "node",
-    required: true,
-    schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
-    doc: "the node",
-};
-
-const MESSAGE_PARAM: ParamSpec = ParamSpec {
-    name: "message",
-    required: false,
-    schema: r#"{"type":"string","maxLength":4096}"#,
-    doc: "a one-line summary",
-};
-
-const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
-
-const REPO_PARAM: ParamSpec = ParamSpec {
-    name: "repo",
-    required: true,
-    schema: r#"{"type":"string","description":"an absolute path inside the repository"}"#,
-    doc: "the repository",
-};
-
-const BASE_PARAM: ParamSpec = ParamSpec {
-    name: "base",
-    required: false,
-    schema: r#"{"type":"string"}"#,
-    doc: "the branch to start from and merge into (default: the repository's current branch)",
-};
-
-const AGENT_PARAM: ParamSpec = ParamSpec {
-    name: "agent",
-    required: false,
-    schema: r#"{"type":"string"}"#,
-    doc: "the agent profile",
-};
-
-const MAX_PARALLEL_PARAM: ParamSpec = ParamSpec {
-    name: "max_parallel",
-    required: false,
-    schema: r#"{"oneOf":[{"type":"integer","minimum":1,"maximum":256},{"const":"auto"}]}"#,
-    doc: "at most this many agents alive at once; auto (the default) derives it from cores and memory",
-};
-
-const SPAWN_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "task",
-        required: true,
-        schema: r#"{"type":"string","maxLength":32768}"#,
-        doc: "what the agent should do (for the shell profile: a shell script)",
-    },
-    ParamSpec {
-        name: "repo",
-        required: true,
-        schema: r#"{"type":"string","description":"an absolute path inside the repository"}"#,
-        doc: "the repository",
-    },
-    ParamSpec {
-        name: "base",
-        required: false,
-        schema: r#"{"type":"string"}"#,
-        doc: "the branch to start from and merge into (default: the repository's current branch)",
-    },
-    ParamSpec {
-        name: "agent",
-        required: false,
-        schema: r#"{"type":"string"}"#,
-        doc: "the agent profile (default: [defaults] agent in config.toml, else claude)",
-    },
-    ParamSpec {
-        name: "node",
-        required: false,
-        schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
-        doc: "the node's name (default: from the task's first words)",
-    },
-    ParamSpec {
-        name: "gate",
-        required: false,
-        schema: r#"{"type":"string"}"#,
-        doc: "a shell command run in the worktree after done and before merge; failing fails the node",
-    },
-];
-
-pub const METHODS: &[MethodSpec] = &[
-    MethodSpec {
-        name: "daemon.status",
-        summary: "The daemon's pid, version, protocol, home and uptime.",
-        params: &[],
-        result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
-    },
-    MethodSpec {
-        name: "daemon.shutdown",
-        summary: "Finish in-flight appends, remove the socket and exit.",
-        params: &[],
-        result: r#"{"type":"object","properties":{"stopping":{"type":"boolean"}}}"#,
-    },
-    MethodSpec {
-        name: "run.create",
-        summary: "Create a run that records events (kind generic).",
-        params: &[
-            ParamSpec {
-                name: "kind",
-                required: true,
-                schema: r#"{"type":"string","enum":["generic"]}"#,
-                doc: "the kind of run",
-            },
-            ParamSpec {
-                name: "title",
-                required: false,
-                schema: r#"{"type":"string","maxLength":1024}"#,
-                doc: "a title for people",
-            },
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "run.list",
-        summary: "Every run's summary, oldest first.",
-        params: &[ParamSpec {
-            name: "status",
-            required: false,
-            schema: r#"{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}"#,
-            doc: "only runs in this status",
-        }],
-        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
-    },
-    MethodSpec {
-        name: "run.show",
-        summary: "One run: its summary, nodes, discussions and spin-off proposals.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["manifest","nodes","discussions","spinoffs"]}"#,
-    },
-    MethodSpec {
-        name: "run.rebuild",
-        summary: "Re-derive a run's projection files from its log alone.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["run","events","files"]}"#,
-    },
-    MethodSpec {
-        name: "event.append",
-        summary: "Append one event; answered once it is on disk.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "node",
-                required: false,
-                schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
-                doc: "the node the event is about",
-            },
-            ParamSpec {
-                name: "type",
-                required: true,
-                schema: r#"{"type":"string","description":"an event type a client may append to this kind of run, or x.<name>"}"#,
-                doc: "the event type",
-            },
-            ParamSpec {
-                name: "data",
-                required: false,
-                schema: r#"{"type":"object","description":"at most 64 KiB"}"#,
-                doc: "the payload",
-            },
-            ParamSpec {
-                name: "idempotency_key",
-                required: false,
-                schema: r#"{"type":"string","maxLength":128}"#,
-                doc: "a repeat with the same key returns the first append's seq and id and writes nothing",
-            },
-            ParamSpec {
-                name: "actor",
-                required: false,
-                schema: r#"{"type":"string","enum":["agent","human","tool"]}"#,
-                doc: "who says it (default human)",
-            },
-        ],
-        result: r#"{"type":"object","required":["seq","id"],"properties":{"seq":{"type":"integer"},"id":{"type":"string"}}}"#,
-    },
-    MethodSpec {
-        name: "event.list",
-        summary: "A run's events after a seq.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "since",
-                required: false,
-                schema: r#"{"type":"integer","minimum":0}"#,
-                doc: "only events with a greater seq (default 0)",
-            },
-            ParamSpec {
-                name: "limit",
-                required: false,
-                schema: r#"{"type":"integer","minimum":1}"#,
-                doc: "at most this many events",
-            },
-        ],
-        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
-    },
-    MethodSpec {
-        name: "run.quarantine",
-        summary: "Set a corrupt run aside: move its directory to $OCTL_HOME/corrupt/<RUN>; the daemon forgets it, nothing is deleted.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["run","moved_to"]}"#,
-    },
-    MethodSpec {
-        name: "run.cancel",
-        summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot. Refused (invalid_transition) for a run that ended, unless discard (then only its leftovers are removed), and while a node is merging.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "discard",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "also remove worktrees and branches (their content is kept under refs/octl/snapshots/)",
-            },
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "spawn.spinoff",
-        summary: "Start an autonomous agent in a new worktree; merged into base when done.",
-        params: SPAWN_PARAMS,
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "spawn.code",
-        summary: "Start an interactive agent in a new worktree; merged when a human runs merge.",
-        params: SPAWN_PARAMS,
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "merge",
-        summary: "Merge a node's branch into its target (code runs, retries after a conflict or a blocked merge).",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "node",
-                required: false,
-                schema: r#"{"type":"string"}"#,
-                doc: "the node (default: the run's only node)",
-            },
-            ParamSpec {
-                name: "accept_failed",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "merge a failed or exited node's branch as it is committed (a human's say-so)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
-    },
-    MethodSpec {
-        name: "node.done",
-        summary: "An agent reports its node done (commit first).",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
-    },
-    MethodSpec {
-        name: "node.fail",
-        summary: "An agent reports that it cannot finish.",
-        params: &[
-            RUN_PARAM,
-            NODE_PARAM,
-            ParamSpec {
-                name: "reason",
-                required: true,
-                schema: r#"{"type":"string","maxLength":4096}"#,
-                doc: "why",
-            },
-        ],
-        result: APPEND_RESULT,
-    },
-    MethodSpec {
-        name: "node.progress",
-        summary: "An agent says what it is doing.",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
-    },
-    MethodSpec {
-        name: "run.retry",
-        summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref.",
-        params: &[RUN_PARAM, NODE_PARAM],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "fanout.start",
-        summary: "Start N units from one manifest, at most max_parallel alive at once, each merged into base as it finishes.",
-        params: &[
-            ParamSpec { name: "manifest", required: true, schema: r#"{"type":"string"}"#, doc: "the manifest's text: prompt template, optional agent and gate, [[units]] with id and vars" },
-            ParamSpec { name: "format", required: true, schema: r#"{"type":"string","enum":["toml","json"]}"#, doc: "the manifest's format" },
-            ParamSpec { name: "manifest_path", required: false, schema: r#"{"type":"string"}"#, doc: "where it came from, for messages" },
-            REPO_PARAM, BASE_PARAM, AGENT_PARAM,
-            ParamSpec { name: "gate", required: false, schema: r#"{"type":"string"}"#, doc: "a shell command each unit must pass before its merge" },
-            MAX_PARALLEL_PARAM,
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "fanout.manifest",
-        summary: "The manifest of a fan-out run, as given.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["run","format","path","text"]}"#,
-    },
-    MethodSpec {
-        name: "orchestrate.start",
-        summary: "Start a DAG of nodes through an integration branch; each node starts once its deps are merged into it.",
-        params: &[
-            ParamSpec { name: "plan", required: true, schema: r#"{"type":"string"}"#, doc: "the plan's text: [[nodes]] with id, task, deps, optional agent and gate" },
-            ParamSpec { name: "format", required: true, schema: r#"{"type":"string","enum":["toml","json"]}"#, doc: "the plan's format" },
-            ParamSpec { name: "plan_path", required: false, schema: r#"{"type":"string"}"#, doc: "where it came from, for messages" },
-            REPO_PARAM, BASE_PARAM, AGENT_PARAM, MAX_PARALLEL_PARAM,
-            ParamSpec { name: "auto_merge", required: false, schema: r#"{"type":"boolean"}"#, doc: "merge the integration branch into base as soon as every node is merged" },
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
-    },
-    MethodSpec {
-        name: "discussion.ask",
-        summary: "Ask a human a question (opens a discussion; the asking node shows waiting).",
-        params: &[
-            RUN_PARAM,
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the asking node" },
-            ParamSpec { name: "title", required: true, schema: r#"{"type":"string","maxLength":500}"#, doc: "the question" },
-            ParamSpec { name: "body", required: false, schema: r#"{"type":"string"}"#, doc: "details" },
-        ],
-        result: r#"{"type":"object","required":["id","run"]}"#,
-    },
-    MethodSpec {
-        name: "discussion.list",
-        summary: "Discussions of one run or of all, optionally only open ones.",
-        params: &[
-            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" },
-            ParamSpec { name: "open", required: false, schema: r#"{"type":"boolean"}"#, doc: "only open (true) or answered (false) ones" },
-        ],
-        result: r#"{"type":"array"}"#,
-    },
-    MethodSpec {
-        name: "discussion.answer",
-        summary: "A human answers a discussion (once: the first answer written wins; a merge-conflict question is settled by merging and refused here).",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion: its id or a unique prefix of at least 6 characters" },
-            ParamSpec { name: "text", required: true, schema: r#"{"type":"string"}"#, doc: "the answer" },
-        ],
-        result: r#"{"type":"object"}"#,
-    },
-    MethodSpec {
-        name: "spinoff.propose",
-        summary: "An agent proposes separate work it noticed.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the proposing node" },
-            ParamSpec { name: "task", required: true, schema: r#"{"type":"string"}"#, doc: "the work" },
-            ParamSpec { name: "why", required: false, schema: r#"{"type":"string"}"#, doc: "why it is separate" },
-        ],
-        result: r#"{"type":"object","required":["id","run"]}"#,
-    },
-    MethodSpec {
-        name: "spinoff.list",
-        summary: "Spin-off proposals of one run or of all.",
-        params: &[ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" }],
-        result: r#"{"type":"array"}"#,
-    },
-    MethodSpec {
-        name: "spinoff.accept",
-        summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways (once: the first decision written wins; a loser starts nothing). The agent defaults to the proposing node's.",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
-            AGENT_PARAM,
-        ],
-        result: r#"{"type":"object","required":["proposal","run"]}"#,
-    },
-    MethodSpec {
-        name: "spinoff.reject",
-        summary: "Reject a proposal, saying why.",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
-            ParamSpec { name: "reason", required: true, schema: r#"{"type":"string"}"#, doc: "why" },
-        ],
-        result: r#"{"type":"object"}"#,
-    },
-    MethodSpec {
-        name: "run.gc",
-        summary: "Remove what completed, failed and cancelled runs left behind (worktrees, windows, branches) and what no run owns, snapshotting every worktree and unmerged branch tip under refs/octl/snapshots/<RUN>/<NODE> first and moving the files git ignores to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/.",
-        params: &[
-            ParamSpec {
-                name: "dry_run",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "list what would be removed and change nothing",
-            },
-            ParamSpec {
-                name: "older_than",
-                required: false,
-                schema: r#"{"type":"string","pattern":"^[0-9]+[dhms]$"}"#,
-                doc: "also delete the kept ignored files of runs that ended longer ago than this (7d, 12h, 30m, 45s)",
-            },
-        ],
-        result: r#"{"type":"object","required":["dry_run","removed","kept"],"properties":{"dry_run":{"type":"boolean"},"removed":{"type":"array","items":{"type":"object","required":["kind","why"]}},"kept":{"type":"array","items":{"type":"object","required":["kind","why","reason"]}}}}"#,
-    },
-    MethodSpec {
-        name: "recover",
-        summary: "Create a branch at a node's snapshot (refs/octl/snapshots/<RUN>/<NODE>), and with worktree a worktree of it holding the node's kept ignored files; never overwrites a branch or files.",
-        params: &[
-            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "the run (with node), or else ref and repo" },
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the node whose snapshot to recover" },
-            ParamSpec { name: "ref", required: false, schema: r#"{"type":"string","pattern":"^refs/octl/snapshots/[^/]+/[^/]+$"}"#, doc: "a snapshot ref no run owns (an orphan's)" },
-            ParamSpec { name: "repo", required: false, schema: r#"{"type":"string"}"#, doc: "the repository holding ref (absolute)" },
-            ParamSpec { name: "worktree", required: false, schema: r#"{"type":"string"}"#, doc: "a new worktree of the branch here (absolute, not existing or empty), with the kept ignored files moved back in" },
-            ParamSpec {
-                name: "branch",
-                required: false,
-                schema: r#"{"type":"string","description":"a name git check-ref-format --branch accepts, outside octl/"}"#,
-                doc: "the branch to create (default recovered/<first 8 characters of RUN>/<NODE>)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","repo","branch","commit","snapshot_ref"]}"#,
-    },
-    MethodSpec {
-        name: "doctor.runs",
-        summary: "Per run: whether its log replays and its projection files match what the log derives (reads only).",
-        params: &[],
-        result: r#"{"type":"object","required":["runs"],"properties":{"runs":{"type":"array","items":{"type":"object","required":["run","ok","events"]}}}}"#,
-    },
-    MethodSpec {
-        name: "doctor.orphans",
-        summary: "Worktrees, branches and windows under the daemon's names that no run owns (reads only).",
-        params: &[],
-        result: r#"{"type":"object","required":["orphans"],"properties":{"orphans":{"type":"array","items":{"type":"object","required":["kind","why"]}}}}"#,
-    },
-    MethodSpec {
-        name: "doctor.agents",
-        summary: "Every agent profile, its program, and whether the daemon finds it on its PATH.",
-        params: &[],
-        result: r#"{"type":"object","required":["agents"]}"#,
-    },
-    MethodSpec {
-        name: "rpc.discover",
-        summary: "This OpenRPC document.",
-        params: &[],
-        result: r#"{"type":"object"}"#,
-    },
-];
-
-/// Runs one method.
 /// A method's result: a value, or JSON text written beforehand (`run.list` copies each run's
 /// summary, serialized when the run last changed, instead of building values per call).
 pub enum Answer {
@@ -508,51 +47,44 @@ pub enum Answer {
     Raw(Box<RawValue>),
 }
 
+/// How the daemon answers method `M`: implemented next to its handler in the family's file,
+/// taking the params type `M` declares. [`dispatch`] calls it for every declared method, so
+/// a method without one does not compile.
+pub trait Handle: Method {
+    fn handle(
+        daemon: &Arc<Daemon>,
+        p: Self::Params,
+    ) -> impl std::future::Future<Output = Result<Answer, AppError>> + Send;
+}
+
+/// Runs one method: its declared params parsed strictly by [`args`], then its [`Handle`]. The
+/// arms are generated from the declarations, so no undeclared name can be dispatched.
 pub async fn dispatch(
     daemon: &Arc<Daemon>,
     method: &str,
     params: Value,
 ) -> Result<Answer, AppError> {
-    if method == "run.list" {
-        return run::list(daemon, params).map(Answer::Raw);
-    }
-    let value = match method {
-        "daemon.status" => daemon::status(daemon, params),
-        "daemon.shutdown" => daemon::shutdown(daemon, params),
-        "run.create" => run::create(daemon, params).await,
-        "run.show" => run::show(daemon, params),
-        "run.rebuild" => run::rebuild(daemon, params).await,
-        "run.quarantine" => run::quarantine(daemon, params),
-        "event.append" => event::append(daemon, params).await,
-        "event.list" => event::list(daemon, params).await,
-        "run.cancel" => run::cancel(daemon, params).await,
-        "spawn.spinoff" => spawn::spawn(daemon, RunKind::Spinoff, params).await,
-        "spawn.code" => spawn::spawn(daemon, RunKind::Code, params).await,
-        "node.done" | "node.fail" | "node.progress" => node::report(daemon, method, params).await,
-        "merge" => merge::merge(daemon, params).await,
-        "run.retry" => run::retry(daemon, params).await,
-        "fanout.start" => fanout::start(daemon, params).await,
-        "fanout.manifest" => fanout::manifest(daemon, params).await,
-        "orchestrate.start" => fanout::orchestrate(daemon, params).await,
-        "discussion.ask" => discussion::ask(daemon, params).await,
-        "discussion.list" => discussion::list(daemon, params),
-        "discussion.answer" => discussion::answer(daemon, params).await,
-        "spinoff.propose" => spinoff::propose(daemon, params).await,
-        "spinoff.list" => spinoff::list(daemon, params),
-        "spinoff.accept" => spinoff::accept(daemon, params).await,
-        "spinoff.reject" => spinoff::reject(daemon, params).await,
-        "run.gc" => gc::gc(daemon, params).await,
-        "recover" => gc::recover(daemon, params).await,
-        "doctor.runs" => doctor::runs(daemon, params).await,
-        "doctor.orphans" => doctor::orphans(daemon, params).await,
-        "doctor.agents" => doctor::agents(daemon, params).await,
-        "rpc.discover" => discover::discover(params),
-        _ => Err(AppError::new(
+    let Some(id) = MethodId::from_name(method) else {
+        return Err(AppError::new(
             ErrorKind::MethodNotFound,
             format!("method not found: {method:?}; rpc.discover lists every method"),
-        )),
-    }?;
-    Ok(Answer::Value(value))
+        ));
+    };
+    macro_rules! dispatch {
+        ($($ty:ident),*) => {
+            match id {
+                $(MethodId::$ty => {
+                    <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await
+                })*
+            }
+        };
+    }
+    octl_proto::for_each_method!(dispatch)
+}
+
+/// Parses method `M`'s params as it declares them.
+fn args<M: Method>(p: Value) -> Result<M::Params, AppError> {
+    params(p)
 }
 
 /// Parses named params strictly: unknown fields are refused and errors name the field.
@@ -569,9 +101,7 @@ pub fn params<T: DeserializeOwned>(params: Value) -> Result<T, AppError> {
 }
 
 /// Methods that take no parameters still refuse unknown ones.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
+pub use octl_proto::method::NoParams;
 
 pub fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
     serde_json::to_value(v).map_err(|e| AppError::internal(e.to_string()))

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::validate_node_id;
+use octl_proto::method::{self, MethodId};
 use octl_proto::rpc::NodeReportParams;
 use octl_proto::{Actor, AppError};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::Draft;
 
@@ -30,16 +31,19 @@ fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>
     }
 }
 
-pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Value, AppError> {
-    let p: NodeReportParams = params(p)?;
+pub async fn report(
+    daemon: &Arc<Daemon>,
+    method: MethodId,
+    p: NodeReportParams,
+) -> Result<Value, AppError> {
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {
-        "node.fail" => (
+        MethodId::NodeFail => (
             text("message", p.message, false)?,
             text("reason", p.reason, true)?,
         ),
-        "node.progress" => (
+        MethodId::NodeProgress => (
             text("message", p.message, true)?,
             text("reason", p.reason, false)?,
         ),
@@ -52,7 +56,7 @@ pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Valu
     let held = node
         .as_ref()
         .is_some_and(|n| n.report_on_exit && n.state.is_alive())
-        && method != "node.progress";
+        && method != MethodId::NodeProgress;
     let mut data = Map::new();
     if let Some(m) = message {
         data.insert("message".into(), json!(m));
@@ -61,16 +65,16 @@ pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Valu
         data.insert("reason".into(), json!(r));
     }
     let kind = match (method, held) {
-        ("node.done", true) => {
+        (MethodId::NodeDone, true) => {
             data.insert("report".into(), json!("done"));
             "node.progress"
         }
-        ("node.fail", true) => {
+        (MethodId::NodeFail, true) => {
             data.insert("report".into(), json!("failed"));
             "node.progress"
         }
-        ("node.done", false) => "node.done",
-        ("node.fail", false) => "node.failed",
+        (MethodId::NodeDone, false) => "node.done",
+        (MethodId::NodeFail, false) => "node.failed",
         _ => "node.progress",
     };
     let draft = Draft {
@@ -81,4 +85,28 @@ pub async fn report(daemon: &Arc<Daemon>, method: &str, p: Value) -> Result<Valu
         idempotency_key: None,
     };
     to_value(&daemon.store.append(&handle, draft, true).await?)
+}
+
+impl Handle for method::NodeProgress {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeProgress, p)
+            .await
+            .map(Answer::Value)
+    }
+}
+
+impl Handle for method::NodeDone {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeDone, p)
+            .await
+            .map(Answer::Value)
+    }
+}
+
+impl Handle for method::NodeFail {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        report(daemon, MethodId::NodeFail, p)
+            .await
+            .map(Answer::Value)
+    }
 }

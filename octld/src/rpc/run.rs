@@ -5,18 +5,18 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
 use octl_proto::{AppError, RunKind};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{NewRun, RunHandle};
 use octl_proto::projection;
 
 const MAX_TITLE: usize = 1024;
 
-pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RunCreateParams = params(p)?;
+pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, AppError> {
     match RunKind::parse(&p.kind) {
         Some(RunKind::Generic) => {}
         Some(other) => {
@@ -55,8 +55,7 @@ pub async fn create(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     to_value(&handle.summary())
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Box<RawValue>, AppError> {
-    let p: RunListParams = params(p)?;
+pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, AppError> {
     const STATUSES: [&str; 6] = [
         "active",
         "waiting",
@@ -76,8 +75,7 @@ pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Box<RawValue>, AppError> {
     Ok(daemon.store.list_json(p.status.as_deref()))
 }
 
-pub fn show(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RunParams = params(p)?;
+pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     if handle.corrupt().is_some() {
         return show_corrupt(&handle);
@@ -136,32 +134,70 @@ fn show_corrupt(handle: &RunHandle) -> Result<Value, AppError> {
 }
 
 /// Moves a corrupt run's directory to `$OCTL_HOME/corrupt/<RUN>`; the daemon forgets it.
-pub fn quarantine(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RunParams = params(p)?;
+pub fn quarantine(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let dest = daemon.store.quarantine(&handle)?;
     Ok(json!({ "run": handle.id, "moved_to": dest.display().to_string() }))
 }
 
-pub async fn rebuild(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RunParams = params(p)?;
+pub async fn rebuild(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     to_value(&daemon.store.rebuild(&handle).await?)
 }
 
-pub async fn cancel(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: CancelParams = params(p)?;
+pub async fn cancel(daemon: &Arc<Daemon>, p: CancelParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
     crate::engine::cancel::cancel(daemon, &handle, p.discard).await?;
     to_value(&handle.summary())
 }
 
-pub async fn retry(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RetryParams = params(p)?;
+pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<Value, AppError> {
     octl_proto::ids::validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
     crate::engine::retry::retry(daemon, &handle, &p.node).await?;
     to_value(&handle.summary())
+}
+
+impl Handle for method::RunList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Raw)
+    }
+}
+
+impl Handle for method::RunCreate {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        create(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunShow {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        show(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunRebuild {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        rebuild(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunQuarantine {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        quarantine(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunCancel {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        cancel(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::RunRetry {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        retry(daemon, p).await.map(Answer::Value)
+    }
 }

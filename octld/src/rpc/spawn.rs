@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use octl_proto::method;
 use octl_proto::rpc::SpawnParams;
 use octl_proto::{AppError, RunKind};
 
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::spawn::{spawn as spawn_run, SpawnRequest};
 
-pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: Value) -> Result<Value, AppError> {
-    let p: SpawnParams = params(p)?;
+pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Result<Value, AppError> {
     let handle = spawn_run(
         daemon,
         SpawnRequest {
@@ -33,4 +33,16 @@ pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: Value) -> Result<Valu
         out["node"] = to_value(node)?;
     }
     Ok(out)
+}
+
+impl Handle for method::SpawnSpinoff {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        spawn(daemon, RunKind::Spinoff, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpawnCode {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        spawn(daemon, RunKind::Code, p).await.map(Answer::Value)
+    }
 }

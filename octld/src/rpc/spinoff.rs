@@ -7,20 +7,20 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::method;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
 use octl_proto::state::{Spinoff, SpinoffStatus};
 use octl_proto::{AppError, ErrorKind};
 
 use super::discussion::{find, open_record, runs, text};
-use super::{params, to_value};
+use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::merge::failpoint;
 use crate::engine::spawn::{check_request, MAX_TASK};
 use crate::engine::{spinoff, Engine};
 use crate::store::{Draft, RunHandle};
 
-pub async fn propose(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: ProposeParams = params(p)?;
+pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, AppError> {
     text("task", &p.task, MAX_TASK)?;
     if let Some(w) = &p.why {
         text("why", w, 16 * 1024)?;
@@ -33,8 +33,7 @@ pub async fn propose(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> 
     open_record(daemon, &p.run, p.node, "spinoff.proposed", data).await
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: ListParams = params(p)?;
+pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref())? {
         for s in h.view().spinoffs.iter() {
@@ -99,8 +98,7 @@ fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Value, A
 /// input changes nothing), then `spinoff.accepted` naming the new run's id, and only if that
 /// was written, the run under that id. A request that lost to another decision creates
 /// nothing and is refused with what it lost to.
-pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: AcceptParams = params(p)?;
+pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Value, AppError> {
     let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
     match proposal.status {
         SpinoffStatus::Accepted => return accepted(daemon, &parent, &proposal),
@@ -132,8 +130,7 @@ pub async fn accept(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     )
 }
 
-pub async fn reject(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
-    let p: RejectParams = params(p)?;
+pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Value, AppError> {
     text("reason", &p.reason, 16 * 1024)?;
     let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
     match proposal.status {
@@ -149,4 +146,28 @@ pub async fn reject(daemon: &Arc<Daemon>, p: Value) -> Result<Value, AppError> {
     );
     daemon.store.append(&parent, draft, false).await?;
     proposal_json(&parent.id, &current(&parent, &proposal))
+}
+
+impl Handle for method::SpinoffPropose {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        propose(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffList {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        list(daemon, p).map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffAccept {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        accept(daemon, p).await.map(Answer::Value)
+    }
+}
+
+impl Handle for method::SpinoffReject {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        reject(daemon, p).await.map(Answer::Value)
+    }
 }

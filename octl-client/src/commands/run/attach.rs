@@ -1,6 +1,8 @@
 //! `run attach RUN [--node NODE]`: which node's window, and replacing this process with
 //! `tmux attach-session` on the daemon's private tmux server.
 
+use octl_proto::method;
+use octl_proto::rpc::RunParams;
 use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -10,11 +12,10 @@ use octl_proto::ids::validate_node_id;
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
-use serde_json::json;
 
 use super::run_param;
 use crate::client::find_on_path;
-use crate::commands::{decode, Ctx};
+use crate::commands::Ctx;
 use crate::output::shell_word;
 
 #[derive(Debug, Args)]
@@ -34,8 +35,10 @@ pub(super) async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppErr
     if let Some(node) = &args.node {
         validate_node_id("--node", node)?;
     }
-    let value = ctx.client.call("run.show", json!({ "run": run })).await?;
-    let detail: RunDetail = decode("run.show", &value)?;
+    let detail = ctx
+        .client
+        .call_method::<method::RunShow>(&RunParams { run })
+        .await?;
     let node = pick_node(&detail, args.node.as_deref())?;
     let argv = attach_argv(&ctx.client.home().tmux_socket(), &detail.manifest.id, node);
     if !std::io::stdin().is_terminal() {
@@ -146,6 +149,7 @@ pub fn attach_argv(socket: &Path, run: &str, node: &Node) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::commands::run::tests::*;
+    use serde_json::json;
 
     #[test]
     fn attach_picks_the_node() {

@@ -1,14 +1,17 @@
 //! `run cancel RUN [--discard]`: stop a run, and say exactly what was kept (branches,
 //! worktrees, snapshot refs, an orchestrate run's integration branch).
 
+use crate::commands::result_of;
 use clap::Args;
-use octl_proto::projection::{RunDetail, RunSummary};
+use octl_proto::method;
+use octl_proto::projection::RunDetail;
 use octl_proto::rpc::CancelParams;
+use octl_proto::rpc::RunParams;
 use octl_proto::AppError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{run_param, to_params};
-use crate::commands::{decode, Ctx};
+use super::run_param;
+use crate::commands::Ctx;
 
 #[derive(Debug, Args)]
 pub struct RunCancelArgs {
@@ -28,8 +31,8 @@ pub(super) async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppErro
         run: run_param(&args.run)?.run,
         discard: args.discard,
     };
-    let value = ctx.client.call("run.cancel", to_params(&params)).await?;
-    let summary: RunSummary = decode("run.cancel", &value)?;
+    let value = ctx.client.call_value::<method::RunCancel>(&params).await?;
+    let summary = result_of::<method::RunCancel>(&value)?;
     if ctx.out.json {
         ctx.out.result(&value, String::new);
         return Ok(());
@@ -37,10 +40,11 @@ pub(super) async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppErro
     // What was kept is read from the run as it is now: its snapshot refs, its branches.
     let detail: Option<RunDetail> = ctx
         .client
-        .call("run.show", json!({ "run": summary.id }))
+        .call_method::<method::RunShow>(&RunParams {
+            run: summary.id.clone(),
+        })
         .await
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok());
+        .ok();
     ctx.out.result(&value, || match &detail {
         Some(d) => cancelled_text(d, args.discard),
         None => format!("Cancelled run {}", summary.id),
@@ -104,6 +108,7 @@ mod tests {
     use super::*;
     use crate::commands::run::tests::*;
     use crate::commands::run::wait::timeout_duration;
+    use serde_json::json;
 
     #[test]
     fn wait_timeouts_and_cancel_text() {

@@ -1,17 +1,18 @@
 //! `run list [--status STATUS]`: the runs table, with the nodes of small unfinished runs under
 //! their row.
 
+use crate::commands::result_of;
+use octl_proto::method;
+use octl_proto::rpc::RunParams;
 use std::collections::HashMap;
 
 use clap::Args;
 use octl_proto::projection::{RunDetail, RunSummary};
 use octl_proto::rpc::RunListParams;
 use octl_proto::AppError;
-use serde_json::json;
 
 use super::show::{elapsed_cell, node_extras, NodeExtra};
-use super::to_params;
-use crate::commands::{decode, Ctx};
+use crate::commands::Ctx;
 use crate::follow::is_terminal_status;
 use crate::output::{cell, node_counts, short_time, table};
 
@@ -31,18 +32,22 @@ pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
     };
     if ctx.out.json {
         // Passed through as the daemon wrote it: scripts poll this, so it skips building values.
-        let raw = ctx.client.call_raw("run.list", to_params(&params)).await?;
+        let raw = ctx
+            .client
+            .call_raw_method::<method::RunList>(&params)
+            .await?;
         ctx.out.result(&raw, String::new);
         return Ok(());
     }
-    let value = ctx.client.call("run.list", to_params(&params)).await?;
-    let runs: Vec<RunSummary> = decode("run.list", &value)?;
+    let value = ctx.client.call_value::<method::RunList>(&params).await?;
+    let runs = result_of::<method::RunList>(&value)?;
     // The nodes of unfinished runs, for the lines under them (a run that cannot be shown
     // now just keeps its counts).
     let mut nodes = HashMap::new();
     for r in runs.iter().filter(|r| lists_nodes(r)) {
-        if let Ok(v) = ctx.client.call("run.show", json!({ "run": r.id })).await {
-            if let Ok(d) = decode::<RunDetail>("run.show", &v) {
+        let show = RunParams { run: r.id.clone() };
+        if let Ok(v) = ctx.client.call_value::<method::RunShow>(&show).await {
+            if let Ok(d) = result_of::<method::RunShow>(&v) {
                 nodes.insert(r.id.clone(), node_lines(&d, &node_extras(&v)));
             }
         }
@@ -128,6 +133,7 @@ pub fn runs_text(runs: &[RunSummary], nodes: &HashMap<String, Vec<String>>) -> S
 mod tests {
     use super::*;
     use crate::commands::run::tests::*;
+    use serde_json::json;
 
     #[test]
     fn the_run_table() {

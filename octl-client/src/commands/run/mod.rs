@@ -6,14 +6,15 @@
 //! `run.show` (`elapsed_s`, `waiting_for`). `wait` and `watch` follow the run through
 //! [`crate::follow`]; `attach` replaces this process with tmux.
 
+use crate::commands::result_of;
 use clap::{Args, Subcommand};
 use octl_proto::ids::parse_run_ref;
-use octl_proto::projection::RunSummary;
-use octl_proto::rpc::{RebuildResult, RunCreateParams, RunParams};
+use octl_proto::method;
+use octl_proto::rpc::{RunCreateParams, RunParams};
 use octl_proto::AppError;
 use serde_json::Value;
 
-use super::{call, decode, Ctx};
+use super::{call, Ctx};
 
 pub mod attach;
 pub mod cancel;
@@ -226,17 +227,13 @@ pub fn run_param(given: &str) -> Result<RunParams, AppError> {
     })
 }
 
-fn to_params<T: serde::Serialize>(params: &T) -> Value {
-    serde_json::to_value(params).expect("RPC params always serialize")
-}
-
 async fn create(ctx: &Ctx, args: RunCreateArgs) -> Result<(), AppError> {
     let params = RunCreateParams {
         kind: args.kind,
         title: args.title,
     };
-    let value = ctx.client.call("run.create", to_params(&params)).await?;
-    let run: RunSummary = decode("run.create", &value)?;
+    let value = ctx.client.call_value::<method::RunCreate>(&params).await?;
+    let run = result_of::<method::RunCreate>(&value)?;
     ctx.out
         .result(&value, || format!("Created run {} ({})", run.id, run.kind));
     Ok(())
@@ -244,7 +241,7 @@ async fn create(ctx: &Ctx, args: RunCreateArgs) -> Result<(), AppError> {
 
 async fn quarantine(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
-    let value = call(ctx, "run.quarantine", to_params(&params)).await?;
+    let value = call::<method::RunQuarantine>(ctx, &params).await?;
     let run = value.get("run").and_then(Value::as_str).unwrap_or("?");
     let to = value.get("moved_to").and_then(Value::as_str).unwrap_or("?");
     ctx.out.result(&value, || {
@@ -255,8 +252,8 @@ async fn quarantine(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
 
 async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
-    let value = ctx.client.call("run.rebuild", to_params(&params)).await?;
-    let r: RebuildResult = decode("run.rebuild", &value)?;
+    let value = ctx.client.call_value::<method::RunRebuild>(&params).await?;
+    let r = result_of::<method::RunRebuild>(&value)?;
     ctx.out.result(&value, || {
         format!(
             "Rebuilt {} projection files of run {} from {} events",
@@ -269,7 +266,7 @@ async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use octl_proto::projection::RunDetail;
+    use octl_proto::projection::{RunDetail, RunSummary};
     use serde_json::json;
 
     pub(super) fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {

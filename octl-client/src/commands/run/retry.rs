@@ -1,13 +1,15 @@
 //! `run retry RUN --node NODE`: start a failed or conflicting node again.
 
+use crate::commands::result_of;
 use clap::Args;
 use octl_proto::ids::validate_node_id;
+use octl_proto::method;
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::RetryParams;
 use octl_proto::AppError;
 
-use super::{run_param, to_params};
-use crate::commands::{call, decode, Ctx};
+use super::run_param;
+use crate::commands::{call, Ctx};
 
 #[derive(Debug, Args)]
 pub struct RunRetryArgs {
@@ -26,8 +28,8 @@ pub(super) async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError>
         run: run_param(&args.run)?.run,
         node: args.node.clone(),
     };
-    let value = call(ctx, "run.retry", to_params(&params)).await?;
-    let summary: RunSummary = decode("run.retry", &value)?;
+    let value = call::<method::RunRetry>(ctx, &params).await?;
+    let summary = result_of::<method::RunRetry>(&value)?;
     ctx.out.result(&value, || retry_text(&summary, &args.node));
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! `run.show`), discussions, spin-offs, failures, and what a corrupt log still says. The node
 //! cells are shared with `run list` and `run watch` ([`crate::follow`]).
 
+use crate::commands::result_of;
+use octl_proto::method;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -10,14 +12,14 @@ use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState};
 use serde_json::Value;
 
-use super::{run_param, to_params, RunArg};
-use crate::commands::{decode, Ctx};
+use super::{run_param, RunArg};
+use crate::commands::Ctx;
 use crate::output::{cell, clock, fields, node_counts, short_time, table};
 
 pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
-    let value = ctx.client.call("run.show", to_params(&params)).await?;
-    let detail: RunDetail = decode("run.show", &value)?;
+    let value = ctx.client.call_value::<method::RunShow>(&params).await?;
+    let detail = result_of::<method::RunShow>(&value)?;
     let logs = ctx
         .client
         .home()
