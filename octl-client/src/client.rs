@@ -134,15 +134,16 @@ impl Client {
         self.try_call(M::NAME, to_params(params)).await
     }
 
-    /// Calls `method`, starting the daemon first if its socket does not answer (unless
+    /// Calls `method` by name (callers name it through its declaration: [`Client::call_method`]),
+    /// starting the daemon first if its socket does not answer (unless
     /// autostart is off, in which case the error is `daemon_unreachable`).
-    pub async fn call(&self, method: &str, params: Value) -> Result<Value, AppError> {
+    async fn call(&self, method: &str, params: Value) -> Result<Value, AppError> {
         value_of(method, &self.call_raw(method, params).await?)
     }
 
     /// [`Client::call`], with the result as the daemon wrote it: for printing it unchanged
     /// without building it as values first.
-    pub async fn call_raw(&self, method: &str, params: Value) -> Result<Box<RawValue>, AppError> {
+    async fn call_raw(&self, method: &str, params: Value) -> Result<Box<RawValue>, AppError> {
         let first = self.exchange(method, params.clone(), REQUEST_TIMEOUT).await;
         match first {
             Err(CallError::NotRunning(err)) => {
@@ -164,7 +165,7 @@ impl Client {
     }
 
     /// Calls `method` once, never starting the daemon.
-    pub async fn try_call(&self, method: &str, params: Value) -> Result<Value, CallError> {
+    async fn try_call(&self, method: &str, params: Value) -> Result<Value, CallError> {
         let raw = self.exchange(method, params, REQUEST_TIMEOUT).await?;
         Ok(value_of(method, &raw)?)
     }

@@ -34,12 +34,15 @@ mod system;
 mod tests;
 
 use clap::Args;
-use octl_proto::rpc::{DoctorAgentsResult, DoctorRunsResult, Orphan};
+use octl_proto::rpc::Orphan;
 use octl_proto::AppError;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{decode, Ctx};
+use crate::client::result_of;
+use octl_proto::method::{DoctorAgents, DoctorOrphans, DoctorRuns, Method, NoParams};
+
 use daemon::{agents_check, agents_check_here, check_daemon, orphans_check, runs_check};
 use install::{check_service, check_skills};
 use system::{check_disk, check_git, check_home, check_socket, check_tmux};
@@ -151,22 +154,33 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     };
     if up {
         checks.push(
-            match ctx.client.try_call("doctor.agents", json!({})).await {
-                Ok(v) => decode::<DoctorAgentsResult>("doctor.agents", &v)
+            match ctx
+                .client
+                .try_call_method::<DoctorAgents>(&NoParams {})
+                .await
+            {
+                Ok(v) => result_of::<DoctorAgents>(&v)
                     .map(|r| agents_check(&r))
                     .unwrap_or_else(|e| rpc_failed("agents", e)),
                 Err(e) => rpc_failed("agents", e.into()),
             },
         );
-        checks.push(match ctx.client.try_call("doctor.runs", json!({})).await {
-            Ok(v) => decode::<DoctorRunsResult>("doctor.runs", &v)
-                .map(|r| runs_check(&r))
-                .unwrap_or_else(|e| rpc_failed("runs", e)),
-            Err(e) => rpc_failed("runs", e.into()),
-        });
         checks.push(
-            match ctx.client.try_call("doctor.orphans", json!({})).await {
-                Ok(v) => decode::<OrphansResult>("doctor.orphans", &v)
+            match ctx.client.try_call_method::<DoctorRuns>(&NoParams {}).await {
+                Ok(v) => result_of::<DoctorRuns>(&v)
+                    .map(|r| runs_check(&r))
+                    .unwrap_or_else(|e| rpc_failed("runs", e)),
+                Err(e) => rpc_failed("runs", e.into()),
+            },
+        );
+        checks.push(
+            match ctx
+                .client
+                .try_call_method::<DoctorOrphans>(&NoParams {})
+                .await
+            {
+                // Declared as free-form JSON: doctor reads the part it shows.
+                Ok(v) => decode::<OrphansResult>(DoctorOrphans::NAME, &v)
                     .map(|r| orphans_check(&r.orphans))
                     .unwrap_or_else(|e| rpc_failed("orphans", e)),
                 Err(e) => rpc_failed("orphans", e.into()),

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use super::system::{disk_verdict, GIT_MIN, TMUX_MIN};
 use super::*;
+use octl_proto::rpc::{DoctorAgentsResult, DoctorRunsResult};
+use serde_json::json;
 
 #[test]
 fn versions() {
