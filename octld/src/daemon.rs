@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::engine::Engine;
 use crate::home::Home;
 use crate::lock::{self, LockError};
+use crate::runner::{tmux::TmuxRunner, Runner};
 use crate::store::Store;
 use crate::tmux::Tmux;
 use crate::{activation, engine, logging, server};
@@ -45,8 +46,8 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Daemo
 pub struct Daemon {
     pub home: Home,
     pub store: Store,
-    /// The private tmux server the agents run in.
-    pub tmux: Tmux,
+    /// Where the agents run (the private tmux server); the engine reaches them only here.
+    pub runner: Arc<dyn Runner>,
     /// What drives agent runs forward: spawning, supervising, merging, cleaning up.
     pub engine: Engine,
     started: Instant,
@@ -98,7 +99,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
-        tmux: Tmux::new(home.tmux_socket()),
+        runner: Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket()))),
         engine: Engine::default(),
         started: Instant::now(),
         shutdown,

@@ -14,6 +14,7 @@
 //! - [`config`]: `config.toml`: agent profiles and defaults.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
+//! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
 //! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs); commands go
 //!   through one control-mode client (`tmux::control`), a process each only as a fallback.
 
@@ -29,6 +30,7 @@ pub mod kept;
 pub mod lock;
 pub mod logging;
 pub mod rpc;
+pub mod runner;
 pub mod server;
 pub mod store;
 pub mod tmux;

@@ -53,8 +53,8 @@ pub async fn cancel(
         for node in &live {
             super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
         }
-        let (tmux, session) = (daemon.tmux.clone(), handle.id.clone());
-        let _ = blocking(move || Ok(tmux.kill_session(&session)?)).await;
+        let (runner, run) = (daemon.runner.clone(), handle.id.clone());
+        let _ = blocking(move || runner.stop_run(&run)).await;
     }
     if discard {
         for node in handle

@@ -63,7 +63,7 @@ pub async fn cleanup(
         .kept_of(&handle.id, &node.id)
         .join((node.kept.len() + 1).to_string());
     let repo = view.manifest.repo.clone();
-    let tmux = daemon.tmux.clone();
+    let runner = daemon.runner.clone();
     let pane = node.pane.clone();
     let (run, node_id) = (handle.id.clone(), node.id.clone());
     let worktree = node.worktree.clone().map(PathBuf::from);
@@ -73,7 +73,7 @@ pub async fn cleanup(
     let own_worktrees = daemon.home.worktrees();
     let done = blocking(move || {
         if let Some(p) = pane {
-            let _ = tmux.kill_window_of_pane_in(&p, &run, &node_id);
+            let _ = runner.stop(&run, &node_id, &crate::runner::AgentHandle::new(p));
         }
         let Some(repo) = repo else {
             return Ok(json!({}));

@@ -60,16 +60,18 @@ async fn wait_for_exit(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Option
     let Some(pane) = pane else { return };
     let deadline = Instant::now() + EXIT_GRACE;
     loop {
-        let (tmux, p, r, n) = (
-            daemon.tmux.clone(),
+        let (runner, p, r, n) = (
+            daemon.runner.clone(),
             pane.clone(),
             run.to_string(),
             node.to_string(),
         );
         let alive = blocking(move || {
-            Ok(tmux.list_panes()?.into_iter().any(|info| {
-                info.pane_id == p && info.session == r && info.window == n && !info.dead
-            }))
+            Ok(runner
+                .observe()?
+                .agents
+                .into_iter()
+                .any(|a| a.handle.as_str() == p && a.run == r && a.node == n && a.alive))
         })
         .await
         .unwrap_or(false);

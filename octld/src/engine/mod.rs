@@ -160,12 +160,12 @@ impl Engine {
     pub fn check_tools(
         &self,
         git: &crate::git::Git,
-        tmux: &crate::tmux::Tmux,
+        runner: &dyn crate::runner::Runner,
     ) -> Result<(), AppError> {
         use std::sync::atomic::Ordering;
         if !self.tools_ok.load(Ordering::Acquire) {
             git.check_version()?;
-            tmux.check_version()?;
+            runner.check()?;
             self.tools_ok.store(true, Ordering::Release);
         }
         Ok(())
@@ -397,8 +397,9 @@ pub async fn close_window(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Opt
     let Some(pane) = pane.map(str::to_string) else {
         return;
     };
-    let (tmux, run, node) = (daemon.tmux.clone(), run.to_string(), node.to_string());
-    let _ = blocking(move || Ok(tmux.kill_window_of_pane_in(&pane, &run, &node)?)).await;
+    let (runner, run, node) = (daemon.runner.clone(), run.to_string(), node.to_string());
+    let _ =
+        blocking(move || runner.stop(&run, &node, &crate::runner::AgentHandle::new(pane))).await;
 }
 
 /// Runs blocking work (git, tmux, files) off the async threads.

@@ -130,14 +130,14 @@ pub fn window_orphan(
 pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
     let runs = facts(daemon);
     let own = daemon.home.worktrees();
-    let tmux = daemon.tmux.clone();
-    blocking(move || find_in(&runs, &own, &tmux)).await
+    let runner = daemon.runner.clone();
+    blocking(move || find_in(&runs, &own, &*runner)).await
 }
 
 fn find_in(
     runs: &BTreeMap<String, RunFacts>,
     own: &Path,
-    tmux: &crate::tmux::Tmux,
+    runner: &dyn crate::runner::Runner,
 ) -> Result<Vec<Orphan>, AppError> {
     let mut out = Vec::new();
     // Repositories to look at: those the runs name, then those orphan worktrees belong to.
@@ -223,24 +223,19 @@ fn find_in(
         }
     }
 
-    let panes = tmux.list_panes()?;
-    let mut windows = BTreeSet::new();
-    for p in panes {
-        if !windows.insert(p.window_id.clone()) {
-            continue;
-        }
-        let Some(why) = window_orphan(runs, &p.session, &p.window) else {
+    for a in runner.owned()? {
+        let Some(why) = window_orphan(runs, &a.run, &a.node) else {
             continue;
         };
         out.push(Orphan {
             kind: "window".into(),
             path: None,
             refname: None,
-            target: Some(format!("{}:{}", p.session, p.window)),
-            pane: Some(p.pane_id),
+            target: Some(format!("{}:{}", a.run, a.node)),
+            pane: Some(a.handle.into_string()),
             repo: None,
-            run: Some(p.session),
-            node: Some(p.window),
+            run: Some(a.run),
+            node: Some(a.node),
             why,
         });
     }

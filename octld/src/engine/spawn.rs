@@ -16,8 +16,8 @@ use crate::agents::{self, Launch, Mode, Profile};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::git::Git;
+use crate::runner::{AgentHandle, AgentSpec};
 use crate::store::{Draft, NewRun, RunHandle};
-use crate::tmux::WindowSpec;
 
 /// Largest accepted task text.
 pub const MAX_TASK: usize = 32 * 1024;
@@ -138,7 +138,7 @@ pub fn check_repo(
         .canonicalize()
         .map_err(|e| AppError::invalid(format!("invalid repo {shown:?}: {e}")))?;
     let git = Git::new(&repo_dir);
-    daemon.engine.check_tools(&git, &daemon.tmux)?;
+    daemon.engine.check_tools(&git, &*daemon.runner)?;
     let (top, current) = git.toplevel_and_branch().map_err(|e| match e {
         crate::git::GitError::NotARepo { .. } | crate::git::GitError::Failed { .. } => {
             // Agents need a working tree to branch from: say so when it is the one thing
@@ -343,13 +343,14 @@ pub async fn bring_up(
             let git = Git::new(&repo);
             if healing {
                 let live = d
-                    .tmux
-                    .list_panes()?
+                    .runner
+                    .observe()?
+                    .agents
                     .into_iter()
-                    .find(|p| p.session == h.id && p.window == n && !p.dead);
-                if let Some(p) = live {
-                    tracing::info!(run = %h.id, node = %n, pane = %p.pane_id, "adopted the live window of a half-started node");
-                    return Ok((p.pane_id, p.pane_pid.unwrap_or(0)));
+                    .find(|a| a.run == h.id && a.node == n && a.alive);
+                if let Some(a) = live {
+                    tracing::info!(run = %h.id, node = %n, pane = %a.handle, "adopted the live window of a half-started node");
+                    return Ok((a.handle.into_string(), a.pid.unwrap_or(0)));
                 }
                 let registered = git.worktree_list()?.iter().any(|w| w.path == worktree && !w.prunable);
                 if !registered {
@@ -373,7 +374,7 @@ pub async fn bring_up(
     match started {
         Ok((pane, pid)) => {
             if launch.answers_trust {
-                super::trust::answer(daemon, pane.clone());
+                super::trust::answer(daemon, AgentHandle::new(pane.clone()));
             }
             let confirmed = append(
                 daemon,
@@ -467,21 +468,17 @@ fn open_window(
             handle.dir.join(file).display().to_string(),
         ));
     }
-    let spec = WindowSpec {
-        session: &handle.id,
-        window: node,
+    let spec = AgentSpec {
+        run: &handle.id,
+        node,
         cwd: worktree,
         env: &env,
         argv: &argv,
         log: &pane_log,
+        first: handle.view().nodes.iter().all(|n| n.pane.is_none()),
     };
-    let first = handle.view().nodes.iter().all(|n| n.pane.is_none());
-    let spawned = if first {
-        daemon.tmux.spawn_first_window(&spec)?
-    } else {
-        daemon.tmux.spawn_window(&spec)?
-    };
-    Ok((spawned.pane_id, spawned.pane_pid))
+    let started = daemon.runner.start(&spec)?;
+    Ok((started.handle.into_string(), started.pid))
 }
 
 /// Reads a value of the run's settings (`run.created` data).

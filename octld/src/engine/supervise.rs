@@ -1,5 +1,5 @@
-//! The supervisor: once per tick, one `tmux list-panes` for every pane on the server; an agent
-//! whose pane died (or vanished) becomes an event, as its profile says.
+//! The supervisor: once per tick, one `Runner::observe` (one `tmux list-panes`) for every
+//! agent; an agent whose pane died (or vanished) becomes an event, as its profile says.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,6 +13,7 @@ use octl_proto::AppError;
 use super::{append, blocking, Engine};
 use crate::daemon::Daemon;
 use crate::git::Git;
+use crate::runner::AgentStatus;
 use crate::store::RunHandle;
 
 /// Ticks a dead pane may go without an exit status before it counts as killed by a signal
@@ -41,13 +42,17 @@ async fn close_cancelled(daemon: &Arc<Daemon>) {
     if cancelled.is_empty() {
         return;
     }
-    let tmux = daemon.tmux.clone();
+    let runner = daemon.runner.clone();
     let _ = blocking(move || {
-        let sessions: std::collections::HashSet<String> =
-            tmux.list_panes()?.into_iter().map(|p| p.session).collect();
+        let sessions: std::collections::HashSet<String> = runner
+            .observe()?
+            .agents
+            .into_iter()
+            .map(|a| a.run)
+            .collect();
         for run in cancelled.iter().filter(|r| sessions.contains(*r)) {
             tracing::info!(run = %run, "closing the windows of a cancelled run a crash left open");
-            let _ = tmux.kill_session(run);
+            let _ = runner.stop_run(run);
         }
         Ok(())
     })
@@ -74,25 +79,24 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     if watched.is_empty() {
         return steps;
     }
-    let tmux = daemon.tmux.clone();
-    let (panes, server) = match blocking(move || Ok(tmux.list_panes_and_server()?)).await {
-        Ok(p) => p,
+    let runner = daemon.runner.clone();
+    let (panes, server) = match blocking(move || runner.observe()).await {
+        Ok(o) => (o.agents, o.host),
         Err(e) => {
             tracing::warn!(error = %e.message, "cannot list tmux panes");
             return steps;
         }
     };
     note_server(daemon, server, watched.len());
-    let by_id: HashMap<&str, &crate::tmux::PaneInfo> =
-        panes.iter().map(|p| (p.pane_id.as_str(), p)).collect();
+    let by_id: HashMap<&str, &AgentStatus> = panes.iter().map(|p| (p.handle.as_str(), p)).collect();
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         // The pane must still be this node's: ids restart with a new tmux server.
         let mine = by_id
             .get(pane_id)
-            .filter(|p| p.session == handle.id && p.window == node.id);
+            .filter(|p| p.run == handle.id && p.node == node.id);
         let status = match mine {
-            Some(p) if !p.dead => {
+            Some(p) if p.alive => {
                 if node.report.is_some() && overdue(&node.updated_at) {
                     // It reported but does not leave: close its window; the exit that follows
                     // turns the report into the node's event.
@@ -101,7 +105,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
                 }
                 continue;
             }
-            Some(p) => match (p.dead_status, p.dead_signal) {
+            Some(p) => match (p.exit_status, p.exit_signal) {
                 (Some(code), _) => Some(code),
                 (None, Some(sig)) => Some(128 + sig),
                 (None, None) => {
@@ -141,7 +145,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
 /// exists and whether its socket is still there.
 fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
     use std::sync::atomic::Ordering;
-    let Some(ours) = daemon.tmux.our_server_pid() else {
+    let Some(ours) = daemon.runner.host() else {
         return;
     };
     if server == Some(ours) || daemon.engine.tmux_gone.swap(ours, Ordering::Relaxed) == ours {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
+use crate::runner::AgentHandle;
 
 const QUESTION: &str = "Yes, I trust this folder";
 const SELECTED: &str = "❯ Yes, I trust this folder";
@@ -20,19 +21,19 @@ const HOLD: Duration = Duration::from_millis(200);
 const POLL: Duration = Duration::from_millis(100);
 
 /// Watches a new interactive window and answers the trust question once, if it comes.
-pub fn answer(daemon: &Arc<Daemon>, pane: String) {
-    let tmux = daemon.tmux.clone();
+pub fn answer(daemon: &Arc<Daemon>, pane: AgentHandle) {
+    let runner = daemon.runner.clone();
     tokio::task::spawn_blocking(move || {
         let start = Instant::now();
         let mut shown: Option<Instant> = None;
         let mut selected: Option<Instant> = None;
         while start.elapsed() < WATCH {
-            let Ok(screen) = tmux.capture_pane(&pane) else {
+            let Ok(screen) = runner.capture(&pane) else {
                 return;
             };
             if !screen.contains(QUESTION) {
                 if shown.is_some() {
-                    tracing::info!(pane, "answered Claude Code's workspace-trust question");
+                    tracing::info!(pane = %pane, "answered Claude Code's workspace-trust question");
                     return;
                 }
             } else {
@@ -41,12 +42,12 @@ pub fn answer(daemon: &Arc<Daemon>, pane: String) {
                     if screen.contains(SELECTED) {
                         let at = *selected.get_or_insert_with(Instant::now);
                         if at.elapsed() >= HOLD {
-                            let _ = tmux.send_enter(&pane);
+                            let _ = runner.send_key(&pane, "Enter");
                             selected = None;
                         }
                     } else {
                         selected = None;
-                        let _ = tmux.send_key(&pane, "Down");
+                        let _ = runner.send_key(&pane, "Down");
                     }
                 }
             }

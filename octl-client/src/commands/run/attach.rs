@@ -1,5 +1,9 @@
 //! `run attach RUN [--node NODE]`: which node's window, and replacing this process with
 //! `tmux attach-session` on the daemon's private tmux server.
+//!
+//! This is the one place that still knows agents run in tmux rather than going through the
+//! daemon's runner seam (`octld/src/runner/`): attaching is the user's terminal, not the
+//! daemon's, so a runner without tmux windows will need its own way here.
 
 use octl_proto::method;
 use octl_proto::rpc::RunParams;

@@ -34,8 +34,8 @@ pub(super) async fn remove_window(
         out.removed.push(i);
         return;
     }
-    let tmux = daemon.tmux.clone();
-    match blocking(move || Ok(tmux.kill_window_of_pane_in(&pane, &run, &node)?)).await {
+    let runner = daemon.runner.clone();
+    match blocking(move || runner.stop(&run, &node, &crate::runner::AgentHandle::new(pane))).await {
         Ok(_) => out.removed.push(i),
         Err(e) => out.kept.push(kept(i, e.message)),
     }

@@ -1,0 +1,146 @@
+//! The runner seam: where agents run. The engine starts, observes and stops agents only
+//! through [`Runner`]; [`tmux::TmuxRunner`] (the private tmux server) is the one the daemon
+//! uses, and `fake` (tests only) keeps agents in memory so the engine's logic can be tested
+//! without tmux.
+//!
+//! The contract speaks of an [`AgentHandle`], not of a tmux pane: the handle is the string
+//! the log records as a node's `pane` (a tmux pane id such as `%3` today), so old logs still
+//! replay. Only the runner that issued a handle may read meaning into it.
+//!
+//! The calls are synchronous; the engine runs them in `blocking(...)`.
+//!
+//! `orchestratectl run attach` is the client's, not the daemon's: it execs `tmux attach` on
+//! the daemon's socket, so it stays tmux-only until a runner has its own way to show an agent.
+
+use std::fmt;
+use std::path::Path;
+
+use octl_proto::AppError;
+
+#[cfg(test)]
+pub mod fake;
+pub mod tmux;
+
+pub type Result<T> = std::result::Result<T, AppError>;
+
+/// An agent as its runner knows it (a tmux pane id for [`tmux::TmuxRunner`]). Opaque to
+/// everything but the runner that issued it; the log keeps it as the node's `pane`, byte for
+/// byte.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AgentHandle(String);
+
+impl AgentHandle {
+    pub fn new(id: impl Into<String>) -> AgentHandle {
+        AgentHandle(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for AgentHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What to start: one agent for one node of a run.
+#[derive(Debug, Clone)]
+pub struct AgentSpec<'a> {
+    /// The run (`[A-Za-z0-9_-]`).
+    pub run: &'a str,
+    /// The node (`[A-Za-z0-9_-]`).
+    pub node: &'a str,
+    /// Absolute working directory (the node's worktree).
+    pub cwd: &'a Path,
+    /// Extra environment for the program.
+    pub env: &'a [(String, String)],
+    /// The program and its arguments, passed exactly.
+    pub argv: &'a [String],
+    /// The agent's output is appended here from its first byte (the engine names the file).
+    pub log: &'a Path,
+    /// Most likely the run's first agent (a hint: the runner may prepare the run's place).
+    pub first: bool,
+}
+
+/// An agent just started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub handle: AgentHandle,
+    /// The process the runner started for it (recorded as the node's `pid`).
+    pub pid: u32,
+}
+
+/// One agent the runner hosts, from [`Runner::observe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentStatus {
+    pub run: String,
+    pub node: String,
+    pub handle: AgentHandle,
+    pub pid: Option<u32>,
+    /// The program still runs.
+    pub alive: bool,
+    /// Exit status of an ended agent that exited normally. An ended agent with neither status
+    /// nor signal may get one on the next look (the runner has not reaped it yet); only when
+    /// that persists is it taken as killed.
+    pub exit_status: Option<i32>,
+    /// Signal that killed an ended agent, where the runner can tell.
+    pub exit_signal: Option<i32>,
+}
+
+/// One look at every agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    pub agents: Vec<AgentStatus>,
+    /// The pid of the process hosting the agents that answered (the tmux server), if any.
+    pub host: Option<u32>,
+}
+
+/// Where agents run. Adding one is a module implementing this trait (see
+/// docs/ARCHITECTURE.md, "A runner").
+pub trait Runner: Send + Sync {
+    /// Checks the runner's tools (e.g. the tmux version); the engine calls it once per daemon.
+    fn check(&self) -> Result<()>;
+
+    /// Starts an agent for `spec.node` of `spec.run`.
+    fn start(&self, spec: &AgentSpec<'_>) -> Result<Started>;
+
+    /// Every agent the runner hosts, ended ones included, in one call: the supervisor calls
+    /// it once per tick for all runs.
+    fn observe(&self) -> Result<Observation>;
+
+    /// The agents the runner hosts, one entry per place it keeps them (a tmux window), for
+    /// finding those no run owns.
+    fn owned(&self) -> Result<Vec<AgentStatus>>;
+
+    /// The pid of the host process the daemon last started agents in, to tell when it is
+    /// gone; `None` if there is none (yet).
+    fn host(&self) -> Option<u32> {
+        None
+    }
+
+    /// Stops the agent `handle` if it still is `node` of `run` (handles may be reused by a
+    /// restarted host: a stale one must never stop another agent). `false` if it was not.
+    fn stop(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<bool>;
+
+    /// Stops every agent of `run`. `false` if it had none.
+    fn stop_run(&self, run: &str) -> Result<bool>;
+
+    /// The agent's screen (scrollback included), for answering an interactive question.
+    /// Optional: a runner without a screen says so.
+    fn capture(&self, handle: &AgentHandle) -> Result<String> {
+        let _ = handle;
+        Err(AppError::internal("this runner has no agent screen"))
+    }
+
+    /// Presses one named key (`Enter`, `Down`, …) in the agent's terminal. Optional.
+    fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
+        let _ = (handle, key);
+        Err(AppError::internal("this runner cannot type into an agent"))
+    }
+}
