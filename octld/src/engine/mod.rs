@@ -2,10 +2,11 @@
 //!
 //! It is level-triggered: whenever a run's state changes (the store says so) or the
 //! supervisor's tick sees an agent exit, [`reconcile`] looks at the run as it is now and starts
-//! whatever step is due — a gate and merge for a done node, the run's end when every node is
-//! finished. A set of steps in flight keeps one step per node at a time, so an event seen twice
-//! never does the work twice.
+//! whatever step is due ([`decide::due`], a pure function of the run) — a gate and merge for
+//! a done node, the run's end when every node is finished. A set of steps in flight keeps one step per [`StepKey`] (a node, or a run-level
+//! step) at a time, so an event seen twice never does the work twice.
 //!
+//! - [`decide`]: the steps due for a run, and the keys they hold.
 //! - [`spawn`]: create a run, its node, branch, worktree and tmux window.
 //! - [`supervise`]: one `tmux list-panes` per tick; an agent's exit becomes an event.
 //! - [`finish`]: done → gate → merge → clean up.
@@ -23,6 +24,7 @@
 
 pub mod cancel;
 pub mod cleanup;
+pub mod decide;
 pub mod finish;
 pub mod gc;
 pub mod heal;
@@ -49,6 +51,8 @@ use octl_proto::{AppError, NodeState, RunKind};
 
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
+pub use decide::StepKey;
+use decide::{Facts, Step};
 
 /// How often the supervisor looks at the panes.
 pub const TICK: Duration = Duration::from_millis(200);
@@ -56,9 +60,9 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// The engine's in-memory bookkeeping; everything durable is in the runs' logs.
 #[derive(Default)]
 pub struct Engine {
-    /// (run, node) pairs with a step running, each with whether a claim was turned away
+    /// (run, step key) pairs with a step running, each with whether a claim was turned away
     /// meanwhile (the state changed while the step ran).
-    in_flight: Mutex<HashMap<(String, String), bool>>,
+    in_flight: Mutex<HashMap<(String, StepKey), bool>>,
     /// One merge at a time per repository (keyed by its git common dir).
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
@@ -72,7 +76,7 @@ pub struct Engine {
 /// Held while a step runs for a node; frees the slot when dropped.
 pub struct Slot {
     daemon: Arc<Daemon>,
-    key: (String, String),
+    key: (String, StepKey),
     /// Look at the run again when the step ends (its last event may call for the next).
     notify: bool,
 }
@@ -112,9 +116,10 @@ impl Drop for Slot {
 }
 
 impl Engine {
-    /// Claims the node for one step; `None` when a step is already running for it.
-    pub fn claim(daemon: &Arc<Daemon>, run: &str, node: &str) -> Option<Slot> {
-        let key = (run.to_string(), node.to_string());
+    /// Claims the key (a node, or a run-level step) for one step; `None` when a step is
+    /// already running for it.
+    pub fn claim(daemon: &Arc<Daemon>, run: &str, key: StepKey) -> Option<Slot> {
+        let key = (run.to_string(), key);
         let mut in_flight = daemon.engine.in_flight.lock().expect("in_flight lock");
         let fresh = match in_flight.get_mut(&key) {
             Some(asked) => {
@@ -136,7 +141,7 @@ impl Engine {
 
     /// A slot for a pass that only reacts to state (scheduling): its own events wake the
     /// engine, so ending it must not, or passes would wake each other for ever.
-    pub fn claim_quiet(daemon: &Arc<Daemon>, run: &str, key: &str) -> Option<Slot> {
+    pub fn claim_quiet(daemon: &Arc<Daemon>, run: &str, key: StepKey) -> Option<Slot> {
         Self::claim(daemon, run, key).map(|mut s| {
             s.notify = false;
             s
@@ -148,7 +153,7 @@ impl Engine {
     fn busy(&self, run: &str) -> bool {
         let mut busy = false;
         for ((r, step), asked) in self.in_flight.lock().expect("in_flight lock").iter_mut() {
-            if r == run && !step.starts_with('~') {
+            if r == run && step.is_node() {
                 *asked = true;
                 busy = true;
             }
@@ -204,174 +209,74 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
     }
 }
 
-/// Whether the daemon merges this kind's done nodes by itself.
-fn merges_by_itself(kind: &str) -> bool {
-    matches!(kind, "spinoff" | "fanout" | "orchestrate")
-}
-
-/// Starts whatever step is due for the run as it is now.
+/// Starts whatever step is due for the run as it is now: each step [`decide::due`] names
+/// whose key is free, performed by [`act`].
 pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     let view = handle.view();
-    let kind = view.manifest.kind.as_str();
-    // Humans decide on proposals in any run, ended or not.
-    if handle.corrupt().is_none() {
-        spinoff::heal(daemon, handle, &view);
-    }
-    if handle.corrupt().is_some() || kind == "generic" || kind == "unknown" {
-        return;
-    }
-    if matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    ) {
-        return;
-    }
-    // A step announced in the log but running nowhere was cut short by a crash. (While a
-    // step runs, its node's slot is held, so the claim fails.)
-    for node in view.nodes.iter() {
-        let stuck = match node.state {
-            NodeState::Starting => true,
-            NodeState::Merging => true,
-            NodeState::Merged => !node.cleaned,
-            _ => false,
-        };
-        if !stuck {
+    let run_exists = |id: &str| daemon.store.resolve("run", id).is_ok();
+    let facts = Facts {
+        corrupt: handle.corrupt().is_some(),
+        run_exists: &run_exists,
+    };
+    for step in decide::due(&view, &facts) {
+        // The run ends only once no node step runs; each running one is asked to wake the
+        // engine when it ends. Judged here, after the claims before it in this pass.
+        if matches!(step, Step::EndRun(_)) && daemon.engine.busy(&handle.id) {
             continue;
         }
-        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
-            let (d, h, n) = (daemon.clone(), handle.clone(), node.clone());
-            tokio::spawn(async move {
-                if n.state == NodeState::Starting {
-                    heal::start(&d, &h, &n, slot).await;
-                } else {
-                    heal::merge_and_clean(&d, &h, &n, slot).await;
-                }
-            });
-        }
-    }
-    // A retry won: its old attempt is cleaned up (holding the node) before it starts again.
-    for node in view.nodes.iter().filter(|n| n.stale_attempt()) {
-        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
-            let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
-            tokio::spawn(async move {
-                retry::clean_old_attempt(&d, &h, &n).await;
-                drop(slot);
-            });
-        }
-    }
-    // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
-    // the scheduler).
-    if matches!(kind, "spinoff" | "code") {
-        for node in view
-            .nodes
-            .iter()
-            .filter(|n| n.state == NodeState::Pending && !n.stale_attempt())
-        {
-            if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
-                let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
-                tokio::spawn(async move {
-                    let now = h.view();
-                    if let Some(n) = now
-                        .nodes
-                        .iter()
-                        .find(|x| x.id == n && x.state == NodeState::Pending && !x.stale_attempt())
-                    {
-                        schedule::start(&d, &h, &now, n).await;
-                    }
-                    drop(slot);
-                });
-            }
-        }
-    }
-    if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {
-        if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
-            let (d, h) = (daemon.clone(), handle.clone());
-            tokio::spawn(async move {
-                let _ = merge::merge_run(&d, &h).await;
-                drop(slot);
-            });
-        }
-    }
-    if merges_by_itself(kind) {
-        for node in view.nodes.iter().filter(|n| n.state == NodeState::Done) {
-            if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
-                let (d, h, n) = (daemon.clone(), handle.clone(), node.id.clone());
-                tokio::spawn(async move {
-                    finish::finish(&d, &h, &n).await;
-                    drop(slot);
-                });
-            }
-        }
-    }
-    if matches!(kind, "fanout" | "orchestrate") {
-        schedule::schedule(daemon, handle);
-    }
-    if kind == "orchestrate" && wants_auto_merge(&view) {
-        if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
-            let (d, h) = (daemon.clone(), handle.clone());
-            tokio::spawn(async move {
-                if let Err(e) = merge::merge_run(&d, &h).await {
-                    tracing::info!(run = %h.id, error = %e.message, "integration not merged");
-                }
-                drop(slot);
-            });
-        }
-    }
-    if matches!(kind, "spinoff" | "code" | "fanout") && !daemon.engine.busy(&handle.id) {
-        if let Some(end) = run_end(&view) {
-            if let Some(slot) = Engine::claim_quiet(daemon, &handle.id, "~end") {
-                let (d, h) = (daemon.clone(), handle.clone());
-                tokio::spawn(async move {
-                    // Judged again: another pass may have ended the run meanwhile.
-                    let now = h.view();
-                    if run_end(&now) == Some(end) && !ended(&now) {
-                        let _ = append(&d, &h, None, end, Value::Null).await;
-                    }
-                    drop(slot);
-                });
-            }
+        let slot = if step.quiet() {
+            Engine::claim_quiet(daemon, &handle.id, step.key())
+        } else {
+            Engine::claim(daemon, &handle.id, step.key())
+        };
+        if let Some(slot) = slot {
+            tokio::spawn(act(daemon.clone(), handle.clone(), step, slot));
         }
     }
 }
 
-fn ended(view: &RunDetail) -> bool {
-    matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    )
-}
-
-/// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
-fn wants_auto_merge(view: &RunDetail) -> bool {
-    view.manifest
-        .settings
-        .get("auto_merge")
-        .and_then(Value::as_bool)
-        == Some(true)
-        && view.manifest.merge.is_none()
-        && !view.nodes.is_empty()
-        && view
-            .nodes
-            .iter()
-            .all(|n| n.state == NodeState::Merged && n.cleaned)
-}
-
-/// `run.completed` when every node merged, `run.failed` when every node finished and one did
-/// not merge; `None` while a node can still move.
-fn run_end(view: &RunDetail) -> Option<&'static str> {
-    if view.nodes.is_empty() || !view.nodes.iter().all(|n| n.state.is_terminal()) {
-        return None;
+/// Performs one step, holding its slot.
+pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
+    match step {
+        Step::CreateSpinoffRun { proposal, child } => {
+            // Judged again under the slot: the accepting request may have made it meanwhile.
+            if d.store.resolve("run", &child).is_err() {
+                tracing::info!(run = %h.id, proposal = %proposal.id, child = %child, "creating the run of an accepted spin-off a crash cut short");
+                let _ = spinoff::create_child(&d, &h, &proposal, &child, None).await;
+            }
+        }
+        Step::HealStart { node } => return heal::start(&d, &h, &node, slot).await,
+        Step::HealMerge { node } => return heal::merge_and_clean(&d, &h, &node, slot).await,
+        Step::CleanStaleAttempt { node } => retry::clean_old_attempt(&d, &h, &node).await,
+        Step::StartPending { node } => {
+            let now = h.view();
+            if let Some(n) = now
+                .nodes
+                .iter()
+                .find(|x| x.id == node && x.state == NodeState::Pending && !x.stale_attempt())
+            {
+                schedule::start(&d, &h, &now, n).await;
+            }
+        }
+        Step::ResumeRunMerge => {
+            let _ = merge::merge_run(&d, &h).await;
+        }
+        Step::Finish { node } => finish::finish(&d, &h, &node).await,
+        Step::Schedule => return schedule::passes(&d, &h, slot).await,
+        Step::AutoMergeRun => {
+            if let Err(e) = merge::merge_run(&d, &h).await {
+                tracing::info!(run = %h.id, error = %e.message, "integration not merged");
+            }
+        }
+        Step::EndRun(end) => {
+            // Judged again: another pass may have ended the run meanwhile.
+            let now = h.view();
+            if decide::run_end(&now) == Some(end) && !decide::ended(&now) {
+                let _ = append(&d, &h, None, end.event(), Value::Null).await;
+            }
+        }
     }
-    if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
-        Some("run.completed")
-    } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled)
-        || view.manifest.kind == "fanout"
-    {
-        // A fan-out with failed units waits for `run retry` (or a cancel).
-        None
-    } else {
-        Some("run.failed")
-    }
+    drop(slot);
 }
 
 /// Appends a daemon event.

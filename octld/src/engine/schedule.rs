@@ -2,8 +2,9 @@
 //! at once; in a DAG a node starts from the integration tip once all its dependencies are
 //! merged into it, and a node that failed or could not merge blocks its dependents.
 //!
-//! One scheduling pass per run at a time (a slot keyed `~schedule`, which no node id can
-//! take), and starts are awaited one by one, so the count of live agents is exact.
+//! One scheduling pass per run at a time (a slot keyed [`StepKey::Schedule`]), and starts are
+//! awaited one by one, so the count of live agents is exact. What to start and what to block
+//! are pure functions of the run ([`next_to_start`], [`to_block`], [`to_unblock`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,13 +15,11 @@ use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState};
 
-use super::{append, spawn, Engine};
+use super::{append, spawn, Engine, Slot, StepKey};
 use crate::agents::{self, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
-
-const SCHEDULE_SLOT: &str = "~schedule";
 
 /// The run's cap on live agents.
 pub fn cap(view: &RunDetail) -> usize {
@@ -63,23 +62,33 @@ pub fn waiting_for(view: &RunDetail, node: &Node) -> Vec<String> {
         .collect()
 }
 
-/// Starts a scheduling pass for the run unless one is running.
-pub fn schedule(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
-    let Some(slot) = Engine::claim_quiet(daemon, &handle.id, SCHEDULE_SLOT) else {
-        return;
-    };
-    let (d, h) = (daemon.clone(), handle.clone());
-    tokio::spawn(async move {
-        loop {
-            if let Err(e) = pass(&d, &h).await {
-                tracing::warn!(run = %h.id, error = %e.message, "scheduling");
-            }
-            if !slot.release_or_again() {
-                break;
-            }
+/// Scheduling passes for the run, holding its schedule slot, until no one asked for one
+/// while the last ran.
+pub async fn passes(d: &Arc<Daemon>, h: &Arc<RunHandle>, slot: Slot) {
+    loop {
+        if let Err(e) = pass(d, h).await {
+            tracing::warn!(run = %h.id, error = %e.message, "scheduling");
         }
-        drop(slot);
-    });
+        if !slot.release_or_again() {
+            break;
+        }
+    }
+    drop(slot);
+}
+
+/// The node to start next: the first pending one in order whose dependencies all merged,
+/// unless `max_parallel` agents are alive already.
+pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
+    let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
+    if alive >= cap(view) {
+        return None;
+    }
+    order(view).into_iter().find_map(|id| {
+        let n = view.nodes.iter().find(|n| n.id == id)?;
+        // A retried node whose old attempt is not cleaned up yet waits for that step.
+        (n.state == NodeState::Pending && !n.stale_attempt() && waiting_for(view, n).is_empty())
+            .then_some(n)
+    })
 }
 
 async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppError> {
@@ -92,21 +101,11 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
             return Ok(());
         }
         block_dependents(daemon, handle, &view).await?;
-        let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
-        if alive >= cap(&view) {
+        let Some(node) = next_to_start(&view).cloned() else {
             return Ok(());
-        }
-        let next = order(&view).into_iter().find_map(|id| {
-            let n = view.nodes.iter().find(|n| n.id == id)?;
-            // A retried node whose old attempt is not cleaned up yet waits for that step.
-            (n.state == NodeState::Pending
-                && !n.stale_attempt()
-                && waiting_for(&view, n).is_empty())
-            .then(|| n.clone())
-        });
-        let Some(node) = next else { return Ok(()) };
+        };
         // A step on the node itself (a retry's cleanup) goes first.
-        let Some(node_slot) = Engine::claim(daemon, &handle.id, &node.id) else {
+        let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
         };
         start(daemon, handle, &view, &node).await;
@@ -165,8 +164,32 @@ async fn block_dependents(
     handle: &Arc<RunHandle>,
     view: &RunDetail,
 ) -> Result<(), AppError> {
-    let stuck: HashSet<&str> = view
-        .nodes
+    for (n, dep) in to_block(view) {
+        append(
+            daemon,
+            handle,
+            Some(&n.id),
+            "node.blocked",
+            json!({"reason": format!("dependency {dep} cannot merge")}),
+        )
+        .await?;
+    }
+    for n in to_unblock(view) {
+        append(
+            daemon,
+            handle,
+            Some(&n.id),
+            "node.unblocked",
+            json!({"cause": "its dependencies can merge again"}),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Nodes that cannot merge, so their dependents cannot start.
+fn stuck(view: &RunDetail) -> HashSet<&str> {
+    view.nodes
         .iter()
         .filter(|n| {
             matches!(
@@ -180,34 +203,31 @@ async fn block_dependents(
             )
         })
         .map(|n| n.id.as_str())
-        .collect();
-    for n in view.nodes.iter().filter(|n| n.state == NodeState::Pending) {
-        if let Some(dep) = n.deps.iter().find(|d| stuck.contains(d.as_str())) {
-            append(
-                daemon,
-                handle,
-                Some(&n.id),
-                "node.blocked",
-                json!({"reason": format!("dependency {dep} cannot merge")}),
-            )
-            .await?;
-        }
-    }
-    // A dependency that got unstuck (merged by hand after a conflict, or retried) frees the
-    // nodes it blocked.
-    for n in view.nodes.iter().filter(|n| n.state == NodeState::Blocked) {
-        if !n.deps.iter().any(|d| stuck.contains(d.as_str())) {
-            append(
-                daemon,
-                handle,
-                Some(&n.id),
-                "node.unblocked",
-                json!({"cause": "its dependencies can merge again"}),
-            )
-            .await?;
-        }
-    }
-    Ok(())
+        .collect()
+}
+
+/// Pending nodes to block, each with the dependency that blocks it.
+pub fn to_block(view: &RunDetail) -> Vec<(&Node, &str)> {
+    let stuck = stuck(view);
+    view.nodes
+        .iter()
+        .filter(|n| n.state == NodeState::Pending)
+        .filter_map(|n| {
+            let dep = n.deps.iter().find(|d| stuck.contains(d.as_str()))?;
+            Some((n, dep.as_str()))
+        })
+        .collect()
+}
+
+/// Blocked nodes to free: a dependency that got unstuck (merged by hand after a conflict, or
+/// retried) frees the nodes it blocked.
+pub fn to_unblock(view: &RunDetail) -> Vec<&Node> {
+    let stuck = stuck(view);
+    view.nodes
+        .iter()
+        .filter(|n| n.state == NodeState::Blocked)
+        .filter(|n| !n.deps.iter().any(|d| stuck.contains(d.as_str())))
+        .collect()
 }
 
 /// Nodes blocked (directly or through others) by `node`, to unblock on its retry.

@@ -260,7 +260,7 @@ pub async fn create(
         .await?;
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
-    let slot = super::Engine::claim(daemon, &handle.id, &checked.node);
+    let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
     let started = start_node(
         daemon,
         &handle,

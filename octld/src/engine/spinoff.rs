@@ -1,11 +1,11 @@
 //! The runs of accepted spin-off proposals. A decision on a proposal is won in the parent
 //! run's log before anything happens: `spinoff.accepted` names the new run's id before that
 //! run exists, and only the request whose decision was written creates it. A crash between
-//! the two leaves an accepted proposal without its run; [`heal`], from every reconcile of the
-//! parent (so at every start), creates it under the recorded id. A run that cannot be created
-//! (the repository is gone, the agent program is missing) becomes `spinoff.failed` on the
-//! parent with the reason, and is not tried again: a human may accept the proposal again
-//! (a new run) or reject it.
+//! the two leaves an accepted proposal without its run; every reconcile of the parent (so at
+//! every start) creates it under the recorded id ([`super::decide::Step::CreateSpinoffRun`]).
+//! A run that cannot be created (the repository is gone, the agent program is missing)
+//! becomes `spinoff.failed` on the parent with the reason, and is not tried again: a human
+//! may accept the proposal again (a new run) or reject it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,19 +13,12 @@ use std::sync::Arc;
 use serde_json::json;
 
 use octl_proto::projection::RunDetail;
-use octl_proto::state::{Spinoff, SpinoffStatus};
+use octl_proto::state::Spinoff;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::spawn::{check_request, create, Checked, SpawnRequest};
-use super::Engine;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
-
-/// The engine slot of the step that creates run `child`: held by the accepting request while
-/// it creates the run, so that [`heal`] does not take it for a creation a crash cut short.
-pub fn slot_key(child: &str) -> String {
-    format!("~spinoff/{child}")
-}
 
 /// The agent a proposal's run gets when none is named: the proposing node's profile, else
 /// the parent run's.
@@ -102,33 +95,4 @@ pub async fn create_child(
         .await;
     }
     Err(err)
-}
-
-/// Creates the missing run of every accepted proposal of the parent whose creation is not
-/// under way (a crash cut it short).
-pub fn heal(daemon: &Arc<Daemon>, parent: &Arc<RunHandle>, view: &RunDetail) {
-    for proposal in view
-        .spinoffs
-        .iter()
-        .filter(|s| s.status == SpinoffStatus::Accepted)
-    {
-        let Some(child) = proposal.child_run.clone() else {
-            continue;
-        };
-        if !octl_proto::ids::is_full_run_id(&child) || daemon.store.resolve("run", &child).is_ok() {
-            continue;
-        }
-        let Some(slot) = Engine::claim(daemon, &parent.id, &slot_key(&child)) else {
-            continue;
-        };
-        let (d, h, p) = (daemon.clone(), parent.clone(), proposal.clone());
-        tokio::spawn(async move {
-            // Judged again under the slot: the accepting request may have made it meanwhile.
-            if d.store.resolve("run", &child).is_err() {
-                tracing::info!(run = %h.id, proposal = %p.id, child = %child, "creating the run of an accepted spin-off a crash cut short");
-                let _ = create_child(&d, &h, &p, &child, None).await;
-            }
-            drop(slot);
-        });
-    }
 }

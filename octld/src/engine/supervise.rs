@@ -127,7 +127,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
             .lock()
             .expect("unreaped lock")
             .remove(pane_id);
-        if let Some(slot) = Engine::claim(daemon, &handle.id, &node.id) {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let d = daemon.clone();
             steps.push(tokio::spawn(async move {
                 if let Err(e) = on_exit(&d, &handle, &node, status).await {
@@ -192,56 +192,76 @@ async fn on_exit(
             data.insert("reason".into(), json!(r));
         }
     };
-    // A shell task is judged by its exit status (and an explicit `node fail`); any other
-    // agent by its held report, else by what its profile says an unreported exit means.
-    let kind = match (node.on_exit.as_deref(), node.report.as_deref()) {
-        // Exit 0, or closed by us after it reported done.
-        (Some("shell"), report)
-            if report != Some("failed")
-                && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
-        {
-            match commit_work(node).await {
-                Ok(commit) => {
-                    data.insert("commit".into(), json!(commit));
-                    said(&mut data);
-                    "node.done"
-                }
-                // Not left running for ever: the node fails with the reason, and can be
-                // retried or merged as committed.
-                Err(e) => {
-                    data.insert(
-                        "reason".into(),
-                        json!(format!("could not commit its work: {}", e.message)),
-                    );
-                    "node.failed"
-                }
+    let kind = match exit_verdict(node, status) {
+        Verdict::CommitThenDone => match commit_work(node).await {
+            Ok(commit) => {
+                data.insert("commit".into(), json!(commit));
+                said(&mut data);
+                "node.done"
             }
-        }
-        (Some("shell"), report) => {
-            let reason = match (report, &node.reason, status) {
-                (Some("failed"), Some(r), _) => r.clone(),
-                (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
-                (_, _, Some(_)) => "the task reported failure".to_string(),
-                (_, _, None) => "the task was killed or its window closed".to_string(),
-            };
+            // Not left running for ever: the node fails with the reason, and can be
+            // retried or merged as committed.
+            Err(e) => {
+                data.insert(
+                    "reason".into(),
+                    json!(format!("could not commit its work: {}", e.message)),
+                );
+                "node.failed"
+            }
+        },
+        Verdict::ShellFailed(reason) => {
             data.insert("reason".into(), json!(reason));
             "node.failed"
         }
-        (_, Some("done")) => {
+        Verdict::Reported(kind) => {
             said(&mut data);
-            "node.done"
+            kind
         }
-        (_, Some("failed")) => {
-            said(&mut data);
-            "node.failed"
-        }
-        (Some("done"), None) => "node.done",
-        _ => "node.exited",
+        Verdict::Unreported(kind) => kind,
     };
     append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
     super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
     Ok(())
+}
+
+/// What an agent's exit means for its node.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A shell task that succeeded: its work is committed, then the node is done.
+    CommitThenDone,
+    /// A shell task that failed, with the reason.
+    ShellFailed(String),
+    /// The agent's held report (`node.done` / `node.failed`), with what it said.
+    Reported(&'static str),
+    /// No report: what the profile says an unreported exit means.
+    Unreported(&'static str),
+}
+
+/// How the exit of `node`'s agent with `status` (`None`: killed, or its window vanished) is
+/// interpreted.
+pub fn exit_verdict(node: &Node, status: Option<i32>) -> Verdict {
+    // A shell task is judged by its exit status (and an explicit `node fail`); any other
+    // agent by its held report, else by what its profile says an unreported exit means.
+    match (node.on_exit.as_deref(), node.report.as_deref()) {
+        // Exit 0, or closed by us after it reported done.
+        (Some("shell"), report)
+            if report != Some("failed")
+                && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
+        {
+            Verdict::CommitThenDone
+        }
+        (Some("shell"), report) => Verdict::ShellFailed(match (report, &node.reason, status) {
+            (Some("failed"), Some(r), _) => r.clone(),
+            (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
+            (_, _, Some(_)) => "the task reported failure".to_string(),
+            (_, _, None) => "the task was killed or its window closed".to_string(),
+        }),
+        (_, Some("done")) => Verdict::Reported("node.done"),
+        (_, Some("failed")) => Verdict::Reported("node.failed"),
+        (Some("done"), None) => Verdict::Unreported("node.done"),
+        _ => Verdict::Unreported("node.exited"),
+    }
 }
 
 /// A `shell` agent's work: everything in its worktree, committed with the task's first line.

@@ -13,7 +13,7 @@ use octl_proto::AppError;
 
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
-use crate::engine::{cleanup, merge, Engine};
+use crate::engine::{cleanup, merge, Engine, StepKey};
 
 pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppError> {
     if let Some(n) = &p.node {
@@ -58,7 +58,7 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
     };
     // Wait for any step already running on this node (e.g. the daemon's own merge).
     let slot = loop {
-        if let Some(slot) = Engine::claim(daemon, &handle.id, &node) {
+        if let Some(slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node)) {
             break slot;
         }
         tokio::time::sleep(crate::engine::TICK).await;

@@ -17,7 +17,7 @@ use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::merge::failpoint;
 use crate::engine::spawn::{check_request, MAX_TASK};
-use crate::engine::{spinoff, Engine};
+use crate::engine::{spinoff, Engine, StepKey};
 use crate::store::{Draft, RunHandle};
 
 pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, AppError> {
@@ -111,7 +111,7 @@ pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Value, AppE
     let checked = check_request(daemon, &req).await?;
     let child = octl_proto::ids::new_ulid();
     // Held while the run is created, so the engine does not take it for one a crash cut short.
-    let slot = Engine::claim(daemon, &parent.id, &spinoff::slot_key(&child));
+    let slot = Engine::claim(daemon, &parent.id, StepKey::SpinoffRun(child.clone()));
     // Recorded even after the parent run ended: the decision is a human's.
     let decision = Draft::daemon(
         proposal.node.as_deref(),

@@ -1,0 +1,248 @@
+//! The engine's decisions, apart from its actions: [`due`] is a pure function from a run as
+//! it is now (and the few facts outside its log it needs) to the steps due; the engine
+//! ([`super::reconcile`]) claims each step's [`StepKey`] and performs the steps it won
+//! ([`super::act`]).
+
+use serde_json::Value;
+
+use octl_proto::projection::RunDetail;
+use octl_proto::state::{Node, Spinoff, SpinoffStatus};
+use octl_proto::NodeState;
+
+/// What a step holds while it runs: one step per key and run at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StepKey {
+    /// A step on one node (start, heal, finish, exit, merge by hand, retry's cleanup).
+    Node(String),
+    /// Merging an orchestrate run's integration branch.
+    RunMerge,
+    /// Ending the run (`run.completed` / `run.failed`).
+    RunEnd,
+    /// A scheduling pass of a fan-out or orchestrate run.
+    Schedule,
+    /// Creating the run of an accepted spin-off proposal, by that run's id.
+    SpinoffRun(String),
+}
+
+impl StepKey {
+    pub fn node(id: &str) -> StepKey {
+        StepKey::Node(id.to_string())
+    }
+
+    /// Whether the step is a node's (what the run's end waits for).
+    pub fn is_node(&self) -> bool {
+        matches!(self, StepKey::Node(_))
+    }
+}
+
+/// How a run ends by itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    Completed,
+    Failed,
+}
+
+impl RunEnd {
+    /// The event that records it.
+    pub fn event(self) -> &'static str {
+        match self {
+            RunEnd::Completed => "run.completed",
+            RunEnd::Failed => "run.failed",
+        }
+    }
+}
+
+/// A step due for a run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// An accepted proposal whose run does not exist: create it under the recorded id.
+    CreateSpinoffRun { proposal: Spinoff, child: String },
+    /// A start a crash cut short.
+    HealStart { node: Node },
+    /// A merge (or the cleanup after one) a crash cut short.
+    HealMerge { node: Node },
+    /// A retried node's old attempt, to clean up before it starts again.
+    CleanStaleAttempt { node: String },
+    /// A pending node of a spinoff or code run (retried): start it again from base.
+    StartPending { node: String },
+    /// An orchestrate run's merge a crash cut short (`merge.started` without its end).
+    ResumeRunMerge,
+    /// A done node of a run that merges by itself: gate, merge, clean up.
+    Finish { node: String },
+    /// A scheduling pass (fan-out and orchestrate runs).
+    Schedule,
+    /// An auto-merge orchestrate run whose nodes all merged: merge the run.
+    AutoMergeRun,
+    /// Every node finished: end the run — once no node step runs (the engine checks).
+    EndRun(RunEnd),
+}
+
+impl Step {
+    pub fn key(&self) -> StepKey {
+        match self {
+            Step::CreateSpinoffRun { child, .. } => StepKey::SpinoffRun(child.clone()),
+            Step::HealStart { node } | Step::HealMerge { node } => StepKey::node(&node.id),
+            Step::CleanStaleAttempt { node }
+            | Step::StartPending { node }
+            | Step::Finish { node } => StepKey::node(node),
+            Step::ResumeRunMerge | Step::AutoMergeRun => StepKey::RunMerge,
+            Step::Schedule => StepKey::Schedule,
+            Step::EndRun(_) => StepKey::RunEnd,
+        }
+    }
+
+    /// A step that only reacts to state: its own events wake the engine, so ending it must
+    /// not, or passes would wake each other for ever.
+    pub fn quiet(&self) -> bool {
+        matches!(self, Step::Schedule | Step::EndRun(_))
+    }
+}
+
+/// What [`due`] needs to know beyond the run's log.
+pub struct Facts<'a> {
+    /// The run's log could not be read whole.
+    pub corrupt: bool,
+    /// Whether a run of this id exists.
+    pub run_exists: &'a dyn Fn(&str) -> bool,
+}
+
+/// Whether the daemon merges this kind's done nodes by itself.
+pub fn merges_by_itself(kind: &str) -> bool {
+    matches!(kind, "spinoff" | "fanout" | "orchestrate")
+}
+
+/// The steps due for the run as it is now, in the order the engine claims them.
+pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let kind = view.manifest.kind.as_str();
+    // Humans decide on proposals in any run, ended or not.
+    if !facts.corrupt {
+        // The missing run of every accepted proposal of the parent (a crash cut its creation
+        // short; one under way holds its key, so the claim fails).
+        for proposal in view
+            .spinoffs
+            .iter()
+            .filter(|s| s.status == SpinoffStatus::Accepted)
+        {
+            let Some(child) = proposal.child_run.clone() else {
+                continue;
+            };
+            if !octl_proto::ids::is_full_run_id(&child) || (facts.run_exists)(&child) {
+                continue;
+            }
+            steps.push(Step::CreateSpinoffRun {
+                proposal: proposal.clone(),
+                child,
+            });
+        }
+    }
+    if facts.corrupt || kind == "generic" || kind == "unknown" {
+        return steps;
+    }
+    if ended(view) {
+        return steps;
+    }
+    // A step announced in the log but running nowhere was cut short by a crash. (While a
+    // step runs, its node's slot is held, so the claim fails.)
+    for node in view.nodes.iter() {
+        let stuck = match node.state {
+            NodeState::Starting => true,
+            NodeState::Merging => true,
+            NodeState::Merged => !node.cleaned,
+            _ => false,
+        };
+        if !stuck {
+            continue;
+        }
+        steps.push(if node.state == NodeState::Starting {
+            Step::HealStart { node: node.clone() }
+        } else {
+            Step::HealMerge { node: node.clone() }
+        });
+    }
+    // A retry won: its old attempt is cleaned up (holding the node) before it starts again.
+    for node in view.nodes.iter().filter(|n| n.stale_attempt()) {
+        steps.push(Step::CleanStaleAttempt {
+            node: node.id.clone(),
+        });
+    }
+    // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
+    // the scheduler).
+    if matches!(kind, "spinoff" | "code") {
+        for node in view
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Pending && !n.stale_attempt())
+        {
+            steps.push(Step::StartPending {
+                node: node.id.clone(),
+            });
+        }
+    }
+    if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {
+        steps.push(Step::ResumeRunMerge);
+    }
+    if merges_by_itself(kind) {
+        for node in view.nodes.iter().filter(|n| n.state == NodeState::Done) {
+            steps.push(Step::Finish {
+                node: node.id.clone(),
+            });
+        }
+    }
+    if matches!(kind, "fanout" | "orchestrate") {
+        steps.push(Step::Schedule);
+    }
+    if kind == "orchestrate" && wants_auto_merge(view) {
+        steps.push(Step::AutoMergeRun);
+    }
+    if matches!(kind, "spinoff" | "code" | "fanout") {
+        if let Some(end) = run_end(view) {
+            steps.push(Step::EndRun(end));
+        }
+    }
+    steps
+}
+
+/// Whether the run has ended (completed, failed or cancelled).
+pub fn ended(view: &RunDetail) -> bool {
+    matches!(
+        view.manifest.status.as_str(),
+        "completed" | "failed" | "cancelled"
+    )
+}
+
+/// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
+pub fn wants_auto_merge(view: &RunDetail) -> bool {
+    view.manifest
+        .settings
+        .get("auto_merge")
+        .and_then(Value::as_bool)
+        == Some(true)
+        && view.manifest.merge.is_none()
+        && !view.nodes.is_empty()
+        && view
+            .nodes
+            .iter()
+            .all(|n| n.state == NodeState::Merged && n.cleaned)
+}
+
+/// `run.completed` when every node merged, `run.failed` when every node finished and one did
+/// not merge; `None` while a node can still move.
+pub fn run_end(view: &RunDetail) -> Option<RunEnd> {
+    if view.nodes.is_empty() || !view.nodes.iter().all(|n| n.state.is_terminal()) {
+        return None;
+    }
+    if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
+        Some(RunEnd::Completed)
+    } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled)
+        || view.manifest.kind == "fanout"
+    {
+        // A fan-out with failed units waits for `run retry` (or a cancel).
+        None
+    } else {
+        Some(RunEnd::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests;

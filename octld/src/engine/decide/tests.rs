@@ -1,0 +1,673 @@
+//! Unit tests of the engine's decisions: the steps due for runs folded by the real reducer
+//! from small event lists, the scheduler's pure parts and how an agent's exit is read.
+
+use serde_json::{json, Value};
+
+use octl_proto::projection::{self, RunDetail};
+use octl_proto::state::Node;
+use octl_proto::{Actor, Event, RunState};
+
+use super::*;
+use crate::engine::schedule;
+use crate::engine::supervise::{exit_verdict, Verdict};
+
+const RUN: &str = "01JDXJ0000000000000000000A";
+const CHILD: &str = "01JDXJ0000000000000000000B";
+
+/// One event to fold: (node, type, data).
+type E = (Option<&'static str>, &'static str, Value);
+
+/// The run of `kind` created with `settings`, after `events`, as the engine sees it.
+fn view(kind: &str, settings: Value, events: Vec<E>) -> RunDetail {
+    let mut created = settings.as_object().cloned().unwrap_or_default();
+    created.insert("kind".into(), json!(kind));
+    let all: Vec<Event> = std::iter::once((None, "run.created", Value::Object(created)))
+        .chain(events)
+        .enumerate()
+        .map(|(i, (node, t, data))| {
+            let seq = i as u64 + 1;
+            Event {
+                v: 1,
+                seq,
+                id: format!("01JDXK00000000000000000{seq:03}"),
+                ts: format!("2026-11-30T10:00:{:02}.000Z", seq % 60),
+                run: RUN.into(),
+                node: node.map(str::to_string),
+                kind: t.into(),
+                actor: Actor::Daemon,
+                data: data.as_object().cloned().unwrap_or_default(),
+                idempotency_key: None,
+            }
+        })
+        .collect();
+    let state = RunState::replay(&all).unwrap_or_else(|(seq, e)| panic!("event {seq}: {e:?}"));
+    projection::detail(&state)
+}
+
+fn added(n: &'static str, deps: &[&str]) -> Vec<E> {
+    vec![(Some(n), "node.added", json!({ "deps": deps }))]
+}
+
+fn starting(n: &'static str) -> Vec<E> {
+    vec![(
+        Some(n),
+        "node.starting",
+        json!({"branch": format!("octl/r/{n}"), "worktree": format!("/w/{n}")}),
+    )]
+}
+
+fn running(n: &'static str) -> Vec<E> {
+    let mut e = starting(n);
+    e.push((Some(n), "node.started", json!({"pane": "%1"})));
+    e
+}
+
+fn done(n: &'static str) -> Vec<E> {
+    let mut e = running(n);
+    e.push((Some(n), "node.done", json!({})));
+    e
+}
+
+fn merging(n: &'static str) -> Vec<E> {
+    let mut e = done(n);
+    e.push((Some(n), "merge.started", json!({})));
+    e
+}
+
+/// Merged, not cleaned up yet.
+fn merged(n: &'static str) -> Vec<E> {
+    let mut e = merging(n);
+    e.push((Some(n), "merge.succeeded", json!({"commit": "c0ffee"})));
+    e
+}
+
+fn finished(n: &'static str) -> Vec<E> {
+    let mut e = merged(n);
+    e.push((Some(n), "cleanup.done", json!({})));
+    e
+}
+
+fn failed(n: &'static str) -> Vec<E> {
+    let mut e = running(n);
+    e.push((Some(n), "node.failed", json!({"reason": "r"})));
+    e
+}
+
+fn one(n: &'static str, then: fn(&'static str) -> Vec<E>) -> Vec<E> {
+    let mut e = added(n, &[]);
+    e.extend(then(n));
+    e
+}
+
+fn steps_with(v: &RunDetail, corrupt: bool, exists: &dyn Fn(&str) -> bool) -> Vec<Step> {
+    due(
+        v,
+        &Facts {
+            corrupt,
+            run_exists: exists,
+        },
+    )
+}
+
+fn steps(v: &RunDetail) -> Vec<Step> {
+    steps_with(v, false, &|_| false)
+}
+
+fn node(v: &RunDetail, id: &str) -> Node {
+    v.nodes.iter().find(|n| n.id == id).unwrap().clone()
+}
+
+fn finish(n: &str) -> Step {
+    Step::Finish { node: n.into() }
+}
+
+fn accepted_proposal(child: &str) -> Vec<E> {
+    vec![
+        (
+            None,
+            "spinoff.proposed",
+            json!({"id": "p1", "task": "fix it"}),
+        ),
+        (None, "spinoff.accepted", json!({"id": "p1", "run": child})),
+    ]
+}
+
+// --- spin-off runs an accepted proposal is missing -------------------------------------------
+
+#[test]
+fn an_accepted_proposal_without_its_run_gets_it_even_in_an_ended_run() {
+    let mut e = one("a", |_| vec![(Some("a"), "node.done", json!({}))]);
+    let mut decision = accepted_proposal(CHILD);
+    let accepted = decision.pop().unwrap();
+    e.extend(decision);
+    e.push((None, "run.completed", json!({})));
+    // A human decides after the run ended.
+    e.push(accepted);
+    let v = view("generic", json!({}), e);
+    let s = steps(&v);
+    assert_eq!(s.len(), 1, "{s:?}");
+    match &s[0] {
+        Step::CreateSpinoffRun { proposal, child } => {
+            assert_eq!(proposal.id, "p1");
+            assert_eq!(child, CHILD);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s[0].key(), StepKey::SpinoffRun(CHILD.into()));
+    assert!(!s[0].quiet());
+}
+
+#[test]
+fn an_accepted_proposal_whose_run_exists_needs_nothing() {
+    let v = view("generic", json!({}), accepted_proposal(CHILD));
+    assert_eq!(steps_with(&v, false, &|id| id == CHILD), vec![]);
+}
+
+#[test]
+fn a_proposal_not_decided_needs_nothing() {
+    let v = view(
+        "generic",
+        json!({}),
+        vec![(None, "spinoff.proposed", json!({"id": "p1", "task": "t"}))],
+    );
+    assert_eq!(steps(&v), vec![]);
+}
+
+#[test]
+fn a_corrupt_run_gets_no_step_at_all() {
+    let mut e = one("a", done);
+    e.extend(accepted_proposal(CHILD));
+    let v = view("spinoff", json!({}), e);
+    assert_eq!(steps_with(&v, true, &|_| false), vec![]);
+    assert!(!steps(&v).is_empty(), "the same run, readable, has steps");
+}
+
+// --- kinds and ended runs --------------------------------------------------------------------
+
+#[test]
+fn a_generic_run_is_moved_by_its_clients_not_the_engine() {
+    let v = view(
+        "generic",
+        json!({}),
+        one("a", |_| vec![(Some("a"), "node.done", json!({}))]),
+    );
+    assert_eq!(steps(&v), vec![]);
+}
+
+#[test]
+fn an_ended_run_gets_no_node_step() {
+    let mut e = one("a", failed);
+    e.push((None, "run.failed", json!({})));
+    let v = view("spinoff", json!({}), e);
+    assert_eq!(steps(&v), vec![]);
+}
+
+// --- healing steps a crash cut short ---------------------------------------------------------
+
+#[test]
+fn a_start_cut_short_is_healed() {
+    let v = view("spinoff", json!({}), one("a", starting));
+    assert_eq!(
+        steps(&v),
+        vec![Step::HealStart {
+            node: node(&v, "a")
+        }]
+    );
+}
+
+#[test]
+fn a_merge_cut_short_is_healed() {
+    let v = view("spinoff", json!({}), one("a", merging));
+    assert_eq!(
+        steps(&v),
+        vec![Step::HealMerge {
+            node: node(&v, "a")
+        }]
+    );
+}
+
+#[test]
+fn a_merged_node_not_cleaned_is_cleaned_before_the_end() {
+    let v = view("spinoff", json!({}), one("a", merged));
+    let s = steps(&v);
+    // The end is due too, but claimed after the heal, which the engine sees as busy.
+    assert_eq!(
+        s,
+        vec![
+            Step::HealMerge {
+                node: node(&v, "a")
+            },
+            Step::EndRun(RunEnd::Completed)
+        ]
+    );
+    assert_eq!(s[0].key(), StepKey::node("a"));
+    assert!(s[0].key().is_node() && !s[1].key().is_node());
+}
+
+#[test]
+fn a_running_node_needs_nothing() {
+    let v = view("spinoff", json!({}), one("a", running));
+    assert_eq!(steps(&v), vec![]);
+}
+
+// --- retried nodes ---------------------------------------------------------------------------
+
+#[test]
+fn a_retried_node_has_its_old_attempt_cleaned_first() {
+    let mut e = one("a", failed);
+    e.push((None, "run.failed", json!({})));
+    e.push((Some("a"), "node.retried", json!({})));
+    let v = view("spinoff", json!({}), e);
+    assert!(node(&v, "a").stale_attempt());
+    assert_eq!(
+        steps(&v),
+        vec![Step::CleanStaleAttempt { node: "a".into() }]
+    );
+}
+
+#[test]
+fn a_retried_spinoff_node_starts_again_once_cleaned() {
+    let mut e = one("a", failed);
+    e.push((Some("a"), "node.retried", json!({})));
+    e.push((Some("a"), "cleanup.done", json!({})));
+    let v = view("spinoff", json!({}), e);
+    assert_eq!(steps(&v), vec![Step::StartPending { node: "a".into() }]);
+}
+
+#[test]
+fn a_retried_code_node_starts_again_once_cleaned() {
+    let mut e = one("a", failed);
+    e.push((Some("a"), "node.retried", json!({})));
+    e.push((Some("a"), "cleanup.done", json!({})));
+    let v = view("code", json!({}), e);
+    assert_eq!(steps(&v), vec![Step::StartPending { node: "a".into() }]);
+}
+
+#[test]
+fn a_pending_fanout_node_waits_for_the_scheduler() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(failed("a"));
+    e.push((Some("a"), "node.retried", json!({})));
+    let v = view("fanout", json!({}), e);
+    assert_eq!(
+        steps(&v),
+        vec![Step::CleanStaleAttempt { node: "a".into() }, Step::Schedule]
+    );
+    assert!(Step::Schedule.quiet());
+    assert_eq!(Step::Schedule.key(), StepKey::Schedule);
+}
+
+// --- finishing done nodes --------------------------------------------------------------------
+
+#[test]
+fn a_done_spinoff_node_is_finished() {
+    let v = view("spinoff", json!({}), one("a", done));
+    let s = steps(&v);
+    assert_eq!(s, vec![finish("a")]);
+    assert_eq!(s[0].key(), StepKey::node("a"));
+}
+
+#[test]
+fn a_done_code_node_waits_for_a_human_merge() {
+    let v = view("code", json!({}), one("a", done));
+    assert_eq!(steps(&v), vec![]);
+}
+
+#[test]
+fn done_fanout_nodes_are_finished_and_the_rest_scheduled() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(done("a"));
+    e.extend(done("b"));
+    let v = view("fanout", json!({"max_parallel": 2}), e);
+    assert_eq!(steps(&v), vec![finish("a"), finish("b"), Step::Schedule]);
+}
+
+// --- end of run ------------------------------------------------------------------------------
+
+#[test]
+fn a_run_whose_nodes_all_merged_completes() {
+    let v = view("spinoff", json!({}), one("a", finished));
+    let s = steps(&v);
+    assert_eq!(s, vec![Step::EndRun(RunEnd::Completed)]);
+    assert!(s[0].quiet());
+    assert_eq!(s[0].key(), StepKey::RunEnd);
+    assert_eq!(RunEnd::Completed.event(), "run.completed");
+}
+
+#[test]
+fn a_run_whose_node_failed_fails() {
+    let v = view("code", json!({}), one("a", failed));
+    assert_eq!(steps(&v), vec![Step::EndRun(RunEnd::Failed)]);
+    assert_eq!(RunEnd::Failed.event(), "run.failed");
+}
+
+#[test]
+fn a_fanout_with_a_failed_unit_waits_for_a_retry() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(finished("a"));
+    e.extend(failed("b"));
+    let v = view("fanout", json!({}), e);
+    assert_eq!(run_end(&v), None);
+    assert_eq!(steps(&v), vec![Step::Schedule]);
+}
+
+#[test]
+fn a_fanout_whose_units_all_merged_completes() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(finished("a"));
+    e.extend(finished("b"));
+    let v = view("fanout", json!({}), e);
+    assert_eq!(
+        steps(&v),
+        vec![Step::Schedule, Step::EndRun(RunEnd::Completed)]
+    );
+}
+
+#[test]
+fn a_run_with_a_cancelled_node_does_not_end_by_itself() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(failed("a"));
+    e.extend(running("b"));
+    e.push((Some("b"), "node.cancelled", json!({})));
+    let v = view("fanout", json!({}), e);
+    assert_eq!(run_end(&v), None);
+    let mut s = v.clone();
+    s.manifest.kind = "spinoff".into();
+    assert_eq!(
+        run_end(&s),
+        None,
+        "a cancelled node: the cancel ends the run"
+    );
+}
+
+#[test]
+fn a_run_with_a_node_still_moving_does_not_end() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(failed("a"));
+    e.extend(running("b"));
+    let v = view("fanout", json!({}), e);
+    assert_eq!(run_end(&v), None);
+    assert_eq!(
+        run_end(&view("spinoff", json!({}), vec![])),
+        None,
+        "no node"
+    );
+}
+
+// --- orchestrate runs: the run's merge -------------------------------------------------------
+
+#[test]
+fn an_auto_merge_run_whose_nodes_all_merged_is_merged() {
+    let v = view(
+        "orchestrate",
+        json!({"auto_merge": true}),
+        one("a", finished),
+    );
+    let s = steps(&v);
+    assert_eq!(s, vec![Step::Schedule, Step::AutoMergeRun]);
+    assert_eq!(s[1].key(), StepKey::RunMerge);
+    assert!(!s[1].quiet());
+}
+
+#[test]
+fn an_auto_merge_run_waits_for_its_nodes_cleanup() {
+    let v = view("orchestrate", json!({"auto_merge": true}), one("a", merged));
+    assert!(!wants_auto_merge(&v));
+    assert_eq!(
+        steps(&v),
+        vec![
+            Step::HealMerge {
+                node: node(&v, "a")
+            },
+            Step::Schedule
+        ]
+    );
+}
+
+#[test]
+fn a_run_without_auto_merge_waits_for_a_human_merge() {
+    let v = view("orchestrate", json!({}), one("a", finished));
+    assert_eq!(steps(&v), vec![Step::Schedule]);
+}
+
+#[test]
+fn a_run_merge_cut_short_is_resumed_not_started_again() {
+    let mut e = one("a", finished);
+    e.push((None, "merge.started", json!({})));
+    let v = view("orchestrate", json!({"auto_merge": true}), e);
+    assert_eq!(v.manifest.merge.as_deref(), Some("merging"));
+    let s = steps(&v);
+    assert_eq!(s, vec![Step::ResumeRunMerge, Step::Schedule]);
+    assert_eq!(s[0].key(), StepKey::RunMerge);
+}
+
+// --- scheduling: the cap and DAG readiness ---------------------------------------------------
+
+#[test]
+fn the_cap_is_max_parallel_and_at_least_one() {
+    assert_eq!(schedule::cap(&view("fanout", json!({}), vec![])), 1);
+    assert_eq!(
+        schedule::cap(&view("fanout", json!({"max_parallel": 0}), vec![])),
+        1
+    );
+    assert_eq!(
+        schedule::cap(&view("fanout", json!({"max_parallel": 3}), vec![])),
+        3
+    );
+}
+
+#[test]
+fn nothing_starts_while_the_cap_is_reached() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(running("a"));
+    let v = view("fanout", json!({"max_parallel": 1}), e);
+    assert!(schedule::next_to_start(&v).is_none());
+}
+
+#[test]
+fn the_next_node_starts_under_the_cap() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(added("c", &[]));
+    e.extend(running("a"));
+    let v = view("fanout", json!({"max_parallel": 2}), e);
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("b")
+    );
+}
+
+#[test]
+fn a_finished_node_frees_its_place_under_the_cap() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    e.extend(finished("a"));
+    let v = view("fanout", json!({"max_parallel": 1}), e);
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("b")
+    );
+}
+
+#[test]
+fn nodes_start_in_the_recorded_order() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &[]));
+    let v = view("fanout", json!({"order": ["b", "a"]}), e);
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("b")
+    );
+}
+
+#[test]
+fn a_dag_node_waits_for_its_dependencies_to_merge() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &["a"]));
+    e.extend(added("c", &[]));
+    e.extend(done("a"));
+    let v = view("orchestrate", json!({"max_parallel": 2}), e);
+    assert_eq!(schedule::waiting_for(&v, &node(&v, "b")), vec!["a"]);
+    // b's dependency is done, not merged: the independent c goes first.
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("c")
+    );
+}
+
+#[test]
+fn a_dag_node_is_ready_once_its_dependencies_merged() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &["a"]));
+    e.extend(finished("a"));
+    let v = view("orchestrate", json!({}), e);
+    assert!(schedule::waiting_for(&v, &node(&v, "b")).is_empty());
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("b")
+    );
+}
+
+#[test]
+fn a_retried_node_is_not_scheduled_before_its_cleanup() {
+    let mut e = added("a", &[]);
+    e.extend(failed("a"));
+    e.push((Some("a"), "node.retried", json!({})));
+    let v = view("fanout", json!({}), e);
+    assert!(schedule::next_to_start(&v).is_none());
+}
+
+#[test]
+fn a_failed_dependency_blocks_its_pending_dependents() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &["a"]));
+    e.extend(added("c", &[]));
+    e.extend(failed("a"));
+    let v = view("orchestrate", json!({}), e);
+    let blocked: Vec<(&str, &str)> = schedule::to_block(&v)
+        .into_iter()
+        .map(|(n, d)| (n.id.as_str(), d))
+        .collect();
+    assert_eq!(blocked, vec![("b", "a")]);
+    assert!(schedule::to_unblock(&v).is_empty());
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("c")
+    );
+}
+
+#[test]
+fn a_retried_dependency_frees_the_nodes_it_blocked() {
+    let mut e = added("a", &[]);
+    e.extend(added("b", &["a"]));
+    e.extend(failed("a"));
+    e.push((
+        Some("b"),
+        "node.blocked",
+        json!({"reason": "dependency a cannot merge"}),
+    ));
+    let still = view("orchestrate", json!({}), e.clone());
+    assert!(schedule::to_unblock(&still).is_empty(), "a still failed");
+    assert!(
+        schedule::to_block(&still).is_empty(),
+        "b is blocked already"
+    );
+    e.push((Some("a"), "node.retried", json!({})));
+    let v = view("orchestrate", json!({}), e);
+    let freed: Vec<&str> = schedule::to_unblock(&v)
+        .into_iter()
+        .map(|n| n.id.as_str())
+        .collect();
+    assert_eq!(freed, vec!["b"]);
+}
+
+// --- how an agent's exit is read -------------------------------------------------------------
+
+/// Node `a` of a spinoff run started with `on_exit`, then given `report` (with a reason).
+fn exited(on_exit: &str, report: Option<(&str, &str)>) -> Node {
+    let mut e = added("a", &[]);
+    e.extend(starting("a"));
+    e.push((
+        Some("a"),
+        "node.started",
+        json!({"pane": "%1", "on_exit": on_exit}),
+    ));
+    if let Some((r, reason)) = report {
+        e.push((
+            Some("a"),
+            "node.progress",
+            json!({"report": r, "reason": reason}),
+        ));
+    }
+    node(&view("spinoff", json!({}), e), "a")
+}
+
+#[test]
+fn a_shell_task_that_exits_0_is_committed_then_done() {
+    let n = exited("shell", None);
+    assert_eq!(exit_verdict(&n, Some(0)), Verdict::CommitThenDone);
+}
+
+#[test]
+fn a_shell_task_closed_after_reporting_done_is_committed_then_done() {
+    let n = exited("shell", Some(("done", "ok")));
+    assert_eq!(exit_verdict(&n, None), Verdict::CommitThenDone);
+}
+
+#[test]
+fn a_shell_task_that_exits_non_zero_fails_with_its_status() {
+    let n = exited("shell", None);
+    assert_eq!(
+        exit_verdict(&n, Some(3)),
+        Verdict::ShellFailed("the task exited with status 3".into())
+    );
+}
+
+#[test]
+fn a_killed_shell_task_fails() {
+    let n = exited("shell", None);
+    assert_eq!(
+        exit_verdict(&n, None),
+        Verdict::ShellFailed("the task was killed or its window closed".into())
+    );
+}
+
+#[test]
+fn a_shell_task_that_reported_failure_fails_with_its_reason_even_on_exit_0() {
+    let n = exited("shell", Some(("failed", "tests broke")));
+    assert_eq!(
+        exit_verdict(&n, Some(0)),
+        Verdict::ShellFailed("tests broke".into())
+    );
+}
+
+#[test]
+fn an_agent_is_judged_by_its_held_report() {
+    assert_eq!(
+        exit_verdict(&exited("exited", Some(("done", "x"))), Some(1)),
+        Verdict::Reported("node.done")
+    );
+    assert_eq!(
+        exit_verdict(&exited("done", Some(("failed", "x"))), Some(0)),
+        Verdict::Reported("node.failed")
+    );
+}
+
+#[test]
+fn an_unreported_exit_means_what_the_profile_says() {
+    assert_eq!(
+        exit_verdict(&exited("done", None), Some(0)),
+        Verdict::Unreported("node.done")
+    );
+    assert_eq!(
+        exit_verdict(&exited("exited", None), Some(0)),
+        Verdict::Unreported("node.exited")
+    );
+}
