@@ -205,25 +205,25 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
 }
 
 /// Whether the daemon merges this kind's done nodes by itself.
-fn merges_by_itself(kind: &str) -> bool {
-    matches!(kind, "spinoff" | "fanout" | "orchestrate")
+fn merges_by_itself(kind: Option<RunKind>) -> bool {
+    matches!(
+        kind,
+        Some(RunKind::Spinoff | RunKind::Fanout | RunKind::Orchestrate)
+    )
 }
 
 /// Starts whatever step is due for the run as it is now.
 pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     let view = handle.view();
-    let kind = view.manifest.kind.as_str();
+    let kind = view.manifest.kind;
     // Humans decide on proposals in any run, ended or not.
     if handle.corrupt().is_none() {
         spinoff::heal(daemon, handle, &view);
     }
-    if handle.corrupt().is_some() || kind == "generic" || kind == "unknown" {
+    if handle.corrupt().is_some() || matches!(kind, None | Some(RunKind::Generic)) {
         return;
     }
-    if matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    ) {
+    if view.manifest.status.is_terminal() {
         return;
     }
     // A step announced in the log but running nowhere was cut short by a crash. (While a
@@ -261,7 +261,7 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     }
     // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
     // the scheduler).
-    if matches!(kind, "spinoff" | "code") {
+    if matches!(kind, Some(RunKind::Spinoff | RunKind::Code)) {
         for node in view
             .nodes
             .iter()
@@ -283,7 +283,7 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
             }
         }
     }
-    if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {
+    if kind == Some(RunKind::Orchestrate) && view.manifest.merge.as_deref() == Some("merging") {
         if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
             let (d, h) = (daemon.clone(), handle.clone());
             tokio::spawn(async move {
@@ -303,10 +303,10 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
             }
         }
     }
-    if matches!(kind, "fanout" | "orchestrate") {
+    if matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate)) {
         schedule::schedule(daemon, handle);
     }
-    if kind == "orchestrate" && wants_auto_merge(&view) {
+    if kind == Some(RunKind::Orchestrate) && wants_auto_merge(&view) {
         if let Some(slot) = Engine::claim(daemon, &handle.id, "~merge") {
             let (d, h) = (daemon.clone(), handle.clone());
             tokio::spawn(async move {
@@ -317,7 +317,11 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
             });
         }
     }
-    if matches!(kind, "spinoff" | "code" | "fanout") && !daemon.engine.busy(&handle.id) {
+    if matches!(
+        kind,
+        Some(RunKind::Spinoff | RunKind::Code | RunKind::Fanout)
+    ) && !daemon.engine.busy(&handle.id)
+    {
         if let Some(end) = run_end(&view) {
             if let Some(slot) = Engine::claim_quiet(daemon, &handle.id, "~end") {
                 let (d, h) = (daemon.clone(), handle.clone());
@@ -335,10 +339,7 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
 }
 
 fn ended(view: &RunDetail) -> bool {
-    matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    )
+    view.manifest.status.is_terminal()
 }
 
 /// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
@@ -365,7 +366,7 @@ fn run_end(view: &RunDetail) -> Option<&'static str> {
     if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
         Some("run.completed")
     } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled)
-        || view.manifest.kind == "fanout"
+        || view.manifest.kind == Some(RunKind::Fanout)
     {
         // A fan-out with failed units waits for `run retry` (or a cancel).
         None
@@ -420,9 +421,4 @@ impl From<crate::tmux::TmuxError> for AppError {
     fn from(e: crate::tmux::TmuxError) -> AppError {
         AppError::new(e.kind(), e.to_string())
     }
-}
-
-/// The kind of a run, as the engine needs it.
-pub fn kind_of(view: &RunDetail) -> Option<RunKind> {
-    RunKind::parse(&view.manifest.kind)
 }

@@ -85,10 +85,7 @@ pub fn schedule(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
 async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppError> {
     loop {
         let view = handle.view();
-        if matches!(
-            view.manifest.status.as_str(),
-            "completed" | "failed" | "cancelled"
-        ) {
+        if view.manifest.status.is_terminal() {
             return Ok(());
         }
         block_dependents(daemon, handle, &view).await?;
@@ -120,7 +117,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
     let Some(repo) = view.manifest.repo.clone() else {
         return;
     };
-    let mode = if view.manifest.kind == octl_proto::RunKind::Code.as_str() {
+    let mode = if view.manifest.kind == Some(octl_proto::RunKind::Code) {
         Mode::Interactive
     } else {
         Mode::Autonomous

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::projection::ListedStatus;
 use octl_proto::state::Node;
 use octl_proto::AppError;
 
@@ -35,7 +36,7 @@ async fn close_cancelled(daemon: &Arc<Daemon>) {
         .store
         .handles()
         .into_iter()
-        .filter(|h| h.view().manifest.status == "cancelled")
+        .filter(|h| h.view().manifest.status == ListedStatus::Cancelled)
         .map(|h| h.id.clone())
         .collect();
     if cancelled.is_empty() {

@@ -156,7 +156,8 @@ pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppEr
     let file = spawn::setting(&view, "manifest_file").ok_or_else(|| {
         AppError::invalid(format!(
             "run {} is a {} run, not a fan-out",
-            handle.id, view.manifest.kind
+            handle.id,
+            view.manifest.kind_name()
         ))
     })?;
     let path = handle.dir.join(file);
