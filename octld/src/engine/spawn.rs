@@ -383,7 +383,7 @@ pub async fn bring_up(
                 json!({
                     "pane": pane,
                     "pid": pid,
-                    "on_exit": launch.on_exit,
+                    "on_exit": launch.on_exit.as_str(),
                     "report_on_exit": launch.hold_reports,
                 }),
             )

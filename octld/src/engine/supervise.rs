@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::projection::ListedStatus;
-use octl_proto::state::Node;
+use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
 
 use super::{append, blocking, Engine};
@@ -191,9 +191,9 @@ async fn on_exit(
     };
     // A shell task is judged by its exit status (and an explicit `node fail`); any other
     // agent by its held report, else by what its profile says an unreported exit means.
-    let kind = match (node.on_exit.as_deref(), node.report.as_deref()) {
+    let kind = match (node.exit_policy(), node.report.as_deref()) {
         // Exit 0, or closed by us after it reported done.
-        (Some("shell"), report)
+        (Some(ExitPolicy::Shell), report)
             if report != Some("failed")
                 && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
         {
@@ -214,7 +214,7 @@ async fn on_exit(
                 }
             }
         }
-        (Some("shell"), report) => {
+        (Some(ExitPolicy::Shell), report) => {
             let reason = match (report, &node.reason, status) {
                 (Some("failed"), Some(r), _) => r.clone(),
                 (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
@@ -232,7 +232,7 @@ async fn on_exit(
             said(&mut data);
             "node.failed"
         }
-        (Some("done"), None) => "node.done",
+        (Some(ExitPolicy::Done), None) => "node.done",
         _ => "node.exited",
     };
     append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
