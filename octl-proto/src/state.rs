@@ -400,7 +400,7 @@ impl RunState {
             if self.nodes.values().any(|n| !n.cleaned) {
                 return RunStatus::Active;
             }
-            let auto = self.settings.get("auto_merge").and_then(Value::as_bool) == Some(true);
+            let auto = crate::projection::RunSettings(&self.settings).auto_merge();
             if auto && self.merge.is_none() {
                 return RunStatus::Active;
             }

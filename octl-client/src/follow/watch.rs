@@ -190,10 +190,10 @@ pub fn watch_frame(
         head.push_str(&format!("  {}", one_line(title, 60)));
     }
     let mut second = format!("Nodes: {}", node_counts(&m.nodes));
-    if let Some(cap) = m.settings.get("max_parallel").and_then(Value::as_u64) {
+    if let Some(cap) = m.run_settings().max_parallel() {
         second.push_str(&format!("  ·  at most {cap} at once"));
     }
-    if let Some(integration) = m.settings.get("integration").and_then(Value::as_str) {
+    if let Some(integration) = m.run_settings().integration() {
         second.push_str(&format!("  ·  {integration}"));
         if let Some(merge) = &m.merge {
             second.push_str(&format!(" ({merge})"));

@@ -344,11 +344,7 @@ fn ended(view: &RunDetail) -> bool {
 
 /// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
 fn wants_auto_merge(view: &RunDetail) -> bool {
-    view.manifest
-        .settings
-        .get("auto_merge")
-        .and_then(Value::as_bool)
-        == Some(true)
+    view.manifest.run_settings().auto_merge()
         && view.manifest.merge.is_none()
         && !view.nodes.is_empty()
         && view

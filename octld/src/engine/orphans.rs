@@ -53,7 +53,11 @@ pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
                 corrupt: h.corrupt().is_some(),
                 status: view.manifest.status,
                 repo: view.manifest.repo.clone(),
-                integration: super::spawn::setting(&view, "integration").map(str::to_string),
+                integration: view
+                    .manifest
+                    .run_settings()
+                    .integration()
+                    .map(str::to_string),
                 nodes: view
                     .nodes
                     .iter()
