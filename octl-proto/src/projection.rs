@@ -6,16 +6,128 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::state::{Discussion, Node, RunState, Spinoff};
+use crate::state::{Discussion, Node, RunKind, RunState, RunStatus, Spinoff};
+
+/// A listed run's status: the folded [`RunStatus`], or `corrupt` for a run whose log could not
+/// be read (it has no state to fold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListedStatus {
+    Active,
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+    Corrupt,
+}
+
+impl ListedStatus {
+    pub const ALL: [ListedStatus; 6] = [
+        ListedStatus::Active,
+        ListedStatus::Waiting,
+        ListedStatus::Completed,
+        ListedStatus::Failed,
+        ListedStatus::Cancelled,
+        ListedStatus::Corrupt,
+    ];
+
+    pub fn parse(s: &str) -> Option<ListedStatus> {
+        ListedStatus::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListedStatus::Corrupt => "corrupt",
+            other => RunStatus::try_from(other).expect("not corrupt").as_str(),
+        }
+    }
+
+    /// Completed, failed or cancelled: the run's own work is over.
+    pub fn is_terminal(self) -> bool {
+        RunStatus::try_from(self).is_ok_and(RunStatus::is_terminal)
+    }
+
+    /// Terminal or corrupt: nothing will move this run again by itself.
+    pub fn is_ended(self) -> bool {
+        self == ListedStatus::Corrupt || self.is_terminal()
+    }
+}
+
+impl std::fmt::Display for ListedStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<RunStatus> for ListedStatus {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Active => ListedStatus::Active,
+            RunStatus::Waiting => ListedStatus::Waiting,
+            RunStatus::Completed => ListedStatus::Completed,
+            RunStatus::Failed => ListedStatus::Failed,
+            RunStatus::Cancelled => ListedStatus::Cancelled,
+        }
+    }
+}
+
+/// The folded status, or `Err(())` for a corrupt run.
+impl TryFrom<ListedStatus> for RunStatus {
+    type Error = ();
+    fn try_from(s: ListedStatus) -> Result<Self, ()> {
+        Ok(match s {
+            ListedStatus::Active => RunStatus::Active,
+            ListedStatus::Waiting => RunStatus::Waiting,
+            ListedStatus::Completed => RunStatus::Completed,
+            ListedStatus::Failed => RunStatus::Failed,
+            ListedStatus::Cancelled => RunStatus::Cancelled,
+            ListedStatus::Corrupt => return Err(()),
+        })
+    }
+}
+
+impl PartialEq<RunStatus> for ListedStatus {
+    fn eq(&self, other: &RunStatus) -> bool {
+        *self == ListedStatus::from(*other)
+    }
+}
+
+/// A listed run's kind: `None` (serialized `"unknown"`) for a corrupt run whose `run.created`
+/// could not be read.
+mod kind_or_unknown {
+    use super::RunKind;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub const UNKNOWN: &str = "unknown";
+
+    pub fn serialize<S: Serializer>(kind: &Option<RunKind>, s: S) -> Result<S::Ok, S::Error> {
+        match kind {
+            Some(k) => k.serialize(s),
+            None => s.serialize_str(UNKNOWN),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RunKind>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == UNKNOWN {
+            return Ok(None);
+        }
+        RunKind::parse(&s).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "kind: unknown kind `{s}` (accepted: generic, spinoff, code, fanout, orchestrate, unknown)"
+            ))
+        })
+    }
+}
 
 /// The run summary: `manifest.json`, `run list` items, `run create` and `spawn` results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub id: String,
-    pub kind: String,
-    /// `active`, `waiting`, `completed`, `failed`, `cancelled`, or `corrupt` for a run whose
-    /// log could not be read.
-    pub status: String,
+    /// The run's kind; `None` (`"unknown"`) for a corrupt run whose kind cannot be read.
+    #[serde(with = "kind_or_unknown")]
+    pub kind: Option<RunKind>,
+    pub status: ListedStatus,
     pub title: Option<String>,
     pub repo: Option<String>,
     pub base: Option<String>,
@@ -34,6 +146,59 @@ pub struct RunSummary {
     pub error: Option<String>,
 }
 
+/// Typed reads of a run's settings (its `run.created` data). They stay a JSON map in the
+/// summary, on the wire and on disk — keys a newer version wrote are kept, and the bytes stay
+/// what they were — and are read through here by name.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSettings<'a>(pub &'a Map<String, Value>);
+
+impl<'a> RunSettings<'a> {
+    fn text(self, key: &str) -> Option<&'a str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    /// The agent profile the run's nodes use unless a node says otherwise.
+    pub fn agent(self) -> Option<&'a str> {
+        self.text("agent")
+    }
+
+    /// The gate command a done node must pass before it merges.
+    pub fn gate(self) -> Option<&'a str> {
+        self.text("gate")
+    }
+
+    /// An orchestrate run's integration branch.
+    pub fn integration(self) -> Option<&'a str> {
+        self.text("integration")
+    }
+
+    /// A fan-out's manifest, relative to the run directory.
+    pub fn manifest_file(self) -> Option<&'a str> {
+        self.text("manifest_file")
+    }
+
+    /// The parallelism cap of a fan-out or orchestrate run.
+    pub fn max_parallel(self) -> Option<u64> {
+        self.0.get("max_parallel").and_then(Value::as_u64)
+    }
+
+    /// An orchestrate run merges its integration branch by itself once every node merged.
+    pub fn auto_merge(self) -> bool {
+        self.0.get("auto_merge").and_then(Value::as_bool) == Some(true)
+    }
+}
+
+impl RunSummary {
+    pub fn run_settings(&self) -> RunSettings<'_> {
+        RunSettings(&self.settings)
+    }
+
+    /// The kind as it is serialized: `unknown` for a corrupt run whose kind cannot be read.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.map_or(kind_or_unknown::UNKNOWN, RunKind::as_str)
+    }
+}
+
 /// `run show`: the summary and every record of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDetail {
@@ -46,8 +211,8 @@ pub struct RunDetail {
 pub fn summary(state: &RunState) -> RunSummary {
     RunSummary {
         id: state.id.clone(),
-        kind: state.kind.as_str().to_string(),
-        status: state.status().as_str().to_string(),
+        kind: Some(state.kind),
+        status: state.status().into(),
         title: state.title.clone(),
         repo: state.repo.clone(),
         base: state.base.clone(),
@@ -109,4 +274,34 @@ pub fn all_files(state: &RunState) -> Vec<ProjectionFile> {
     files.extend(state.discussions.values().map(discussion_file));
     files.extend(state.spinoffs.values().map(spinoff_file));
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_status_and_kind_keep_their_wire_strings() {
+        for s in ListedStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(ListedStatus::parse(s.as_str()), Some(s));
+            assert_eq!(s.is_ended(), s.is_terminal() || s == ListedStatus::Corrupt);
+        }
+        assert_eq!(ListedStatus::parse("done"), None);
+        let mut v = serde_json::json!({
+            "id": "R", "kind": "unknown", "status": "corrupt", "title": null, "repo": null,
+            "base": null, "created_at": "", "updated_at": "", "nodes": {}, "last_seq": 0
+        });
+        let s: RunSummary = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!((s.kind, s.status), (None, ListedStatus::Corrupt));
+        assert_eq!(s.kind_name(), "unknown");
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+        v["kind"] = "fanout".into();
+        let s: RunSummary = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(s.kind, Some(RunKind::Fanout));
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+        v["kind"] = "nope".into();
+        let e = serde_json::from_value::<RunSummary>(v).unwrap_err();
+        assert!(e.to_string().contains("accepted: generic"), "{e}");
+    }
 }

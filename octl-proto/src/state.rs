@@ -142,6 +142,34 @@ impl RunStatus {
     }
 }
 
+/// What an agent's process ending means when the agent did not report: a node's `on_exit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitPolicy {
+    /// A shell task: judged by its exit status.
+    Shell,
+    /// The end of the process means the work is done.
+    Done,
+    /// The end of the process means the agent exited unfinished.
+    Exited,
+}
+
+impl ExitPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitPolicy::Shell => "shell",
+            ExitPolicy::Done => "done",
+            ExitPolicy::Exited => "exited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ExitPolicy> {
+        [ExitPolicy::Shell, ExitPolicy::Done, ExitPolicy::Exited]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
 /// One node as projected to `nodes/<NODE>.json` and returned by `run show`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
@@ -174,7 +202,9 @@ pub struct Node {
     /// The tmux pane of the agent (`%N`), once started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
-    /// What the agent's exit means when it did not report: `done`, `exited` or `shell`.
+    /// What the agent's exit means when it did not report: `done`, `exited` or `shell`
+    /// ([`ExitPolicy`]). Kept as the log recorded it, so any log replays byte for byte; read
+    /// it through [`Node::exit_policy`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_exit: Option<String>,
     /// The agent's report is held until its process ends, so the session's outcome (cost,
@@ -236,6 +266,12 @@ impl KeptStatus {
 }
 
 impl Node {
+    /// The node's exit policy; `None` if it has none or the log recorded one this version
+    /// does not know.
+    pub fn exit_policy(&self) -> Option<ExitPolicy> {
+        self.on_exit.as_deref().and_then(ExitPolicy::parse)
+    }
+
     /// Retried, but its old attempt (window, worktree, branch) not cleaned up yet: the engine
     /// does that, holding the node, before the node may start again. Only `node.starting`
     /// names a branch, so a node that never started has none.
@@ -364,7 +400,7 @@ impl RunState {
             if self.nodes.values().any(|n| !n.cleaned) {
                 return RunStatus::Active;
             }
-            let auto = self.settings.get("auto_merge").and_then(Value::as_bool) == Some(true);
+            let auto = crate::projection::RunSettings(&self.settings).auto_merge();
             if auto && self.merge.is_none() {
                 return RunStatus::Active;
             }

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use octl_proto::state::ExitPolicy;
 use octl_proto::{AppError, ErrorKind};
 
 use crate::config::{AgentConfig, Config, OnExit};
@@ -46,8 +47,8 @@ pub struct Profile {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
     pub argv: Vec<String>,
-    /// `done`, `exited` or `shell`: what the process's end means when the agent did not report.
-    pub on_exit: &'static str,
+    /// What the process's end means when the agent did not report.
+    pub on_exit: ExitPolicy,
     /// The agent's output is a stream of JSON lines, kept raw in the node's log while the
     /// pane shows a readable rendering (see `octld agent-wrap`).
     pub stream_json: bool,
@@ -94,16 +95,16 @@ impl Profile {
 
     /// The argv for `task` in `mode`.
     pub fn launch(&self, mode: Mode, task: &str) -> Result<Launch, AppError> {
-        let exited = |default: &'static str| match self.on_exit {
-            Some(OnExit::Done) => "done",
-            Some(OnExit::Exited) => "exited",
+        let exited = |default: ExitPolicy| match self.on_exit {
+            Some(OnExit::Done) => ExitPolicy::Done,
+            Some(OnExit::Exited) => ExitPolicy::Exited,
             None => default,
         };
         let autonomous = mode == Mode::Autonomous;
         Ok(match (&self.kind, mode) {
             (ProfileKind::Shell, _) => Launch {
                 argv: vec!["sh".into(), "-c".into(), task.to_string()],
-                on_exit: "shell",
+                on_exit: ExitPolicy::Shell,
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
@@ -134,7 +135,7 @@ impl Profile {
                     argv
                 },
                 // A human ends an interactive session when the work is ready for review.
-                on_exit: exited("done"),
+                on_exit: exited(ExitPolicy::Done),
                 stream_json: false,
                 hold_reports: false,
                 answers_trust: true,
@@ -170,7 +171,7 @@ impl Profile {
                 ]);
                 Launch {
                     argv,
-                    on_exit: exited("exited"),
+                    on_exit: exited(ExitPolicy::Exited),
                     stream_json: true,
                     hold_reports: true,
                     answers_trust: false,
@@ -182,7 +183,7 @@ impl Profile {
                     .iter()
                     .map(|a| a.replace("{prompt}", task))
                     .collect(),
-                on_exit: exited("exited"),
+                on_exit: exited(ExitPolicy::Exited),
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!(p.name, "aider");
         let l = p.launch(Mode::Autonomous, "fix it").unwrap();
         assert_eq!(l.argv, vec!["aider", "--message", "fix it"]);
-        assert_eq!(l.on_exit, "done");
+        assert_eq!(l.on_exit, ExitPolicy::Done);
         assert!(p.launch(Mode::Interactive, "x").is_err());
 
         let shell = resolve(&config, Some("shell")).unwrap();

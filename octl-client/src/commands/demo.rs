@@ -86,7 +86,9 @@ impl DemoRun {
     }
 
     fn settled(&self) -> bool {
-        is_settled(self.status())
+        self.detail
+            .as_ref()
+            .is_some_and(|d| is_settled(d.manifest.status))
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::commands::result_of;
 use octl_proto::method;
+use octl_proto::RunStatus;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
@@ -16,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::run::wait::timeout_duration;
 use super::{call, Ctx};
-use crate::follow::{eprint_line, is_terminal_status, one_line, show, Events};
+use crate::follow::{eprint_line, one_line, show, Events};
 use crate::output::{cell, print_text, table};
 
 /// The examples of `discussion --help`.
@@ -261,7 +262,10 @@ async fn wait_for_answer(ctx: &Ctx, run: &str, cursor: u64, id: &str) -> Result<
         if let Some(end) = run_end_in(&ev) {
             return Err(AppError::new(
                 ErrorKind::InvalidTransition,
-                format!("run {run} was {end} before discussion {id} was answered"),
+                format!(
+                    "run {run} was {} before discussion {id} was answered",
+                    end.as_str()
+                ),
             )
             .with_hint(format!("see it with `orchestratectl run show {run}`")));
         }
@@ -286,15 +290,13 @@ pub fn answer_in(ev: &Value, id: &str) -> Option<String> {
 }
 
 /// `completed`, `failed` or `cancelled` if `ev` ends its run.
-pub fn run_end_in(ev: &Value) -> Option<&'static str> {
-    let end = match ev.get("type").and_then(Value::as_str)? {
-        "run.completed" => "completed",
-        "run.failed" => "failed",
-        "run.cancelled" => "cancelled",
+pub fn run_end_in(ev: &Value) -> Option<RunStatus> {
+    Some(match ev.get("type").and_then(Value::as_str)? {
+        "run.completed" => RunStatus::Completed,
+        "run.failed" => RunStatus::Failed,
+        "run.cancelled" => RunStatus::Cancelled,
         _ => return None,
-    };
-    debug_assert!(is_terminal_status(end));
-    Some(end)
+    })
 }
 
 fn answer_timed_out(opened: &Opened, waited: Duration) -> AppError {
@@ -485,7 +487,7 @@ mod tests {
         assert_eq!(answer_in(&bare, "q1").as_deref(), Some(""));
         assert_eq!(
             run_end_in(&json!({"type": "run.cancelled"})),
-            Some("cancelled")
+            Some(RunStatus::Cancelled)
         );
         assert_eq!(run_end_in(&json!({"type": "node.done"})), None);
     }

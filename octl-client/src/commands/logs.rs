@@ -12,6 +12,7 @@ use notify::{RecursiveMode, Watcher};
 use octl_proto::ids::validate_node_id;
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
+use octl_proto::RunKind;
 use octl_proto::{AppError, NodeState};
 use serde_json::{json, Value};
 
@@ -108,7 +109,7 @@ pub fn pick<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppEr
 /// Does this node's agent write stream-json (Claude Code run autonomously), so that its
 /// readable rendering is a separate file?
 fn stream_json(d: &RunDetail, node: &Node) -> bool {
-    node.agent.as_deref() == Some("claude") && d.manifest.kind != "code"
+    node.agent.as_deref() == Some("claude") && d.manifest.kind != Some(RunKind::Code)
 }
 
 /// The agent has ended: nothing will be added to its log.

@@ -9,6 +9,7 @@ use octl_proto::method;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::RunParams;
 use octl_proto::rpc::{MergeParams, MergeResult};
+use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind};
 
 use super::Ctx;
@@ -128,7 +129,7 @@ pub fn merge_hint(
     let base = detail
         .and_then(|d| d.manifest.base.as_deref())
         .unwrap_or("BASE");
-    let orchestrate = detail.is_some_and(|d| d.manifest.kind == "orchestrate");
+    let orchestrate = detail.is_some_and(|d| d.manifest.kind == Some(RunKind::Orchestrate));
     if orchestrate && node.is_none() {
         let integration = integration_of(run_id);
         return match kind {
@@ -230,7 +231,7 @@ mod tests {
         let h = merge_hint(ErrorKind::TargetDirty, None, "01JDXJ", None);
         assert!(h.contains("orchestratectl merge 01JDXJ`"), "{h}");
         let mut d = d;
-        d.manifest.kind = "orchestrate".into();
+        d.manifest.kind = Some(RunKind::Orchestrate);
         let h = merge_hint(ErrorKind::MergeConflict, Some(&d), "01JDXJ", None);
         assert!(
             h.starts_with("resolve it on octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration:"),

@@ -135,7 +135,7 @@ impl Progress {
     /// A new `run.show`.
     pub fn state(&mut self, d: &RunDetail) {
         self.run = Some(d.manifest.id.clone());
-        self.status = Some(d.manifest.status.clone());
+        self.status = Some(d.manifest.status.to_string());
         self.counts = node_counts(&d.manifest.nodes);
         self.draw();
     }

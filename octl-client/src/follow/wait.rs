@@ -4,8 +4,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use octl_proto::projection::ListedStatus;
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
+use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind, NodeState};
 use serde_json::Value;
 
@@ -14,18 +16,15 @@ use crate::commands::Ctx;
 use crate::output::{duration, node_counts};
 
 /// Is the run's status one that `run wait` stops at?
-pub fn is_settled(status: &str) -> bool {
-    matches!(
-        status,
-        "completed" | "failed" | "cancelled" | "waiting" | "corrupt"
-    )
+pub fn is_settled(status: ListedStatus) -> bool {
+    status.is_ended() || status == ListedStatus::Waiting
 }
 
 /// The exit code of `run wait` for a settled run: 0 completed, or an orchestrate run whose
 /// nodes are all merged into its integration branch and that waits only for `merge RUN`
 /// (so `orchestrate --wait && orchestratectl merge RUN` merges); 4 otherwise.
 pub fn wait_exit_code(d: &RunDetail) -> i32 {
-    if d.manifest.status == "completed" || awaits_only_its_merge(d) {
+    if d.manifest.status == ListedStatus::Completed || awaits_only_its_merge(d) {
         0
     } else {
         4
@@ -36,8 +35,8 @@ pub fn wait_exit_code(d: &RunDetail) -> i32 {
 /// question open, and its own merge not yet tried (or refused).
 fn awaits_only_its_merge(d: &RunDetail) -> bool {
     let m = &d.manifest;
-    m.kind == "orchestrate"
-        && m.status == "waiting"
+    m.kind == Some(RunKind::Orchestrate)
+        && m.status == ListedStatus::Waiting
         && m.merge.is_none()
         && !d.nodes.is_empty()
         && d.nodes
@@ -101,7 +100,7 @@ async fn follow(
 ) -> Result<(Value, RunDetail), AppError> {
     let (mut value, mut detail) = show(ctx, run).await?;
     progress.state(&detail);
-    if is_settled(&detail.manifest.status) {
+    if is_settled(detail.manifest.status) {
         return Ok((value, detail));
     }
     let id = detail.manifest.id.clone();
@@ -118,7 +117,7 @@ async fn follow(
         }
         (value, detail) = show(ctx, &id).await?;
         progress.state(&detail);
-        if is_settled(&detail.manifest.status) {
+        if is_settled(detail.manifest.status) {
             return Ok((value, detail));
         }
     }
@@ -162,8 +161,8 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
     let m = &d.manifest;
     let id = &m.id;
     let show = format!("orchestratectl run show {id}");
-    match m.status.as_str() {
-        "waiting" => {
+    match m.status {
+        ListedStatus::Waiting => {
             let mut parts = Vec::new();
             let mut hint = None;
             for n in &d.nodes {
@@ -193,7 +192,7 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                         }
                         String::new()
                     }
-                    NodeState::Done if m.kind == "code" => {
+                    NodeState::Done if m.kind == Some(RunKind::Code) => {
                         if hint.is_none() {
                             hint = Some(format!(
                                 "review it, then run `orchestratectl merge {id} --node {}`",
@@ -209,7 +208,9 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                         .map(|t| format!(" ({})", one_line(t, 80)))
                         .unwrap_or_default(),
                     // In a DAG a failed node can be started again.
-                    NodeState::Failed | NodeState::Exited if m.kind == "orchestrate" => {
+                    NodeState::Failed | NodeState::Exited
+                        if m.kind == Some(RunKind::Orchestrate) =>
+                    {
                         if hint.is_none() {
                             hint = Some(format!(
                                 "see why in `{show}`, then start it again with `orchestratectl run retry {id} --node {}`",
@@ -242,7 +243,7 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
             // An orchestrate run whose nodes all merged waits for its integration branch.
             let all_merged =
                 !d.nodes.is_empty() && d.nodes.iter().all(|n| n.state == NodeState::Merged);
-            if m.kind == "orchestrate" && all_merged {
+            if m.kind == Some(RunKind::Orchestrate) && all_merged {
                 let integration = m
                     .settings
                     .get("integration")
@@ -272,7 +273,7 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                 hint.or(Some(show)),
             )
         }
-        "failed" => {
+        ListedStatus::Failed => {
             let parts: Vec<String> = d
                 .nodes
                 .iter()
@@ -293,7 +294,7 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                 )),
             )
         }
-        "cancelled" => (format!("run {id} was cancelled"), Some(show)),
+        ListedStatus::Cancelled => (format!("run {id} was cancelled"), Some(show)),
         other => (format!("run {id} is {other}"), Some(show)),
     }
 }
@@ -321,7 +322,7 @@ mod tests {
         assert_eq!(wait_exit_code(&d("completed")), 0);
         for s in ["failed", "cancelled", "waiting", "corrupt"] {
             assert_eq!(wait_exit_code(&d(s)), 4, "{s}");
-            assert!(is_settled(s), "{s}");
+            assert!(is_settled(ListedStatus::parse(s).unwrap()), "{s}");
         }
         // An orchestrate run whose nodes are all in integration waits only for `merge RUN`.
         let merged = json!([node("a", "merged", json!({"cleaned": true}))]);
@@ -338,8 +339,8 @@ mod tests {
             wait_exit_code(&detail("orchestrate", "waiting", failed, json!([]))),
             4
         );
-        assert!(is_settled("completed"));
-        assert!(!is_settled("active"));
+        assert!(is_settled(ListedStatus::Completed));
+        assert!(!is_settled(ListedStatus::Active));
     }
 
     #[test]

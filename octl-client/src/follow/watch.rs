@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use octl_proto::projection::ListedStatus;
 use octl_proto::projection::RunDetail;
 use octl_proto::{AppError, NodeState};
 use serde_json::Value;
@@ -22,8 +23,8 @@ const WATCH_RECENT: usize = 6;
 const WATCH_DRAIN: Duration = Duration::from_secs(2);
 
 /// Has the run ended for good (`run watch` stops there; a `waiting` run is watched on)?
-pub fn is_terminal_status(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled" | "corrupt")
+pub fn is_terminal_status(status: ListedStatus) -> bool {
+    status.is_ended()
 }
 
 /// How `run watch` shows the run.
@@ -131,7 +132,7 @@ pub async fn watch_run(
         print_text_raw("\x1b[2J");
     }
     let since = detail.manifest.last_seq.saturating_sub(WATCH_BACKLOG);
-    if is_terminal_status(&detail.manifest.status) {
+    if is_terminal_status(detail.manifest.status) {
         // Ended already: its last events, then the view once.
         let mut stream = ctx.client.event_stream(&id, since, false).await?;
         while let Some(line) = stream.next_line().await? {
@@ -146,7 +147,7 @@ pub async fn watch_run(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     view.draw(&value, &detail);
-    while !is_terminal_status(&detail.manifest.status) {
+    while !is_terminal_status(detail.manifest.status) {
         tokio::select! {
             next = events.next_line(ctx) => {
                 let (line, ev) = next?;
@@ -184,22 +185,22 @@ pub fn watch_frame(
     height: usize,
 ) -> Vec<String> {
     let m = &d.manifest;
-    let mut head = format!("Run {}  {}  {}", m.id, m.kind, m.status);
+    let mut head = format!("Run {}  {}  {}", m.id, m.kind_name(), m.status);
     if let Some(title) = m.title.as_deref().filter(|t| !t.is_empty()) {
         head.push_str(&format!("  {}", one_line(title, 60)));
     }
     let mut second = format!("Nodes: {}", node_counts(&m.nodes));
-    if let Some(cap) = m.settings.get("max_parallel").and_then(Value::as_u64) {
+    if let Some(cap) = m.run_settings().max_parallel() {
         second.push_str(&format!("  ·  at most {cap} at once"));
     }
-    if let Some(integration) = m.settings.get("integration").and_then(Value::as_str) {
+    if let Some(integration) = m.run_settings().integration() {
         second.push_str(&format!("  ·  {integration}"));
         if let Some(merge) = &m.merge {
             second.push_str(&format!(" ({merge})"));
         }
     }
     let mut lines = vec![head, second];
-    if m.status == "waiting" {
+    if m.status == ListedStatus::Waiting {
         let (why, hint) = why_text(d);
         lines.push(format!(
             "Waiting: {}",
@@ -301,10 +302,10 @@ mod tests {
         assert_eq!(WatchMode::choose(false, true), WatchMode::Redraw);
         assert_eq!(WatchMode::choose(false, false), WatchMode::Lines);
         for s in ["completed", "failed", "cancelled", "corrupt"] {
-            assert!(is_terminal_status(s), "{s}");
+            assert!(is_terminal_status(ListedStatus::parse(s).unwrap()), "{s}");
         }
-        assert!(!is_terminal_status("waiting"));
-        assert!(!is_terminal_status("active"));
+        assert!(!is_terminal_status(ListedStatus::Waiting));
+        assert!(!is_terminal_status(ListedStatus::Active));
     }
 
     #[test]

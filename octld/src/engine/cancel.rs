@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use octl_proto::state::Node;
-use octl_proto::{AppError, ErrorKind, NodeState};
+use octl_proto::{AppError, ErrorKind, NodeState, RunKind};
 
 use super::{blocking, cleanup};
 use crate::daemon::Daemon;
@@ -29,10 +29,7 @@ pub async fn cancel(
     discard: bool,
 ) -> Result<(), AppError> {
     let view = handle.view();
-    let ended = matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    );
+    let ended = view.manifest.status.is_terminal();
     if ended && !discard {
         return Err(AppError::new(
             ErrorKind::InvalidTransition,
@@ -93,7 +90,7 @@ async fn decide(
         // Every node merged: the run's completion is due, and nothing is left to stop. (An
         // orchestrate run still waits for its integration merge, which a cancel may forgo.)
         if live.is_empty()
-            && view.manifest.kind != "orchestrate"
+            && view.manifest.kind != Some(RunKind::Orchestrate)
             && view.nodes.iter().all(|n| n.state == NodeState::Merged)
         {
             return Err(AppError::new(

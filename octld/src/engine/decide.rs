@@ -3,11 +3,9 @@
 //! ([`super::reconcile`]) claims each step's [`StepKey`] and performs the steps it won
 //! ([`super::act`]).
 
-use serde_json::Value;
-
 use octl_proto::projection::RunDetail;
 use octl_proto::state::{Node, Spinoff, SpinoffStatus};
-use octl_proto::NodeState;
+use octl_proto::{NodeState, RunKind};
 
 /// What a step holds while it runs: one step per key and run at a time.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -107,14 +105,17 @@ pub struct Facts<'a> {
 }
 
 /// Whether the daemon merges this kind's done nodes by itself.
-pub fn merges_by_itself(kind: &str) -> bool {
-    matches!(kind, "spinoff" | "fanout" | "orchestrate")
+pub fn merges_by_itself(kind: Option<RunKind>) -> bool {
+    matches!(
+        kind,
+        Some(RunKind::Spinoff | RunKind::Fanout | RunKind::Orchestrate)
+    )
 }
 
 /// The steps due for the run as it is now, in the order the engine claims them.
 pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     let mut steps = Vec::new();
-    let kind = view.manifest.kind.as_str();
+    let kind = view.manifest.kind;
     // Humans decide on proposals in any run, ended or not.
     if !facts.corrupt {
         // The missing run of every accepted proposal of the parent (a crash cut its creation
@@ -136,7 +137,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    if facts.corrupt || kind == "generic" || kind == "unknown" {
+    if facts.corrupt || matches!(kind, None | Some(RunKind::Generic)) {
         return steps;
     }
     if ended(view) {
@@ -168,7 +169,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     }
     // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
     // the scheduler).
-    if matches!(kind, "spinoff" | "code") {
+    if matches!(kind, Some(RunKind::Spinoff | RunKind::Code)) {
         for node in view
             .nodes
             .iter()
@@ -179,7 +180,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    if kind == "orchestrate" && view.manifest.merge.as_deref() == Some("merging") {
+    if kind == Some(RunKind::Orchestrate) && view.manifest.merge.as_deref() == Some("merging") {
         steps.push(Step::ResumeRunMerge);
     }
     if merges_by_itself(kind) {
@@ -189,13 +190,16 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    if matches!(kind, "fanout" | "orchestrate") {
+    if matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate)) {
         steps.push(Step::Schedule);
     }
-    if kind == "orchestrate" && wants_auto_merge(view) {
+    if kind == Some(RunKind::Orchestrate) && wants_auto_merge(view) {
         steps.push(Step::AutoMergeRun);
     }
-    if matches!(kind, "spinoff" | "code" | "fanout") {
+    if matches!(
+        kind,
+        Some(RunKind::Spinoff | RunKind::Code | RunKind::Fanout)
+    ) {
         if let Some(end) = run_end(view) {
             steps.push(Step::EndRun(end));
         }
@@ -205,19 +209,12 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
 
 /// Whether the run has ended (completed, failed or cancelled).
 pub fn ended(view: &RunDetail) -> bool {
-    matches!(
-        view.manifest.status.as_str(),
-        "completed" | "failed" | "cancelled"
-    )
+    view.manifest.status.is_terminal()
 }
 
 /// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
 pub fn wants_auto_merge(view: &RunDetail) -> bool {
-    view.manifest
-        .settings
-        .get("auto_merge")
-        .and_then(Value::as_bool)
-        == Some(true)
+    view.manifest.run_settings().auto_merge()
         && view.manifest.merge.is_none()
         && !view.nodes.is_empty()
         && view
@@ -235,7 +232,7 @@ pub fn run_end(view: &RunDetail) -> Option<RunEnd> {
     if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
         Some(RunEnd::Completed)
     } else if view.nodes.iter().any(|n| n.state == NodeState::Cancelled)
-        || view.manifest.kind == "fanout"
+        || view.manifest.kind == Some(RunKind::Fanout)
     {
         // A fan-out with failed units waits for `run retry` (or a cancel).
         None

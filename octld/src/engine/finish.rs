@@ -8,7 +8,7 @@ use serde_json::json;
 
 use octl_proto::{AppError, NodeState};
 
-use super::{append, blocking, cleanup, merge, spawn};
+use super::{append, blocking, cleanup, merge};
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
 
@@ -37,7 +37,7 @@ async fn steps(
     if let Some(gate) = node
         .gate
         .clone()
-        .or_else(|| spawn::setting(&view, "gate").map(str::to_string))
+        .or_else(|| view.manifest.run_settings().gate().map(str::to_string))
     {
         if let Some(failure) = run_gate(handle, &node, &gate).await? {
             append(daemon, handle, Some(node_id), "node.failed", failure).await?;

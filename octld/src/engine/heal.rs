@@ -22,7 +22,7 @@ use crate::store::RunHandle;
 /// Brings up a node left in `starting`.
 pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, slot: Slot) {
     let view = handle.view();
-    let mode = if view.manifest.kind == RunKind::Code.as_str() {
+    let mode = if view.manifest.kind == Some(RunKind::Code) {
         Mode::Interactive
     } else {
         Mode::Autonomous

@@ -99,7 +99,9 @@ fn open_merge_questions<'a>(
 /// The branch a run's nodes merge into: the integration branch of an orchestrate run, the
 /// base otherwise.
 pub fn target_of(view: &RunDetail) -> Option<String> {
-    super::spawn::setting(view, "integration")
+    view.manifest
+        .run_settings()
+        .integration()
         .map(str::to_string)
         .or_else(|| view.manifest.base.clone())
 }
@@ -314,7 +316,10 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
         .clone()
         .ok_or_else(|| AppError::invalid(format!("run {} has no repository", handle.id)))?;
     let base = view.manifest.base.clone().unwrap_or_default();
-    let integration = super::spawn::setting(&view, "integration")
+    let integration = view
+        .manifest
+        .run_settings()
+        .integration()
         .ok_or_else(|| AppError::invalid(format!("run {} has no integration branch", handle.id)))?
         .to_string();
     let r = repo.clone();

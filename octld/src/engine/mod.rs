@@ -46,8 +46,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use octl_proto::projection::RunDetail;
-use octl_proto::{AppError, NodeState, RunKind};
+use octl_proto::{AppError, NodeState};
 
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
@@ -326,9 +325,4 @@ impl From<crate::tmux::TmuxError> for AppError {
     fn from(e: crate::tmux::TmuxError) -> AppError {
         AppError::new(e.kind(), e.to_string())
     }
-}
-
-/// The kind of a run, as the engine needs it.
-pub fn kind_of(view: &RunDetail) -> Option<RunKind> {
-    RunKind::parse(&view.manifest.kind)
 }

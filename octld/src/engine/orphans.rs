@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use octl_proto::projection::ListedStatus;
 use octl_proto::rpc::Orphan;
 use octl_proto::state::Node;
 use octl_proto::AppError;
@@ -27,8 +28,7 @@ use crate::git::Git;
 #[derive(Debug, Clone)]
 pub struct RunFacts {
     pub corrupt: bool,
-    /// `active`, `waiting`, `completed`, `failed`, `cancelled`.
-    pub status: String,
+    pub status: ListedStatus,
     pub repo: Option<String>,
     /// The integration branch of an orchestrate run.
     pub integration: Option<String>,
@@ -37,7 +37,7 @@ pub struct RunFacts {
 
 impl RunFacts {
     pub fn terminal(&self) -> bool {
-        matches!(self.status.as_str(), "completed" | "failed" | "cancelled")
+        self.status.is_terminal()
     }
 }
 
@@ -51,9 +51,13 @@ pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
             let view = h.view();
             let facts = RunFacts {
                 corrupt: h.corrupt().is_some(),
-                status: view.manifest.status.clone(),
+                status: view.manifest.status,
                 repo: view.manifest.repo.clone(),
-                integration: super::spawn::setting(&view, "integration").map(str::to_string),
+                integration: view
+                    .manifest
+                    .run_settings()
+                    .integration()
+                    .map(str::to_string),
                 nodes: view
                     .nodes
                     .iter()
@@ -369,7 +373,7 @@ mod tests {
             "LIVE".to_string(),
             RunFacts {
                 corrupt: false,
-                status: "active".into(),
+                status: ListedStatus::Active,
                 repo: None,
                 integration: Some("octl/LIVE/integration".into()),
                 nodes: nodes(vec![
@@ -383,7 +387,7 @@ mod tests {
             "DONE".to_string(),
             RunFacts {
                 corrupt: false,
-                status: "failed".into(),
+                status: ListedStatus::Failed,
                 repo: None,
                 integration: None,
                 nodes: nodes(vec![node("x", NodeState::Failed, false)]),
@@ -393,7 +397,7 @@ mod tests {
             "BAD".to_string(),
             RunFacts {
                 corrupt: true,
-                status: "corrupt".into(),
+                status: ListedStatus::Corrupt,
                 repo: None,
                 integration: None,
                 nodes: BTreeMap::new(),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use octl_proto::state::Node;
-use octl_proto::{AppError, ErrorKind};
+use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::{append, cleanup, schedule};
 use crate::daemon::Daemon;
@@ -27,7 +27,7 @@ pub async fn retry(
     node_id: &str,
 ) -> Result<(), AppError> {
     let view = handle.view();
-    if view.manifest.kind == "generic" {
+    if view.manifest.kind == Some(RunKind::Generic) {
         return Err(AppError::new(
             ErrorKind::InvalidTransition,
             format!(

@@ -94,10 +94,7 @@ pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
 async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppError> {
     loop {
         let view = handle.view();
-        if matches!(
-            view.manifest.status.as_str(),
-            "completed" | "failed" | "cancelled"
-        ) {
+        if view.manifest.status.is_terminal() {
             return Ok(());
         }
         block_dependents(daemon, handle, &view).await?;
@@ -119,7 +116,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
     let Some(repo) = view.manifest.repo.clone() else {
         return;
     };
-    let mode = if view.manifest.kind == octl_proto::RunKind::Code.as_str() {
+    let mode = if view.manifest.kind == Some(octl_proto::RunKind::Code) {
         Mode::Interactive
     } else {
         Mode::Autonomous

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 
 use octl_proto::ids::validate_node_id;
 use octl_proto::{AppError, ErrorKind, RunKind};
@@ -384,7 +384,7 @@ pub async fn bring_up(
                 json!({
                     "pane": pane,
                     "pid": pid,
-                    "on_exit": launch.on_exit,
+                    "on_exit": launch.on_exit.as_str(),
                     "report_on_exit": launch.hold_reports,
                 }),
             )
@@ -462,7 +462,7 @@ fn open_window(
         ("PATH".to_string(), path),
     ];
     // Every fan-out child can read the manifest it is a unit of.
-    if let Some(file) = setting(&handle.view(), "manifest_file") {
+    if let Some(file) = handle.view().manifest.run_settings().manifest_file() {
         env.push((
             "OCTL_MANIFEST".to_string(),
             handle.dir.join(file).display().to_string(),
@@ -479,9 +479,4 @@ fn open_window(
     };
     let started = daemon.runner.start(&spec)?;
     Ok((started.handle.into_string(), started.pid))
-}
-
-/// Reads a value of the run's settings (`run.created` data).
-pub fn setting<'a>(view: &'a octl_proto::projection::RunDetail, key: &str) -> Option<&'a str> {
-    view.manifest.settings.get(key).and_then(Value::as_str)
 }

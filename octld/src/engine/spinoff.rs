@@ -28,7 +28,7 @@ pub fn default_agent(parent: &RunDetail, proposal: &Spinoff) -> Option<String> {
         .as_deref()
         .and_then(|id| parent.nodes.iter().find(|n| n.id == id))
         .and_then(|n| n.agent.clone())
-        .or_else(|| super::spawn::setting(parent, "agent").map(str::to_string))
+        .or_else(|| parent.manifest.run_settings().agent().map(str::to_string))
 }
 
 /// The spinoff run of a proposal: its task, in the parent's repository and base.

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::state::Node;
+use octl_proto::projection::ListedStatus;
+use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
 
 use super::{append, blocking, Engine};
@@ -36,7 +37,7 @@ async fn close_cancelled(daemon: &Arc<Daemon>) {
         .store
         .handles()
         .into_iter()
-        .filter(|h| h.view().manifest.status == "cancelled")
+        .filter(|h| h.view().manifest.status == ListedStatus::Cancelled)
         .map(|h| h.id.clone())
         .collect();
     if cancelled.is_empty() {
@@ -243,23 +244,25 @@ pub enum Verdict {
 pub fn exit_verdict(node: &Node, status: Option<i32>) -> Verdict {
     // A shell task is judged by its exit status (and an explicit `node fail`); any other
     // agent by its held report, else by what its profile says an unreported exit means.
-    match (node.on_exit.as_deref(), node.report.as_deref()) {
+    match (node.exit_policy(), node.report.as_deref()) {
         // Exit 0, or closed by us after it reported done.
-        (Some("shell"), report)
+        (Some(ExitPolicy::Shell), report)
             if report != Some("failed")
                 && (status == Some(0) || (status.is_none() && report == Some("done"))) =>
         {
             Verdict::CommitThenDone
         }
-        (Some("shell"), report) => Verdict::ShellFailed(match (report, &node.reason, status) {
-            (Some("failed"), Some(r), _) => r.clone(),
-            (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
-            (_, _, Some(_)) => "the task reported failure".to_string(),
-            (_, _, None) => "the task was killed or its window closed".to_string(),
-        }),
+        (Some(ExitPolicy::Shell), report) => {
+            Verdict::ShellFailed(match (report, &node.reason, status) {
+                (Some("failed"), Some(r), _) => r.clone(),
+                (_, _, Some(code)) if code != 0 => format!("the task exited with status {code}"),
+                (_, _, Some(_)) => "the task reported failure".to_string(),
+                (_, _, None) => "the task was killed or its window closed".to_string(),
+            })
+        }
         (_, Some("done")) => Verdict::Reported("node.done"),
         (_, Some("failed")) => Verdict::Reported("node.failed"),
-        (Some("done"), None) => Verdict::Unreported("node.done"),
+        (Some(ExitPolicy::Done), None) => Verdict::Unreported("node.done"),
         _ => Verdict::Unreported("node.exited"),
     }
 }

@@ -11,7 +11,7 @@ use octl_proto::method;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
 use octl_proto::state::{Discussion, NodeState, Spinoff};
-use octl_proto::{ids, Actor, AppError, ErrorKind};
+use octl_proto::{ids, Actor, AppError, ErrorKind, RunKind};
 
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
@@ -264,7 +264,10 @@ pub fn refuse_merge_question(
         return Ok(());
     }
     let worktree = node.worktree.as_deref().unwrap_or("its worktree");
-    let retry = if matches!(view.manifest.kind.as_str(), "fanout" | "orchestrate") {
+    let retry = if matches!(
+        view.manifest.kind,
+        Some(RunKind::Fanout | RunKind::Orchestrate)
+    ) {
         format!(", or start it over from the current tip with `orchestratectl run retry {run} --node {}`", node.id)
     } else {
         String::new()

@@ -176,10 +176,7 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
     let mut users: Vec<(String, String)> = Vec::new();
     for h in daemon.store.handles() {
         let view = h.view();
-        if matches!(
-            view.manifest.status.as_str(),
-            "completed" | "failed" | "cancelled" | "corrupt"
-        ) {
+        if view.manifest.status.is_ended() {
             continue;
         }
         for n in view.nodes.iter().filter(|n| !n.state.is_terminal()) {

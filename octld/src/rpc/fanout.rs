@@ -153,12 +153,17 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
 pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let view = handle.view();
-    let file = spawn::setting(&view, "manifest_file").ok_or_else(|| {
-        AppError::invalid(format!(
-            "run {} is a {} run, not a fan-out",
-            handle.id, view.manifest.kind
-        ))
-    })?;
+    let file = view
+        .manifest
+        .run_settings()
+        .manifest_file()
+        .ok_or_else(|| {
+            AppError::invalid(format!(
+                "run {} is a {} run, not a fan-out",
+                handle.id,
+                view.manifest.kind_name()
+            ))
+        })?;
     let path = handle.dir.join(file);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| AppError::internal(format!("cannot read {}: {e}", path.display())))?;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use octl_proto::ids::validate_node_id;
 use octl_proto::method;
 use octl_proto::rpc::{MergeParams, MergeResult};
-use octl_proto::AppError;
+use octl_proto::{AppError, RunKind};
 
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
@@ -22,15 +22,15 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
     let view = handle.view();
-    if p.accept_failed && p.node.is_none() && view.manifest.kind == "orchestrate" {
+    if p.accept_failed && p.node.is_none() && view.manifest.kind == Some(RunKind::Orchestrate) {
         return Err(AppError::invalid(
             "invalid accept_failed: it merges one failed or exited node; name it with node (--node)",
         ));
     }
-    let node = match (&p.node, view.manifest.kind.as_str()) {
+    let node = match (&p.node, view.manifest.kind) {
         (Some(n), _) => n.clone(),
         // An orchestrate run without a node: its integration branch into base.
-        (None, "orchestrate") => {
+        (None, Some(RunKind::Orchestrate)) => {
             let merged = crate::engine::merge::merge_run(daemon, &handle).await?;
             return to_value(&MergeResult {
                 run: handle.id.clone(),

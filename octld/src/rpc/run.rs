@@ -12,7 +12,7 @@ use octl_proto::{AppError, RunKind};
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::store::{NewRun, RunHandle};
-use octl_proto::projection;
+use octl_proto::projection::{self, ListedStatus};
 
 const MAX_TITLE: usize = 1024;
 
@@ -56,23 +56,16 @@ pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, A
 }
 
 pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, AppError> {
-    const STATUSES: [&str; 6] = [
-        "active",
-        "waiting",
-        "completed",
-        "failed",
-        "cancelled",
-        "corrupt",
-    ];
-    if let Some(s) = &p.status {
-        if !STATUSES.contains(&s.as_str()) {
-            return Err(AppError::invalid(format!(
+    let status = match p.status.as_deref() {
+        None => None,
+        Some(s) => Some(ListedStatus::parse(s).ok_or_else(|| {
+            AppError::invalid(format!(
                 "invalid status {s:?}: use one of {}",
-                STATUSES.join(", ")
-            )));
-        }
-    }
-    Ok(daemon.store.list_json(p.status.as_deref()))
+                ListedStatus::ALL.map(ListedStatus::as_str).join(", ")
+            ))
+        })?),
+    };
+    Ok(daemon.store.list_json(status))
 }
 
 pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
@@ -119,7 +112,7 @@ fn show_corrupt(handle: &RunHandle) -> Result<Value, AppError> {
     };
     if let Some(state) = &salvage.state {
         let mut detail = to_value(&projection::detail(state))?;
-        detail["manifest"]["status"] = json!("corrupt");
+        detail["manifest"]["status"] = json!(ListedStatus::Corrupt);
         detail["manifest"]["error"] = out["manifest"]["error"].take();
         out = detail;
     }

@@ -25,7 +25,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use octl_proto::ids::{self, RunRef};
-use octl_proto::projection::{self, RunDetail, RunSummary};
+use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::rpc::{AppendResult, RebuildResult};
 use octl_proto::{AppError, ErrorKind, Event, RunKind, RunState};
 
@@ -49,7 +49,7 @@ pub struct NewRun {
 /// A run's summary as `run.list` sends it: serialized once per change, so a listing copies
 /// bytes instead of building and serializing every run's values on each call.
 struct Listing {
-    status: String,
+    status: ListedStatus,
     json: String,
 }
 
@@ -60,7 +60,7 @@ impl Listing {
             .map(|v| v.to_string())
             .unwrap_or_else(|_| "null".to_string());
         Listing {
-            status: summary.status.clone(),
+            status: summary.status,
             json,
         }
     }
@@ -327,7 +327,7 @@ impl Store {
         // `run show` reads them from the log.
         if let Some(state) = corrupt::salvage(&dir).ok().and_then(|s| s.state) {
             let mut manifest = projection::summary(&state);
-            manifest.status = "corrupt".into();
+            manifest.status = ListedStatus::Corrupt;
             manifest.error = Some(reason.clone());
             let view = RunDetail {
                 manifest,
@@ -341,8 +341,8 @@ impl Store {
         }
         let summary = RunSummary {
             id: id.clone(),
-            kind: "unknown".into(),
-            status: "corrupt".into(),
+            kind: None,
+            status: ListedStatus::Corrupt,
             title: None,
             repo: None,
             base: None,
@@ -589,7 +589,7 @@ impl Store {
 
     /// Every run's summary, oldest first (ULIDs sort by creation time).
     /// Every run's summary (those with `status`, if given) as one JSON array.
-    pub fn list_json(&self, status: Option<&str>) -> Box<RawValue> {
+    pub fn list_json(&self, status: Option<ListedStatus>) -> Box<RawValue> {
         let listings: Vec<Arc<Listing>> = self
             .runs
             .read()

@@ -4,10 +4,12 @@
 use crate::commands::result_of;
 use clap::Args;
 use octl_proto::method;
+use octl_proto::projection::ListedStatus;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::CancelParams;
 use octl_proto::rpc::RunParams;
 use octl_proto::AppError;
+use octl_proto::RunKind;
 use serde_json::Value;
 
 use super::run_param;
@@ -57,7 +59,7 @@ pub(super) async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppErro
 /// cancel never deletes.
 pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
     let run = &d.manifest.id;
-    let mut out = if d.manifest.status == "cancelled" {
+    let mut out = if d.manifest.status == ListedStatus::Cancelled {
         format!("Cancelled run {run}")
     } else {
         // `--discard` of a run that had ended: only its leftovers were removed.
@@ -83,7 +85,7 @@ pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
             out.push_str(&format!("\n    {}: snapshot {r}", n.id));
         }
     }
-    if d.manifest.kind == "orchestrate" {
+    if d.manifest.kind == Some(RunKind::Orchestrate) {
         if let Some(i) = d
             .manifest
             .settings

@@ -67,7 +67,7 @@ pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
 /// Does `run list` show this run's nodes? Only an unfinished run with 1 to 20 nodes.
 pub fn lists_nodes(r: &RunSummary) -> bool {
     let total: usize = r.nodes.values().sum();
-    !is_terminal_status(&r.status) && (1..=LIST_NODES_MAX).contains(&total)
+    !is_terminal_status(r.status) && (1..=LIST_NODES_MAX).contains(&total)
 }
 
 /// The lines under a run in `run list`: `  <node>  <state>  <elapsed>`, lined up.
@@ -97,8 +97,8 @@ pub fn runs_table(runs: &[RunSummary]) -> String {
         .map(|r| {
             vec![
                 r.id.clone(),
-                r.kind.clone(),
-                r.status.clone(),
+                r.kind_name().to_string(),
+                r.status.to_string(),
                 node_counts(&r.nodes),
                 short_time(&r.updated_at),
                 cell(r.title.as_deref()),
@@ -133,6 +133,7 @@ pub fn runs_text(runs: &[RunSummary], nodes: &HashMap<String, Vec<String>>) -> S
 mod tests {
     use super::*;
     use crate::commands::run::tests::*;
+    use octl_proto::projection::ListedStatus;
     use serde_json::json;
 
     #[test]
@@ -193,9 +194,9 @@ mod tests {
         r.nodes.insert("pending".into(), 1);
         assert!(!lists_nodes(&r), "more than 20 nodes: counts only");
         let mut r = summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"merged": 2}));
-        r.status = "completed".into();
+        r.status = ListedStatus::Completed;
         assert!(!lists_nodes(&r), "finished runs: counts only");
-        r.status = "waiting".into();
+        r.status = ListedStatus::Waiting;
         assert!(lists_nodes(&r));
         assert!(!lists_nodes(&summary(
             "01JDXJ5R8Q4M0ZK7P2W9TB3C6E",

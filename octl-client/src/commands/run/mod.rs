@@ -234,8 +234,9 @@ async fn create(ctx: &Ctx, args: RunCreateArgs) -> Result<(), AppError> {
     };
     let value = ctx.client.call_value::<method::RunCreate>(&params).await?;
     let run = result_of::<method::RunCreate>(&value)?;
-    ctx.out
-        .result(&value, || format!("Created run {} ({})", run.id, run.kind));
+    ctx.out.result(&value, || {
+        format!("Created run {} ({})", run.id, run.kind_name())
+    });
     Ok(())
 }
 

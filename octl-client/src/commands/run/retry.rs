@@ -7,6 +7,7 @@ use octl_proto::method;
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::RetryParams;
 use octl_proto::AppError;
+use octl_proto::RunKind;
 
 use super::run_param;
 use crate::commands::{call, Ctx};
@@ -38,7 +39,7 @@ pub(super) async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError>
 /// node of any other run starts again from the tip of base.
 pub fn retry_text(s: &RunSummary, node: &str) -> String {
     let run = &s.id;
-    let from = if s.kind == "orchestrate" {
+    let from = if s.kind == Some(RunKind::Orchestrate) {
         "the integration tip".to_string()
     } else {
         format!("the tip of {}", s.base.as_deref().unwrap_or("base"))
@@ -57,12 +58,12 @@ mod tests {
     #[test]
     fn the_retry_text() {
         let mut s = summary("01R", None, json!({}));
-        s.kind = "orchestrate".into();
+        s.kind = Some(RunKind::Orchestrate);
         assert_eq!(
             retry_text(&s, "api"),
             "Retrying node api of run 01R from the integration tip (old branch saved under refs/octl/snapshots/01R/api)\n  watch: orchestratectl run watch 01R"
         );
-        s.kind = "fanout".into();
+        s.kind = Some(RunKind::Fanout);
         s.base = Some("main".into());
         assert!(
             retry_text(&s, "u1").starts_with("Retrying node u1 of run 01R from the tip of main (")

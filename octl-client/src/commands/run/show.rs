@@ -186,8 +186,8 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
     let m = &d.manifest;
     let mut pairs = vec![
         ("Run", m.id.clone()),
-        ("Kind", m.kind.clone()),
-        ("Status", m.status.clone()),
+        ("Kind", m.kind_name().to_string()),
+        ("Status", m.status.to_string()),
         ("Title", cell(m.title.as_deref())),
     ];
     if let Some(repo) = &m.repo {

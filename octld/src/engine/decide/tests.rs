@@ -377,7 +377,7 @@ fn a_run_with_a_cancelled_node_does_not_end_by_itself() {
     let v = view("fanout", json!({}), e);
     assert_eq!(run_end(&v), None);
     let mut s = v.clone();
-    s.manifest.kind = "spinoff".into();
+    s.manifest.kind = Some(octl_proto::RunKind::Spinoff);
     assert_eq!(
         run_end(&s),
         None,

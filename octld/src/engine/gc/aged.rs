@@ -9,7 +9,7 @@ use serde_json::json;
 use octl_proto::rpc::{GcItem, GcResult};
 use octl_proto::AppError;
 
-use super::{item, kept, terminal};
+use super::{item, kept};
 use crate::daemon::Daemon;
 use crate::engine::{append, blocking};
 
@@ -48,7 +48,7 @@ pub(super) async fn delete_old_kept(
         );
         let old =
             octl_proto::time::parse_millis(&view.manifest.updated_at).is_some_and(|t| t <= cutoff);
-        if !terminal(&view.manifest.status) || !old {
+        if !view.manifest.status.is_terminal() || !old {
             leave.insert(handle.id.clone());
             continue;
         }

@@ -164,7 +164,10 @@ pub(super) async fn left_behind(
         }
     }
     if let (Some(integration), Some(r), Some(base)) = (
-        crate::engine::spawn::setting(&view, "integration").map(str::to_string),
+        view.manifest
+            .run_settings()
+            .integration()
+            .map(str::to_string),
         repo.clone(),
         view.manifest.base.clone(),
     ) {

@@ -82,10 +82,6 @@ fn kept(mut i: GcItem, reason: impl Into<String>) -> GcItem {
     i
 }
 
-fn terminal(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
-}
-
 /// `older_than` (milliseconds): also delete the kept ignored files of runs ended longer ago.
 pub async fn gc(
     daemon: &Arc<Daemon>,
@@ -114,7 +110,7 @@ pub async fn gc(
             }
             continue;
         }
-        if terminal(&handle.view().manifest.status) {
+        if handle.view().manifest.status.is_terminal() {
             left_behind(daemon, &handle, dry_run, &mut going, &mut out).await;
         }
     }
