@@ -304,20 +304,13 @@ pub struct Opened {
     pub run: String,
 }
 
-/// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it: the
+/// folded record, and the run that holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Proposal {
-    pub id: String,
     pub run: String,
-    pub node: Option<String>,
-    pub task: String,
-    pub why: Option<String>,
-    pub status: String,
-    pub child_run: Option<String>,
-    pub reason: Option<String>,
-    pub proposed_at: String,
-    pub decided_at: Option<String>,
+    #[serde(flatten)]
+    pub spinoff: crate::state::Spinoff,
 }
 
 /// `spinoff.accept` result: the proposal and the new run's summary.

@@ -8,6 +8,7 @@ use octl_proto::ids::parse_run_ref;
 use octl_proto::method;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
 pub use octl_proto::rpc::{Accepted, Proposal};
+use octl_proto::state::SpinoffStatus;
 use octl_proto::AppError;
 
 use super::discussion::{record_id, required_text, run_and_node, Opened};
@@ -211,18 +212,22 @@ pub fn list_text(items: &[Proposal], run: Option<&str>) -> String {
         .iter()
         .map(|p| {
             vec![
-                p.id.clone(),
+                p.spinoff.id.clone(),
                 p.run.clone(),
-                cell(p.node.as_deref()),
-                p.status.clone(),
-                cell(p.child_run.as_deref()),
-                one_line(&p.task, 80),
+                cell(p.spinoff.node.as_deref()),
+                p.spinoff.status.as_str().to_string(),
+                cell(p.spinoff.child_run.as_deref()),
+                one_line(&p.spinoff.task, 80),
             ]
         })
         .collect();
     let mut out = table(&["ID", "RUN", "NODE", "STATUS", "CHILD RUN", "TASK"], &rows);
     // Why a run could not be made, and that the proposal is not a dead end.
-    for p in items.iter().filter(|p| p.status == "failed") {
+    for p in items
+        .iter()
+        .map(|p| &p.spinoff)
+        .filter(|p| p.status == SpinoffStatus::Failed)
+    {
         out.push_str(&format!(
             "{}: its run could not be created: {}\n  once fixed: orchestratectl spinoff accept {}   or: orchestratectl spinoff reject {} --reason '…'\n",
             p.id,
@@ -258,7 +263,7 @@ async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
 pub fn accepted_text(a: &Accepted) -> String {
     format!(
         "Accepted {}: started spinoff run {child} (parent {})\n  follow it: orchestratectl run wait {child}",
-        a.proposal.id,
+        a.proposal.spinoff.id,
         a.proposal.run,
         child = a.run.id
     )
@@ -279,10 +284,10 @@ async fn reject(ctx: &Ctx, args: SpinoffRejectArgs) -> Result<(), AppError> {
 
 /// `Rejected 01j… of run 01J…: out of scope`
 pub fn rejected_text(p: &Proposal) -> String {
-    let reason = p.reason.as_deref().map(|r| one_line(r, 200));
-    match reason {
-        Some(r) => format!("Rejected {} of run {}: {r}", p.id, p.run),
-        None => format!("Rejected {} of run {}", p.id, p.run),
+    let (id, reason) = (&p.spinoff.id, p.spinoff.reason.as_deref());
+    match reason.map(|r| one_line(r, 200)) {
+        Some(r) => format!("Rejected {id} of run {}: {r}", p.run),
+        None => format!("Rejected {id} of run {}", p.run),
     }
 }
 
