@@ -3,6 +3,7 @@
 //! - [`ids`]: run ids (ULIDs and their prefixes), node ids, and their validation messages.
 //! - [`time`]: RFC 3339 timestamps with milliseconds, without a date crate.
 //! - [`event`]: one line of `events.jsonl`, event types, actors, payload limits.
+//! - [`feed`]: one line of the change feed (`GET /v1/events`): an event and its cursor.
 //! - [`state`]: run kinds, node states, run status, and the folded state of one run.
 //! - [`reducer`]: the pure fold from events to state; refuses illegal transitions.
 //! - [`projection`]: the JSON files derived from the state (`manifest.json`, `nodes/…`).
@@ -14,6 +15,7 @@
 
 pub mod error;
 pub mod event;
+pub mod feed;
 pub mod home;
 pub mod ids;
 pub mod method;

@@ -225,6 +225,31 @@ pub struct Node {
     /// What each cleanup kept of the files git ignores (`.env`, build output), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept: Vec<Kept>,
+    /// What the agent last said it is doing, from its hooks (`node.activity`); absent when it
+    /// never said (shown as `unknown`, never guessed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
+}
+
+/// What an agent is doing, as its own hooks report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityState {
+    Working,
+    NeedsPermission,
+    WaitingInput,
+    Idle,
+    Unknown,
+}
+
+/// A node's activity: its state, since when (RFC 3339), and what it said (the tool, the
+/// prompt's message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    pub state: ActivityState,
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The files git ignored in a node's worktree, moved out of it by one cleanup to

@@ -70,6 +70,7 @@ impl RunState {
             finished_at: None,
             cleaned: false,
             kept: Vec::new(),
+            activity: None,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
