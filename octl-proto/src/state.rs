@@ -229,6 +229,10 @@ pub struct Node {
     /// never said (shown as `unknown`, never guessed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// The agent's conversation (Claude Code's session id), chosen by the daemon when it
+    /// starts the agent, so a later attempt can continue it (`--resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// What an agent is doing, as its own hooks report it.

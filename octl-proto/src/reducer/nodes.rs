@@ -71,6 +71,7 @@ impl RunState {
             cleaned: false,
             kept: Vec::new(),
             activity: None,
+            session_id: None,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
