@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use crate::state::{Discussion, Node, RunKind, RunState, RunStatus, Spinoff};
 
@@ -136,8 +135,8 @@ pub struct RunSummary {
     /// Node counts by state (only the states that occur).
     pub nodes: BTreeMap<String, usize>,
     pub last_seq: u64,
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub settings: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "RunSettings::is_empty")]
+    pub settings: RunSettings,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,53 +145,9 @@ pub struct RunSummary {
     pub error: Option<String>,
 }
 
-/// Typed reads of a run's settings (its `run.created` data). They stay a JSON map in the
-/// summary, on the wire and on disk — keys a newer version wrote are kept, and the bytes stay
-/// what they were — and are read through here by name.
-#[derive(Debug, Clone, Copy)]
-pub struct RunSettings<'a>(pub &'a Map<String, Value>);
-
-impl<'a> RunSettings<'a> {
-    fn text(self, key: &str) -> Option<&'a str> {
-        self.0.get(key).and_then(Value::as_str)
-    }
-
-    /// The agent profile the run's nodes use unless a node says otherwise.
-    pub fn agent(self) -> Option<&'a str> {
-        self.text("agent")
-    }
-
-    /// The gate command a done node must pass before it merges.
-    pub fn gate(self) -> Option<&'a str> {
-        self.text("gate")
-    }
-
-    /// An orchestrate run's integration branch.
-    pub fn integration(self) -> Option<&'a str> {
-        self.text("integration")
-    }
-
-    /// A fan-out's manifest, relative to the run directory.
-    pub fn manifest_file(self) -> Option<&'a str> {
-        self.text("manifest_file")
-    }
-
-    /// The parallelism cap of a fan-out or orchestrate run.
-    pub fn max_parallel(self) -> Option<u64> {
-        self.0.get("max_parallel").and_then(Value::as_u64)
-    }
-
-    /// An orchestrate run merges its integration branch by itself once every node merged.
-    pub fn auto_merge(self) -> bool {
-        self.0.get("auto_merge").and_then(Value::as_bool) == Some(true)
-    }
-}
+pub use crate::event::RunSettings;
 
 impl RunSummary {
-    pub fn run_settings(&self) -> RunSettings<'_> {
-        RunSettings(&self.settings)
-    }
-
     /// The kind as it is serialized: `unknown` for a corrupt run whose kind cannot be read.
     pub fn kind_name(&self) -> &'static str {
         self.kind.map_or(kind_or_unknown::UNKNOWN, RunKind::as_str)

@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What a run is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunKind {
     /// Records events only; its nodes and status belong to the client that made it.
+    #[default]
     Generic,
     /// One autonomous agent, merged and cleaned up when done.
     Spinoff,
@@ -378,7 +379,7 @@ pub struct RunState {
     pub repo: Option<String>,
     pub base: Option<String>,
     /// Other settings given at creation (gate, max_parallel, parent run, …), kept as given.
-    pub settings: Map<String, Value>,
+    pub settings: crate::event::RunSettings,
     pub created_at: String,
     pub updated_at: String,
     pub last_seq: u64,
@@ -429,7 +430,7 @@ impl RunState {
             if self.nodes.values().any(|n| !n.cleaned) {
                 return RunStatus::Active;
             }
-            let auto = crate::projection::RunSettings(&self.settings).auto_merge();
+            let auto = self.settings.auto_merges();
             if auto && self.merge.is_none() {
                 return RunStatus::Active;
             }

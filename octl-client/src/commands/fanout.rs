@@ -261,15 +261,6 @@ pub fn node_total(s: &RunSummary) -> usize {
     s.nodes.values().sum()
 }
 
-/// A setting of the run as text: a string as is, anything else as JSON.
-pub fn setting(s: &RunSummary, key: &str) -> Option<String> {
-    match s.settings.get(key)? {
-        Value::Null => None,
-        Value::String(t) => Some(t.clone()),
-        other => Some(other.to_string()),
-    }
-}
-
 /// Prints what was started, and with `--wait` follows the run like `run wait`: in human mode
 /// the started text first, then progress; the result is the final run summary.
 pub async fn started(
@@ -349,7 +340,10 @@ async fn start(ctx: &Ctx, args: FanOutStartArgs) -> Result<i32, AppError> {
 ///   follow it: orchestratectl run watch 01…   wait: orchestratectl run wait 01…
 /// ```
 pub fn fanout_text(s: &RunSummary) -> String {
-    let cap = setting(s, "max_parallel").unwrap_or_else(|| "?".to_string());
+    let cap = s
+        .settings
+        .max_parallel
+        .map_or_else(|| "?".to_string(), |n| n.to_string());
     let n = node_total(s);
     let units = if n == 1 { "unit" } else { "units" };
     format!(

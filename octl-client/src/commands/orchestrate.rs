@@ -11,8 +11,7 @@ use octl_proto::rpc::OrchestrateParams;
 use octl_proto::AppError;
 
 use super::fanout::{
-    common_params, current_dir, max_parallel_json, node_total, read_input_file, setting, started,
-    StartArgs,
+    common_params, current_dir, max_parallel_json, node_total, read_input_file, started, StartArgs,
 };
 use super::{call, Ctx};
 
@@ -95,7 +94,10 @@ pub fn orchestrate_params(
 /// The integration branch of an orchestrate run: `settings.integration`, else the name the
 /// daemon gives it (`octl/<RUN>/integration`).
 pub fn integration_branch(s: &RunSummary) -> String {
-    setting(s, "integration").unwrap_or_else(|| format!("octl/{}/integration", s.id))
+    s.settings
+        .integration
+        .clone()
+        .unwrap_or_else(|| format!("octl/{}/integration", s.id))
 }
 
 /// ```text
@@ -193,7 +195,7 @@ mod tests {
             "  when every node is merged, the integration branch is merged into main\n"
         ));
         let mut s = s;
-        s.settings.clear();
+        s.settings = Default::default();
         assert_eq!(
             integration_branch(&s),
             "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration"

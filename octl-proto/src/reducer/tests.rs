@@ -1,7 +1,7 @@
 //! Unit tests of the fold: legal transitions, refusals that change nothing, client appends.
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::state::{KeptStatus, NodeState::*, SpinoffStatus};
 

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{NodeCancelled, RunCancelled};
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState, RunKind};
@@ -103,11 +103,12 @@ async fn decide(
         }
         let drafts = live
             .iter()
-            .map(|n| Draft::daemon(Some(&n.id), "node.cancelled", json!({})))
+            .map(|n| Draft::daemon(Some(&n.id), NodeCancelled {}))
             .chain(std::iter::once(Draft::daemon(
                 None,
-                "run.cancelled",
-                json!({"discard": discard}),
+                RunCancelled {
+                    discard: Some(discard),
+                },
             )))
             .collect();
         let err = match daemon.store.append_all(handle, drafts).await {

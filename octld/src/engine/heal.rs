@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::NodeFailed;
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState, RunKind};
@@ -53,8 +53,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
             daemon,
             handle,
             Some(&node.id),
-            "node.failed",
-            json!({"reason": format!("could not restart after a crash: {}", e.message)}),
+            NodeFailed::because(format!("could not restart after a crash: {}", e.message)),
         )
         .await;
     }

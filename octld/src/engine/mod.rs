@@ -43,9 +43,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
+use octl_proto::event::{Payload, RunCompleted, RunFailed};
 use octl_proto::{AppError, NodeState};
 
 use crate::daemon::Daemon;
@@ -271,7 +271,12 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
             // Judged again: another pass may have ended the run meanwhile.
             let now = h.view();
             if decide::run_end(&now) == Some(end) && !decide::ended(&now) {
-                let _ = append(&d, &h, None, end.event(), Value::Null).await;
+                let _ = match end {
+                    decide::RunEnd::Completed => {
+                        append(&d, &h, None, RunCompleted::default()).await
+                    }
+                    decide::RunEnd::Failed => append(&d, &h, None, RunFailed::default()).await,
+                };
             }
         }
     }
@@ -279,19 +284,18 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
 }
 
 /// Appends a daemon event.
-pub async fn append(
+pub async fn append<P: Payload>(
     daemon: &Arc<Daemon>,
     handle: &RunHandle,
     node: Option<&str>,
-    kind: &str,
-    data: Value,
+    payload: P,
 ) -> Result<octl_proto::rpc::AppendResult, AppError> {
     let result = daemon
         .store
-        .append(handle, Draft::daemon(node, kind, data), false)
+        .append(handle, Draft::daemon(node, payload), false)
         .await;
     if let Err(e) = &result {
-        tracing::warn!(run = %handle.id, node = ?node, kind, error = %e.message, "daemon event refused");
+        tracing::warn!(run = %handle.id, node = ?node, kind = P::TYPE, error = %e.message, "daemon event refused");
     }
     result
 }

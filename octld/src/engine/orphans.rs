@@ -53,11 +53,7 @@ pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
                 corrupt: h.corrupt().is_some(),
                 status: view.manifest.status,
                 repo: view.manifest.repo.clone(),
-                integration: view
-                    .manifest
-                    .run_settings()
-                    .integration()
-                    .map(str::to_string),
+                integration: view.manifest.settings.integration.clone(),
                 nodes: view
                     .nodes
                     .iter()
@@ -363,6 +359,8 @@ mod tests {
             finished_at: None,
             cleaned,
             kept: vec![],
+            activity: None,
+            session_id: None,
         }
     }
 

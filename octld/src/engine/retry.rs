@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{NodeFailed, NodeRetried, NodeUnblocked};
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, RunKind};
@@ -48,11 +48,7 @@ pub async fn retry(
     // merge_blocked (and in a run that has not ended, or ended failed).
     daemon
         .store
-        .append(
-            handle,
-            Draft::daemon(Some(node_id), "node.retried", json!({})),
-            false,
-        )
+        .append(handle, Draft::daemon(Some(node_id), NodeRetried {}), false)
         .await?;
     // The nodes it blocked wait for it again. Best effort: the scheduler frees them anyway
     // once their dependency is no longer stuck.
@@ -61,8 +57,9 @@ pub async fn retry(
         .map(|n| {
             Draft::daemon(
                 Some(&n),
-                "node.unblocked",
-                json!({"cause": format!("{node_id} is retried")}),
+                NodeUnblocked {
+                    cause: Some(format!("{node_id} is retried")),
+                },
             )
         })
         .collect();
@@ -105,8 +102,10 @@ pub async fn clean_old_attempt(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, no
             daemon,
             handle,
             Some(node_id),
-            "node.failed",
-            json!({"reason": format!("could not clean up the previous attempt: {}", e.message)}),
+            NodeFailed::because(format!(
+                "could not clean up the previous attempt: {}",
+                e.message
+            )),
         )
         .await;
     }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use octl_proto::event::{NodeBlocked, NodeFailed, NodeUnblocked};
 
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
@@ -23,27 +23,13 @@ use crate::store::RunHandle;
 
 /// The run's cap on live agents.
 pub fn cap(view: &RunDetail) -> usize {
-    view.manifest
-        .settings
-        .get("max_parallel")
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .max(1) as usize
+    view.manifest.settings.max_parallel.unwrap_or(1).max(1) as usize
 }
 
 /// The order nodes start in: the manifest's or plan's, as recorded at creation.
 fn order(view: &RunDetail) -> Vec<String> {
-    match view
-        .manifest
-        .settings
-        .get("order")
-        .and_then(Value::as_array)
-    {
-        Some(ids) => ids
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
+    match &view.manifest.settings.order {
+        Some(ids) => ids.clone(),
         None => view.nodes.iter().map(|n| n.id.clone()).collect(),
     }
 }
@@ -143,8 +129,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
             daemon,
             handle,
             Some(&node.id),
-            "node.failed",
-            json!({"reason": format!("cannot start: {}", e.message)}),
+            NodeFailed::because(format!("cannot start: {}", e.message)),
         )
         .await
         .map(|_| ()),
@@ -166,8 +151,9 @@ async fn block_dependents(
             daemon,
             handle,
             Some(&n.id),
-            "node.blocked",
-            json!({"reason": format!("dependency {dep} cannot merge")}),
+            NodeBlocked {
+                reason: Some(format!("dependency {dep} cannot merge")),
+            },
         )
         .await?;
     }
@@ -176,8 +162,9 @@ async fn block_dependents(
             daemon,
             handle,
             Some(&n.id),
-            "node.unblocked",
-            json!({"cause": "its dependencies can merge again"}),
+            NodeUnblocked {
+                cause: Some("its dependencies can merge again".into()),
+            },
         )
         .await?;
     }

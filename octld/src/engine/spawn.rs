@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{json, Map};
-
+use octl_proto::event::{
+    NodeAdded, NodeFailed, NodeStarted, NodeStarting, RunCreated, RunSettings,
+};
 use octl_proto::ids::validate_node_id;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
@@ -225,18 +226,20 @@ pub async fn create(
     id: String,
 ) -> Result<Arc<RunHandle>, AppError> {
     let t0 = std::time::Instant::now();
-    let mut settings = Map::new();
-    settings.insert("title".into(), json!(title(&req.task)));
-    settings.insert("repo".into(), json!(checked.repo.display().to_string()));
-    settings.insert("base".into(), json!(checked.base));
-    settings.insert("agent".into(), json!(checked.profile.name));
-    if let Some(g) = &req.gate {
-        settings.insert("gate".into(), json!(g));
-    }
-    if let Some((run, proposal)) = &req.parent {
-        settings.insert("parent_run".into(), json!(run));
-        settings.insert("proposal".into(), json!(proposal));
-    }
+    let (parent_run, proposal) = req.parent.clone().unzip();
+    let created = RunCreated {
+        kind: req.kind,
+        title: Some(title(&req.task)),
+        repo: Some(checked.repo.display().to_string()),
+        base: Some(checked.base.clone()),
+        settings: RunSettings {
+            agent: Some(checked.profile.name.clone()),
+            gate: req.gate.clone(),
+            parent_run,
+            proposal,
+            ..RunSettings::default()
+        },
+    };
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
     let worktrees = daemon.home.worktrees();
@@ -247,14 +250,17 @@ pub async fn create(
             initial: vec![
                 Draft::daemon(
                     Some(&checked.node),
-                    "node.added",
-                    json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
+                    NodeAdded {
+                        agent: Some(checked.profile.name.clone()),
+                        task: Some(req.task.clone()),
+                        gate: req.gate.clone(),
+                        ..NodeAdded::default()
+                    },
                 ),
                 starting(&id, &checked.node, &worktrees),
             ],
             id,
-            kind: req.kind,
-            settings,
+            created,
             files: Vec::new(),
         })
         .await?;
@@ -283,8 +289,10 @@ pub fn starting(run: &str, node: &str, worktrees: &Path) -> Draft {
     let worktree = worktrees.join(run).join(node);
     Draft::daemon(
         Some(node),
-        "node.starting",
-        json!({"branch": branch_name(run, node), "worktree": worktree.display().to_string()}),
+        NodeStarting {
+            branch: Some(branch_name(run, node)),
+            worktree: Some(worktree.display().to_string()),
+        },
     )
 }
 
@@ -380,13 +388,12 @@ pub async fn bring_up(
                 daemon,
                 handle,
                 Some(node),
-                "node.started",
-                json!({
-                    "pane": pane,
-                    "pid": pid,
-                    "on_exit": launch.on_exit.as_str(),
-                    "report_on_exit": launch.hold_reports,
-                }),
+                NodeStarted {
+                    pane: Some(pane.clone()),
+                    pid: Some(pid),
+                    on_exit: Some(launch.on_exit.as_str().to_string()),
+                    report_on_exit: Some(launch.hold_reports),
+                },
             )
             .await;
             if confirmed.is_err() {
@@ -401,8 +408,10 @@ pub async fn bring_up(
                 daemon,
                 handle,
                 Some(node),
-                "node.failed",
-                json!({"reason": format!("could not start the agent: {}", e.message)}),
+                NodeFailed {
+                    reason: Some(format!("could not start the agent: {}", e.message)),
+                    ..NodeFailed::default()
+                },
             )
             .await;
             let kind = if e.kind == ErrorKind::ToolMissing {
@@ -462,7 +471,7 @@ fn open_window(
         ("PATH".to_string(), path),
     ];
     // Every fan-out child can read the manifest it is a unit of.
-    if let Some(file) = handle.view().manifest.run_settings().manifest_file() {
+    if let Some(file) = &handle.view().manifest.settings.manifest_file {
         env.push((
             "OCTL_MANIFEST".to_string(),
             handle.dir.join(file).display().to_string(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::event::{NodeDone, NodeExited, NodeFailed, Nullable, Payload};
 use octl_proto::projection::ListedStatus;
 use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
@@ -180,47 +181,71 @@ async fn on_exit(
 ) -> Result<(), AppError> {
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
     let outcome = blocking(move || Ok(read_outcome(&log))).await?;
-    let mut data = Map::new();
-    data.insert("exit_status".into(), json!(status));
-    if let Some(o) = &outcome {
-        data.insert("outcome".into(), Value::Object(o.clone()));
-    }
-    let said = |data: &mut Map<String, Value>| {
-        if let Some(m) = &node.message {
-            data.insert("message".into(), json!(m));
-        }
-        if let Some(r) = &node.reason {
-            data.insert("reason".into(), json!(r));
-        }
+    // Written even when there is none (`null`: killed, or the window vanished).
+    let exit_status = Some(Nullable(status.map(i64::from)));
+    // What the agent said before it exited, when its report was held until now.
+    let said = || (node.message.clone(), node.reason.clone());
+    let failed = |reason| NodeFailed {
+        reason: Some(reason),
+        exit_status: exit_status.clone(),
+        outcome: outcome.clone(),
+        ..NodeFailed::default()
     };
-    let kind = match exit_verdict(node, status) {
+    let done = |message, reason, commit| NodeDone {
+        message,
+        reason,
+        exit_status: exit_status.clone(),
+        outcome: outcome.clone(),
+        commit,
+        ..NodeDone::default()
+    };
+    let id = Some(node.id.as_str());
+    match exit_verdict(node, status) {
         Verdict::CommitThenDone => match commit_work(node).await {
             Ok(commit) => {
-                data.insert("commit".into(), json!(commit));
-                said(&mut data);
-                "node.done"
+                let (message, reason) = said();
+                append(
+                    daemon,
+                    handle,
+                    id,
+                    done(message, reason, Some(Nullable(commit))),
+                )
+                .await?
             }
             // Not left running for ever: the node fails with the reason, and can be
             // retried or merged as committed.
             Err(e) => {
-                data.insert(
-                    "reason".into(),
-                    json!(format!("could not commit its work: {}", e.message)),
-                );
-                "node.failed"
+                let reason = format!("could not commit its work: {}", e.message);
+                append(daemon, handle, id, failed(reason)).await?
             }
         },
-        Verdict::ShellFailed(reason) => {
-            data.insert("reason".into(), json!(reason));
-            "node.failed"
+        Verdict::ShellFailed(reason) => append(daemon, handle, id, failed(reason)).await?,
+        Verdict::Reported(NodeDone::TYPE) => {
+            let (message, reason) = said();
+            append(daemon, handle, id, done(message, reason, None)).await?
         }
-        Verdict::Reported(kind) => {
-            said(&mut data);
-            kind
+        Verdict::Reported(_) => {
+            let (message, reason) = said();
+            let report = NodeFailed {
+                message,
+                reason,
+                exit_status: exit_status.clone(),
+                outcome: outcome.clone(),
+                ..NodeFailed::default()
+            };
+            append(daemon, handle, id, report).await?
         }
-        Verdict::Unreported(kind) => kind,
+        Verdict::Unreported(NodeDone::TYPE) => {
+            append(daemon, handle, id, done(None, None, None)).await?
+        }
+        Verdict::Unreported(_) => {
+            let exited = NodeExited {
+                exit_status: status.map(i64::from),
+                outcome: outcome.clone(),
+            };
+            append(daemon, handle, id, exited).await?
+        }
     };
-    append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
     super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
     Ok(())

@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::settings::AutoParallel;
+use octl_proto::event::{NodeAdded, RunCreated, RunSettings};
 use octl_proto::method;
 use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
@@ -33,7 +35,7 @@ fn format(given: &str) -> Result<Format, AppError> {
 }
 
 /// The cap and, for `auto`, what it was derived from (recorded in `run.created`).
-fn cap(given: Option<Value>, settings: &mut Map<String, Value>) -> Result<(), AppError> {
+fn cap(given: Option<Value>, settings: &mut RunSettings) -> Result<(), AppError> {
     let text = match given {
         None => "auto".to_string(),
         Some(Value::String(s)) => s,
@@ -49,18 +51,15 @@ fn cap(given: Option<Value>, settings: &mut Map<String, Value>) -> Result<(), Ap
         MaxParallel::Auto => {
             let (cores, mem) = machine::resources();
             let n = plan::auto_parallel(cores, mem);
-            settings.insert(
-                "max_parallel_auto".into(),
-                json!({
-                    "cores": cores,
-                    "mem_available_mib": if mem == u64::MAX { Value::Null } else { json!(mem / (1024 * 1024)) },
-                    "formula": "max(1, min(2 × cores, MemAvailable in GiB)), at most 32",
-                }),
-            );
+            settings.max_parallel_auto = Some(AutoParallel {
+                cores: cores as u64,
+                mem_available_mib: (mem != u64::MAX).then_some(mem / (1024 * 1024)),
+                formula: "max(1, min(2 × cores, MemAvailable in GiB)), at most 32".into(),
+            });
             n
         }
     };
-    settings.insert("max_parallel".into(), json!(n));
+    settings.max_parallel = Some(n as u64);
     Ok(())
 }
 
@@ -84,12 +83,14 @@ async fn check(
     .await
 }
 
-fn base_settings(title: String, repo: &std::path::Path, base: &str) -> Map<String, Value> {
-    let mut s = Map::new();
-    s.insert("title".into(), json!(title));
-    s.insert("repo".into(), json!(repo.display().to_string()));
-    s.insert("base".into(), json!(base));
-    s
+fn created(kind: RunKind, title: String, repo: &std::path::Path, base: &str) -> RunCreated {
+    RunCreated {
+        kind,
+        title: Some(title),
+        repo: Some(repo.display().to_string()),
+        base: Some(base.to_string()),
+        settings: RunSettings::default(),
+    }
 }
 
 pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppError> {
@@ -107,32 +108,30 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         .title
         .clone()
         .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
-    let mut settings = base_settings(title, &repo, &base);
-    cap(p.max_parallel, &mut settings)?;
-    settings.insert("agent".into(), json!(names[0]));
-    if let Some(g) = &gate {
-        settings.insert("gate".into(), json!(g));
-    }
+    let mut created = created(RunKind::Fanout, title, &repo, &base);
+    let settings = &mut created.settings;
+    cap(p.max_parallel, settings)?;
+    settings.agent = Some(names[0].clone());
+    settings.gate = gate.clone();
     let file = format!(
         "fanout.{}",
         if fmt == Format::Json { "json" } else { "toml" }
     );
-    settings.insert("manifest_file".into(), json!(file));
-    if let Some(path) = &p.manifest_path {
-        settings.insert("manifest_path".into(), json!(path));
-    }
-    settings.insert(
-        "order".into(),
-        json!(manifest.units.iter().map(|u| &u.id).collect::<Vec<_>>()),
-    );
+    settings.manifest_file = Some(file.clone());
+    settings.manifest_path = p.manifest_path.clone();
+    settings.order = Some(manifest.units.iter().map(|u| u.id.clone()).collect());
     let initial = manifest
         .units
         .iter()
         .map(|u| {
             Draft::daemon(
                 Some(&u.id),
-                "node.added",
-                json!({"agent": names[0], "task": manifest.render(u), "gate": gate}),
+                NodeAdded {
+                    agent: Some(names[0].clone()),
+                    task: Some(manifest.render(u)),
+                    gate: gate.clone(),
+                    ..NodeAdded::default()
+                },
             )
         })
         .collect();
@@ -140,8 +139,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         .store
         .create_run(NewRun {
             id: ids::new_ulid(),
-            kind: RunKind::Fanout,
-            settings,
+            created,
             initial,
             files: vec![(file, p.manifest.into_bytes())],
         })
@@ -155,8 +153,9 @@ pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppEr
     let view = handle.view();
     let file = view
         .manifest
-        .run_settings()
-        .manifest_file()
+        .settings
+        .manifest_file
+        .as_deref()
         .ok_or_else(|| {
             AppError::invalid(format!(
                 "run {} is a {} run, not a fan-out",
@@ -196,16 +195,15 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .title
         .clone()
         .unwrap_or_else(|| plural(plan.nodes.len(), "plan of", "node"));
-    let mut settings = base_settings(title, &repo, &base);
-    cap(p.max_parallel, &mut settings)?;
-    settings.insert("integration".into(), json!(integration));
-    settings.insert("auto_merge".into(), json!(p.auto_merge));
+    let mut created = created(RunKind::Orchestrate, title, &repo, &base);
+    let settings = &mut created.settings;
+    cap(p.max_parallel, settings)?;
+    settings.integration = Some(integration.clone());
+    settings.auto_merge = Some(p.auto_merge);
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });
-    settings.insert("plan_file".into(), json!(file));
-    if let Some(path) = &p.plan_path {
-        settings.insert("plan_path".into(), json!(path));
-    }
-    settings.insert("order".into(), json!(plan.order()));
+    settings.plan_file = Some(file.clone());
+    settings.plan_path = p.plan_path.clone();
+    settings.order = Some(plan.order().into_iter().map(str::to_string).collect());
     let initial = plan
         .nodes
         .iter()
@@ -213,8 +211,13 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .map(|(n, agent)| {
             Draft::daemon(
                 Some(&n.id),
-                "node.added",
-                json!({"agent": agent, "task": n.task, "gate": n.gate, "deps": n.deps}),
+                NodeAdded {
+                    agent: Some(agent.clone()),
+                    task: Some(n.task.clone()),
+                    gate: n.gate.clone(),
+                    deps: Some(n.deps.clone()),
+                    ..NodeAdded::default()
+                },
             )
         })
         .collect();
@@ -222,8 +225,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .store
         .create_run(NewRun {
             id,
-            kind: RunKind::Orchestrate,
-            settings,
+            created,
             initial,
             files: vec![(file, p.plan.into_bytes())],
         })

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
+use octl_proto::event::{NodeDone, NodeFailed, NodeProgress, Report};
 use octl_proto::ids::validate_node_id;
 use octl_proto::method::{self, MethodId};
 use octl_proto::rpc::NodeReportParams;
@@ -57,32 +58,38 @@ pub async fn report(
         .as_ref()
         .is_some_and(|n| n.report_on_exit && n.state.is_alive())
         && method != MethodId::NodeProgress;
-    let mut data = Map::new();
-    if let Some(m) = message {
-        data.insert("message".into(), json!(m));
-    }
-    if let Some(r) = reason {
-        data.insert("reason".into(), json!(r));
-    }
-    let kind = match (method, held) {
-        (MethodId::NodeDone, true) => {
-            data.insert("report".into(), json!("done"));
-            "node.progress"
-        }
-        (MethodId::NodeFail, true) => {
-            data.insert("report".into(), json!("failed"));
-            "node.progress"
-        }
-        (MethodId::NodeDone, false) => "node.done",
-        (MethodId::NodeFail, false) => "node.failed",
-        _ => "node.progress",
+    // A held report waits in a node.progress until the agent's process exits.
+    let progress = |report| NodeProgress {
+        message: message.clone(),
+        reason: reason.clone(),
+        report,
+        ..NodeProgress::default()
     };
-    let draft = Draft {
-        node: Some(p.node),
-        kind: kind.to_string(),
-        actor: Actor::Agent,
-        data,
-        idempotency_key: None,
+    let node = Some(p.node);
+    let draft = match (method, held) {
+        (MethodId::NodeDone, true) => Draft::said(node, Actor::Agent, progress(Some(Report::Done))),
+        (MethodId::NodeFail, true) => {
+            Draft::said(node, Actor::Agent, progress(Some(Report::Failed)))
+        }
+        (MethodId::NodeDone, false) => Draft::said(
+            node,
+            Actor::Agent,
+            NodeDone {
+                message,
+                reason,
+                ..NodeDone::default()
+            },
+        ),
+        (MethodId::NodeFail, false) => Draft::said(
+            node,
+            Actor::Agent,
+            NodeFailed {
+                message,
+                reason,
+                ..NodeFailed::default()
+            },
+        ),
+        _ => Draft::said(node, Actor::Agent, progress(None)),
     };
     to_value(&daemon.store.append(&handle, draft, true).await?)
 }

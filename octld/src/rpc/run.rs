@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::RunCreated;
 use octl_proto::method;
 use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
 use octl_proto::{AppError, RunKind};
@@ -33,21 +34,20 @@ pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, A
             )))
         }
     }
-    let mut settings = Map::new();
+    let mut created = RunCreated::default();
     if let Some(title) = p.title {
         if title.chars().count() > MAX_TITLE || title.chars().any(char::is_control) {
             return Err(AppError::invalid(format!(
                 "invalid title: use at most {MAX_TITLE} characters without control characters"
             )));
         }
-        settings.insert("title".into(), json!(title));
+        created.title = Some(title);
     }
     let handle = daemon
         .store
         .create_run(NewRun {
             id: octl_proto::ids::new_ulid(),
-            kind: RunKind::Generic,
-            settings,
+            created,
             initial: Vec::new(),
             files: Vec::new(),
         })

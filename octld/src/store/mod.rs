@@ -20,14 +20,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use octl_proto::event::RunCreated;
 use octl_proto::ids::{self, RunRef};
 use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::rpc::{AppendResult, RebuildResult};
-use octl_proto::{AppError, ErrorKind, Event, RunKind, RunState};
+use octl_proto::{AppError, ErrorKind, Event, RunState};
 
 use crate::home::Home;
 use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
@@ -39,8 +39,8 @@ pub struct NewRun {
     /// From [`ids::new_ulid`]; known before creation so that settings and first events can
     /// name things after it (branches, worktrees).
     pub id: String,
-    pub kind: RunKind,
-    pub settings: Map<String, Value>,
+    /// Its first event: kind, title, repository, base and settings.
+    pub created: RunCreated,
     pub initial: Vec<Draft>,
     /// Input files kept in the run directory, by name.
     pub files: Vec<(String, Vec<u8>)>,
@@ -350,7 +350,7 @@ impl Store {
             updated_at: String::new(),
             nodes: BTreeMap::new(),
             last_seq: 0,
-            settings: Map::new(),
+            settings: Default::default(),
             merge: None,
             merge_commit: None,
             error: Some(reason.clone()),
@@ -450,11 +450,11 @@ impl Store {
     pub async fn begin_run(&self, new: NewRun) -> Result<(Arc<RunHandle>, Syncing), AppError> {
         let NewRun {
             id,
-            kind,
-            settings,
+            created,
             initial,
             files,
         } = new;
+        let kind = created.kind;
         if self.closing.load(Ordering::Acquire) {
             return Err(AppError::new(
                 ErrorKind::ShuttingDown,
@@ -462,16 +462,14 @@ impl Store {
             ));
         }
         let dir = self.home.run_dir(&id);
-        let mut data = settings;
-        data.insert("kind".into(), json!(kind.as_str()));
-        let draft = Draft::daemon(None, "run.created", Value::Object(data));
+        let draft = Draft::daemon(None, created);
         let seed = RunState {
             id: id.clone(),
             kind,
             title: None,
             repo: None,
             base: None,
-            settings: Map::new(),
+            settings: Default::default(),
             created_at: String::new(),
             updated_at: String::new(),
             last_seq: 0,

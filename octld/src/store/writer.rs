@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use octl_proto::event::Payload;
 use octl_proto::projection::{self, ProjectionFile};
 use octl_proto::reducer::{client_may_append, client_types};
 use octl_proto::rpc::{AppendResult, RebuildResult};
@@ -35,16 +36,18 @@ pub struct Draft {
 }
 
 impl Draft {
-    /// A daemon event.
-    pub fn daemon(node: Option<&str>, kind: &str, data: Value) -> Draft {
+    /// A daemon event: its typed payload, written as its type's data.
+    pub fn daemon<P: Payload>(node: Option<&str>, payload: P) -> Draft {
+        Draft::said(node.map(str::to_string), Actor::Daemon, payload)
+    }
+
+    /// An event said by `actor` (a client's report, built by the daemon from its request).
+    pub fn said<P: Payload>(node: Option<String>, actor: Actor, payload: P) -> Draft {
         Draft {
-            node: node.map(str::to_string),
-            kind: kind.to_string(),
-            actor: Actor::Daemon,
-            data: match data {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            },
+            node,
+            kind: P::TYPE.to_string(),
+            actor,
+            data: payload.to_data(),
             idempotency_key: None,
         }
     }

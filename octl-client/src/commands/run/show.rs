@@ -196,16 +196,12 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
     if let Some(base) = &m.base {
         pairs.push(("Base", base.clone()));
     }
-    let setting = |key: &str| match m.settings.get(key) {
-        Some(Value::String(t)) => Some(t.clone()),
-        Some(Value::Null) | None => None,
-        Some(other) => Some(other.to_string()),
-    };
-    if let Some(cap) = setting("max_parallel") {
+    let settings = &m.settings;
+    if let Some(cap) = settings.max_parallel {
         pairs.push(("Parallel", format!("at most {cap} at once")));
     }
-    if let Some(integration) = setting("integration") {
-        pairs.push(("Integration", integration));
+    if let Some(integration) = &settings.integration {
+        pairs.push(("Integration", integration.clone()));
     }
     if let Some(merge) = &m.merge {
         let at = m
@@ -215,8 +211,10 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             .unwrap_or_default();
         pairs.push(("Merge", format!("{merge}{at}")));
     }
-    if let Some(parent) = setting("parent_run") {
-        let from = setting("proposal")
+    if let Some(parent) = &settings.parent_run {
+        let from = settings
+            .proposal
+            .as_ref()
             .map(|p| format!(" (spin-off proposal {p})"))
             .unwrap_or_default();
         pairs.push(("Parent", format!("{parent}{from}")));
