@@ -384,3 +384,68 @@ impl MergeBlocked {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{retyped, Payload, KNOWN_TYPES};
+    use serde_json::json;
+
+    fn data(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_with_the_form_it_accepts() {
+        let err = |ty: &str, v: Value| retyped(ty, &data(v)).unwrap().unwrap_err().message;
+        assert_eq!(
+            err("node.started", json!({"pane": 7})),
+            "invalid data.pane: a string is accepted"
+        );
+        assert_eq!(
+            err("discussion.opened", json!({"id": "q1"})),
+            "missing data.title: discussion.opened needs title, a string"
+        );
+        assert_eq!(
+            err("run.created", json!({"kind": "batch"})),
+            "invalid data.kind: one of generic, spinoff, code, fanout, orchestrate is accepted"
+        );
+        assert_eq!(
+            err("cleanup.done", json!({"kept": {"dir": "/k"}})),
+            "invalid data.kept: an object {dir: string, files: integer, bytes: integer} is accepted"
+        );
+        assert_eq!(
+            err("merge.conflict", json!({"files": ["a", 1]})),
+            "invalid data.files: an array of strings is accepted"
+        );
+        assert_eq!(
+            err("node.progress", json!({"report": "maybe"})),
+            "invalid data.report: \"done\" or \"failed\" is accepted"
+        );
+        assert!(retyped("x.anything", &Map::new()).is_none());
+    }
+
+    #[test]
+    fn null_absent_and_a_client_s_own_keys_write_back_as_read() {
+        for v in [
+            json!({}),
+            json!({"exit_status": null}),
+            json!({"exit_status": 0, "commit": null, "outcome": {"a": 1}}),
+            json!({"message": "m", "extra": [1, {"b": null}]}),
+        ] {
+            assert_eq!(
+                retyped(NodeDone::TYPE, &data(v.clone())).unwrap().unwrap(),
+                data(v)
+            );
+        }
+        let done = NodeDone::from_data(&data(json!({"exit_status": null, "x": 1}))).unwrap();
+        assert_eq!(done.exit_status, Some(Nullable(None)));
+        assert_eq!(done.rest, data(json!({"x": 1})));
+        // Every known type has a payload, and an empty one is what the daemon writes for
+        // an event without data.
+        for t in KNOWN_TYPES {
+            assert!(retyped(t, &Map::new()).is_some(), "{t}");
+        }
+        assert!(NodeRetried {}.to_data().is_empty());
+    }
+}
