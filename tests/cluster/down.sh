@@ -6,9 +6,9 @@ set -uo pipefail
 STATE=${1:?usage: down.sh STATE_DIR}
 [ -f "$STATE/id" ] || { echo "cluster/down.sh: $STATE is not a cluster state dir" >&2; exit 1; }
 STATE=$(cd "$STATE" && pwd)
+ID=$(cat "$STATE/id")
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
-# Alive means running: a dead child of ours lingers as a zombie here (PID 1 does not reap).
-alive() { [ -r "/proc/$1/stat" ] && ! awk '{exit $3 != "Z"}' "/proc/$1/stat" 2>/dev/null; }
 ours() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$STATE"; }
 stop() { # stop PID...: TERM, then KILL what is still running after 3 s
   local p; for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
@@ -35,7 +35,6 @@ if [ -f "$STATE/netns" ]; then
   while read -r ns; do ip netns del "$ns" 2>/dev/null; done <"$STATE/netns"
 fi
 # A veth pair goes with its namespace end; remove any host end left behind.
-ID=$(cat "$STATE/id")
 for l in $(ip -o link 2>/dev/null | awk -F': ' -v pre="oc${ID}h" 'index($2, pre) == 1 {sub(/@.*/, "", $2); print $2}'); do
   ip link del "$l" 2>/dev/null
 done

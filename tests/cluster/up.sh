@@ -2,6 +2,8 @@
 # Starts a throwaway Slurm cluster and SSH hosts on this machine, for the tests of remote runners.
 #
 #   tests/cluster/up.sh [STATE_DIR]     prints the state dir on its last line
+#   tests/cluster/up.sh --install       only installs the packages (CI's tools step)
+#   tests/cluster/node.sh STATE_DIR ACTION NAME   kill / restart / cut / join one node or host
 #   tests/cluster/down.sh STATE_DIR
 #
 # What runs (all of it started by this script, every file under STATE_DIR):
@@ -18,6 +20,8 @@
 # tests read it. Needs root, iproute2 with `ip netns`, and nsenter/unshare (util-linux). Installs
 # slurmctld, slurmd, slurm-client, munge and openssh from Debian when they are missing.
 set -euo pipefail
+install_only=
+[ "${1:-}" = --install ] && { install_only=1; shift; }
 NODES=${NODES:-3}
 SSH_HOSTS=${SSH_HOSTS:-2}
 NODE_CPUS=${NODE_CPUS:-8}      # more than the machine has: agents mostly wait (config_overrides)
@@ -48,9 +52,10 @@ if ((${#need[@]})); then
   apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
   [ -z "$policy" ] || rm -f "$policy"
 fi
+[ -z "$install_only" ] || exit 0
 
 # --- state dir and a network block no other cluster of ours uses -----------------------------
-STATE=${1:-$(mktemp -d /tmp/octl-cluster.XXXXXX)}
+STATE=${1:-$(mktemp -d "${TMPDIR:-/tmp}/octl-cluster.XXXXXX")}
 mkdir -p "$STATE"; STATE=$(cd "$STATE" && pwd)
 [ ! -e "$STATE/env" ] || die "$STATE already holds a cluster (run down.sh on it first)"
 chmod 0755 "$STATE"           # munged runs as the munge user and must reach its files
@@ -61,6 +66,8 @@ for i in $(seq 1 50); do
 done
 [ -n "$ID" ] || die "no free cluster id (50 clusters running?)"
 echo "$ID" >"$STATE/id"
+# The test process that owns the cluster: the harness stops clusters whose owner died.
+[ -z "${OCTL_CLUSTER_OWNER:-}" ] || echo "$OCTL_CLUSTER_OWNER" >"$STATE/owner"
 echo "/run/octl-cluster-$ID.lock" >"$STATE/lock"
 NET=$((200 + ID))
 CTL_PORT=$((16800 + 2 * ID))  # slurmctld listens on the host: one port per cluster
@@ -74,6 +81,7 @@ netns() { # netns INDEX NAME
   local i=$1 ns=octl$ID-$2 h=oc${ID}h$1 p=oc${ID}p$1
   ip netns add "$ns"
   echo "$ns" >>"$STATE/netns"
+  echo "$2 $i" >>"$STATE/members"
   ip link add "$h" type veth peer name "$p"
   ip link set "$p" netns "$ns"
   ip addr add "10.$NET.$i.1/24" dev "$h"; ip link set "$h" up
@@ -81,12 +89,7 @@ netns() { # netns INDEX NAME
   ip -n "$ns" link set "$p" up; ip -n "$ns" link set lo up
   ip -n "$ns" route add default via "10.$NET.$i.1"
 }
-# Runs a command in a namespace with its own hostname. nsenter, not `ip netns exec`: the latter
-# remounts /sys, and slurmd then finds no /sys/fs/cgroup and dies.
-in_ns() { # in_ns NAME COMMAND...
-  local name=$1; shift
-  nsenter --net="/run/netns/octl$ID-$name" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$name" "$@"
-}
+. "$here/lib.sh"
 
 # --- munge ----------------------------------------------------------------------------------
 MUNGE_SOCKET=$STATE/munge/munge.socket
@@ -134,7 +137,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
-SlurmdTimeout=10
+SlurmdTimeout=5
 MinJobAge=3600
 KillWait=10
 StateSaveLocation=$STATE/spool/slurmctld
@@ -149,7 +152,7 @@ mkdir -p "$STATE/spool/slurmctld"
 /usr/sbin/slurmctld -f "$SLURM_CONF"      # fresh state dir: a clean start
 for i in $(seq 1 "$NODES"); do
   mkdir -p "$STATE/spool/slurmd.n$i"
-  in_ns "n$i" /usr/sbin/slurmd -f "$SLURM_CONF" -N "n$i"
+  start_member "n$i"
 done
 
 # --- ssh hosts ------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ MaxSessions 100
 MaxStartups 100:30:200
 Subsystem sftp internal-sftp
 CONF
-  in_ns "$name" /usr/sbin/sshd -f "$STATE/ssh/sshd.$name.conf" -E "$STATE/log/sshd.$name.log"
+  start_member "$name"
   cat >>"$STATE/ssh/config" <<CONF
 Host $name
   HostName 10.$NET.$i.2
