@@ -192,6 +192,13 @@ Host $name
 CONF
 done
 
+# `ssh` with this cluster's config, for processes that cannot be given -F (a daemon under test
+# runs plain `ssh HOST`): put $STATE/bin first on their PATH. ssh reads ~/.ssh of the passwd
+# entry, not $HOME, so a test home cannot carry the config.
+mkdir -p "$STATE/bin"
+printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$STATE/ssh/config" >"$STATE/bin/ssh"
+chmod +x "$STATE/bin/ssh"
+
 cat >"$STATE/env" <<ENV
 export SLURM_CONF=$SLURM_CONF
 export OCTL_CLUSTER_DIR=$STATE
@@ -200,6 +207,7 @@ export OCTL_CLUSTER_PARTITION=agents
 export OCTL_CLUSTER_SSH_HOSTS="$(seq -s ' ' -f 's%g' 1 "$SSH_HOSTS")"
 export OCTL_CLUSTER_SSH_CONFIG=$STATE/ssh/config
 export OCTL_CLUSTER_SSH_KEY=$STATE/ssh/id
+export OCTL_CLUSTER_BIN=$STATE/bin
 ENV
 for j in $(seq 1 "$SSH_HOSTS"); do echo "export OCTL_CLUSTER_ADDR_s$j=10.$NET.$((NODES + j)).2" >>"$STATE/env"; done
 for i in $(seq 1 "$NODES"); do echo "export OCTL_CLUSTER_ADDR_n$i=10.$NET.$i.2" >>"$STATE/env"; done

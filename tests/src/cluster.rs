@@ -35,6 +35,9 @@ pub struct Cluster {
     pub ssh_config: PathBuf,
     /// The private key every host accepts for root.
     pub ssh_key: PathBuf,
+    /// Holds an `ssh` that uses [`ssh_config`](Self::ssh_config): first on the PATH of a
+    /// daemon under test, its plain `ssh HOST` reaches the cluster's hosts.
+    pub bin: PathBuf,
     /// How long `up.sh` took (packages already installed or not).
     pub up_secs: f64,
     /// What `$OCTL_CLUSTER_DIR/env` exports (`SLURM_CONF` and the `OCTL_CLUSTER_*` settings).
@@ -108,6 +111,7 @@ impl Cluster {
             partition: env["OCTL_CLUSTER_PARTITION"].clone(),
             ssh_config: env["OCTL_CLUSTER_SSH_CONFIG"].clone().into(),
             ssh_key: env["OCTL_CLUSTER_SSH_KEY"].clone().into(),
+            bin: env["OCTL_CLUSTER_BIN"].clone().into(),
             dir,
             up_secs,
             env,
@@ -122,6 +126,12 @@ impl Cluster {
     /// test with [`TestEnv::set_env`](crate::TestEnv::set_env).
     pub fn env(&self) -> impl Iterator<Item = (&str, &str)> {
         self.env.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// `PATH` with [`bin`](Self::bin) first.
+    pub fn path(&self) -> String {
+        let rest = std::env::var("PATH").unwrap_or_default();
+        format!("{}:{rest}", self.bin.display())
     }
 
     /// A command with the cluster's environment (`sinfo`, `sbatch`, `squeue`, …).

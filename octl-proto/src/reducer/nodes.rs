@@ -72,6 +72,7 @@ impl RunState {
             kept: Vec::new(),
             activity: None,
             session_id: None,
+            runner: opt_string(&ev.data, "runner")?,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);

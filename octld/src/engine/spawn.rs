@@ -32,6 +32,8 @@ pub struct SpawnRequest {
     pub agent: Option<String>,
     pub node: Option<String>,
     pub gate: Option<String>,
+    /// The runner asked for (`--runner`); else the profile's, `[defaults] runner`, `local`.
+    pub runner: Option<String>,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -43,6 +45,8 @@ pub struct Checked {
     pub profile: Profile,
     pub launch: Launch,
     pub node: String,
+    /// The runner the node starts on, checked to be configured and usable.
+    pub runner: String,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -93,6 +97,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let launch = profile.launch(mode, &req.task)?;
+    let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
@@ -101,6 +106,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         profile,
         launch,
         node,
+        runner,
     })
 }
 
@@ -111,6 +117,19 @@ pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The runner a node of `profile` starts on (see [`Config::resolve_runner`]), checked to be one
+/// this daemon can start agents on.
+pub fn check_runner(
+    daemon: &Daemon,
+    config: &Config,
+    asked: Option<&str>,
+    profile: &str,
+) -> Result<String, AppError> {
+    let name = config.resolve_runner(asked, profile)?;
+    daemon.runners.get(config, &name)?;
+    Ok(name)
 }
 
 /// The profile by name (or the default), with its program present on the daemon's PATH.
@@ -248,7 +267,7 @@ pub async fn create(
                 Draft::daemon(
                     Some(&checked.node),
                     "node.added",
-                    json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
+                    json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate, "runner": checked.runner}),
                 ),
                 starting(&id, &checked.node, &worktrees),
             ],
@@ -477,6 +496,18 @@ fn open_window(
         log: &pane_log,
         first: handle.view().nodes.iter().all(|n| n.pane.is_none()),
     };
-    let started = daemon.runner.start(&spec)?;
+    let view = handle.view();
+    let runner = match view
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.runner.clone())
+    {
+        None => daemon.runner.clone(),
+        Some(name) => daemon
+            .runners
+            .get(&Config::load(&daemon.home.config())?, &name)?,
+    };
+    let started = runner.start(&spec)?;
     Ok((started.handle.into_string(), started.pid))
 }

@@ -64,20 +64,25 @@ fn cap(given: Option<Value>, settings: &mut Map<String, Value>) -> Result<(), Ap
     Ok(())
 }
 
-/// Checks the repository, base and every profile named, before anything is created.
+/// Checks the repository, base and every (profile, runner) named, before anything is created;
+/// gives each profile's name and the runner its node starts on.
 async fn check(
     daemon: &Arc<Daemon>,
     repo: String,
     base: Option<String>,
-    profiles: Vec<Option<String>>,
-) -> Result<(PathBuf, String, Vec<String>), AppError> {
+    wanted: Vec<(Option<String>, Option<String>)>,
+) -> Result<(PathBuf, String, Vec<(String, String)>), AppError> {
     let d = daemon.clone();
     blocking(move || {
         let config = Config::load(&d.home.config())?;
-        let names = profiles
+        let names = wanted
             .iter()
-            .map(|p| spawn::check_profile(&config, p.as_deref(), Mode::Autonomous).map(|p| p.name))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(profile, runner)| {
+                let profile = spawn::check_profile(&config, profile.as_deref(), Mode::Autonomous)?;
+                let runner = spawn::check_runner(&d, &config, runner.as_deref(), &profile.name)?;
+                Ok((profile.name, runner))
+            })
+            .collect::<Result<Vec<_>, AppError>>()?;
         let (repo, base) = spawn::check_repo(&d, &PathBuf::from(repo), base.as_deref())?;
         Ok((repo, base, names))
     })
@@ -101,15 +106,17 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         blocking(move || plan::parse_manifest(&text, fmt).map_err(|e| e.into_error(&what))).await?;
     let agent = p.agent.clone().or_else(|| manifest.agent.clone());
     let gate = p.gate.clone().or_else(|| manifest.gate.clone());
+    let runner = p.runner.clone().or_else(|| manifest.runner.clone());
     spawn::check_gate(gate.as_deref())?;
-    let (repo, base, names) = check(daemon, p.repo, p.base, vec![agent]).await?;
+    let (repo, base, names) = check(daemon, p.repo, p.base, vec![(agent, runner)]).await?;
+    let (agent, runner) = &names[0];
     let title = manifest
         .title
         .clone()
         .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
     let mut settings = base_settings(title, &repo, &base);
     cap(p.max_parallel, &mut settings)?;
-    settings.insert("agent".into(), json!(names[0]));
+    settings.insert("agent".into(), json!(agent));
     if let Some(g) = &gate {
         settings.insert("gate".into(), json!(g));
     }
@@ -132,7 +139,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
             Draft::daemon(
                 Some(&u.id),
                 "node.added",
-                json!({"agent": names[0], "task": manifest.render(u), "gate": gate}),
+                json!({"agent": agent, "task": manifest.render(u), "gate": gate, "runner": runner}),
             )
         })
         .collect();
@@ -184,10 +191,15 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     for n in &plan.nodes {
         spawn::check_gate(n.gate.as_deref())?;
     }
-    let wanted: Vec<Option<String>> = plan
+    let wanted = plan
         .nodes
         .iter()
-        .map(|n| n.agent.clone().or_else(|| p.agent.clone()))
+        .map(|n| {
+            (
+                n.agent.clone().or_else(|| p.agent.clone()),
+                n.runner.clone().or_else(|| p.runner.clone()),
+            )
+        })
         .collect();
     let (repo, base, names) = check(daemon, p.repo, p.base, wanted).await?;
     let id = ids::new_ulid();
@@ -210,11 +222,11 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .nodes
         .iter()
         .zip(&names)
-        .map(|(n, agent)| {
+        .map(|(n, (agent, runner))| {
             Draft::daemon(
                 Some(&n.id),
                 "node.added",
-                json!({"agent": agent, "task": n.task, "gate": n.gate, "deps": n.deps}),
+                json!({"agent": agent, "task": n.task, "gate": n.gate, "deps": n.deps, "runner": runner}),
             )
         })
         .collect();

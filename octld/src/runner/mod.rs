@@ -9,16 +9,25 @@
 //!
 //! The calls are synchronous; the engine runs them in `blocking(...)`.
 //!
+//! Which runner a node uses is chosen when it is added (`--runner`, the manifest or plan, the
+//! profile's `runner`, `[defaults] runner`, else `local`) and recorded in its `node.added`;
+//! [`Runners`] gives the runner of that name.
+//!
 //! `orchestratectl run attach` is the client's, not the daemon's: it execs `tmux attach` on
 //! the daemon's socket, so it stays tmux-only until a runner has its own way to show an agent.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
 use octl_proto::AppError;
 
+use crate::config::{Config, RunnerConfig, RunnerKind};
+
 #[cfg(test)]
 pub mod fake;
+pub mod slurm;
+pub mod ssh;
 pub mod tmux;
 
 pub type Result<T> = std::result::Result<T, AppError>;
@@ -142,5 +151,62 @@ pub trait Runner: Send + Sync {
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         let _ = (handle, key);
         Err(AppError::internal("this runner cannot type into an agent"))
+    }
+}
+
+/// The daemon's runners by name: `local` (the tmux runner) always, the others of config.toml's
+/// `[runners]` built on first use and rebuilt when their configuration changes (the file is
+/// read at each use).
+pub struct Runners {
+    local: std::sync::Arc<dyn Runner>,
+    built: std::sync::Mutex<BTreeMap<String, Built>>,
+}
+
+/// A remote runner and the configuration it was built from.
+type Built = (RunnerConfig, std::sync::Arc<dyn Runner>);
+
+impl Runners {
+    pub fn new(local: std::sync::Arc<dyn Runner>) -> Runners {
+        Runners {
+            local,
+            built: Default::default(),
+        }
+    }
+
+    /// The runner called `name` in `config`, or why agents cannot be started on it.
+    pub fn get(&self, config: &Config, name: &str) -> Result<std::sync::Arc<dyn Runner>> {
+        let wanted = config.runner(name)?;
+        if wanted.kind == RunnerKind::Local {
+            return Ok(self.local.clone());
+        }
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((had, runner)) = built.get(name) {
+            if *had == wanted {
+                return Ok(runner.clone());
+            }
+        }
+        let runner = build(name, &wanted)?;
+        built.insert(name.to_string(), (wanted, runner.clone()));
+        Ok(runner)
+    }
+}
+
+/// A remote runner from its configuration.
+fn build(name: &str, config: &RunnerConfig) -> Result<std::sync::Arc<dyn Runner>> {
+    Err(AppError::invalid(format!(
+        "runner {name:?} is of kind {}, which this octld cannot start agents on yet (local only; see docs/RUNNERS.md)",
+        config.kind.as_str()
+    )))
+}
+
+/// Whether the runner `config` describes answers (for `doctor`): the local tmux, every SSH
+/// host, Slurm's `sinfo`. Ok: what answered.
+pub fn probe(local: &dyn Runner, config: &RunnerConfig) -> Result<String> {
+    match config.kind {
+        RunnerKind::Local => local
+            .check()
+            .map(|()| "this machine's tmux server".to_string()),
+        RunnerKind::Ssh => ssh::check_hosts(config.hosts.as_deref().unwrap_or_default()),
+        RunnerKind::Slurm => slurm::check_cluster(config.partition.as_deref()),
     }
 }

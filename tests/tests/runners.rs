@@ -1,0 +1,303 @@
+//! Runners in config.toml: `--runner`, the manifest's and the plan's `runner`, a profile's
+//! default, what the log records, what is refused (naming the field and the accepted form,
+//! changing nothing), and `doctor`'s check of each runner — on SSH hosts and a Slurm cluster
+//! for real in the `#[ignore]`d test (tests/cluster/up.sh).
+
+use serde_json::{json, Value};
+
+use octl_tests::cluster::Cluster;
+use octl_tests::{TestEnv, TestRepo};
+
+fn write_config(env: &TestEnv, text: &str) {
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(env.home.join("config.toml"), text).unwrap();
+}
+
+/// The `data.runner` of each `node.added` of the run.
+fn runners_added(env: &TestEnv, run: &str) -> Vec<Value> {
+    env.log_events(run)
+        .into_iter()
+        .filter(|e| e["type"] == "node.added")
+        .map(|e| e["data"]["runner"].clone())
+        .collect()
+}
+
+fn run_id(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_string()
+}
+
+const SLURM_AND_LOCAL: &str = "\
+[agents.sh]\n\
+autonomous = [\"sh\", \"-c\", \"{prompt}\"]\n\
+on_exit = \"done\"\n\
+runner = \"here\"\n\
+[runners.here]\n\
+kind = \"local\"\n\
+[runners.hpc]\n\
+kind = \"slurm\"\n\
+partition = \"agents\"\n";
+
+#[test]
+fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
+    let env = TestEnv::new();
+    write_config(&env, SLURM_AND_LOCAL);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+
+    // Nothing asked: local, recorded.
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo a > a.txt",
+            json!({"agent": "shell", "node": "a"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("local")]);
+    env.wait_status(&run, &["completed"]);
+    let node = &env.rpc("run.show", json!({"run": run}))["nodes"][0];
+    assert_eq!(node["runner"], "local", "{node}");
+
+    // The profile's runner when --runner is not given; --runner over it.
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo b > b.txt",
+            json!({"agent": "sh", "node": "b"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("here")]);
+    env.wait_status(&run, &["completed"]);
+    let cli = env.cli([
+        "--json",
+        "spawn",
+        "spinoff",
+        "--repo",
+        &repo.path.display().to_string(),
+        "--agent",
+        "sh",
+        "--runner",
+        "local",
+        "--node",
+        "c",
+        "echo c > c.txt",
+    ]);
+    let run = run_id(&cli.ok().json());
+    assert_eq!(runners_added(&env, &run), [json!("local")]);
+    env.wait_status(&run, &["completed"]);
+
+    // Unknown: not_found naming the known ones; a kind this daemon cannot run yet: invalid.
+    // Neither creates a run.
+    let before = env.rpc("run.list", json!({}));
+    let e = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "true",
+            json!({"agent": "shell", "runner": "nope"}),
+        )
+        .unwrap_err();
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("no runner \"nope\"; known: local, here, hpc"),
+        "{e}"
+    );
+    let cli = env.cli([
+        "--json",
+        "spawn",
+        "spinoff",
+        "--repo",
+        &repo.path.display().to_string(),
+        "--agent",
+        "shell",
+        "--runner",
+        "hpc",
+        "true",
+    ]);
+    assert_ne!(cli.code, 0);
+    let e = cli.error();
+    assert_eq!(e["kind"], "invalid_params", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("runner \"hpc\" is of kind slurm"),
+        "{e}"
+    );
+    let cli = env.cli(["--json", "spawn", "spinoff", "--runner", "Bad Name", "true"]);
+    assert!(
+        cli.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("--runner"),
+        "{cli:?}"
+    );
+    assert_eq!(
+        env.rpc("run.list", json!({})),
+        before,
+        "a refused spawn changes nothing"
+    );
+}
+
+#[test]
+fn manifests_and_plans_name_runners_and_the_flag_decides_where_they_do_not() {
+    let env = TestEnv::new();
+    write_config(&env, SLURM_AND_LOCAL);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+
+    let manifest = "prompt = \"echo {x} > {x}.txt\"\nagent = \"shell\"\nrunner = \"here\"\n\
+                    [[units]]\nid = \"u1\"\nvars = { x = \"one\" }\n\
+                    [[units]]\nid = \"u2\"\nvars = { x = \"two\" }\n";
+    let fan = |runner: Option<&str>| {
+        let mut p = json!({"manifest": manifest, "format": "toml",
+                           "repo": repo.path.display().to_string()});
+        if let Some(r) = runner {
+            p["runner"] = json!(r);
+        }
+        env.try_rpc("fanout.start", p)
+    };
+    let run = run_id(&fan(None).unwrap());
+    assert_eq!(runners_added(&env, &run), [json!("here"), json!("here")]);
+    env.wait_status(&run, &["completed"]);
+    let run = run_id(&fan(Some("local")).unwrap());
+    assert_eq!(runners_added(&env, &run), [json!("local"), json!("local")]);
+    env.wait_status(&run, &["completed"]);
+    let e = fan(Some("hpc")).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("kind slurm"), "{e}");
+
+    // A plan node's runner stands; the others take --runner.
+    let plan = "[[nodes]]\nid = \"p1\"\ntask = \"echo 1 > p1.txt\"\nrunner = \"here\"\n\
+                [[nodes]]\nid = \"p2\"\ntask = \"echo 2 > p2.txt\"\n";
+    let run = run_id(&env.rpc(
+        "orchestrate.start",
+        json!({"plan": plan, "format": "toml", "repo": repo.path.display().to_string(),
+               "agent": "shell", "runner": "local"}),
+    ));
+    assert_eq!(runners_added(&env, &run), [json!("here"), json!("local")]);
+
+    // A bad name in a manifest is reported with its field.
+    let bad = manifest.replace("runner = \"here\"", "runner = \"No Good\"");
+    let e = env
+        .try_rpc(
+            "fanout.start",
+            json!({"manifest": bad, "format": "toml", "repo": repo.path.display().to_string()}),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("runner \\\"No Good\\\""), "{e}");
+}
+
+#[test]
+fn a_bad_runner_in_config_is_refused_naming_the_field() {
+    let env = TestEnv::new();
+    write_config(&env, "[runners.big]\nkind = \"ssh\"\n");
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let e = env
+        .spawn("spinoff", &repo, "true", json!({"agent": "shell"}))
+        .unwrap_err();
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("runners.big.hosts: missing"),
+        "{e}"
+    );
+}
+
+/// `doctor` asks each runner: the SSH hosts of the test cluster answer, Slurm's `sinfo` knows
+/// the partition; a host cut off and an unknown partition are warnings naming them.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn doctor_checks_each_runner_for_real() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    // The daemon's plain `ssh HOST` uses the cluster's ssh config (host names, key).
+    env.set_env("PATH", &c.path());
+    write_config(
+        &env,
+        &format!(
+            "[runners.hosts]\nkind = \"ssh\"\nhosts = [{}]\n\
+             [runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n\
+             [runners.wrong]\nkind = \"slurm\"\npartition = \"nosuch\"\n",
+            c.ssh_hosts
+                .iter()
+                .map(|h| format!("\"{h}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let doctor = || -> Value {
+        let r = env.rpc("doctor.runners", json!({}));
+        r["runners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let r = doctor();
+    assert_eq!(r["local"]["ok"], true, "{r}");
+    assert_eq!(r["hosts"]["ok"], true, "{r}");
+    assert!(
+        r["hosts"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 hosts answered"),
+        "{r}"
+    );
+    assert_eq!(r["hpc"]["ok"], true, "{r}");
+    assert!(
+        r["hpc"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("partition agents up"),
+        "{r}"
+    );
+    assert_eq!(r["wrong"]["ok"], false, "{r}");
+    assert!(
+        r["wrong"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no partition \"nosuch\""),
+        "{r}"
+    );
+
+    c.fault("cut", "s2");
+    let r = doctor();
+    c.fault("join", "s2");
+    assert_eq!(r["hosts"]["ok"], false, "{r}");
+    assert!(
+        r["hosts"]["message"].as_str().unwrap().contains("s2:"),
+        "{r}"
+    );
+
+    let cli = env.cli(["--json", "doctor"]);
+    let checks = cli.json()["checks"].clone();
+    let runners = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "runners")
+        .unwrap()
+        .clone();
+    assert_eq!(runners["status"], "warn", "{runners}");
+    assert!(
+        runners["hint"]
+            .as_str()
+            .unwrap()
+            .contains("[runners.wrong]"),
+        "{runners}"
+    );
+}
