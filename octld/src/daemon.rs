@@ -104,7 +104,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         home: home.clone(),
         store,
         runner: local.clone(),
-        runners: Runners::new(local),
+        runners: Runners::new(local, home.root()),
         engine: Engine::default(),
         started: Instant::now(),
         shutdown,

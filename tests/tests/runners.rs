@@ -35,7 +35,10 @@ runner = \"here\"\n\
 kind = \"local\"\n\
 [runners.hpc]\n\
 kind = \"slurm\"\n\
-partition = \"agents\"\n";
+partition = \"nosuch\"\n\
+[runners.big]\n\
+kind = \"ssh\"\n\
+hosts = [\"build1\"]\n";
 
 #[test]
 fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
@@ -104,29 +107,32 @@ fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
         e["message"]
             .as_str()
             .unwrap()
-            .contains("no runner \"nope\"; known: local, here, hpc"),
+            .contains("no runner \"nope\"; known: local, big, here, hpc"),
         "{e}"
     );
-    let cli = env.cli([
-        "--json",
-        "spawn",
-        "spinoff",
-        "--repo",
-        &repo.path.display().to_string(),
-        "--agent",
-        "shell",
-        "--runner",
-        "hpc",
-        "true",
-    ]);
-    assert_ne!(cli.code, 0);
-    let e = cli.error();
+    // A kind this daemon cannot run yet (ssh): invalid_params; a Slurm cluster that does not
+    // answer (none here, or no such partition): tool_failed or tool_missing.
+    let spawn_on = |runner: &str| {
+        let repo_dir = repo.path.display().to_string();
+        let cli = env.cli([
+            "--json", "spawn", "spinoff", "--repo", &repo_dir, "--agent", "shell", "--runner",
+            runner, "true",
+        ]);
+        assert_ne!(cli.code, 0, "{cli:?}");
+        cli.error()
+    };
+    let e = spawn_on("big");
     assert_eq!(e["kind"], "invalid_params", "{e}");
     assert!(
         e["message"]
             .as_str()
             .unwrap()
-            .contains("runner \"hpc\" is of kind slurm"),
+            .contains("runner \"big\" is of kind ssh"),
+        "{e}"
+    );
+    let e = spawn_on("hpc");
+    assert!(
+        e["kind"] == "tool_failed" || e["kind"] == "tool_missing",
         "{e}"
     );
     let cli = env.cli(["--json", "spawn", "spinoff", "--runner", "Bad Name", "true"]);
@@ -168,8 +174,8 @@ fn manifests_and_plans_name_runners_and_the_flag_decides_where_they_do_not() {
     let run = run_id(&fan(Some("local")).unwrap());
     assert_eq!(runners_added(&env, &run), [json!("local"), json!("local")]);
     env.wait_status(&run, &["completed"]);
-    let e = fan(Some("hpc")).unwrap_err();
-    assert!(e["message"].as_str().unwrap().contains("kind slurm"), "{e}");
+    let e = fan(Some("big")).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("kind ssh"), "{e}");
 
     // A plan node's runner stands; the others take --runner.
     let plan = "[[nodes]]\nid = \"p1\"\ntask = \"echo 1 > p1.txt\"\nrunner = \"here\"\n\
@@ -300,4 +306,80 @@ fn doctor_checks_each_runner_for_real() {
             .contains("[runners.wrong]"),
         "{runners}"
     );
+}
+
+/// A spinoff on the Slurm runner: the job runs the shell agent on a compute node in a clone of
+/// its own (not the daemon's worktree, though the node sees it), pushes the work back, and the
+/// daemon fetches it and merges it into base.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_spinoff_on_slurm_comes_back_and_merges() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "2");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "hostname > where.txt; pwd > pwd.txt; git add where.txt; git commit -qm 'where it ran'",
+            json!({"agent": "shell", "node": "far", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("hpc")]);
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    let node = &show["nodes"][0];
+    let log = std::fs::read_to_string(env.run_dir(&run).join("logs/far.log")).unwrap_or_default();
+    let job = node["pane"]
+        .as_str()
+        .unwrap_or("")
+        .split(':')
+        .nth(1)
+        .unwrap_or("0")
+        .to_string();
+    let log = format!(
+        "{log}\n{}",
+        c.slurm("scontrol", &["-o", "show", "job", &job])
+    );
+    assert_eq!(
+        show["manifest"]["status"], "completed",
+        "{show}\nthe job's output:\n{log}"
+    );
+    assert!(
+        node["pane"].as_str().unwrap().starts_with("slurm:"),
+        "{node}"
+    );
+
+    // Both files reached base: the commit the agent made and what it left uncommitted.
+    let host = repo.show("main", "where.txt").expect("where.txt merged");
+    assert!(
+        c.nodes.contains(&host.trim().to_string()),
+        "ran on {host:?}"
+    );
+    let pwd = repo.show("main", "pwd.txt").expect("pwd.txt merged");
+    let worktree = node["worktree"].as_str().unwrap();
+    assert_ne!(
+        pwd.trim(),
+        worktree,
+        "the job worked in the daemon's worktree"
+    );
+    assert!(
+        !pwd.trim().starts_with(&env.home.display().to_string()),
+        "{pwd}"
+    );
+    assert!(repo
+        .git(&["log", "--format=%s", "main"])
+        .contains("where it ran"));
 }

@@ -13,7 +13,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile};
-use crate::config::Config;
+use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::{AgentHandle, AgentSpec};
@@ -128,7 +128,12 @@ pub fn check_runner(
     profile: &str,
 ) -> Result<String, AppError> {
     let name = config.resolve_runner(asked, profile)?;
-    daemon.runners.get(config, &name)?;
+    let runner = daemon.runners.get(config, &name)?;
+    // A remote runner must answer now (`sinfo` for Slurm), before anything is created; the
+    // local one's tools are checked with the repository's.
+    if name != crate::config::LOCAL_RUNNER && config.runner(&name)?.kind != RunnerKind::Local {
+        runner.check()?;
+    }
     Ok(name)
 }
 
@@ -487,6 +492,8 @@ fn open_window(
             handle.dir.join(file).display().to_string(),
         ));
     }
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
     let spec = AgentSpec {
         run: &handle.id,
         node,
@@ -494,20 +501,14 @@ fn open_window(
         env: &env,
         argv: &argv,
         log: &pane_log,
-        first: handle.view().nodes.iter().all(|n| n.pane.is_none()),
+        first: view.nodes.iter().all(|n| n.pane.is_none()),
+        // Each retry's cleanup kept the attempt before it as a snapshot.
+        attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
     };
-    let view = handle.view();
-    let runner = match view
-        .nodes
-        .iter()
-        .find(|n| n.id == node)
-        .and_then(|n| n.runner.clone())
-    {
-        None => daemon.runner.clone(),
-        Some(name) => daemon
-            .runners
-            .get(&Config::load(&daemon.home.config())?, &name)?,
-    };
+    let runner = daemon.runners.of(
+        this.and_then(|n| n.runner.as_deref()),
+        &daemon.home.config(),
+    )?;
     let started = runner.start(&spec)?;
     Ok((started.handle.into_string(), started.pid))
 }

@@ -75,6 +75,9 @@ pub struct AgentSpec<'a> {
     pub log: &'a Path,
     /// Most likely the run's first agent (a hint: the runner may prepare the run's place).
     pub first: bool,
+    /// How many attempts of the node came before this one (remote runners name their refs
+    /// and jobs by it).
+    pub attempt: u32,
 }
 
 /// An agent just started.
@@ -147,6 +150,15 @@ pub trait Runner: Send + Sync {
         Err(AppError::internal("this runner has no agent screen"))
     }
 
+    /// Brings the work of the ended agent `handle` into its node's `worktree`, before the
+    /// engine judges its exit: a remote runner fetches what the attempt pushed (its commits
+    /// onto the node's branch, what it left uncommitted as changes). Local agents worked in
+    /// the worktree itself: nothing to do.
+    fn collect(&self, run: &str, node: &str, handle: &AgentHandle, worktree: &Path) -> Result<()> {
+        let _ = (run, node, handle, worktree);
+        Ok(())
+    }
+
     /// Presses one named key (`Enter`, `Down`, …) in the agent's terminal. Optional.
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         let _ = (handle, key);
@@ -159,6 +171,7 @@ pub trait Runner: Send + Sync {
 /// read at each use).
 pub struct Runners {
     local: std::sync::Arc<dyn Runner>,
+    home: std::path::PathBuf,
     built: std::sync::Mutex<BTreeMap<String, Built>>,
 }
 
@@ -166,9 +179,10 @@ pub struct Runners {
 type Built = (RunnerConfig, std::sync::Arc<dyn Runner>);
 
 impl Runners {
-    pub fn new(local: std::sync::Arc<dyn Runner>) -> Runners {
+    pub fn new(local: std::sync::Arc<dyn Runner>, home: &Path) -> Runners {
         Runners {
             local,
+            home: home.to_path_buf(),
             built: Default::default(),
         }
     }
@@ -185,18 +199,48 @@ impl Runners {
                 return Ok(runner.clone());
             }
         }
-        let runner = build(name, &wanted)?;
+        let runner = build(name, &wanted, &self.home)?;
         built.insert(name.to_string(), (wanted, runner.clone()));
         Ok(runner)
+    }
+
+    /// The runner a node's agent runs on (its `node.added` names it; none is `local`): the
+    /// one built already, even if config.toml changed since (it still hosts that agent), else
+    /// the one config.toml describes now.
+    pub fn of(&self, name: Option<&str>, config: &Path) -> Result<std::sync::Arc<dyn Runner>> {
+        let Some(name) = name.filter(|n| *n != crate::config::LOCAL_RUNNER) else {
+            return Ok(self.local.clone());
+        };
+        let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, runner)) = built.get(name) {
+            return Ok(runner.clone());
+        }
+        drop(built);
+        self.get(&Config::load(config)?, name)
+    }
+
+    /// The runners built so far besides `local`, by name (the supervisor observes each).
+    pub fn remote(&self) -> Vec<(String, std::sync::Arc<dyn Runner>)> {
+        let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        built
+            .iter()
+            .map(|(n, (_, r))| (n.clone(), r.clone()))
+            .collect()
     }
 }
 
 /// A remote runner from its configuration.
-fn build(name: &str, config: &RunnerConfig) -> Result<std::sync::Arc<dyn Runner>> {
-    Err(AppError::invalid(format!(
-        "runner {name:?} is of kind {}, which this octld cannot start agents on yet (local only; see docs/RUNNERS.md)",
-        config.kind.as_str()
-    )))
+fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Arc<dyn Runner>> {
+    match config.kind {
+        RunnerKind::Slurm => Ok(std::sync::Arc::new(slurm::SlurmRunner::new(
+            config.clone(),
+            home,
+        ))),
+        kind => Err(AppError::invalid(format!(
+            "runner {name:?} is of kind {}, which this octld cannot start agents on yet (local and slurm; see docs/RUNNERS.md)",
+            kind.as_str()
+        ))),
+    }
 }
 
 /// Whether the runner `config` describes answers (for `doctor`): the local tmux, every SSH
