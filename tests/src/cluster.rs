@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 /// The reason on the `#[ignore]` of every test that uses the cluster.
@@ -46,6 +46,23 @@ pub struct Cluster {
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 
+/// Held by every test using the cluster: one kills nodes and cuts links, which another's job
+/// must not meet by chance.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// The cluster, for one test at a time (see [`Cluster::shared`]).
+pub struct Turn {
+    cluster: &'static Cluster,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Turn {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        self.cluster
+    }
+}
+
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("cluster")
@@ -72,10 +89,13 @@ extern "C" fn stop_shared() {
 }
 
 impl Cluster {
-    /// The cluster of this test process, started on first use. Panics, saying why, where it
-    /// cannot run (see [`unavailable`]) or does not come up.
-    pub fn shared() -> &'static Cluster {
-        SHARED.get_or_init(|| {
+    /// The cluster of this test process, started on first use, for this test alone until the
+    /// returned turn is dropped (tests inject faults). Panics, saying why, where it cannot run
+    /// (see [`unavailable`]) or does not come up.
+    pub fn shared() -> Turn {
+        // A test that panicked while holding its turn left the cluster as it was: go on.
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let cluster = SHARED.get_or_init(|| {
             if let Some(why) = unavailable() {
                 panic!("{why}: run the #[ignore]d tests as root, as CI does");
             }
@@ -84,7 +104,11 @@ impl Cluster {
             // SAFETY: registering a plain extern "C" fn; it runs once, at process exit.
             unsafe { libc::atexit(stop_shared) };
             cluster
-        })
+        });
+        Turn {
+            cluster,
+            _turn: turn,
+        }
     }
 
     fn up() -> Cluster {

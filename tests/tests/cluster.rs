@@ -24,7 +24,8 @@ fn submit(c: &Cluster, args: &[&str]) -> String {
 #[test]
 #[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
 fn nodes_run_jobs_hosts_answer_and_a_dead_nodes_job_is_requeued() {
-    let c = Cluster::shared();
+    let turn = Cluster::shared();
+    let c: &Cluster = &turn;
     eprintln!("up.sh took {:.1} s", c.up_secs);
     assert_eq!(c.nodes, ["n1", "n2", "n3"]);
     let states = c.node_states();

@@ -383,3 +383,90 @@ fn a_spinoff_on_slurm_comes_back_and_merges() {
         .git(&["log", "--format=%s", "main"])
         .contains("where it ran"));
 }
+
+/// The node running a Slurm agent dies (`kill -9` of everything on it): Slurm requeues the
+/// job, the next copy resumes from the last checkpoint the dead one pushed (its uncommitted
+/// work included), and what both copies did merges: nothing the first copy checkpointed is lost.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "1");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    // Where the test sees that the first copy runs (the nodes share this filesystem).
+    let mark = env.root.path().join("first-copy-ran");
+    env.set_env("OCTL_MARK", &mark.display().to_string());
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    // First copy: leaves first.txt uncommitted and waits to be killed. A later copy finds
+    // first.txt (restored from the checkpoint) and finishes.
+    let task = "if [ -f first.txt ]; then hostname > second.txt; else hostname > first.txt; \
+                touch \"$OCTL_MARK\"; sleep 600; fi";
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "durable", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    octl_tests::wait_until(
+        "the first copy to run",
+        std::time::Duration::from_secs(60),
+        || mark.exists().then_some(()),
+    );
+    let exchange = env.home.join("exchange");
+    let first_host = octl_tests::wait_until(
+        "the first copy's checkpoint with first.txt",
+        std::time::Duration::from_secs(60),
+        || {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "for g in {}/*.git; do git --git-dir=$g show 'refs/octl/remote/{run}/durable/0/0/wip:first.txt' 2>/dev/null; done",
+                    exchange.display()
+                ))
+                .output()
+                .unwrap();
+            let host = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (!host.is_empty()).then_some(host)
+        },
+    );
+    c.fault("kill", &first_host);
+    let show = octl_tests::wait_until(
+        "the requeued copy to finish and merge",
+        std::time::Duration::from_secs(180),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            matches!(
+                show["manifest"]["status"].as_str(),
+                Some("completed" | "failed")
+            )
+            .then_some(show)
+        },
+    );
+    c.fault("start", &first_host);
+    let log =
+        std::fs::read_to_string(env.run_dir(&run).join("logs/durable.log")).unwrap_or_default();
+    assert_eq!(show["manifest"]["status"], "completed", "{show}\n{log}");
+    let first = repo
+        .show("main", "first.txt")
+        .expect("the first copy's work merged");
+    let second = repo
+        .show("main", "second.txt")
+        .expect("the second copy's work merged");
+    assert_eq!(first.trim(), first_host);
+    assert_ne!(second.trim(), first_host, "the job ran again elsewhere");
+    assert!(log.contains("copy 1"), "{log}");
+}
