@@ -470,3 +470,71 @@ fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
     assert_ne!(second.trim(), first_host, "the job ran again elsewhere");
     assert!(log.contains("copy 1"), "{log}");
 }
+
+/// `run cancel` of a run on Slurm cancels its job; the agent's trap pushes a last checkpoint
+/// first, so what it had written is kept in the exchange repository.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn cancelling_a_slurm_run_cancels_its_job_after_a_last_checkpoint() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    // No periodic checkpoint before the cancel: the one found must be the trap's.
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "3600");
+    let mark = env.root.path().join("written");
+    env.set_env("OCTL_MARK", &mark.display().to_string());
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo draft > draft.txt; touch \"$OCTL_MARK\"; sleep 600",
+            json!({"agent": "shell", "node": "long", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    octl_tests::wait_until(
+        "the agent to write its draft",
+        std::time::Duration::from_secs(60),
+        || mark.exists().then_some(()),
+    );
+    let job = env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    env.cli(["run", "cancel", &run]).ok();
+    octl_tests::wait_until(
+        "the job to be cancelled",
+        std::time::Duration::from_secs(60),
+        || {
+            let state = c.slurm("squeue", &["-h", "-t", "all", "-j", &job, "-o", "%T"]);
+            (state.trim() == "CANCELLED").then_some(())
+        },
+    );
+    let draft = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for g in {}/*.git; do git --git-dir=$g show 'refs/octl/remote/{run}/long/0/0/wip:draft.txt' 2>/dev/null; done",
+            env.home.join("exchange").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&draft.stdout).trim(), "draft");
+    assert_eq!(
+        env.rpc("run.show", json!({"run": run}))["manifest"]["status"],
+        "cancelled"
+    );
+}
