@@ -554,6 +554,12 @@ methods! {
         params: &[],
         result: r#"{"type":"object","required":["agents"]}"#,
     },
+    DoctorRunners(NoParams) -> rpc::DoctorRunnersResult {
+        name: "doctor.runners",
+        summary: "Every runner (local and those of config.toml) and whether it answers: SSH hosts reached, Slurm's sinfo answering.",
+        params: &[],
+        result: r#"{"type":"object","required":["runners"]}"#,
+    },
     RpcDiscover(NoParams) -> Value {
         name: "rpc.discover",
         summary: "This OpenRPC document.",

@@ -156,6 +156,9 @@ pub struct SpawnParams {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<String>,
+    /// Where the agent runs: a runner of config.toml, or `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// `run.cancel`
@@ -222,6 +225,9 @@ pub struct FanoutParams {
     /// A number, or the string `auto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<Value>,
+    /// Where every unit's agent runs, over the manifest's `runner`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// `fanout.manifest` result.
@@ -250,6 +256,9 @@ pub struct OrchestrateParams {
     pub max_parallel: Option<Value>,
     #[serde(default)]
     pub auto_merge: bool,
+    /// Where the agents of the nodes the plan gives no `runner` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// `run.retry`
@@ -537,6 +546,33 @@ pub struct DoctorAgent {
     /// A profile that cannot be used as configured (e.g. no argv template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+/// One runner as `doctor.runners` found it: `local`, and each `[runners.NAME]` of config.toml.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRunner {
+    pub name: String,
+    /// `local`, `ssh` or `slurm`.
+    pub kind: String,
+    /// The runner nodes get when nothing names one (`[defaults] runner`, else `local`).
+    pub default: bool,
+    /// It answered: the tmux server can be started, every SSH host ran a command, Slurm's
+    /// `sinfo` answered with the partition.
+    pub ok: bool,
+    /// What answered (ok) or what did not (not ok).
+    pub message: String,
+    /// Unfinished runs with a node on this runner that is not finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub used_by: Vec<String>,
+}
+
+/// `doctor.runners` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRunnersResult {
+    pub runners: Vec<DoctorRunner>,
+    /// Set when config.toml cannot be read or parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
 }
 
 /// `doctor.agents` result.

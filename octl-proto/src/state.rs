@@ -234,6 +234,10 @@ pub struct Node {
     /// starts the agent, so a later attempt can continue it (`--resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The runner its agent runs on (`[runners.NAME]` of config.toml), from `node.added`;
+    /// absent means `local`, the daemon's own tmux server (and every log older than runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// What an agent is doing, as its own hooks report it.

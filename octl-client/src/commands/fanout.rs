@@ -28,6 +28,7 @@ Examples:
   orchestratectl fan-out --manifest units.toml
   orchestratectl fan-out --manifest units.json --max-parallel 3 --agent shell --wait
   orchestratectl fan-out --manifest units.toml --max-parallel auto --gate 'cargo test'
+  orchestratectl fan-out --manifest units.toml --runner cluster --max-parallel 24
   orchestratectl --json fan-out --manifest units.toml    # the run summary
   orchestratectl fan-out manifest                        # inside a unit's agent window
 
@@ -86,6 +87,12 @@ pub struct StartArgs {
     /// profile [agents.NAME] from $OCTL_HOME/config.toml; default: the configured default
     #[arg(long, value_name = "PROFILE")]
     pub agent: Option<String>,
+
+    /// Where the agents run: `local` (this machine's tmux server) or a runner [runners.NAME]
+    /// of $OCTL_HOME/config.toml (kind ssh or slurm); over the manifest's `runner`, under a
+    /// plan node's; default: each profile's `runner`, else [defaults] runner, else local
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -221,6 +228,7 @@ pub struct CommonParams {
     pub repo: String,
     pub base: Option<String>,
     pub agent: Option<String>,
+    pub runner: Option<String>,
     pub max_parallel: Option<MaxParallel>,
 }
 
@@ -240,10 +248,14 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
             e.with_hint("built-in profiles are `claude` and `shell`; others are [agents.NAME] in $OCTL_HOME/config.toml")
         })?;
     }
+    if let Some(runner) = &args.runner {
+        super::spawn::validate_runner(runner)?;
+    }
     Ok(CommonParams {
         repo,
         base: args.base.clone(),
         agent: args.agent.clone(),
+        runner: args.runner.clone(),
         max_parallel,
     })
 }
@@ -314,6 +326,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         agent: common.agent,
         gate: args.gate.clone(),
         max_parallel: common.max_parallel.map(max_parallel_json),
+        runner: common.runner,
     })
 }
 
@@ -440,6 +453,7 @@ mod tests {
                 repo: None,
                 base: None,
                 agent: None,
+                runner: None,
                 wait: false,
             },
             gate: None,

@@ -21,6 +21,7 @@ Examples:
   orchestratectl orchestrate --plan plan.toml
   orchestratectl orchestrate --plan plan.json --auto-merge --max-parallel 4 --wait
   orchestratectl orchestrate --plan plan.toml --agent shell --base develop
+  orchestratectl orchestrate --plan plan.toml --runner cluster   # nodes without a runner
   orchestratectl --json orchestrate --plan plan.toml     # the run summary
   orchestratectl run watch 01JDXJ5R                      # then see it go
   orchestratectl merge 01JDXJ5R                          # when every node is merged
@@ -88,6 +89,7 @@ pub fn orchestrate_params(
         agent: common.agent,
         max_parallel: common.max_parallel.map(max_parallel_json),
         auto_merge: args.auto_merge,
+        runner: common.runner,
     })
 }
 
@@ -145,6 +147,7 @@ mod tests {
                 repo: None,
                 base: None,
                 agent: None,
+                runner: None,
                 wait: false,
             },
         }

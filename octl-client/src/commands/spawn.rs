@@ -34,6 +34,7 @@ Examples:
   orchestratectl spawn spinoff 'fix the off-by-one in src/page.rs; add a test'
   orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
   orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
+  orchestratectl spawn spinoff --runner cluster 'fix the flaky test in tests/net.rs'
   orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
   generate-task | orchestratectl spawn spinoff --task-file -
   orchestratectl spawn spinoff -- '-x is a task starting with a dash'")]
@@ -93,6 +94,12 @@ pub struct SpawnArgs {
     /// (e.g. 'cargo test'); if it fails the node fails and its branch is kept
     #[arg(long, value_name = "CMD")]
     pub gate: Option<String>,
+
+    /// Where the agent runs: `local` (this machine's tmux server) or a runner
+    /// [runners.NAME] of $OCTL_HOME/config.toml (kind ssh or slurm); default: the profile's
+    /// `runner`, else [defaults] runner, else local
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -206,6 +213,9 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
     if let Some(node) = &args.node {
         validate_node_id("--node", node)?;
     }
+    if let Some(runner) = &args.runner {
+        validate_runner(runner)?;
+    }
     if args.gate.as_deref().is_some_and(|g| g.trim().is_empty()) {
         return Err(AppError::invalid(
             "invalid --gate \"\": give a shell command such as 'cargo test', or leave --gate out",
@@ -218,6 +228,14 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         agent: args.agent.clone(),
         node: args.node.clone(),
         gate: args.gate.clone(),
+        runner: args.runner.clone(),
+    })
+}
+
+/// `--runner NAME`: a runner's name, in node-id form (the daemon checks it is configured).
+pub fn validate_runner(runner: &str) -> Result<(), AppError> {
+    validate_node_id("--runner", runner).map_err(|e| {
+        e.with_hint("`local` is this machine; others are [runners.NAME] in $OCTL_HOME/config.toml")
     })
 }
 
@@ -334,6 +352,7 @@ mod tests {
             agent: None,
             node: None,
             gate: None,
+            runner: None,
             wait: false,
         }
     }

@@ -119,6 +119,9 @@ crate::declare_payloads! {
         branch: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         worktree: Option<String>,
+        /// The runner the node starts on (`[runners.NAME]`); absent in logs from before runners.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        runner: Option<String>,
         ..rest: Map<String, Value>
     }
 

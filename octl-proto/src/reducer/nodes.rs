@@ -229,6 +229,7 @@ impl RunState {
             kept: Vec::new(),
             activity: None,
             session_id: None,
+            runner: added.runner,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);

@@ -52,6 +52,12 @@ pub async fn cancel(
         }
         let (runner, run) = (daemon.runner.clone(), handle.id.clone());
         let _ = blocking(move || runner.stop_run(&run)).await;
+        // And on every remote runner built so far (a Slurm job is cancelled, its agent's
+        // trap pushes a last checkpoint).
+        for (_, remote) in daemon.runners.remote() {
+            let run = handle.id.clone();
+            let _ = blocking(move || remote.stop_run(&run)).await;
+        }
     }
     if discard {
         for node in handle

@@ -305,9 +305,23 @@ pub async fn close_window(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Opt
     let Some(pane) = pane.map(str::to_string) else {
         return;
     };
-    let (runner, run, node) = (daemon.runner.clone(), run.to_string(), node.to_string());
-    let _ =
-        blocking(move || runner.stop(&run, &node, &crate::runner::AgentHandle::new(pane))).await;
+    // The node's own runner (its `node.added` names it).
+    let named = daemon.store.resolve("run", run).ok().and_then(|h| {
+        h.view()
+            .nodes
+            .iter()
+            .find(|n| n.id == node)
+            .and_then(|n| n.runner.clone())
+    });
+    let (d, run, node) = (daemon.clone(), run.to_string(), node.to_string());
+    let _ = blocking(move || {
+        d.runners.of(named.as_deref(), &d.home.config())?.stop(
+            &run,
+            &node,
+            &crate::runner::AgentHandle::new(pane),
+        )
+    })
+    .await;
 }
 
 /// Runs blocking work (git, tmux, files) off the async threads.

@@ -361,6 +361,7 @@ mod tests {
             kept: vec![],
             activity: None,
             session_id: None,
+            runner: None,
         }
     }
 

@@ -14,7 +14,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile};
-use crate::config::Config;
+use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::{AgentHandle, AgentSpec};
@@ -33,6 +33,8 @@ pub struct SpawnRequest {
     pub agent: Option<String>,
     pub node: Option<String>,
     pub gate: Option<String>,
+    /// The runner asked for (`--runner`); else the profile's, `[defaults] runner`, `local`.
+    pub runner: Option<String>,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -44,6 +46,8 @@ pub struct Checked {
     pub profile: Profile,
     pub launch: Launch,
     pub node: String,
+    /// The runner the node starts on, checked to be configured and usable.
+    pub runner: String,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -94,6 +98,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let launch = profile.launch(mode, &req.task)?;
+    let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
@@ -102,6 +107,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         profile,
         launch,
         node,
+        runner,
     })
 }
 
@@ -112,6 +118,24 @@ pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The runner a node of `profile` starts on (see [`Config::resolve_runner`]), checked to be one
+/// this daemon can start agents on.
+pub fn check_runner(
+    daemon: &Daemon,
+    config: &Config,
+    asked: Option<&str>,
+    profile: &str,
+) -> Result<String, AppError> {
+    let name = config.resolve_runner(asked, profile)?;
+    let runner = daemon.runners.get(config, &name)?;
+    // A remote runner must answer now (`sinfo` for Slurm), before anything is created; the
+    // local one's tools are checked with the repository's.
+    if name != crate::config::LOCAL_RUNNER && config.runner(&name)?.kind != RunnerKind::Local {
+        runner.check()?;
+    }
+    Ok(name)
 }
 
 /// The profile by name (or the default), with its program present on the daemon's PATH.
@@ -254,6 +278,7 @@ pub async fn create(
                         agent: Some(checked.profile.name.clone()),
                         task: Some(req.task.clone()),
                         gate: req.gate.clone(),
+                        runner: Some(checked.runner.clone()),
                         ..NodeAdded::default()
                     },
                 ),
@@ -477,6 +502,8 @@ fn open_window(
             handle.dir.join(file).display().to_string(),
         ));
     }
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
     let spec = AgentSpec {
         run: &handle.id,
         node,
@@ -484,8 +511,14 @@ fn open_window(
         env: &env,
         argv: &argv,
         log: &pane_log,
-        first: handle.view().nodes.iter().all(|n| n.pane.is_none()),
+        first: view.nodes.iter().all(|n| n.pane.is_none()),
+        // Each retry's cleanup kept the attempt before it as a snapshot.
+        attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
     };
-    let started = daemon.runner.start(&spec)?;
+    let runner = daemon.runners.of(
+        this.and_then(|n| n.runner.as_deref()),
+        &daemon.home.config(),
+    )?;
+    let started = runner.start(&spec)?;
     Ok((started.handle.into_string(), started.pid))
 }

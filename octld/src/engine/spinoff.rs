@@ -51,6 +51,7 @@ pub fn request(
         agent,
         node: None,
         gate: None,
+        runner: None,
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })
 }

@@ -81,21 +81,46 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     if watched.is_empty() {
         return steps;
     }
-    let runner = daemon.runner.clone();
-    let (panes, server) = match blocking(move || runner.observe()).await {
-        Ok(o) => (o.agents, o.host),
-        Err(e) => {
-            tracing::warn!(error = %e.message, "cannot list tmux panes");
-            return steps;
+    // One look per runner the watched nodes use (local: one `tmux list-panes`; slurm: one
+    // `squeue`). A runner that cannot be looked at leaves its nodes as they are this tick.
+    let mut names: Vec<Option<String>> = watched.iter().map(|(_, n)| runner_name(n)).collect();
+    names.sort();
+    names.dedup();
+    let mut panes: HashMap<(Option<String>, String), AgentStatus> = HashMap::new();
+    let mut looked: Vec<Option<String>> = Vec::new();
+    for name in names {
+        let d = daemon.clone();
+        let n = name.clone();
+        let observed =
+            blocking(move || d.runners.of(n.as_deref(), &d.home.config())?.observe()).await;
+        match observed {
+            Ok(o) => {
+                if name.is_none() {
+                    let local = watched
+                        .iter()
+                        .filter(|(_, n)| runner_name(n).is_none())
+                        .count();
+                    note_server(daemon, o.host, local);
+                }
+                for a in o.agents {
+                    panes.insert((name.clone(), a.handle.as_str().to_string()), a);
+                }
+                looked.push(name);
+            }
+            Err(e) => {
+                tracing::warn!(runner = name.as_deref().unwrap_or("local"), error = %e.message, "cannot observe the agents of a runner");
+            }
         }
-    };
-    note_server(daemon, server, watched.len());
-    let by_id: HashMap<&str, &AgentStatus> = panes.iter().map(|p| (p.handle.as_str(), p)).collect();
+    }
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
+        let runner = runner_name(&node);
+        if !looked.contains(&runner) {
+            continue;
+        }
         // The pane must still be this node's: ids restart with a new tmux server.
-        let mine = by_id
-            .get(pane_id)
+        let mine = panes
+            .get(&(runner.clone(), pane_id.to_string()))
             .filter(|p| p.run == handle.id && p.node == node.id);
         let status = match mine {
             Some(p) if p.alive => {
@@ -132,6 +157,10 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let d = daemon.clone();
             steps.push(tokio::spawn(async move {
+                let status = match runner {
+                    Some(_) => collect(&d, &handle, &node, status).await,
+                    None => status,
+                };
                 if let Err(e) = on_exit(&d, &handle, &node, status).await {
                     tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
                 }
@@ -140,6 +169,49 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         }
     }
     steps
+}
+
+/// The runner a node's agent runs on; `None` is `local`.
+fn runner_name(node: &Node) -> Option<String> {
+    node.runner
+        .clone()
+        .filter(|r| r != crate::config::LOCAL_RUNNER)
+}
+
+/// A remote agent ended: its work is brought into the node's worktree before its exit is
+/// judged, so the exit is handled as a local agent's. What cannot be brought back makes the
+/// exit a kill (the node fails, its branch as it was).
+async fn collect(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    status: Option<i32>,
+) -> Option<i32> {
+    let (Some(worktree), Some(pane)) = (node.worktree.clone(), node.pane.clone()) else {
+        return status;
+    };
+    let (d, run, id, runner) = (
+        daemon.clone(),
+        handle.id.clone(),
+        node.id.clone(),
+        node.runner.clone(),
+    );
+    let brought = blocking(move || {
+        d.runners.of(runner.as_deref(), &d.home.config())?.collect(
+            &run,
+            &id,
+            &crate::runner::AgentHandle::new(pane),
+            Path::new(&worktree),
+        )
+    })
+    .await;
+    match brought {
+        Ok(()) => status,
+        Err(e) => {
+            tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "cannot bring the remote agent's work back");
+            None
+        }
+    }
 }
 
 /// Logs, once per server, that the tmux server the agents ran in is gone (no server

@@ -63,20 +63,25 @@ fn cap(given: Option<Value>, settings: &mut RunSettings) -> Result<(), AppError>
     Ok(())
 }
 
-/// Checks the repository, base and every profile named, before anything is created.
+/// Checks the repository, base and every (profile, runner) named, before anything is created;
+/// gives each profile's name and the runner its node starts on.
 async fn check(
     daemon: &Arc<Daemon>,
     repo: String,
     base: Option<String>,
-    profiles: Vec<Option<String>>,
-) -> Result<(PathBuf, String, Vec<String>), AppError> {
+    wanted: Vec<(Option<String>, Option<String>)>,
+) -> Result<(PathBuf, String, Vec<(String, String)>), AppError> {
     let d = daemon.clone();
     blocking(move || {
         let config = Config::load(&d.home.config())?;
-        let names = profiles
+        let names = wanted
             .iter()
-            .map(|p| spawn::check_profile(&config, p.as_deref(), Mode::Autonomous).map(|p| p.name))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(profile, runner)| {
+                let profile = spawn::check_profile(&config, profile.as_deref(), Mode::Autonomous)?;
+                let runner = spawn::check_runner(&d, &config, runner.as_deref(), &profile.name)?;
+                Ok((profile.name, runner))
+            })
+            .collect::<Result<Vec<_>, AppError>>()?;
         let (repo, base) = spawn::check_repo(&d, &PathBuf::from(repo), base.as_deref())?;
         Ok((repo, base, names))
     })
@@ -102,8 +107,10 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         blocking(move || plan::parse_manifest(&text, fmt).map_err(|e| e.into_error(&what))).await?;
     let agent = p.agent.clone().or_else(|| manifest.agent.clone());
     let gate = p.gate.clone().or_else(|| manifest.gate.clone());
+    let runner = p.runner.clone().or_else(|| manifest.runner.clone());
     spawn::check_gate(gate.as_deref())?;
-    let (repo, base, names) = check(daemon, p.repo, p.base, vec![agent]).await?;
+    let (repo, base, names) = check(daemon, p.repo, p.base, vec![(agent, runner)]).await?;
+    let (agent, runner) = &names[0];
     let title = manifest
         .title
         .clone()
@@ -111,7 +118,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
     let mut created = created(RunKind::Fanout, title, &repo, &base);
     let settings = &mut created.settings;
     cap(p.max_parallel, settings)?;
-    settings.agent = Some(names[0].clone());
+    settings.agent = Some(agent.clone());
     settings.gate = gate.clone();
     let file = format!(
         "fanout.{}",
@@ -127,9 +134,10 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
             Draft::daemon(
                 Some(&u.id),
                 NodeAdded {
-                    agent: Some(names[0].clone()),
+                    agent: Some(agent.clone()),
                     task: Some(manifest.render(u)),
                     gate: gate.clone(),
+                    runner: Some(runner.clone()),
                     ..NodeAdded::default()
                 },
             )
@@ -183,10 +191,15 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     for n in &plan.nodes {
         spawn::check_gate(n.gate.as_deref())?;
     }
-    let wanted: Vec<Option<String>> = plan
+    let wanted = plan
         .nodes
         .iter()
-        .map(|n| n.agent.clone().or_else(|| p.agent.clone()))
+        .map(|n| {
+            (
+                n.agent.clone().or_else(|| p.agent.clone()),
+                n.runner.clone().or_else(|| p.runner.clone()),
+            )
+        })
         .collect();
     let (repo, base, names) = check(daemon, p.repo, p.base, wanted).await?;
     let id = ids::new_ulid();
@@ -208,7 +221,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .nodes
         .iter()
         .zip(&names)
-        .map(|(n, agent)| {
+        .map(|(n, (agent, runner))| {
             Draft::daemon(
                 Some(&n.id),
                 NodeAdded {
@@ -216,6 +229,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
                     task: Some(n.task.clone()),
                     gate: n.gate.clone(),
                     deps: Some(n.deps.clone()),
+                    runner: Some(runner.clone()),
                     ..NodeAdded::default()
                 },
             )

@@ -13,7 +13,7 @@
 //! - [`discussion`]: `discussion.ask`, `discussion.list`, `discussion.answer`.
 //! - [`spinoff`]: `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`.
 //! - [`gc`]: `run.gc`, `recover` (garbage and recovery).
-//! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents` (the daemon's side of doctor).
+//! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents`, `doctor.runners` (the daemon's side of doctor).
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;

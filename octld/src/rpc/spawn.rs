@@ -23,6 +23,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Resul
             agent: p.agent,
             node: p.node,
             gate: p.gate,
+            runner: p.runner,
             parent: None,
         },
     )
