@@ -240,13 +240,27 @@ methods! {
     },
     RunList(rpc::RunListParams) -> Vec<RunSummary> {
         name: "run.list",
-        summary: "Every run's summary, oldest first.",
-        params: &[ParamSpec {
-            name: "status",
-            required: false,
-            schema: r#"{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}"#,
-            doc: "only runs in this status",
-        }],
+        summary: "Every run's summary (or those that pass the filters), oldest first.",
+        params: &[
+            ParamSpec {
+                name: "status",
+                required: false,
+                schema: r#"{"oneOf":[{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]},{"type":"array","minItems":1,"items":{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}}]}"#,
+                doc: "only runs in this status, or in one of these",
+            },
+            ParamSpec {
+                name: "repo",
+                required: false,
+                schema: r#"{"type":"string","description":"an absolute path"}"#,
+                doc: "only runs on the repository at or containing this path",
+            },
+            ParamSpec {
+                name: "limit",
+                required: false,
+                schema: r#"{"type":"integer","minimum":1}"#,
+                doc: "only the newest this many (still listed oldest first)",
+            },
+        ],
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
     },
     RunShow(rpc::RunParams) -> RunDetail {

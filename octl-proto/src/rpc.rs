@@ -29,13 +29,36 @@ pub struct RunParams {
     pub run: String,
 }
 
-/// `run.list`
+/// `run.list`: every run, or those that pass every filter given.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunListParams {
-    /// Only runs in this status.
+    /// Only runs in this status, or in one of these (`"active"` or `["active","waiting"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Statuses>,
+    /// Only runs on the repository at or containing this absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Only the newest this many of those (still listed oldest first); at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One status name or a list of them, as given (the daemon checks each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Statuses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Statuses {
+    pub fn names(&self) -> &[String] {
+        match self {
+            Statuses::One(s) => std::slice::from_ref(s),
+            Statuses::Many(v) => v,
+        }
+    }
 }
 
 /// `event.append`
