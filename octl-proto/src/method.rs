@@ -412,6 +412,36 @@ methods! {
         params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
         result: APPEND_RESULT,
     },
+    NodeSend(rpc::NodeSendParams) -> rpc::NodeSent {
+        name: "node.send",
+        summary: "Type a line of input (then Enter) into a live node's interactive agent.",
+        params: &[
+            RUN_PARAM,
+            NODE_PARAM,
+            ParamSpec {
+                name: "text",
+                required: true,
+                schema: r#"{"type":"string","minLength":1,"maxLength":4096}"#,
+                doc: "one line, without newline or control characters (tab allowed)",
+            },
+        ],
+        result: r#"{"type":"object","required":["run","node","bytes"]}"#,
+    },
+    NodeScreen(rpc::NodeScreenParams) -> rpc::NodeScreen {
+        name: "node.screen",
+        summary: "A live node's agent screen now: the last lines of its terminal.",
+        params: &[
+            RUN_PARAM,
+            NODE_PARAM,
+            ParamSpec {
+                name: "lines",
+                required: false,
+                schema: r#"{"type":"integer","minimum":1,"maximum":10000}"#,
+                doc: "at most this many of the last lines (default 200)",
+            },
+        ],
+        result: r#"{"type":"object","required":["run","node","screen"]}"#,
+    },
     RunRetry(rpc::RetryParams) -> RunSummary {
         name: "run.retry",
         summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref.",

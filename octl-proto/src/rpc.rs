@@ -225,6 +225,46 @@ pub struct NodeReportParams {
     pub reason: Option<String>,
 }
 
+/// `node.send`: a line of input to a live node's interactive agent (Enter is pressed after).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSendParams {
+    pub run: String,
+    pub node: String,
+    /// One line: 1 to 4096 bytes, no newline or other control character but tab.
+    pub text: String,
+}
+
+/// `node.send` result: what was typed where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSent {
+    pub run: String,
+    pub node: String,
+    /// Bytes of text typed (Enter not counted).
+    pub bytes: usize,
+}
+
+/// `node.screen`: the agent's terminal as it is now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeScreenParams {
+    pub run: String,
+    pub node: String,
+    /// At most this many of the last lines (1 to 10000; default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u32>,
+}
+
+/// `node.screen` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeScreen {
+    pub run: String,
+    pub node: String,
+    /// The last lines of the agent's terminal (scrollback included), trailing blank lines
+    /// left out, each ending with a newline.
+    pub screen: String,
+}
+
 /// `fanout.start`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
