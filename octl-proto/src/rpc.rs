@@ -7,6 +7,11 @@ use serde_json::{json, Value};
 use crate::error::{AppError, ErrorKind};
 use crate::event::Actor;
 
+pub mod node;
+
+/// The families' types (and method types) under `rpc::` as well.
+pub use node::*;
+
 pub const JSONRPC_VERSION: &str = "2.0";
 /// The HTTP path of JSON-RPC requests.
 pub const RPC_PATH: &str = "/rpc";
@@ -211,58 +216,6 @@ pub struct MergeResult {
     pub state: String,
     pub target: String,
     pub merge_commit: String,
-}
-
-/// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeReportParams {
-    pub run: String,
-    pub node: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// `node.send`: a line of input to a live node's interactive agent (Enter is pressed after).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeSendParams {
-    pub run: String,
-    pub node: String,
-    /// One line: 1 to 4096 bytes, no newline or other control character but tab.
-    pub text: String,
-}
-
-/// `node.send` result: what was typed where.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeSent {
-    pub run: String,
-    pub node: String,
-    /// Bytes of text typed (Enter not counted).
-    pub bytes: usize,
-}
-
-/// `node.screen`: the agent's terminal as it is now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeScreenParams {
-    pub run: String,
-    pub node: String,
-    /// At most this many of the last lines (1 to 10000; default 200).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lines: Option<u32>,
-}
-
-/// `node.screen` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeScreen {
-    pub run: String,
-    pub node: String,
-    /// The last lines of the agent's terminal (scrollback included), trailing blank lines
-    /// left out, each ending with a newline.
-    pub screen: String,
 }
 
 /// `fanout.start`

@@ -5,7 +5,7 @@
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
-use octl_proto::method::{self, MethodId};
+use octl_proto::method::{self, Method, MethodId};
 use octl_proto::rpc::{AppendResult, NodeReportParams, NodeScreenParams, NodeSendParams};
 use octl_proto::AppError;
 
@@ -141,23 +141,23 @@ pub struct NodeProgressArgs {
 }
 
 pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
-    let (method, what, target, text) = match cmd {
+    let (method, what, target, text): (MethodId, _, _, _) = match cmd {
         NodeCmd::Send(a) => return send(ctx, a).await,
         NodeCmd::Screen(a) => return screen(ctx, a).await,
         NodeCmd::Done(a) => (
-            MethodId::NodeDone,
+            method::NodeDone::ID,
             "done",
             a.target,
             Text::Message(a.message),
         ),
         NodeCmd::Fail(a) => (
-            MethodId::NodeFail,
+            method::NodeFail::ID,
             "failure",
             a.target,
             Text::Reason(a.reason),
         ),
         NodeCmd::Progress(a) => (
-            MethodId::NodeProgress,
+            method::NodeProgress::ID,
             "progress",
             a.target,
             Text::Message(Some(a.message)),
@@ -165,14 +165,14 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     };
     let (run, node) = resolve_target(&target)?;
     let params = node_params(&run, &node, text)?;
-    let value = match method {
-        MethodId::NodeFail => ctx.client.call_value::<method::NodeFail>(&params).await?,
-        MethodId::NodeProgress => {
-            ctx.client
-                .call_value::<method::NodeProgress>(&params)
-                .await?
-        }
-        _ => ctx.client.call_value::<method::NodeDone>(&params).await?,
+    let value = if method == method::NodeFail::ID {
+        ctx.client.call_value::<method::NodeFail>(&params).await?
+    } else if method == method::NodeProgress::ID {
+        ctx.client
+            .call_value::<method::NodeProgress>(&params)
+            .await?
+    } else {
+        ctx.client.call_value::<method::NodeDone>(&params).await?
     };
     // The three reports share their result type.
     let r: AppendResult = decode(method.name(), &value)?;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::ids::validate_node_id;
-use octl_proto::method::{self, MethodId};
-use octl_proto::rpc::{NodeReportParams, NodeScreen, NodeScreenParams, NodeSendParams, NodeSent};
+use octl_proto::method;
+use octl_proto::rpc::{NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen};
 use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 
 use super::{to_value, Answer, Handle};
@@ -33,19 +33,27 @@ fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>
     }
 }
 
+/// Which report an agent makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    Done,
+    Fail,
+    Progress,
+}
+
 pub async fn report(
     daemon: &Arc<Daemon>,
-    method: MethodId,
+    method: Report,
     p: NodeReportParams,
 ) -> Result<Value, AppError> {
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {
-        MethodId::NodeFail => (
+        Report::Fail => (
             text("message", p.message, false)?,
             text("reason", p.reason, true)?,
         ),
-        MethodId::NodeProgress => (
+        Report::Progress => (
             text("message", p.message, true)?,
             text("reason", p.reason, false)?,
         ),
@@ -58,7 +66,7 @@ pub async fn report(
     let held = node
         .as_ref()
         .is_some_and(|n| n.report_on_exit && n.state.is_alive())
-        && method != MethodId::NodeProgress;
+        && method != Report::Progress;
     let mut data = Map::new();
     if let Some(m) = message {
         data.insert("message".into(), json!(m));
@@ -67,16 +75,16 @@ pub async fn report(
         data.insert("reason".into(), json!(r));
     }
     let kind = match (method, held) {
-        (MethodId::NodeDone, true) => {
+        (Report::Done, true) => {
             data.insert("report".into(), json!("done"));
             "node.progress"
         }
-        (MethodId::NodeFail, true) => {
+        (Report::Fail, true) => {
             data.insert("report".into(), json!("failed"));
             "node.progress"
         }
-        (MethodId::NodeDone, false) => "node.done",
-        (MethodId::NodeFail, false) => "node.failed",
+        (Report::Done, false) => "node.done",
+        (Report::Fail, false) => "node.failed",
         _ => "node.progress",
     };
     let draft = Draft {
@@ -91,25 +99,19 @@ pub async fn report(
 
 impl Handle for method::NodeProgress {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeProgress, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Progress, p).await.map(Answer::Value)
     }
 }
 
 impl Handle for method::NodeDone {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeDone, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Done, p).await.map(Answer::Value)
     }
 }
 
 impl Handle for method::NodeFail {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeFail, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Fail, p).await.map(Answer::Value)
     }
 }
 
@@ -206,7 +208,7 @@ pub async fn send(daemon: &Arc<Daemon>, p: NodeSendParams) -> Result<NodeSent, A
 }
 
 /// The last lines of a live node's agent terminal, for a preview.
-pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<NodeScreen, AppError> {
+pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<Screen, AppError> {
     let lines = p.lines.unwrap_or(SCREEN_LINES);
     if !(1..=SCREEN_LINES_MAX).contains(&lines) {
         return Err(AppError::invalid(format!(
@@ -216,7 +218,7 @@ pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<NodeScr
     let (run, agent) = live_agent(daemon, &p.run, &p.node, false)?;
     let runner = daemon.runner.clone();
     let captured = blocking(move || runner.capture(&agent)).await?;
-    Ok(NodeScreen {
+    Ok(Screen {
         run,
         node: p.node,
         screen: last_lines(&captured, lines as usize),
