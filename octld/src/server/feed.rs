@@ -60,6 +60,13 @@ async fn pump(
     loop {
         tokio::select! {
             got = sub.recv() => match got {
+                // Records the indexer wrote without publishing (a backlog from a full disk
+                // at start) come before this batch: read them, and the batch, from disk.
+                Ok(batch) if batch.first > last + 1 => {
+                    if !catch_up(&feed, &tx, &mut last).await {
+                        return;
+                    }
+                }
                 Ok(batch) => {
                     let chunk = lines(&feed, batch.items().filter(|(n, _)| *n > last));
                     last = last.max(batch.last);

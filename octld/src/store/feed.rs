@@ -251,6 +251,8 @@ struct IndexFile {
     file: File,
     /// Length written and synced: where a failed write is cut back to.
     len: u64,
+    /// Records found missing at start that could not be written then: written first.
+    backlog: Vec<u8>,
 }
 
 impl IndexFile {
@@ -316,15 +318,26 @@ impl IndexFile {
                 missing.extend_from_slice(&record(run, seq));
             }
         }
-        let mut index = IndexFile { file, len: whole };
+        let mut index = IndexFile {
+            file,
+            len: whole,
+            backlog: Vec::new(),
+        };
         if !missing.is_empty() {
             let n = missing.len() as u64 / WIDTH;
             tracing::info!(
                 events = n,
                 "feed: indexing events committed while the index was not"
             );
-            index.append_synced(&missing)?;
-            head += n;
+            match index.append_synced(&missing) {
+                Ok(()) => head += n,
+                // A full disk must not keep the daemon from starting: the indexer writes
+                // these first, before anything committed later.
+                Err(e) => {
+                    tracing::warn!(error = %e, events = n, "feed: cannot index them now; the indexer tries again");
+                    index.backlog = missing;
+                }
+            }
         }
         Ok(Some((index, id, head)))
     }
@@ -377,7 +390,8 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
     let mut file = Some(file);
     let mut pending: Vec<Committed> = Vec::new();
     loop {
-        if pending.is_empty() {
+        let backlog = file.as_ref().map_or(0, |f| f.backlog.len() as u64 / WIDTH);
+        if pending.is_empty() && backlog == 0 {
             match rx.recv().await {
                 Some(c) => pending.push(c),
                 None => return,
@@ -386,7 +400,7 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
         while let Ok(c) = rx.try_recv() {
             pending.push(c);
         }
-        let mut bytes = Vec::new();
+        let mut bytes = file.as_ref().map(|f| f.backlog.clone()).unwrap_or_default();
         for c in &pending {
             for ev in c.events.iter() {
                 bytes.extend_from_slice(&record(&c.run, ev.seq));
@@ -402,6 +416,11 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
         .await
         .expect("the index write does not panic");
         file = Some(f);
+        if written.is_ok() {
+            if let Some(f) = file.as_mut() {
+                f.backlog.clear();
+            }
+        }
         if let Err(e) = written {
             // The events are safe in their logs; the feed only lags until the disk takes
             // the records (a restart indexes them too).
@@ -410,7 +429,11 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
             continue;
         }
         let n: u64 = pending.iter().map(|c| c.events.len() as u64).sum();
-        let first = feed.head.fetch_add(n, Ordering::AcqRel) + 1;
+        // The backlog's events are published by reading them (followers see the gap).
+        let first = feed.head.fetch_add(backlog + n, Ordering::AcqRel) + backlog + 1;
+        if n == 0 {
+            continue;
+        }
         let groups = pending.drain(..).map(|c| c.events).collect();
         let _ = feed.out.send(Arc::new(Batch {
             first,
