@@ -301,3 +301,100 @@ fn the_cli_follows_the_feed_across_a_daemon_restart() {
     let _ = child.wait();
     assert_eq!(read_feed(&env, None).len(), 4);
 }
+
+/// The daemon dies after runs' groups are in their logs but before the feed's index has
+/// them (failpoint `feed:before-index`, at a different batch each time): the next start
+/// indexes them, and the feed from a cursor taken before the crash, and from the
+/// beginning, holds every logged event exactly once.
+#[test]
+fn events_committed_but_not_yet_indexed_at_a_crash_are_indexed_at_the_next_start() {
+    for nth in [3, 4, 6, 9, 15] {
+        let env = TestEnv::new();
+        let d = env.start_daemon_with(&[("OCTL_FAILPOINTS", &format!("feed:before-index@{nth}"))]);
+        let runs: Vec<String> = (0..2).map(|i| env.create_run(&format!("r{i}"))).collect();
+        let first = feed_of(&env, 1)[0]["cursor"].as_str().unwrap().to_string();
+        let writers: Vec<_> = runs
+            .iter()
+            .cloned()
+            .map(|run| {
+                let socket = env.socket();
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while i < 500 && append(&socket, &run, json!({"i": i})) {
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert!(
+            d.wait_exit().code().is_none(),
+            "nth {nth}: the failpoint killed the daemon"
+        );
+        let _d = env.start_daemon();
+        let log = std::fs::read_to_string(env.home.join("octld.log")).unwrap();
+        assert!(
+            log.contains("feed: indexing events committed while the index was not"),
+            "nth {nth}: the crash left events to index"
+        );
+        let all = read_feed(&env, None);
+        assert_once_in_order(&all);
+        assert_eq!(
+            all.iter().map(key).collect::<BTreeSet<_>>(),
+            all_logged(&env),
+            "nth {nth}"
+        );
+        let after = read_feed(&env, Some(&first));
+        assert_eq!(
+            after[..],
+            all[1..],
+            "nth {nth}: resumed from before the crash"
+        );
+    }
+}
+
+/// The index is gone (or was set aside) and, at the next start, cannot be written (EIO, as a
+/// full disk): the daemon still starts, the indexer writes the records once it can, and a
+/// cursor of the old index is refused by name.
+#[test]
+fn an_index_that_cannot_be_written_at_start_does_not_stop_the_daemon() {
+    let env = TestEnv::new();
+    let d = env.start_daemon();
+    let run = env.create_run("before");
+    for i in 0..5 {
+        assert!(append(&env.socket(), &run, json!({"i": i})));
+    }
+    let old = feed_of(&env, 6)[5]["cursor"].as_str().unwrap().to_string();
+    env.rpc("daemon.shutdown", json!({}));
+    assert!(d.wait_exit().success());
+    std::fs::remove_file(env.home.join("feed.idx")).unwrap();
+
+    let _d = env.start_daemon_with(&[("OCTL_FAILPOINTS", "feed:write-eio@1")]);
+    assert!(append(&env.socket(), &run, json!({"after": true})));
+    let all = feed_of(&env, 7);
+    assert_eq!(all.len(), 7);
+    assert_once_in_order(&all);
+    assert_eq!(
+        all[6]["event"]["data"],
+        json!({"after": true}),
+        "the backlog first"
+    );
+    let r = http::request(
+        &env.socket(),
+        "GET",
+        &format!("/v1/events?since={old}"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a cursor of another feed index"),
+        "{:?}",
+        r.json()
+    );
+}

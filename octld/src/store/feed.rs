@@ -344,9 +344,8 @@ impl IndexFile {
 
     /// One write and one sync; on failure the file is cut back to what was synced before.
     fn append_synced(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let result = self
-            .file
-            .write_all(bytes)
+        let result = crate::failpoint::io_error("feed:write-eio")
+            .and_then(|_| self.file.write_all(bytes))
             .and_then(|_| self.file.sync_data());
         match result {
             Ok(()) => {
@@ -406,6 +405,8 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
                 bytes.extend_from_slice(&record(&c.run, ev.seq));
             }
         }
+        // Between the runs' log syncs and the index's: what a restart must index.
+        crate::failpoint::crash("feed:before-index");
         let mut f = file
             .take()
             .expect("the index file is back after each write");
