@@ -222,6 +222,10 @@ async fn diff(worktree: &str, base: &str) -> Loaded {
     match git(worktree, &["diff", "--no-color", "--no-ext-diff", &mb]).await {
         Ok(out) => {
             let mut lines = text_lines(&out);
+            for (path, text) in untracked(worktree).await {
+                lines.push(format!("+++ {path} (new, not added to git yet)"));
+                lines.extend(text.lines().map(|l| format!("+{l}")));
+            }
             if lines.is_empty() {
                 lines.push(format!("no changes against {base} (merge base {mb:.12})"));
             }
@@ -239,11 +243,45 @@ async fn numstat(worktree: &str, base: &str) -> Loaded {
     };
     match git(worktree, &["diff", "--numstat", "--no-ext-diff", &mb]).await {
         Ok(out) => {
-            let (added, removed) = parse_numstat(&String::from_utf8_lossy(&out));
+            let (mut added, removed) = parse_numstat(&String::from_utf8_lossy(&out));
+            added += untracked(worktree)
+                .await
+                .iter()
+                .map(|(_, t)| t.lines().count() as u64)
+                .sum::<u64>();
             Loaded::Numstat { added, removed }
         }
         Err(e) => Loaded::Unavailable(e),
     }
+}
+
+/// Files the agent made and has not added (git's diff does not see them; a merge of the
+/// snapshot would): their paths and text, at most 50 files of at most 256 KiB each.
+async fn untracked(worktree: &str) -> Vec<(String, String)> {
+    let Ok(out) = git(worktree, &["ls-files", "--others", "--exclude-standard", "-z"]).await
+    else {
+        return Vec::new();
+    };
+    out.split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .take(50)
+        .filter_map(|p| {
+            let path = String::from_utf8_lossy(p).into_owned();
+            let full = Path::new(worktree).join(&path);
+            let meta = std::fs::metadata(&full).ok()?;
+            if !meta.is_file() || meta.len() > 256 * 1024 {
+                return None;
+            }
+            let bytes = std::fs::read(&full).ok()?;
+            // A binary file adds no lines, as in numstat.
+            let text = if bytes.contains(&0) {
+                String::new()
+            } else {
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            Some((path, text))
+        })
+        .collect()
 }
 
 /// Sums `git diff --numstat` (binary files, `-\t-`, count as nothing).

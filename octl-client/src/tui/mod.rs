@@ -24,6 +24,9 @@ pub mod model;
 pub mod source;
 pub mod views;
 
+#[cfg(test)]
+mod tests;
+
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

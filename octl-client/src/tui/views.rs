@@ -328,7 +328,7 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
         ]),
         rows[0],
     );
-    let left_w = if area.width >= 120 { 60 } else { 40 }.min(area.width / 2);
+    let left_w = if area.width >= 120 { 64 } else { 44 }.min(area.width * 3 / 5);
     let cols = Layout::default()
         .direction(Direction::Horizontal)
         .constraints([Constraint::Length(left_w), Constraint::Min(20)])
@@ -383,13 +383,13 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
         };
         let elapsed = model::node_elapsed_s(n, app.now_ms).map_or("-".into(), clock);
         let mut spans = vec![
-            Span::raw(fit(&tree, 14)),
+            Span::raw(fit(&tree, if wide { 14 } else { 10 })),
             Span::raw(" "),
             Span::styled(fit(n.state.as_str(), 9), p.state(n.state)),
             Span::raw(" "),
             Span::raw(fit(&activity_text(n), if wide { 13 } else { 7 })),
             Span::raw(" "),
-            Span::raw(fit(&elapsed, 6)),
+            Span::raw(fit(&elapsed, if wide { 6 } else { 5 })),
             Span::raw(" "),
             Span::styled(stat, p.fg(Color::Green)),
         ];
@@ -457,6 +457,7 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
         None => lines.push(Line::from("loading…")),
         Some(Loaded::Unavailable(why)) => lines.push(Line::from(format!("unavailable: {why}"))),
         Some(Loaded::Numstat { .. }) => {}
+        Some(Loaded::Lines(text)) if text.is_empty() => lines.push(Line::from("(empty)")),
         Some(Loaded::Lines(text)) => {
             let room = (inner.height as usize).saturating_sub(lines.len());
             // The end is what is new (screen, log, events); a diff is read from its start.
