@@ -5,9 +5,11 @@
 //! - [`projections`]: atomic writes of the derived files.
 //! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 //! - [`fault`]: the errors of a full or failing disk (`storage_full`, `io_error`).
+//! - [`feed`]: every run's committed events in one durable order, for the change feed.
 
 pub mod corrupt;
 pub mod fault;
+pub mod feed;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -30,6 +32,7 @@ use octl_proto::rpc::{AppendResult, RebuildResult};
 use octl_proto::{AppError, ErrorKind, Event, RunKind, RunState};
 
 use crate::home::Home;
+use feed::{Committed, Feed};
 use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
 pub use writer::Draft;
 use writer::{Command, Writer};
@@ -77,6 +80,8 @@ pub struct Syncing {
     /// The last seq of the first write.
     seq: u64,
     first: FirstWrite,
+    /// The events of the first write, for the feed.
+    events: Arc<Vec<Event>>,
 }
 
 impl Syncing {
@@ -102,6 +107,7 @@ impl Syncing {
             _ => {
                 // Readers of committed events (streams, `event.list`) see them from now on.
                 self.handle.committed.fetch_max(self.seq, Ordering::AcqRel);
+                self.handle.feed(&self.events);
                 Ok(())
             }
         }
@@ -137,10 +143,20 @@ pub struct RunHandle {
     untrusted: OnceLock<String>,
     /// Where to say that this run changed.
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Where to say what this run committed, for the change feed.
+    tap: Mutex<Tap>,
+}
+
+/// A run's link to the feed's indexer.
+struct Tap {
+    tx: Option<mpsc::UnboundedSender<Committed>>,
+    /// The last seq told to the feed.
+    fed: u64,
 }
 
 impl RunHandle {
     fn new(id: String, dir: PathBuf, view: RunDetail, corrupt: Option<String>) -> RunHandle {
+        let view_seq = view.manifest.last_seq;
         RunHandle {
             id,
             dir,
@@ -152,7 +168,37 @@ impl RunHandle {
             corrupt,
             untrusted: OnceLock::new(),
             changes: Mutex::new(None),
+            tap: Mutex::new(Tap {
+                tx: None,
+                fed: view_seq,
+            }),
         }
+    }
+
+    /// Tells the feed that `events` (a committed group) are durable in the log. Events
+    /// already told are left out (a new run's first write is reported by two paths); the
+    /// lock keeps the run's groups in commit order on the way to the indexer.
+    pub(crate) fn feed(&self, events: &Arc<Vec<Event>>) {
+        let mut tap = self.tap.lock().expect("tap lock");
+        let Some(last) = events.last().map(|e| e.seq) else {
+            return;
+        };
+        if last <= tap.fed {
+            return;
+        }
+        if let Some(tx) = &tap.tx {
+            let fed = tap.fed;
+            let new = if events.first().is_some_and(|e| e.seq > fed) {
+                events.clone()
+            } else {
+                Arc::new(events.iter().filter(|e| e.seq > fed).cloned().collect())
+            };
+            let _ = tx.send(Committed {
+                run: self.id.clone(),
+                events: new,
+            });
+        }
+        tap.fed = last;
     }
 
     /// The state as of the last committed group.
@@ -255,6 +301,8 @@ pub struct Store {
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
     closing: AtomicBool,
     writers: Mutex<Vec<JoinHandle<()>>>,
+    /// The change feed; set once every run is loaded.
+    feed: OnceLock<Arc<Feed>>,
 }
 
 impl Store {
@@ -267,6 +315,7 @@ impl Store {
             changes: Mutex::new(None),
             closing: AtomicBool::new(false),
             writers: Mutex::new(Vec::new()),
+            feed: OnceLock::new(),
         };
         let mut ids: Vec<String> = fs::read_dir(store.home.runs())?
             .filter_map(|e| e.ok())
@@ -277,7 +326,27 @@ impl Store {
         for id in ids {
             store.load(id)?;
         }
+        // Nothing appends before the store is returned, so what each run has committed is
+        // what the feed must have indexed.
+        let handles = store.handles();
+        let committed: Vec<(String, u64)> = handles
+            .iter()
+            .filter(|h| h.corrupt.is_none())
+            .map(|h| (h.id.clone(), h.committed()))
+            .collect();
+        let feed = Feed::open(store.home.root(), &store.home.runs(), &committed)?;
+        for h in &handles {
+            let mut tap = h.tap.lock().expect("tap lock");
+            tap.tx = Some(feed.sender());
+            tap.fed = h.committed();
+        }
+        let _ = store.feed.set(feed);
         Ok(store)
+    }
+
+    /// The change feed (every run's committed events in one order).
+    pub fn feed(&self) -> &Arc<Feed> {
+        self.feed.get().expect("the feed opens with the store")
     }
 
     fn load(&self, id: String) -> io::Result<()> {
@@ -389,7 +458,7 @@ impl Store {
         id: String,
         dir: PathBuf,
         state: RunState,
-        first: Option<FirstWrite>,
+        first: Option<(FirstWrite, Arc<Vec<Event>>)>,
         stale: bool,
     ) -> io::Result<Arc<RunHandle>> {
         let log = LogWriter::open(&dir.join(LOG_FILE))?;
@@ -399,9 +468,14 @@ impl Store {
             projection::detail(&state),
             None,
         ));
-        if first.is_some() {
-            // Nothing is on disk yet; the writer says so once the first write is.
-            handle.committed.store(0, Ordering::Release);
+        {
+            let mut tap = handle.tap.lock().expect("tap lock");
+            tap.tx = self.feed.get().map(|f| f.sender());
+            if first.is_some() {
+                // Nothing is on disk yet; the writer says so once the first write is.
+                handle.committed.store(0, Ordering::Release);
+                tap.fed = 0;
+            }
         }
         let (tx, rx) = mpsc::channel(QUEUE);
         *handle.tx.lock().expect("tx lock") = Some(tx);
@@ -487,12 +561,15 @@ impl Store {
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;
         let mut line = format!("{}\n", ev.to_line());
+        let mut events = vec![ev];
         for draft in initial {
             let ev = writer::new_event(&state, draft);
             state.apply(&ev)?;
             line.push_str(&ev.to_line());
             line.push('\n');
+            events.push(ev);
         }
+        let events = Arc::new(events);
         let runs_dir = self.home.runs();
         let created = state.clone();
         let dir2 = dir.clone();
@@ -547,10 +624,24 @@ impl Store {
             let _ = done.send(Some(result.map(|_| projected).map_err(|e| e.to_string())));
         });
         let handle = self
-            .start(id.clone(), dir, state, Some(first.clone()), false)
+            .start(
+                id.clone(),
+                dir,
+                state,
+                Some((first.clone(), events.clone())),
+                false,
+            )
             .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
         let seq = handle.view().manifest.last_seq;
-        Ok((handle.clone(), Syncing { handle, seq, first }))
+        Ok((
+            handle.clone(),
+            Syncing {
+                handle,
+                seq,
+                first,
+                events,
+            },
+        ))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).

@@ -125,7 +125,7 @@ pub struct Writer {
     pub log: Option<LogWriter>,
     /// A new run's first write, still being synced: waited for before the first commit, so
     /// its projections can never land over a later group's.
-    pub first: Option<super::FirstWrite>,
+    pub first: Option<(super::FirstWrite, Arc<Vec<Event>>)>,
     /// The projections on disk are behind the state (their write failed, e.g. on a full
     /// disk): every one is written again with the next group, or after [`HEAL_EVERY`].
     pub stale: bool,
@@ -144,7 +144,7 @@ enum Outcome {
 
 impl Writer {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        if let Some(mut first) = self.first.take() {
+        if let Some((mut first, events)) = self.first.take() {
             let ended = first
                 .wait_for(Option::is_some)
                 .await
@@ -156,6 +156,7 @@ impl Writer {
                     self.handle
                         .committed
                         .fetch_max(self.state.last_seq, Ordering::AcqRel);
+                    self.handle.feed(&events);
                     self.stale = !projected;
                 }
                 Some(Err(e)) => self
@@ -343,7 +344,9 @@ impl Writer {
                 .committed
                 .store(self.state.last_seq, Ordering::Release);
             self.handle.publish(&self.state);
-            let _ = self.handle.events.send(Arc::new(events));
+            let events = Arc::new(events);
+            self.handle.feed(&events);
+            let _ = self.handle.events.send(events);
         }
         for ack in acks {
             ack.send(None);
