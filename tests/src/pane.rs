@@ -24,7 +24,10 @@ impl Pane {
         program: &std::path::Path,
         args: &[&str],
     ) -> Pane {
-        let socket = env.root.path().join("term.sock");
+        // A socket of its own per pane: a killed server's socket may linger a moment.
+        static PANES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = PANES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = env.root.path().join(format!("term-{n}.sock"));
         let mut cmd = Command::new("tmux");
         cmd.arg("-S")
             .arg(&socket)
@@ -35,7 +38,6 @@ impl Pane {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        // The program, then a shell that keeps the pane (and what the program left) visible.
         cmd.arg("--").arg(program).args(args);
         let out = cmd.output().expect("start tmux");
         assert!(

@@ -2,10 +2,12 @@
 //! the UI thread never waits on the daemon, git or the disk. It sends [`Update`]s: the runs'
 //! summaries, their events to fold, the link's state, what an action or a load gave.
 //!
-//! - Daemon up: `run.list` for the summaries (the first frame), then each run's events with
-//!   `event.list` after the seq already folded. Until the change feed (`GET /v1/events`) is in
-//!   the daemon this is polled every [`POLL`]: `run.list` tells which runs moved (their
-//!   `last_seq`), and only those are read.
+//! - Daemon up: `run.list` for the summaries (the first frame), then the change feed
+//!   (`GET /v1/events?since=now&follow=true`) for every new event, while each run's earlier
+//!   events are read with `event.list` (newest runs first) and folded. After a restart the
+//!   feed is opened again from its last cursor, so nothing is missed or seen twice. A daemon
+//!   without the feed is polled every [`POLL`] instead: `run.list` tells which runs moved
+//!   (their `last_seq`), and only those are read.
 //! - Daemon down: the runs are read-only from their `events.jsonl` on disk, folded the same
 //!   way, and the link says so; the daemon is asked again every [`POLL`].
 //!
@@ -27,7 +29,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::actions::{self, Action};
 use super::detail::{self, Load, Loaded};
-use crate::client::{result_of, CallError, Client};
+use crate::client::{result_of, CallError, Client, FeedStream};
 use crate::log_file::LogFile;
 use octl_proto::ids::is_full_run_id;
 
@@ -106,6 +108,10 @@ struct Source {
     disk: HashMap<String, LogFile>,
     link: Link,
     first: bool,
+    /// The change feed's last cursor: where it resumes after a restart.
+    cursor: Option<String>,
+    /// The daemon has no change feed: poll.
+    polling: bool,
 }
 
 impl Source {
@@ -118,6 +124,8 @@ impl Source {
             disk: HashMap::new(),
             link: Link::Connecting,
             first: true,
+            cursor: None,
+            polling: false,
         }
     }
 
@@ -142,6 +150,14 @@ impl Source {
             .run_until(async move {
                 loop {
                     let more = self.round().await;
+                    if self.link.is_live() && !self.polling {
+                        if let Some(feed) = self.open_feed().await {
+                            if !self.follow(feed, &mut requests).await {
+                                return;
+                            }
+                            continue;
+                        }
+                    }
                     let wait = if more { Duration::ZERO } else { POLL };
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
@@ -156,6 +172,74 @@ impl Source {
                 }
             })
             .await;
+    }
+
+    /// Opens the change feed after the last cursor seen (first time: `now`, the summaries
+    /// just read being the state before it). `None` when it cannot be opened; a daemon
+    /// without the feed (older than this client) is polled instead from then on.
+    async fn open_feed(&mut self) -> Option<FeedStream> {
+        let since = self.cursor.clone().unwrap_or_else(|| "now".to_string());
+        match self.client.feed(Some(&since), true).await {
+            Ok(feed) => {
+                if self.cursor.is_none() {
+                    self.cursor = feed.start().map(str::to_string);
+                }
+                Some(feed)
+            }
+            Err(CallError::Failed(e))
+                if matches!(e.kind, ErrorKind::NotFound | ErrorKind::MethodNotFound) =>
+            {
+                // An octld from before the change feed: `run.list` and `event.list` every
+                // POLL tell the same, at the cost of reading the list each time.
+                self.polling = true;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Follows the feed until it ends (the daemon stopped), reading the runs that are behind
+    /// meanwhile. False when the UI is gone.
+    async fn follow(
+        &mut self,
+        mut feed: FeedStream,
+        requests: &mut UnboundedReceiver<Request>,
+    ) -> bool {
+        loop {
+            let more = self.catch_up().await;
+            let idle = if more {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(3600)
+            };
+            tokio::select! {
+                item = feed.next() => match item {
+                    Ok(Some(item)) => {
+                        self.cursor = Some(item.cursor.clone());
+                        self.on_event(item.event);
+                    }
+                    // It ended or broke: the daemon is going away (or restarting).
+                    Ok(None) | Err(_) => return true,
+                },
+                req = requests.recv() => match req {
+                    None => return false,
+                    Some(req) => self.handle(req).await,
+                },
+                _ = tokio::time::sleep(idle) => {}
+            }
+        }
+    }
+
+    /// One event from the feed: sent on when it follows what was sent of its run; otherwise
+    /// (its run not read yet, or a gap) the run is marked behind and read with `event.list`.
+    fn on_event(&mut self, ev: Event) {
+        let sent = self.sent.get(&ev.run).copied().unwrap_or(0);
+        let known = self.listed.entry(ev.run.clone()).or_insert(0);
+        *known = (*known).max(ev.seq);
+        if ev.seq == sent + 1 {
+            self.sent.insert(ev.run.clone(), ev.seq);
+            self.send(Update::Events(vec![ev]));
+        }
     }
 
     async fn handle(&mut self, req: Request) {
