@@ -79,7 +79,9 @@ impl Pane {
 
     /// Waits until the screen shows `text`; returns the screen.
     pub fn wait_for(&self, text: &str) -> String {
-        self.wait_screen(&format!("the screen to show {text:?}"), |s| s.contains(text))
+        self.wait_screen(&format!("the screen to show {text:?}"), |s| {
+            s.contains(text)
+        })
     }
 
     /// Waits until `check` holds for the screen; the panic shows the last screen.
@@ -95,6 +97,14 @@ impl Pane {
             Ok(s) => s,
             Err(_) => panic!("timed out waiting for {what}; the screen:\n{last}"),
         }
+    }
+
+    /// The pid of the pane's program.
+    pub fn pid(&self) -> u32 {
+        self.tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .expect("a pane pid")
     }
 
     /// Is the program still running in the pane?

@@ -21,8 +21,13 @@ fn tui(env: &TestEnv, extra: &[(&str, &str)]) -> Pane {
 }
 
 fn code_run(env: &TestEnv, repo: &TestRepo, task: &str) -> String {
-    env.spawn("code", repo, task, json!({"agent": "shell", "node": "main"}))
-        .unwrap()["id"]
+    env.spawn(
+        "code",
+        repo,
+        task,
+        json!({"agent": "shell", "node": "main"}),
+    )
+    .unwrap()["id"]
         .as_str()
         .unwrap()
         .to_string()
@@ -33,7 +38,11 @@ fn logged(env: &TestEnv, run: &str, ty: &str) -> Value {
     wait_until(
         &format!("{ty} in the log of {run}"),
         Duration::from_secs(30),
-        || env.log_events(run).into_iter().find(|e| e["type"] == json!(ty)),
+        || {
+            env.log_events(run)
+                .into_iter()
+                .find(|e| e["type"] == json!(ty))
+        },
     )
 }
 
@@ -53,7 +62,10 @@ fn answering_a_question_from_the_inbox() {
     pane.wait_for("question");
     pane.keys(&["i"]);
     let screen = pane.wait_for("Which colour?");
-    assert!(screen.contains("blue or green"), "the context is shown:\n{screen}");
+    assert!(
+        screen.contains("blue or green"),
+        "the context is shown:\n{screen}"
+    );
     pane.keys(&["a"]);
     pane.wait_for("enter: send");
     pane.type_text("green, please");
@@ -173,7 +185,9 @@ fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
     // Opened with the daemon down and autostart off: read-only from the start, not started.
     drop(_d);
     wait_until("octld to stop", Duration::from_secs(10), || {
-        env.try_rpc("daemon.status", json!({})).is_err().then_some(())
+        env.try_rpc("daemon.status", json!({}))
+            .is_err()
+            .then_some(())
     });
     let pane = tui(&env, &[("OCTL_NO_AUTOSTART", "1")]);
     let screen = pane.wait_for("octld is not running: read-only");

@@ -19,13 +19,34 @@ use crate::commands::explain_missing_method;
 /// whether it still applies (a second person may have acted first: `invalid_transition`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Answer { id: String, text: String },
-    Accept { id: String },
-    Reject { id: String, reason: String },
-    Merge { run: String, node: Option<String> },
-    Retry { run: String, node: String },
-    Cancel { run: String, discard: bool },
-    Send { run: String, node: String, text: String },
+    Answer {
+        id: String,
+        text: String,
+    },
+    Accept {
+        id: String,
+    },
+    Reject {
+        id: String,
+        reason: String,
+    },
+    Merge {
+        run: String,
+        node: Option<String>,
+    },
+    Retry {
+        run: String,
+        node: String,
+    },
+    Cancel {
+        run: String,
+        discard: bool,
+    },
+    Send {
+        run: String,
+        node: String,
+        text: String,
+    },
 }
 
 impl Action {
@@ -70,7 +91,8 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             call::<method::DiscussionAnswer>(client, &AnswerParams { id, text }).await?;
         }
         Action::Accept { id } => {
-            let a = call::<method::SpinoffAccept>(client, &AcceptParams { id, agent: None }).await?;
+            let a =
+                call::<method::SpinoffAccept>(client, &AcceptParams { id, agent: None }).await?;
             return Ok(format!("{what}: run {} started", a.run.id));
         }
         Action::Reject { id, reason } => {

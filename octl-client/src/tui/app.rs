@@ -62,9 +62,15 @@ pub enum Typing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Modal {
     Help,
-    Input { purpose: Typing, text: String },
+    Input {
+        purpose: Typing,
+        text: String,
+    },
     /// `y` does `action`; a cancel also offers `d`, which asks once more before discarding.
-    Confirm { action: Action, discard: Option<Action> },
+    Confirm {
+        action: Action,
+        discard: Option<Action>,
+    },
 }
 
 /// What must happen outside the state.
@@ -76,12 +82,17 @@ pub enum Effect {
     Handoff(Handoff),
 }
 
-
 /// One thing a human should look at.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboxItem {
-    Question { run: String, d: Discussion },
-    Proposal { run: String, s: Spinoff },
+    Question {
+        run: String,
+        d: Discussion,
+    },
+    Proposal {
+        run: String,
+        s: Spinoff,
+    },
     /// A node (or, with `node` None, an orchestrate run's integration merge) that conflicted,
     /// was blocked, or waits for `merge`.
     Merge {
@@ -107,7 +118,9 @@ impl InboxItem {
         match self {
             InboxItem::Question { .. } => "a: answer".into(),
             InboxItem::Proposal { .. } => "y: accept (starts a spinoff run) · n: reject".into(),
-            InboxItem::Merge { state, worktree, .. } => match state.as_str() {
+            InboxItem::Merge {
+                state, worktree, ..
+            } => match state.as_str() {
                 "conflict" => format!(
                     "resolve the conflict in {} (o: editor, !: shell), commit, then m: merge",
                     worktree.as_deref().unwrap_or("its worktree")
@@ -308,6 +321,8 @@ impl App {
                     ),
                 });
             }
+            // Handled by the loop (keys need the terminal's own decoding).
+            Update::Input(_) => {}
             Update::Loaded(load, loaded) => {
                 if let Load::Numstat { run, node, .. } = &load {
                     if let Some(s) = self.stats.get_mut(&(run.clone(), node.clone())) {
@@ -819,7 +834,10 @@ impl App {
         let retryable = |n: &Node| {
             matches!(
                 n.state,
-                NodeState::Failed | NodeState::Exited | NodeState::Conflict | NodeState::MergeBlocked
+                NodeState::Failed
+                    | NodeState::Exited
+                    | NodeState::Conflict
+                    | NodeState::MergeBlocked
             )
         };
         let node = match (&self.view, self.inbox.get(self.sel_item)) {
@@ -846,7 +864,11 @@ impl App {
         let e = self.run_in_view()?;
         let n = match self.view {
             View::Run(_) => self.node_in_view()?,
-            _ => e.state.as_ref()?.nodes_in_order().find(|n| n.state.is_alive())?,
+            _ => e
+                .state
+                .as_ref()?
+                .nodes_in_order()
+                .find(|n| n.state.is_alive())?,
         };
         n.state
             .is_alive()

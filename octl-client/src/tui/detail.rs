@@ -65,7 +65,10 @@ impl Load {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Loaded {
     Lines(Vec<String>),
-    Numstat { added: u64, removed: u64 },
+    Numstat {
+        added: u64,
+        removed: u64,
+    },
     /// Why it could not be loaded (shown as such, never as an empty result).
     Unavailable(String),
 }
@@ -258,7 +261,11 @@ async fn numstat(worktree: &str, base: &str) -> Loaded {
 /// Files the agent made and has not added (git's diff does not see them; a merge of the
 /// snapshot would): their paths and text, at most 50 files of at most 256 KiB each.
 async fn untracked(worktree: &str) -> Vec<(String, String)> {
-    let Ok(out) = git(worktree, &["ls-files", "--others", "--exclude-standard", "-z"]).await
+    let Ok(out) = git(
+        worktree,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+    )
+    .await
     else {
         return Vec::new();
     };
@@ -288,8 +295,14 @@ async fn untracked(worktree: &str) -> Vec<(String, String)> {
 pub fn parse_numstat(text: &str) -> (u64, u64) {
     text.lines().fold((0, 0), |(a, r), line| {
         let mut parts = line.split('\t');
-        let add = parts.next().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        let rem = parts.next().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        let add = parts
+            .next()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        let rem = parts
+            .next()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
         (a + add, r + rem)
     })
 }
@@ -343,7 +356,10 @@ mod tests {
 
     #[test]
     fn numstat_sums_and_skips_binaries() {
-        assert_eq!(parse_numstat("3\t1\ta.rs\n-\t-\tlogo.png\n10\t0\tb.rs\n"), (13, 1));
+        assert_eq!(
+            parse_numstat("3\t1\ta.rs\n-\t-\tlogo.png\n10\t0\tb.rs\n"),
+            (13, 1)
+        );
         assert_eq!(parse_numstat(""), (0, 0));
     }
 

@@ -28,6 +28,7 @@ pub mod views;
 mod tests;
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -40,6 +41,7 @@ use ratatui::Terminal;
 use crate::client::Client;
 use crate::commands::Ctx;
 use app::{App, Effect};
+use source::Update;
 
 pub const TUI_EXAMPLES: &str = "\
 Examples:
@@ -56,15 +58,15 @@ pub struct TuiArgs {}
 
 /// How often elapsed times move and a live node's screen and log are read again.
 const TICK: Duration = Duration::from_secs(1);
-/// The longest a key or an update waits to be seen.
-const POLL: Duration = Duration::from_millis(15);
+/// How often the input thread looks whether it should stop reading (for a handoff).
+const INPUT_POLL: Duration = Duration::from_millis(100);
 
 pub async fn execute(ctx: &Ctx, _args: TuiArgs) -> Result<i32, AppError> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
-        return Err(AppError::invalid(
-            "tui needs a terminal: stdin or stdout is not one",
-        )
-        .with_hint("for scripts use `orchestratectl --json run list` or `run watch`"));
+        return Err(
+            AppError::invalid("tui needs a terminal: stdin or stdout is not one")
+                .with_hint("for scripts use `orchestratectl --json run list` or `run watch`"),
+        );
     }
     let home = ctx.client.home().clone();
     let client = Client::new(home.clone(), ctx.client.autostart());
@@ -115,24 +117,116 @@ impl Drop for Screen {
     }
 }
 
+/// The input thread's state: reading keys, or stopped while another program has the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    On,
+    /// Asked to stop; it answers by setting `Off`.
+    Stopping,
+    Off,
+}
+
+/// Reads keys and resizes on a thread of its own, into the UI's one channel. While another
+/// program has the terminal it reads nothing: [`Input::pause`] returns only once it stopped,
+/// so not one keystroke meant for tmux or the editor is taken.
+struct Input {
+    state: Arc<(Mutex<Reading>, Condvar)>,
+}
+
+impl Input {
+    fn start(tx: mpsc::Sender<Update>) -> Input {
+        let state = Arc::new((Mutex::new(Reading::On), Condvar::new()));
+        let shared = state.clone();
+        std::thread::Builder::new()
+            .name("octl-tui-input".into())
+            .spawn(move || loop {
+                {
+                    let (lock, cv) = &*shared;
+                    let mut st = lock.lock().expect("input state");
+                    if *st == Reading::Stopping {
+                        *st = Reading::Off;
+                        cv.notify_all();
+                    }
+                    while *st != Reading::On {
+                        st = cv.wait(st).expect("input state");
+                    }
+                }
+                match event::poll(INPUT_POLL) {
+                    Ok(true) => {
+                        let on = *shared.0.lock().expect("input state") == Reading::On;
+                        if !on {
+                            continue;
+                        }
+                        match event::read() {
+                            Ok(ev) => {
+                                if tx.send(Update::Input(ev)).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(_) => return,
+                }
+            })
+            .expect("the input thread starts");
+        Input { state }
+    }
+
+    fn pause(&self) {
+        let (lock, cv) = &*self.state;
+        let mut st = lock.lock().expect("input state");
+        *st = Reading::Stopping;
+        while *st != Reading::Off {
+            st = cv.wait(st).expect("input state");
+        }
+    }
+
+    fn resume(&self) {
+        let (lock, cv) = &*self.state;
+        *lock.lock().expect("input state") = Reading::On;
+        cv.notify_all();
+    }
+}
+
+/// Updates handled before a frame is drawn at most: a flood of them (reading 1,000 logs)
+/// never holds the screen back longer than this.
+const DRAIN_BUDGET: Duration = Duration::from_millis(30);
+
 fn run(client: Client, mut app: App) -> Result<i32, AppError> {
-    let (requests, updates) = source::spawn(client);
+    let (tx, updates) = mpsc::channel();
+    let requests = source::spawn(client, tx.clone());
     let mut screen = Screen::enter()?;
+    let input = Input::start(tx);
     let io_err = |e: io::Error| AppError::internal(format!("terminal: {e}"));
     app.now_ms = now_ms();
     let mut next_tick = Instant::now() + TICK;
     loop {
         let mut effects = Vec::new();
-        while let Ok(u) = updates.try_recv() {
-            effects.extend(app.update(u));
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let mut pending: Vec<Update> = match updates.recv_timeout(wait) {
+            Ok(u) => vec![u],
+            Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(0),
+        };
+        let drain_until = Instant::now() + DRAIN_BUDGET;
+        while Instant::now() < drain_until {
+            match updates.try_recv() {
+                Ok(u) => pending.push(u),
+                Err(_) => break,
+            }
         }
-        if Instant::now() >= next_tick {
-            next_tick = Instant::now() + TICK;
-            effects.extend(app.tick(now_ms()));
-        }
-        if event::poll(Duration::ZERO).map_err(io_err)? {
-            match event::read().map_err(io_err)? {
-                TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+        // Events of many updates are folded as one batch: the order and the inbox are
+        // derived once for all of them.
+        let mut events = Vec::new();
+        for u in pending {
+            match u {
+                Update::Events(mut e) => events.append(&mut e),
+                Update::Input(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => {
+                    if !events.is_empty() {
+                        effects.extend(app.update(Update::Events(std::mem::take(&mut events))));
+                    }
                     let ch = match k.code {
                         KeyCode::Char(c) => Some(c),
                         KeyCode::Backspace => Some('\u{8}'),
@@ -140,9 +234,22 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
                     };
                     effects.extend(app.key(keys::cmd_of(k), ch));
                 }
-                TermEvent::Resize(..) => app.dirty = true,
-                _ => {}
+                Update::Input(TermEvent::Resize(..)) => app.dirty = true,
+                Update::Input(_) => {}
+                other => {
+                    if !events.is_empty() {
+                        effects.extend(app.update(Update::Events(std::mem::take(&mut events))));
+                    }
+                    effects.extend(app.update(other));
+                }
             }
+        }
+        if !events.is_empty() {
+            effects.extend(app.update(Update::Events(events)));
+        }
+        if Instant::now() >= next_tick {
+            next_tick = Instant::now() + TICK;
+            effects.extend(app.tick(now_ms()));
         }
         for effect in effects {
             match effect {
@@ -151,9 +258,11 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
                     let _ = requests.send(r);
                 }
                 Effect::Handoff(h) => {
+                    input.pause();
                     leave_terminal();
                     let result = h.run();
                     enter_terminal().map_err(io_err)?;
+                    input.resume();
                     screen.term.clear().map_err(io_err)?;
                     if let Err(e) = result {
                         app.update(source::Update::Done(Err(e)));
@@ -164,12 +273,7 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
         }
         if app.dirty {
             app.dirty = false;
-            screen
-                .term
-                .draw(|f| views::draw(f, &app))
-                .map_err(io_err)?;
+            screen.term.draw(|f| views::draw(f, &app)).map_err(io_err)?;
         }
-        // Waits for a key (or the next look at the updates).
-        let _ = event::poll(POLL);
     }
 }

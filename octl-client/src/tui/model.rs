@@ -168,8 +168,7 @@ pub fn attention_of_state(s: &RunState) -> Option<Attention> {
     if any(&|n| n.state == NodeState::Conflict) || s.merge.as_deref() == Some("conflict") {
         return Some(Attention::Conflict);
     }
-    if any(&|n| n.state == NodeState::MergeBlocked) || s.merge.as_deref() == Some("merge_blocked")
-    {
+    if any(&|n| n.state == NodeState::MergeBlocked) || s.merge.as_deref() == Some("merge_blocked") {
         return Some(Attention::MergeBlocked);
     }
     if status == octl_proto::RunStatus::Waiting
@@ -282,7 +281,19 @@ pub fn node_elapsed_s(n: &Node, now_ms: u64) -> Option<u64> {
 
 /// Nodes by state, compactly: `2 running 1 done`, in the life order of the states.
 pub fn counts_cell(r: &RunSummary) -> String {
-    crate::output::node_counts(&r.nodes)
+    let mut out = String::new();
+    for state in NodeState::ALL {
+        if let Some(n) = r.nodes.get(state.as_str()).filter(|n| **n > 0) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&format!("{n} {}", state.as_str()));
+        }
+    }
+    if out.is_empty() {
+        out.push('-');
+    }
+    out
 }
 
 /// The depth of each node in its run's DAG (0: no deps), for the tree: one more than its

@@ -69,6 +69,8 @@ pub enum Update {
     Done(Result<String, AppError>),
     /// A load (screen, log, diff, numstat, events) finished.
     Loaded(Load, Loaded),
+    /// A key or a resize, from the input thread: one channel, so the UI waits on one thing.
+    Input(crossterm::event::Event),
 }
 
 /// What the UI asks of the data thread.
@@ -80,10 +82,9 @@ pub enum Request {
     Load(Load),
 }
 
-/// Starts the data thread. `wake` is called after each batch of updates.
-pub fn spawn(client: Client) -> (UnboundedSender<Request>, mpsc::Receiver<Update>) {
+/// Starts the data thread, which sends its updates on `tx`.
+pub fn spawn(client: Client, tx: mpsc::Sender<Update>) -> UnboundedSender<Request> {
     let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("octl-tui-data".into())
         .spawn(move || {
@@ -94,7 +95,7 @@ pub fn spawn(client: Client) -> (UnboundedSender<Request>, mpsc::Receiver<Update
             rt.block_on(Source::new(client, tx).run(req_rx));
         })
         .expect("the data thread starts");
-    (req_tx, rx)
+    req_tx
 }
 
 struct Source {
@@ -286,7 +287,11 @@ impl Source {
                     _ => CallError::Failed(e),
                 })
         } else {
-            match self.client.try_call_method::<method::RunList>(&params).await {
+            match self
+                .client
+                .try_call_method::<method::RunList>(&params)
+                .await
+            {
                 Ok(v) => result_of::<method::RunList>(&v).map_err(CallError::Failed),
                 Err(e) => Err(e),
             }
@@ -349,7 +354,11 @@ impl Source {
                 since: Some(since),
                 limit: None,
             };
-            match self.client.try_call_method::<method::EventList>(&params).await {
+            match self
+                .client
+                .try_call_method::<method::EventList>(&params)
+                .await
+            {
                 Ok(v) => match result_of::<method::EventList>(&v) {
                     Ok(events) => {
                         if let Some(last) = events.last() {
@@ -385,7 +394,10 @@ impl Source {
             })
             .collect();
         for (id, dir) in dirs {
-            let log = self.disk.entry(id.clone()).or_insert_with(|| LogFile::new(&dir));
+            let log = self
+                .disk
+                .entry(id.clone())
+                .or_insert_with(|| LogFile::new(&dir));
             let Ok(lines) = log.read_new() else { continue };
             let sent = self.sent.get(&id).copied().unwrap_or(0);
             let events: Vec<Event> = lines

@@ -98,20 +98,56 @@ fn the_runs_that_need_you_come_first_most_urgent_first() {
         row_of(&screen, A),
         row_of(&screen, B),
     );
-    assert!(d < c && c < ac && ac < b, "conflict, failed, active, ended:\n{screen}");
-    assert!(screen.lines().nth(d).unwrap().starts_with("conflict"), "{screen}");
-    assert!(screen.lines().nth(c).unwrap().starts_with("failed"), "{screen}");
-    assert!(screen.contains("2 runs need you") || screen.contains("2 need you"), "{screen}");
+    assert!(
+        d < c && c < ac && ac < b,
+        "conflict, failed, active, ended:\n{screen}"
+    );
+    assert!(
+        screen.lines().nth(d).unwrap().starts_with("conflict"),
+        "{screen}"
+    );
+    assert!(
+        screen.lines().nth(c).unwrap().starts_with("failed"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("2 runs need you") || screen.contains("2 need you"),
+        "{screen}"
+    );
     // A question outranks a conflict once it is known from the log.
     let mut q = app(true);
-    q.update(Update::Summaries(vec![summary(D, "generic", "active", json!({}))]));
+    q.update(Update::Summaries(vec![summary(
+        D,
+        "generic",
+        "active",
+        json!({}),
+    )]));
     q.update(Update::Events(vec![
-        ev(D, 1, None, "run.created", json!({"kind": "generic", "title": "asks"})),
+        ev(
+            D,
+            1,
+            None,
+            "run.created",
+            json!({"kind": "generic", "title": "asks"}),
+        ),
         ev(D, 2, Some("a"), "node.added", json!({})),
-        ev(D, 3, None, "discussion.opened", json!({"id": "q1", "node": "a", "title": "Which colour?"})),
+        ev(
+            D,
+            3,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "a", "title": "Which colour?"}),
+        ),
     ]));
     let screen = text(&draw(&q, 80, 24));
-    assert!(screen.lines().nth(row_of(&screen, D)).unwrap().starts_with("question"), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .nth(row_of(&screen, D))
+            .unwrap()
+            .starts_with("question"),
+        "{screen}"
+    );
 }
 
 #[test]
@@ -121,10 +157,22 @@ fn the_list_fits_80_by_24_and_wide_screens_show_more() {
     let screen = text(&draw(&a, 80, 24));
     let lines: Vec<&str> = screen.lines().collect();
     assert_eq!(lines.len(), 24);
-    assert!(lines[0].contains("orchestratectl") && lines[0].contains("● live"), "{screen}");
-    assert!(lines[1].starts_with("NEEDS") && lines[1].contains("COST"), "{screen}");
-    assert!(lines[23].contains("? help"), "the keys are on the last line:\n{screen}");
-    assert!(!lines[1].contains("REPO"), "80 columns leave the repo out:\n{screen}");
+    assert!(
+        lines[0].contains("orchestratectl") && lines[0].contains("● live"),
+        "{screen}"
+    );
+    assert!(
+        lines[1].starts_with("NEEDS") && lines[1].contains("COST"),
+        "{screen}"
+    );
+    assert!(
+        lines[23].contains("? help"),
+        "the keys are on the last line:\n{screen}"
+    );
+    assert!(
+        !lines[1].contains("REPO"),
+        "80 columns leave the repo out:\n{screen}"
+    );
     let wide = text(&draw(&a, 140, 30));
     assert!(wide.lines().nth(1).unwrap().contains("REPO"), "{wide}");
     // Resizing down again draws it whole.
@@ -138,27 +186,51 @@ fn no_color_draws_no_colour() {
     four_runs(&mut a);
     let buf = draw(&a, 80, 24);
     for cell in buf.content() {
-        assert_eq!(cell.fg, Color::Reset, "a coloured cell under NO_COLOR: {cell:?}");
+        assert_eq!(
+            cell.fg,
+            Color::Reset,
+            "a coloured cell under NO_COLOR: {cell:?}"
+        );
         assert_eq!(cell.bg, Color::Reset);
     }
     let mut c = app(true);
     four_runs(&mut c);
     let buf = draw(&c, 80, 24);
-    assert!(buf.content().iter().any(|c| c.fg == Color::Red), "conflict is red with colour");
+    assert!(
+        buf.content().iter().any(|c| c.fg == Color::Red),
+        "conflict is red with colour"
+    );
 }
 
 /// An orchestrate-like DAG folded from a log: plan order kept, deps indented and named.
 fn dag_app() -> App {
     let mut a = app(true);
-    a.update(Update::Summaries(vec![summary(A, "generic", "active", json!({}))]));
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
     a.update(Update::Events(vec![
-        ev(A, 1, None, "run.created", json!({"kind": "generic", "title": "dag"})),
+        ev(
+            A,
+            1,
+            None,
+            "run.created",
+            json!({"kind": "generic", "title": "dag"}),
+        ),
         ev(A, 2, Some("schema"), "node.added", json!({})),
         ev(A, 3, Some("api"), "node.added", json!({"deps": ["schema"]})),
         ev(A, 4, Some("ui"), "node.added", json!({"deps": ["api"]})),
         ev(A, 5, Some("docs"), "node.added", json!({})),
         ev(A, 6, Some("schema"), "node.done", json!({})),
-        ev(A, 7, Some("api"), "node.progress", json!({"message": "half"})),
+        ev(
+            A,
+            7,
+            Some("api"),
+            "node.progress",
+            json!({"message": "half"}),
+        ),
     ]));
     a.key(Some(Cmd::Open), None);
     a
@@ -175,14 +247,20 @@ fn the_node_tree_keeps_plan_order_with_deps_under_their_parents() {
             .position(|l| l.contains(&format!("│{id} ")) || l.contains(&format!("└ {id} ")))
             .unwrap_or_else(|| panic!("{id} not in the tree:\n{screen}"))
     };
-    assert!(row("schema") < row("api") && row("api") < row("ui") && row("ui") < row("docs"), "{screen}");
+    assert!(
+        row("schema") < row("api") && row("api") < row("ui") && row("ui") < row("docs"),
+        "{screen}"
+    );
     let api = screen.lines().nth(row("api")).unwrap();
     assert!(api.contains("└ api") && api.contains("running"), "{screen}");
     let ui = screen.lines().nth(row("ui")).unwrap();
     assert!(ui.contains("  └ ui"), "ui is under api:\n{screen}");
     // A generic node's agent is not ours: no activity is claimed for it but unknown.
     assert!(api.contains("unknown"), "{screen}");
-    assert!(screen.contains("screen") && screen.contains("diff"), "the detail tabs:\n{screen}");
+    assert!(
+        screen.contains("screen") && screen.contains("diff"),
+        "the detail tabs:\n{screen}"
+    );
 }
 
 #[test]
@@ -190,7 +268,9 @@ fn moving_in_the_tree_asks_for_the_selected_nodes_detail() {
     let mut a = dag_app();
     let effects = a.key(Some(Cmd::Down), None);
     assert!(
-        effects.iter().any(|e| matches!(e, Effect::Request(Request::Load(l)) if l.node() == (A, "api"))),
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Request(Request::Load(l)) if l.node() == (A, "api"))),
         "{effects:?}"
     );
     let effects = a.key(Some(Cmd::Log), None);
@@ -203,18 +283,44 @@ fn moving_in_the_tree_asks_for_the_selected_nodes_detail() {
 #[test]
 fn the_inbox_shows_the_question_inline_and_answers_it() {
     let mut a = app(true);
-    a.update(Update::Summaries(vec![summary(A, "generic", "active", json!({}))]));
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
     a.update(Update::Events(vec![
         ev(A, 1, None, "run.created", json!({"kind": "generic"})),
         ev(A, 2, Some("a"), "node.added", json!({})),
-        ev(A, 3, None, "discussion.opened", json!({"id": "q1", "node": "a", "title": "Which colour?", "body": "blue or green"})),
-        ev(A, 4, None, "spinoff.proposed", json!({"id": "p1", "node": "a", "task": "fix the docs", "why": "separate"})),
+        ev(
+            A,
+            3,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "a", "title": "Which colour?", "body": "blue or green"}),
+        ),
+        ev(
+            A,
+            4,
+            None,
+            "spinoff.proposed",
+            json!({"id": "p1", "node": "a", "task": "fix the docs", "why": "separate"}),
+        ),
     ]));
     a.key(Some(Cmd::Inbox), None);
     let screen = text(&draw(&a, 80, 24));
-    assert!(screen.contains("question") && screen.contains("Which colour?"), "{screen}");
-    assert!(screen.contains("blue or green"), "the context, inline:\n{screen}");
-    assert!(screen.contains("proposal") && screen.contains("fix the docs"), "{screen}");
+    assert!(
+        screen.contains("question") && screen.contains("Which colour?"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("blue or green"),
+        "the context, inline:\n{screen}"
+    );
+    assert!(
+        screen.contains("proposal") && screen.contains("fix the docs"),
+        "{screen}"
+    );
     assert!(screen.contains("next: a: answer"), "{screen}");
     a.key(Some(Cmd::Answer), Some('a'));
     for c in "green".chars() {
@@ -225,17 +331,21 @@ fn the_inbox_shows_the_question_inline_and_answers_it() {
     let effects = a.key(Some(Cmd::Open), None);
     assert_eq!(
         effects,
-        [Effect::Request(Request::Act(super::actions::Action::Answer {
-            id: "q1".into(),
-            text: "green".into()
-        }))]
+        [Effect::Request(Request::Act(
+            super::actions::Action::Answer {
+                id: "q1".into(),
+                text: "green".into()
+            }
+        ))]
     );
     // The proposal: y accepts at once.
     a.key(Some(Cmd::Down), None);
     let effects = a.key(Some(Cmd::Accept), Some('y'));
     assert_eq!(
         effects,
-        [Effect::Request(Request::Act(super::actions::Action::Accept { id: "p1".into() }))]
+        [Effect::Request(Request::Act(
+            super::actions::Action::Accept { id: "p1".into() }
+        ))]
     );
 }
 
@@ -245,13 +355,21 @@ fn destroying_asks_and_discard_asks_twice() {
     four_runs(&mut a);
     assert!(a.key(Some(Cmd::Cancel), Some('x')).is_empty());
     let screen = text(&draw(&a, 80, 24));
-    assert!(screen.contains("cancel run") && screen.contains("d: discard too"), "{screen}");
+    assert!(
+        screen.contains("cancel run") && screen.contains("d: discard too"),
+        "{screen}"
+    );
     assert!(a.key(None, Some('d')).is_empty(), "discard asks once more");
     let screen = text(&draw(&a, 80, 24));
     assert!(screen.contains("DISCARD"), "{screen}");
     let effects = a.key(None, Some('y'));
     assert!(
-        matches!(&effects[..], [Effect::Request(Request::Act(super::actions::Action::Cancel { discard: true, .. }))]),
+        matches!(
+            &effects[..],
+            [Effect::Request(Request::Act(
+                super::actions::Action::Cancel { discard: true, .. }
+            ))]
+        ),
         "{effects:?}"
     );
     // Anything but y says no.
@@ -264,23 +382,48 @@ fn destroying_asks_and_discard_asks_twice() {
 fn the_link_is_shown_honestly() {
     let mut a = app(true);
     four_runs(&mut a);
-    a.update(Update::Link(Link::Offline { why: "no socket".into() }));
+    a.update(Update::Link(Link::Offline {
+        why: "no socket".into(),
+    }));
     let screen = text(&draw(&a, 80, 24));
-    assert!(screen.lines().next().unwrap().contains("read-only"), "{screen}");
-    a.update(Update::Link(Link::Reconnecting { since: std::time::Instant::now(), why: "x".into() }));
+    assert!(
+        screen.lines().next().unwrap().contains("read-only"),
+        "{screen}"
+    );
+    a.update(Update::Link(Link::Reconnecting {
+        since: std::time::Instant::now(),
+        why: "x".into(),
+    }));
     let screen = text(&draw(&a, 100, 24));
-    assert!(screen.lines().next().unwrap().contains("reconnecting"), "{screen}");
+    assert!(
+        screen.lines().next().unwrap().contains("reconnecting"),
+        "{screen}"
+    );
     // Before the first answer the list says it is loading, not that there are no runs.
     let fresh = App::new(true, "/h/tmux.sock".into());
     let screen = text(&draw(&fresh, 80, 24));
-    assert!(screen.contains("loading the runs") && screen.contains("connecting"), "{screen}");
+    assert!(
+        screen.contains("loading the runs") && screen.contains("connecting"),
+        "{screen}"
+    );
 }
 
 #[test]
 fn a_fold_that_does_not_fit_is_read_again() {
     let mut a = app(true);
-    a.update(Update::Summaries(vec![summary(A, "generic", "active", json!({}))]));
-    let effects = a.update(Update::Events(vec![ev(A, 3, Some("a"), "node.done", json!({}))]));
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    let effects = a.update(Update::Events(vec![ev(
+        A,
+        3,
+        Some("a"),
+        "node.done",
+        json!({}),
+    )]));
     assert_eq!(effects, [Effect::Request(Request::Refold(A.into()))]);
 }
 

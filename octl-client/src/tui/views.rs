@@ -190,7 +190,7 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
             ("RUN", 8),
             ("KIND", 11),
             ("STATUS", 9),
-            ("NODES", 22),
+            ("NODES", 28),
             ("ELAPSED", 7),
             ("COST", 7),
             ("REPO", 14),
@@ -354,10 +354,7 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
     };
     let depths = model::depths(state);
     let wide = inner.width >= 56;
-    let sel_id = app
-        .node_in_view()
-        .map(|n| n.id.clone())
-        .unwrap_or_default();
+    let sel_id = app.node_in_view().map(|n| n.id.clone()).unwrap_or_default();
     let height = inner.height as usize;
     let sel = state
         .node_order
@@ -556,7 +553,8 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         .unwrap_or(0);
     let first = offset(sel_line + 2, area.height as usize);
     f.render_widget(
-        Paragraph::new(lines.into_iter().skip(first).collect::<Vec<_>>()).wrap(Wrap { trim: false }),
+        Paragraph::new(lines.into_iter().skip(first).collect::<Vec<_>>())
+            .wrap(Wrap { trim: false }),
         area,
     );
 }
@@ -577,14 +575,12 @@ fn boxed(f: &mut Frame, p: &Paint, area: Rect, title: &str, lines: Vec<Line>, w:
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .border_style(p.fg(Color::Yellow))
-                    .title(format!(" {title} ")),
-            ),
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(p.fg(Color::Yellow))
+                .title(format!(" {title} ")),
+        ),
         r,
     );
 }
