@@ -74,14 +74,13 @@ fn write_run(home: &Path, i: usize) -> (String, u64) {
         );
     }
     push(Some("n0".into()), "node.done", json!({}));
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         push(
             None,
             "discussion.opened",
             json!({"id": "q1", "node": "n1", "title": "which way?"}),
         );
     }
-    drop(push);
     out.into_inner().unwrap().sync_all().unwrap();
     (id, seq)
 }
@@ -153,7 +152,7 @@ pub fn timings(rows: &mut Vec<Row>) {
     let shown: Vec<usize> = screen
         .lines()
         .filter_map(|l| l.trim_end().rsplit("bench run ").next()?.parse().ok())
-        .filter(|i: &usize| i % 10 != 0)
+        .filter(|i: &usize| !i.is_multiple_of(10))
         .take(SAMPLES / (NODES - 1) + 1)
         .collect();
     let mut latencies = Vec::new();
