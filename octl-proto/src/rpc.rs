@@ -7,6 +7,11 @@ use serde_json::{json, Value};
 use crate::error::{AppError, ErrorKind};
 use crate::event::Actor;
 
+pub mod node;
+
+/// The families' types (and method types) under `rpc::` as well.
+pub use node::*;
+
 pub const JSONRPC_VERSION: &str = "2.0";
 /// The HTTP path of JSON-RPC requests.
 pub const RPC_PATH: &str = "/rpc";
@@ -29,13 +34,36 @@ pub struct RunParams {
     pub run: String,
 }
 
-/// `run.list`
+/// `run.list`: every run, or those that pass every filter given.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunListParams {
-    /// Only runs in this status.
+    /// Only runs in this status, or in one of these (`"active"` or `["active","waiting"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Statuses>,
+    /// Only runs on the repository at or containing this absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Only the newest this many of those (still listed oldest first); at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One status name or a list of them, as given (the daemon checks each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Statuses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Statuses {
+    pub fn names(&self) -> &[String] {
+        match self {
+            Statuses::One(s) => std::slice::from_ref(s),
+            Statuses::Many(v) => v,
+        }
+    }
 }
 
 /// `event.append`
@@ -188,18 +216,6 @@ pub struct MergeResult {
     pub state: String,
     pub target: String,
     pub merge_commit: String,
-}
-
-/// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeReportParams {
-    pub run: String,
-    pub node: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// `fanout.start`

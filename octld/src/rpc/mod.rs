@@ -72,14 +72,13 @@ pub async fn dispatch(
     };
     macro_rules! dispatch {
         ($($ty:ident),*) => {
-            match id {
-                $(MethodId::$ty => {
-                    <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await
-                })*
-            }
+            $(if id == <method::$ty as Method>::ID {
+                return <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await;
+            })*
         };
     }
-    octl_proto::for_each_method!(dispatch)
+    octl_proto::for_each_method!(dispatch);
+    unreachable!("{method} is declared but in no table")
 }
 
 /// Parses method `M`'s params as it declares them.

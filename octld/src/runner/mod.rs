@@ -143,4 +143,11 @@ pub trait Runner: Send + Sync {
         let _ = (handle, key);
         Err(AppError::internal("this runner cannot type into an agent"))
     }
+
+    /// Types `text` literally, then Enter, into the agent's terminal if `handle` still is
+    /// `node` of `run` (as [`Runner::stop`] checks). `false` if it was not. Optional.
+    fn send_line(&self, run: &str, node: &str, handle: &AgentHandle, text: &str) -> Result<bool> {
+        let _ = (run, node, handle, text);
+        Err(AppError::internal("this runner cannot type into an agent"))
+    }
 }

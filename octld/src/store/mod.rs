@@ -53,6 +53,7 @@ pub struct NewRun {
 /// bytes instead of building and serializing every run's values on each call.
 struct Listing {
     status: ListedStatus,
+    repo: Option<PathBuf>,
     json: String,
 }
 
@@ -64,6 +65,7 @@ impl Listing {
             .unwrap_or_else(|_| "null".to_string());
         Listing {
             status: summary.status,
+            repo: summary.repo.as_deref().map(PathBuf::from),
             json,
         }
     }
@@ -292,6 +294,27 @@ fn corrupt_error(id: &str, reason: &str) -> AppError {
         .with_hint(format!(
             "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working; `orchestratectl run show {id}` shows what it still says, `orchestratectl run quarantine {id}` sets it aside"
         ))
+}
+
+/// What `run.list` keeps: every field given must match.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    /// Runs in one of these statuses.
+    pub statuses: Option<Vec<ListedStatus>>,
+    /// Runs on the repository at this path or containing it.
+    pub repo: Option<PathBuf>,
+    /// The newest this many of the others.
+    pub limit: Option<u64>,
+}
+
+impl ListFilter {
+    fn passes(&self, l: &Listing) -> bool {
+        self.statuses.as_ref().is_none_or(|s| s.contains(&l.status))
+            && self
+                .repo
+                .as_ref()
+                .is_none_or(|path| l.repo.as_ref().is_some_and(|repo| path.starts_with(repo)))
+    }
 }
 
 pub struct Store {
@@ -678,23 +701,25 @@ impl Store {
         }
     }
 
-    /// Every run's summary, oldest first (ULIDs sort by creation time).
-    /// Every run's summary (those with `status`, if given) as one JSON array.
-    pub fn list_json(&self, status: Option<ListedStatus>) -> Box<RawValue> {
-        let listings: Vec<Arc<Listing>> = self
+    /// The summaries of the runs that pass `filter` as one JSON array, oldest first (ULIDs
+    /// sort by creation time).
+    pub fn list_json(&self, filter: &ListFilter) -> Box<RawValue> {
+        let mut listings: Vec<Arc<Listing>> = self
             .runs
             .read()
             .expect("runs lock")
             .values()
             .map(|h| h.listing.read().expect("listing lock").clone())
+            .filter(|l| filter.passes(l))
             .collect();
+        if let Some(limit) = filter.limit {
+            let keep = usize::try_from(limit).unwrap_or(usize::MAX);
+            listings.drain(..listings.len().saturating_sub(keep));
+        }
         let mut out =
             String::with_capacity(2 + listings.iter().map(|l| l.json.len() + 1).sum::<usize>());
         out.push('[');
-        for l in listings
-            .iter()
-            .filter(|l| status.is_none_or(|s| l.status == s))
-        {
+        for l in &listings {
             if out.len() > 1 {
                 out.push(',');
             }
