@@ -195,3 +195,29 @@ fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
     assert!(screen.contains("to merge") || pane.wait_for("to merge").contains("to merge"));
     assert!(env.try_rpc("daemon.status", json!({})).is_err());
 }
+
+#[test]
+fn the_agents_screen_is_shown_and_a_line_of_input_reaches_it() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(
+        &env,
+        &repo,
+        "echo 'ready for input'; read line; echo \"got:$line\"; sleep 600",
+    );
+    env.wait_node(&run, "main", "running");
+    let pane = tui(&env, &[]);
+    pane.wait_for(&run[..8]);
+    // The run's node, its live screen (node.screen) beside the tree.
+    pane.keys(&["Enter"]);
+    pane.wait_for("ready for input");
+    pane.keys(&["s"]);
+    pane.wait_for("send a line");
+    pane.type_text("hello agent");
+    pane.keys(&["Enter"]);
+    pane.wait_for("got:hello agent");
+    // The line itself is not written to the run's log.
+    let log = std::fs::read_to_string(env.run_dir(&run).join("events.jsonl")).unwrap();
+    assert!(!log.contains("hello agent"));
+}

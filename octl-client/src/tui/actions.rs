@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use octl_proto::method;
+use octl_proto::rpc::NodeSendParams;
 use octl_proto::rpc::{
     AcceptParams, AnswerParams, CancelParams, MergeParams, RejectParams, RetryParams,
 };
@@ -116,11 +117,8 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
         Action::Cancel { run, discard } => {
             call::<method::RunCancel>(client, &CancelParams { run, discard }).await?;
         }
-        Action::Send { .. } => {
-            return Err(AppError::new(
-                ErrorKind::MethodNotFound,
-                "sending input needs node.send, which this octld does not have yet",
-            ))
+        Action::Send { run, node, text } => {
+            call::<method::NodeSend>(client, &NodeSendParams { run, node, text }).await?;
         }
     }
     Ok(format!("{what}: done"))

@@ -8,13 +8,17 @@ use octl_proto::method;
 use octl_proto::rpc::EventListParams;
 use tokio::process::Command;
 
-use crate::client::{find_on_path, result_of, Client};
+use crate::client::{find_on_path, result_of, CallError, Client};
 use crate::log_file::LogFile;
+use octl_proto::rpc::NodeScreenParams;
+use octl_proto::ErrorKind;
 
 /// At most this much of the end of a log is shown.
 const LOG_TAIL_BYTES: u64 = 64 * 1024;
 /// At most this many lines of a diff are kept.
 const DIFF_MAX_LINES: usize = 5000;
+/// The last this many lines of an agent's screen are asked for.
+const SCREEN_LINES: u32 = 200;
 /// The last this many events of a node are shown.
 const EVENTS_MAX: usize = 500;
 
@@ -75,7 +79,17 @@ pub enum Loaded {
 
 pub async fn load(client: &Client, live: bool, what: &Load) -> Loaded {
     match what {
-        Load::Screen { target, .. } => screen(&client.home().tmux_socket(), target).await,
+        Load::Screen { run, node, target } => {
+            screen(
+                client,
+                live,
+                run,
+                node,
+                &client.home().tmux_socket(),
+                target,
+            )
+            .await
+        }
         Load::Log { run, node } => log_tail(&client.home().runs().join(run).join("logs"), node),
         Load::Diff { worktree, base, .. } => diff(worktree, base).await,
         Load::Numstat { worktree, base, .. } => numstat(worktree, base).await,
@@ -83,9 +97,40 @@ pub async fn load(client: &Client, live: bool, what: &Load) -> Loaded {
     }
 }
 
-/// The agent's window as text. Until the daemon has `node.screen`, read with
-/// `tmux capture-pane` on its private server, as `run attach` reaches the same window.
-async fn screen(socket: &Path, target: &str) -> Loaded {
+/// The agent's window as text: `node.screen` from the daemon (through its runner); with the
+/// daemon down (or older than `node.screen`), `tmux capture-pane` on its private server, the
+/// window `run attach` reaches: agents keep running without the daemon.
+async fn screen(
+    client: &Client,
+    live: bool,
+    run: &str,
+    node: &str,
+    socket: &Path,
+    target: &str,
+) -> Loaded {
+    if live {
+        let params = NodeScreenParams {
+            run: run.to_string(),
+            node: node.to_string(),
+            lines: Some(SCREEN_LINES),
+        };
+        match client.try_call_method::<method::NodeScreen>(&params).await {
+            Ok(v) => {
+                return match result_of::<method::NodeScreen>(&v) {
+                    Ok(s) => Loaded::Lines(text_lines(s.screen.as_bytes())),
+                    Err(e) => Loaded::Unavailable(e.message),
+                }
+            }
+            Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => {
+                return Loaded::Unavailable(e.message)
+            }
+            Err(_) => {}
+        }
+    }
+    capture(socket, target).await
+}
+
+async fn capture(socket: &Path, target: &str) -> Loaded {
     let Some(tmux) = find_on_path("tmux") else {
         return Loaded::Unavailable("tmux is not installed".into());
     };
