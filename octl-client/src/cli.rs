@@ -103,6 +103,16 @@ pub enum Group {
     #[command(subcommand, after_help = run::RUN_EXAMPLES)]
     Run(run::RunCmd),
 
+    /// A terminal UI over every run: those that need you first, a run's nodes as a tree with
+    /// each agent's screen, log, diff and events, the inbox of questions, proposals and
+    /// merges, and the actions that clear them
+    ///
+    /// Reads the same state as `run list` (and starts the daemon as it does); with the daemon
+    /// down it shows the runs read-only from their logs on disk and says so, and it shows
+    /// when it is reconnecting. Honours NO_COLOR. Needs a terminal of at least 80×24.
+    #[command(after_help = crate::tui::TUI_EXAMPLES)]
+    Tui(crate::tui::TuiArgs),
+
     /// Merge a node's branch into its base branch (code runs, and retries after a conflict or a
     /// blocked merge)
     ///
@@ -219,6 +229,7 @@ mod tests {
                 "fan-out",
                 "orchestrate",
                 "run",
+                "tui",
                 "merge",
                 "node",
                 "discussion",

@@ -101,6 +101,11 @@ impl Client {
         &self.home
     }
 
+    /// May [`Client::call`] start the daemon?
+    pub fn autostart(&self) -> bool {
+        self.autostart
+    }
+
     /// Calls method `M` with its typed params, starting the daemon when needed (as
     /// [`Client::call`]), and reads its typed result.
     pub async fn call_method<M: method::Method>(

@@ -16,6 +16,7 @@
 //! - [`commands`]: one module per command group (`spawn`, `fanout`, `orchestrate`, `run`,
 //!   `merge`, `node`, `discussion`, `spinoff`, `skill`, `recover` (and `run gc`), `demo`,
 //!   `event`, `daemon`, `doctor`, `version`).
+//! - [`tui`]: `orchestratectl tui`, the terminal UI over every run (ratatui + crossterm).
 //!
 //! [`main`] is the whole program; `src/main.rs` only calls it.
 
@@ -28,6 +29,7 @@ pub mod log_file;
 pub mod output;
 pub mod skills;
 pub mod text_file;
+pub mod tui;
 
 use std::ffi::OsString;
 

@@ -41,6 +41,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::FanOut(args) => fanout::execute(ctx, args).await,
         Group::Orchestrate(args) => orchestrate::execute(ctx, args).await,
         Group::Run(cmd) => run::execute(ctx, cmd).await,
+        Group::Tui(args) => crate::tui::execute(ctx, args).await,
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
         Group::Discussion(cmd) => discussion::execute(ctx, cmd).await,

@@ -5,6 +5,7 @@
 //! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory | memory-burst
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
+//! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -24,6 +25,8 @@ use serde_json::{json, Value};
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
 #[path = "bench/tmux.rs"]
 mod tmux;
+#[path = "bench/tui.rs"]
+mod tui;
 
 const ROUNDS: usize = 3;
 const SECONDS_PER_POINT: f64 = 2.0;
@@ -815,6 +818,7 @@ fn main() {
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
+        "tui" => tui::timings(&mut rows),
         "memory-burst" => {
             let burst = after_burst(100, 1000);
             burst_rows(&mut rows, burst, pueued_rss());
@@ -839,7 +843,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory, memory-burst, scaling or tmux"
+                 fanout, memory, memory-burst, scaling, tmux or tui"
             );
             std::process::exit(2);
         }
