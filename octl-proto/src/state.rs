@@ -246,6 +246,30 @@ pub enum ActivityState {
     Unknown,
 }
 
+impl ActivityState {
+    pub const ALL: [ActivityState; 5] = [
+        ActivityState::Working,
+        ActivityState::NeedsPermission,
+        ActivityState::WaitingInput,
+        ActivityState::Idle,
+        ActivityState::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityState::Working => "working",
+            ActivityState::NeedsPermission => "needs_permission",
+            ActivityState::WaitingInput => "waiting_input",
+            ActivityState::Idle => "idle",
+            ActivityState::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ActivityState> {
+        ActivityState::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
 /// A node's activity: its state, since when (RFC 3339), and what it said (the tool, the
 /// prompt's message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -299,6 +323,19 @@ impl Node {
     /// does not know.
     pub fn exit_policy(&self) -> Option<ExitPolicy> {
         self.on_exit.as_deref().and_then(ExitPolicy::parse)
+    }
+
+    /// What the node's agent is doing as the log knows it: what its hooks last said, else
+    /// `unknown` since the node started (or was added) — never guessed from its state.
+    pub fn activity_or_unknown(&self) -> Activity {
+        self.activity.clone().unwrap_or_else(|| Activity {
+            state: ActivityState::Unknown,
+            since: self
+                .started_at
+                .clone()
+                .unwrap_or_else(|| self.created_at.clone()),
+            detail: None,
+        })
     }
 
     /// Retried, but its old attempt (window, worktree, branch) not cleaned up yet: the engine

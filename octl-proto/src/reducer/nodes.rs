@@ -256,6 +256,8 @@ impl RunState {
             "node.starting" => {
                 node.pane = None;
                 node.cleaned = false;
+                // What the old attempt's agent last said is not this one's.
+                node.activity = None;
             }
             "node.started" => node.started_at = Some(ev.ts.clone()),
             // Why it was blocked no longer holds.

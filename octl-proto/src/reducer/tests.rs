@@ -600,3 +600,58 @@ fn client_permissions() {
     assert!(client_may_append(RunKind::Code, "x.note"));
     assert!(!client_may_append(RunKind::Generic, "run.created"));
 }
+
+#[test]
+fn activity_is_the_agents_to_say_while_it_lives_and_never_moves_the_node() {
+    use crate::state::ActivityState;
+    let mut s = started_spinoff();
+    assert_eq!(
+        s.nodes["a"].activity_or_unknown().state,
+        ActivityState::Unknown
+    );
+    assert_eq!(
+        s.nodes["a"].activity_or_unknown().since,
+        s.nodes["a"].started_at.clone().unwrap(),
+        "unknown since the node started"
+    );
+    let said = |seq, state: &str, detail: &str| {
+        ev(
+            seq,
+            Some("a"),
+            "node.activity",
+            Actor::Agent,
+            json!({"state": state, "detail": detail, "hook": "PreToolUse", "session_id": "s-1"}),
+        )
+    };
+    s.apply(&said(5, "working", "Bash")).unwrap();
+    s.apply(&said(6, "working", "Edit")).unwrap();
+    let a = s.nodes["a"].activity.clone().unwrap();
+    assert_eq!(a.state, ActivityState::Working);
+    assert_eq!(a.detail.as_deref(), Some("Edit"));
+    assert_eq!(a.since, ev(5, None, "x", Actor::Agent, json!({})).ts, "since it began working");
+    assert_eq!(s.nodes["a"].state, Running, "the node's state is untouched");
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some("s-1"));
+    s.apply(&said(7, "needs_permission", "Bash")).unwrap();
+    assert_eq!(
+        s.nodes["a"].activity.as_ref().unwrap().since,
+        ev(7, None, "x", Actor::Agent, json!({})).ts
+    );
+
+    // Refused, changing nothing: another actor, a state it does not know, a finished node.
+    let before = s.clone();
+    for actor in [Actor::Human, Actor::Tool, Actor::Daemon] {
+        let mut e = said(8, "idle", "");
+        e.actor = actor;
+        assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::Forbidden);
+    }
+    let err = s.apply(&said(8, "busy", "")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidParams);
+    assert!(err.message.contains("data.state"), "{}", err.message);
+    assert_eq!(s, before);
+    s.apply(&ev(8, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    let err = s.apply(&said(9, "idle", "")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is done"), "{}", err.message);
+    assert!(client_may_append(RunKind::Spinoff, "node.activity"));
+}
