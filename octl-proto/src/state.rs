@@ -233,6 +233,10 @@ pub struct Node {
     /// starts the agent, so a later attempt can continue it (`--resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// This attempt continues the conversation `session_id` in the old attempt's worktree
+    /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// What an agent is doing, as its own hooks report it.
@@ -340,9 +344,10 @@ impl Node {
 
     /// Retried, but its old attempt (window, worktree, branch) not cleaned up yet: the engine
     /// does that, holding the node, before the node may start again. Only `node.starting`
-    /// names a branch, so a node that never started has none.
+    /// names a branch, so a node that never started has none. A resumed node keeps its
+    /// attempt: the conversation continues in the same worktree.
     pub fn stale_attempt(&self) -> bool {
-        self.state == NodeState::Pending && self.branch.is_some() && !self.cleaned
+        self.state == NodeState::Pending && self.branch.is_some() && !self.cleaned && !self.resume
     }
 }
 

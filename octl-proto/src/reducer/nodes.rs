@@ -72,6 +72,7 @@ impl RunState {
             kept: Vec::new(),
             activity: None,
             session_id: None,
+            resume: false,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -166,6 +167,26 @@ impl RunState {
         let pane = opt_string(d, "pane")?;
         let on_exit = opt_string(d, "on_exit")?;
         let report = opt_string(d, "report")?;
+        let session = opt_string(d, "session_id")?;
+        let resume = match d.get("resume") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.resume: a boolean is accepted",
+                ))
+            }
+        };
+        if resume && !matches!(t, "node.retried" | "node.starting") {
+            return Err(AppError::invalid(format!(
+                "invalid data.resume: only node.retried and node.starting resume, not {t}"
+            )));
+        }
+        if resume && session.is_none() && node.session_id.is_none() {
+            return Err(AppError::invalid(format!(
+                "invalid data.resume: node {id:?} has no session to resume; give data.session_id"
+            )));
+        }
         if let Some(r) = &report {
             if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
                 return Err(AppError::invalid(format!(
@@ -240,6 +261,10 @@ impl RunState {
         }
         match t {
             "node.retried" => {
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
                 node.report = None;
                 node.reason = None;
                 node.exit_status = None;
@@ -258,6 +283,10 @@ impl RunState {
                 node.cleaned = false;
                 // What the old attempt's agent last said is not this one's.
                 node.activity = None;
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
             }
             "node.started" => node.started_at = Some(ev.ts.clone()),
             // Why it was blocked no longer holds.

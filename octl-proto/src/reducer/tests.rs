@@ -655,3 +655,52 @@ fn activity_is_the_agents_to_say_while_it_lives_and_never_moves_the_node() {
     assert!(err.message.contains("is done"), "{}", err.message);
     assert!(client_may_append(RunKind::Spinoff, "node.activity"));
 }
+
+#[test]
+fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    let sid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    for (seq, t, data) in [
+        (2, "node.added", json!({})),
+        (
+            3,
+            "node.starting",
+            json!({"branch":"octl/x/a","worktree":"/w/x/a","session_id": sid}),
+        ),
+        (4, "node.started", json!({"pane":"%1"})),
+        (5, "node.exited", json!({})),
+    ] {
+        s.apply(&ev(seq, Some("a"), t, Actor::Daemon, data))
+            .unwrap();
+    }
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some(sid));
+    assert!(!s.nodes["a"].resume);
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "node.retried",
+        Actor::Daemon,
+        json!({"resume": true, "session_id": sid}),
+    ))
+    .unwrap();
+    let n = &s.nodes["a"];
+    assert!(n.resume && n.state == Pending);
+    assert!(!n.stale_attempt(), "a resumed node keeps its worktree and branch");
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a","session_id": sid, "resume": true}),
+    ))
+    .unwrap();
+    assert!(s.nodes["a"].resume);
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some(sid));
+}

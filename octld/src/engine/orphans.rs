@@ -363,6 +363,9 @@ mod tests {
             finished_at: None,
             cleaned,
             kept: vec![],
+            activity: None,
+            session_id: None,
+            resume: false,
         }
     }
 
