@@ -104,6 +104,46 @@ impl Default for Session {
 /// The prompt a resumed conversation goes on with (its task is in the conversation already).
 pub const RESUME_PROMPT: &str = "Your session was interrupted: your process ended before you finished (the window was closed or the machine stopped). Continue the task where you left off, in the same worktree; check `git status` and `git log` for what is already done.";
 
+/// The Claude Code hooks that report a node's activity (`orchestratectl hook EVENT`), and
+/// whether each is per tool (a matcher). Passed as `--settings` JSON on the command line: it
+/// adds to the user's and the repository's settings, whose files are never touched.
+pub const HOOKS: &[(&str, bool)] = &[
+    ("SessionStart", false),
+    ("UserPromptSubmit", false),
+    ("PreToolUse", true),
+    ("PostToolUse", true),
+    ("PostToolUseFailure", true),
+    ("PermissionRequest", true),
+    ("Notification", false),
+    ("Stop", false),
+    ("StopFailure", false),
+    ("SessionEnd", false),
+];
+
+/// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
+const HOOK_TIMEOUT_S: u64 = 5;
+
+/// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
+/// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
+/// on the window's PATH, which starts with octld's own directory.
+pub fn hook_settings() -> String {
+    let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
+        .iter()
+        .map(|(event, per_tool)| {
+            let mut group = serde_json::json!({"hooks": [{
+                "type": "command",
+                "command": format!("orchestratectl hook {event}"),
+                "timeout": HOOK_TIMEOUT_S,
+            }]});
+            if *per_tool {
+                group["matcher"] = "*".into();
+            }
+            (event.to_string(), serde_json::Value::Array(vec![group]))
+        })
+        .collect();
+    serde_json::json!({ "hooks": hooks }).to_string()
+}
+
 /// Appended to Claude's system prompt in autonomous runs: how to report.
 pub const CLAUDE_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If you notice separate work outside your task, propose it with `orchestratectl spinoff propose --task \"<task>\"` instead of doing it. Report progress on long tasks with `orchestratectl node progress --message \"<what>\"`.";
 
@@ -164,7 +204,9 @@ impl Profile {
             Some(s) if s.resume => RESUME_PROMPT,
             _ => task,
         };
+        // Claude Code's own hooks say what it does; its conversation is the daemon's choice.
         let conversation = |argv: &mut Vec<String>| {
+            argv.extend(["--settings".to_string(), hook_settings()]);
             if let Some(s) = session {
                 let flag = if s.resume { "--resume" } else { "--session-id" };
                 argv.extend([flag.to_string(), s.id.clone()]);
@@ -393,6 +435,8 @@ mod tests {
                 "claude",
                 "--permission-mode",
                 "acceptEdits",
+                "--settings",
+                &hook_settings(),
                 "--allowedTools",
                 "Bash(git *)",
                 "Bash(orchestratectl *)",
