@@ -132,7 +132,10 @@ pub fn activity(event: &str, input: &HookInput) -> Option<(ActivityState, Option
 fn shorten(s: &str) -> String {
     let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() > DETAIL_MAX {
-        format!("{}…", one_line.chars().take(DETAIL_MAX - 1).collect::<String>())
+        format!(
+            "{}…",
+            one_line.chars().take(DETAIL_MAX - 1).collect::<String>()
+        )
     } else {
         one_line
     }
@@ -257,8 +260,10 @@ mod tests {
             activity("PermissionRequest", &bash),
             Some((NeedsPermission, Some("Bash: python3 x.py".into())))
         );
-        let ask = input(json!({"message": "Claude needs your permission to use Bash",
-            "notification_type": "permission_prompt"}));
+        let ask = input(
+            json!({"message": "Claude needs your permission to use Bash",
+            "notification_type": "permission_prompt"}),
+        );
         assert_eq!(activity("Notification", &ask).unwrap().0, NeedsPermission);
         let idle = input(json!({"message": "Claude is waiting for your input",
             "notification_type": "idle_prompt"}));
@@ -272,7 +277,8 @@ mod tests {
             Some((Idle, Some("session ended (prompt_input_exit)".into())))
         );
         assert_eq!(activity("FileChanged", &HookInput::default()), None);
-        let long = input(json!({"tool_name": "Bash", "tool_input": {"command": "x\n".repeat(300)}}));
+        let long =
+            input(json!({"tool_name": "Bash", "tool_input": {"command": "x\n".repeat(300)}}));
         let (_, d) = activity("PreToolUse", &long).unwrap();
         assert_eq!(d.unwrap().chars().count(), DETAIL_MAX);
     }

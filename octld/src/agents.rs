@@ -418,7 +418,10 @@ mod tests {
 
         let shell = resolve(&config, Some("shell")).unwrap();
         assert_eq!(
-            shell.launch(Mode::Autonomous, "echo hi", None).unwrap().argv,
+            shell
+                .launch(Mode::Autonomous, "echo hi", None)
+                .unwrap()
+                .argv,
             vec!["sh", "-c", "echo hi"]
         );
 
@@ -462,7 +465,10 @@ mod tests {
                 id: new.id.clone(),
                 resume: true,
             };
-            let argv = claude.launch(mode, "the task", Some(&resumed)).unwrap().argv;
+            let argv = claude
+                .launch(mode, "the task", Some(&resumed))
+                .unwrap()
+                .argv;
             let at = argv.iter().position(|a| a == "--resume").unwrap();
             assert_eq!(argv[at + 1], new.id);
             assert!(!argv.contains(&"--session-id".to_string()));
@@ -474,7 +480,11 @@ mod tests {
             "deps": [], "created_at": "t", "updated_at": "t", "session_id": "s", "resume": true
         }))
         .unwrap();
-        assert_eq!(shell.session_for(&node), None, "only Claude Code has conversations");
+        assert_eq!(
+            shell.session_for(&node),
+            None,
+            "only Claude Code has conversations"
+        );
         assert_eq!(
             claude.session_for(&node),
             Some(Session {

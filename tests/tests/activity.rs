@@ -49,7 +49,13 @@ fn with_the_daemon_down_a_hook_exits_0_at_once_and_starts_nothing() {
     let env = TestEnv::new();
     std::fs::create_dir_all(&env.home).unwrap();
     let input = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "session_id": "x"});
-    let (code, stdout) = hook(&env, "01JDXJ0000000000000000000A", "a", "PreToolUse", input.clone());
+    let (code, stdout) = hook(
+        &env,
+        "01JDXJ0000000000000000000A",
+        "a",
+        "PreToolUse",
+        input.clone(),
+    );
     assert_eq!(code, 0);
     assert_eq!(stdout, "", "nothing Claude Code could read as a decision");
     // A lock file left by a daemon that is gone, and a socket file nothing listens on (as a
@@ -94,7 +100,11 @@ fn hooks_set_a_live_nodes_activity_and_nothing_else_may() {
         let n = node_of(&env.rpc("run.show", json!({"run": run})), "worker");
         (n["activity"]["state"] == json!("working")).then_some(n)
     });
-    assert_eq!(node["state"], json!("running"), "activity never moves the node");
+    assert_eq!(
+        node["state"],
+        json!("running"),
+        "activity never moves the node"
+    );
     assert_eq!(node["activity"]["detail"], json!("Bash: make test"));
     assert!(node["activity"]["since"].as_str().unwrap().ends_with('Z'));
     let ev = env

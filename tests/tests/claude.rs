@@ -275,7 +275,14 @@ fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_work
     let (env, repo) = claude_world(&claude, &model, true);
     let _d = env.start_daemon();
     let out = env.cli_with(
-        ["--json", "spawn", "code", "Compute 6*7 with python", "--node", "py"],
+        [
+            "--json",
+            "spawn",
+            "code",
+            "Compute 6*7 with python",
+            "--node",
+            "py",
+        ],
         |c| {
             c.current_dir(&repo.path);
         },
@@ -291,7 +298,11 @@ fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_work
             (state == "needs_permission").then_some(node)
         },
     );
-    assert_eq!(node["state"], json!("running"), "the node's state is untouched");
+    assert_eq!(
+        node["state"],
+        json!("running"),
+        "the node's state is untouched"
+    );
     let detail = node["activity"]["detail"].as_str().unwrap_or("");
     assert!(
         detail.contains("python3") || detail.contains("permission"),
@@ -360,7 +371,14 @@ fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
     allow_all_bash(&env, &claude);
     let _d = env.start_daemon();
     let out = env.cli_with(
-        ["--json", "spawn", "spinoff", "Write one.txt, then wait", "--node", "w"],
+        [
+            "--json",
+            "spawn",
+            "spinoff",
+            "Write one.txt, then wait",
+            "--node",
+            "w",
+        ],
         |c| {
             c.current_dir(&repo.path);
         },
@@ -373,7 +391,11 @@ fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
     octl_tests::wait_until(
         "the agent to be in its sleep",
         std::time::Duration::from_secs(60),
-        || std::path::Path::new(&format!("{worktree}.killed")).exists().then_some(()),
+        || {
+            std::path::Path::new(&format!("{worktree}.killed"))
+                .exists()
+                .then_some(())
+        },
     );
     let before = model.main_requests().len();
     // The whole tmux server goes, as with a reboot or `tmux kill-server`.
@@ -393,9 +415,18 @@ fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
     let main = model.main_requests();
     let resumed = &main[before];
     let text = resumed["messages"].to_string();
-    assert!(text.contains("Write one.txt, then wait"), "the task: {text}");
-    assert!(text.contains("git commit -q -m one"), "the earlier tool call: {text}");
-    assert!(text.contains("Your session was interrupted"), "the resume prompt: {text}");
+    assert!(
+        text.contains("Write one.txt, then wait"),
+        "the task: {text}"
+    );
+    assert!(
+        text.contains("git commit -q -m one"),
+        "the earlier tool call: {text}"
+    );
+    assert!(
+        text.contains("Your session was interrupted"),
+        "the resume prompt: {text}"
+    );
     let done = node_event(&events, "node.done");
     assert_eq!(done["data"]["message"], json!("resumed and done"));
 }
@@ -414,7 +445,14 @@ fn with_the_daemon_down_the_hooks_leave_the_agent_working() {
     allow_all_bash(&env, &claude);
     let d = env.start_daemon();
     let out = env.cli_with(
-        ["--json", "spawn", "spinoff", "Write two files", "--node", "w"],
+        [
+            "--json",
+            "spawn",
+            "spinoff",
+            "Write two files",
+            "--node",
+            "w",
+        ],
         |c| {
             c.current_dir(&repo.path);
         },

@@ -31,7 +31,10 @@ exec sleep 600
     std::fs::create_dir_all(&env.home).unwrap();
     std::fs::write(
         env.home.join("config.toml"),
-        format!("[agents.claude]\nprogram = {:?}\n", program.display().to_string()),
+        format!(
+            "[agents.claude]\nprogram = {:?}\n",
+            program.display().to_string()
+        ),
     )
     .unwrap();
 }
@@ -78,8 +81,7 @@ fn an_autonomous_agent_killed_mid_task_is_resumed_once_in_its_own_worktree() {
             .then_some(())
     });
     wait_until("the commit", Duration::from_secs(30), || {
-        (repo.git(&["log", "--format=%s", "-1", &format!("octl/{run}/w")]) == "first")
-            .then_some(())
+        (repo.git(&["log", "--format=%s", "-1", &format!("octl/{run}/w")]) == "first").then_some(())
     });
     tmux(&env, &["kill-pane", "-t", node["pane"].as_str().unwrap()]);
 
@@ -89,7 +91,10 @@ fn an_autonomous_agent_killed_mid_task_is_resumed_once_in_its_own_worktree() {
     let argv = std::fs::read_to_string(scripts.path().join("argv")).unwrap();
     let lines: Vec<&str> = argv.lines().collect();
     assert_eq!(lines.len(), 2, "started, then resumed once: {argv}");
-    assert!(lines[0].contains(&format!("--session-id {session}")), "{argv}");
+    assert!(
+        lines[0].contains(&format!("--session-id {session}")),
+        "{argv}"
+    );
     assert!(lines[0].contains("--settings {\"hooks\""), "{argv}");
     assert!(lines[1].contains(&format!("--resume {session}")), "{argv}");
     assert!(!lines[1].contains("--session-id"), "{argv}");
@@ -137,7 +142,11 @@ fn resuming_needs_a_conversation_and_its_worktree() {
     env.wait_node(&run, "s", "failed");
     let out = env.cli(["run", "retry", &run, "--node", "s", "--resume"]);
     assert_eq!(out.code, 4, "{}", out.stderr);
-    assert!(out.stderr.contains("no Claude Code session"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no Claude Code session"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(
         env.event_types(&run).last().map(String::as_str),
         Some("run.failed"),

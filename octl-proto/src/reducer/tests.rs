@@ -628,7 +628,11 @@ fn activity_is_the_agents_to_say_while_it_lives_and_never_moves_the_node() {
     let a = s.nodes["a"].activity.clone().unwrap();
     assert_eq!(a.state, ActivityState::Working);
     assert_eq!(a.detail.as_deref(), Some("Edit"));
-    assert_eq!(a.since, ev(5, None, "x", Actor::Agent, json!({})).ts, "since it began working");
+    assert_eq!(
+        a.since,
+        ev(5, None, "x", Actor::Agent, json!({})).ts,
+        "since it began working"
+    );
     assert_eq!(s.nodes["a"].state, Running, "the node's state is untouched");
     assert_eq!(s.nodes["a"].session_id.as_deref(), Some("s-1"));
     s.apply(&said(7, "needs_permission", "Bash")).unwrap();
@@ -692,7 +696,10 @@ fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
     .unwrap();
     let n = &s.nodes["a"];
     assert!(n.resume && n.state == Pending);
-    assert!(!n.stale_attempt(), "a resumed node keeps its worktree and branch");
+    assert!(
+        !n.stale_attempt(),
+        "a resumed node keeps its worktree and branch"
+    );
     s.apply(&ev(
         7,
         Some("a"),

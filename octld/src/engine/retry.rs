@@ -140,7 +140,10 @@ pub async fn resume(
             node.state.as_str()
         ));
     }
-    let kept = node.worktree.as_deref().is_some_and(|w| std::path::Path::new(w).is_dir());
+    let kept = node
+        .worktree
+        .as_deref()
+        .is_some_and(|w| std::path::Path::new(w).is_dir());
     if node.cleaned || !kept {
         return refuse(format!(
             "node {node_id:?}'s worktree is gone (cleaned up), so its conversation has nowhere to go on; retry it without --resume"

@@ -297,7 +297,11 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
         .filter(|n| n.state.is_alive())
         .filter_map(|n| {
             let a = n.activity.as_ref()?;
-            Some(vec![n.id.clone(), a.state.as_str().to_string(), a.detail.clone()?])
+            Some(vec![
+                n.id.clone(),
+                a.state.as_str().to_string(),
+                a.detail.clone()?,
+            ])
         })
         .collect();
     if !said.is_empty() {
