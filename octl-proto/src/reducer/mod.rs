@@ -238,6 +238,17 @@ impl RunState {
                         "{t} is a run-level event: give no node"
                     )));
                 }
+                // An agent run ends by itself only once every node has finished: a retry that
+                // won meanwhile (the node pending again) beats an end judged before it.
+                if t != "run.cancelled" && self.kind != RunKind::Generic {
+                    if let Some(n) = self.nodes_in_order().find(|n| !n.state.is_terminal()) {
+                        return Err(transition(format!(
+                            "node {:?} is {}; {t} is accepted only once every node has finished",
+                            n.id,
+                            n.state.as_str()
+                        )));
+                    }
+                }
                 self.ended = Some(match t {
                     "run.completed" => RunStatus::Completed,
                     "run.failed" => RunStatus::Failed,
