@@ -134,6 +134,11 @@ pub struct RunSummary {
     pub updated_at: String,
     /// Node counts by state (only the states that occur).
     pub nodes: BTreeMap<String, usize>,
+    /// The live nodes (starting, running, waiting) by what their agents said they do
+    /// (`working`, `needs_permission`, …), only the states that occur; a live node whose
+    /// agent never said is not counted (it is `unknown`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub activity: BTreeMap<String, usize>,
     pub last_seq: u64,
     #[serde(default, skip_serializing_if = "RunSettings::is_empty")]
     pub settings: RunSettings,
@@ -178,6 +183,7 @@ pub fn summary(state: &RunState) -> RunSummary {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
+        activity: activity_counts(state),
         last_seq: state.last_seq,
         settings: state.settings.clone(),
         merge: state.merge.clone(),
@@ -186,11 +192,24 @@ pub fn summary(state: &RunState) -> RunSummary {
     }
 }
 
+/// Live nodes by activity state.
+fn activity_counts(state: &RunState) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    // Only what agents said: a live node that never said is `unknown` (its count is the live
+    // nodes less these), and a log without activity projects as it always did.
+    for n in state.nodes.values().filter(|n| n.state.is_alive()) {
+        if let Some(a) = &n.activity {
+            *counts.entry(a.state.as_str().to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
 pub fn detail(state: &RunState) -> RunDetail {
     RunDetail {
         manifest: summary(state),
         // In the order they were added (a plan's order), not sorted as strings.
-        nodes: state.nodes_in_order().cloned().collect(),
+        nodes: state.nodes_in_order().map(shown).collect(),
         discussions: state.discussions.values().cloned().collect(),
         spinoffs: state.spinoffs.values().cloned().collect(),
     }
@@ -210,8 +229,18 @@ pub fn manifest_file(state: &RunState) -> ProjectionFile {
     ("manifest.json".to_string(), encode(&summary(state)))
 }
 
+/// The node as folded: `nodes/<NODE>.json` stays byte for byte what older versions wrote
+/// for the same log (an activity only once the agent said one); answers show it always.
 pub fn node_file(node: &Node) -> ProjectionFile {
     (format!("nodes/{}.json", node.id), encode(node))
+}
+
+/// A node as answered (`run.show`): its activity always present (`unknown` when its agent
+/// never said).
+fn shown(node: &Node) -> Node {
+    let mut n = node.clone();
+    n.activity = Some(n.activity_or_unknown());
+    n
 }
 
 pub fn discussion_file(d: &Discussion) -> ProjectionFile {

@@ -112,7 +112,11 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             return Ok(format!("{what}: {} is now at {}", m.target, m.merge_commit));
         }
         Action::Retry { run, node } => {
-            call::<method::RunRetry>(client, &RetryParams { run, node }).await?;
+            call::<method::RunRetry>(client, &RetryParams {
+                    run,
+                    node,
+                    resume: false,
+                }).await?;
         }
         Action::Cancel { run, discard } => {
             call::<method::RunCancel>(client, &CancelParams { run, discard }).await?;

@@ -135,6 +135,12 @@ crate::declare_payloads! {
         branch: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         worktree: Option<String>,
+        /// A Claude Code agent's conversation, chosen by the daemon (`--session-id`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        /// Only ever `true`: this attempt continues `session_id` in the old worktree.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<bool>,
     }
 
     /// `node.started`: the agent runs, in this window (`pane`, its runner handle) as process
@@ -163,6 +169,20 @@ crate::declare_payloads! {
         outcome: Option<Map<String, Value>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         report: Option<Report>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.activity`: what the agent says it is doing, from its own hooks: `state` (working,
+    /// needs_permission, waiting_input, idle, unknown), the tool or message, the hook, the
+    /// conversation it is in. It never moves the node.
+    NodeActivity = "node.activity" {
+        state: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hook: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
         ..rest: Map<String, Value>
     }
 
@@ -213,6 +233,9 @@ crate::declare_payloads! {
         exit_status: Option<i64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<Map<String, Value>>,
+        /// Why, when the process died without reporting (its conversation can be resumed).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     }
 
     /// `node.blocked`: a dependency cannot merge.
@@ -228,7 +251,16 @@ crate::declare_payloads! {
     }
 
     /// `node.retried`: the node starts over.
-    NodeRetried = "node.retried" {}
+    NodeRetried = "node.retried" {
+        /// The conversation the retry continues, when it resumes (`resume`, only ever `true`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<bool>,
+        /// Why it resumes ("its agent died", or a person's retry).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    }
 
     /// `node.cancelled`.
     NodeCancelled = "node.cancelled" {}
@@ -449,6 +481,6 @@ mod tests {
         for t in KNOWN_TYPES {
             assert!(retyped(t, &Map::new()).is_some(), "{t}");
         }
-        assert!(NodeRetried {}.to_data().is_empty());
+        assert!(NodeRetried::default().to_data().is_empty());
     }
 }

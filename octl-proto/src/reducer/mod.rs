@@ -9,6 +9,7 @@ use crate::event::{is_custom_type, Actor, Event, RunCreated};
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
+mod activity;
 mod nodes;
 mod records;
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub fn client_may_append(kind: RunKind, t: &str) -> bool {
     let agent_kinds = matches!(
         t,
         "node.progress"
+            | "node.activity"
             | "node.waiting"
             | "node.done"
             | "node.failed"
@@ -182,6 +184,17 @@ impl RunState {
                         "{t} is a run-level event: give no node"
                     )));
                 }
+                // An agent run ends by itself only once every node has finished: a retry that
+                // won meanwhile (the node pending again) beats an end judged before it.
+                if t != "run.cancelled" && self.kind != RunKind::Generic {
+                    if let Some(n) = self.nodes_in_order().find(|n| !n.state.is_terminal()) {
+                        return Err(transition(format!(
+                            "node {:?} is {}; {t} is accepted only once every node has finished",
+                            n.id,
+                            n.state.as_str()
+                        )));
+                    }
+                }
                 self.ended = Some(match t {
                     "run.completed" => RunStatus::Completed,
                     "run.failed" => RunStatus::Failed,
@@ -190,6 +203,7 @@ impl RunState {
                 Ok(())
             }
             "node.added" => self.fold_node_added(ev),
+            "node.activity" => self.fold_activity(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
             "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
                 self.fold_spinoff(ev)

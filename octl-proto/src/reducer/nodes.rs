@@ -47,6 +47,9 @@ pub(super) struct Said {
     pub kept: Option<KeptRecord>,
     /// `kept.restored` (with the worktree) and `kept.deleted`.
     pub kept_dir: Option<(String, Option<String>)>,
+    /// `node.starting`, `node.retried`: the conversation, and whether this attempt continues it.
+    pub session_id: Option<String>,
+    pub resume: bool,
 }
 
 /// Only `node.progress` carries a report; the others' clients are told so.
@@ -66,6 +69,16 @@ fn said(ev: &Event) -> Result<Said, AppError> {
             Said {
                 branch: p.branch,
                 worktree: p.worktree,
+                session_id: p.session_id,
+                resume: p.resume == Some(true),
+                ..Said::default()
+            }
+        }
+        NodeRetried::TYPE => {
+            let p: NodeRetried = ev.payload()?;
+            Said {
+                session_id: p.session_id,
+                resume: p.resume == Some(true),
                 ..Said::default()
             }
         }
@@ -127,6 +140,7 @@ fn said(ev: &Event) -> Result<Said, AppError> {
             Said {
                 exit_status: p.exit_status,
                 outcome: p.outcome,
+                reason: p.reason,
                 ..Said::default()
             }
         }
@@ -166,7 +180,7 @@ fn said(ev: &Event) -> Result<Said, AppError> {
             kept_dir: Some((ev.payload::<KeptDeleted>()?.dir, None)),
             ..Said::default()
         },
-        // node.ready, node.unblocked, node.retried, node.cancelled, merge.started: nothing
+        // node.ready, node.unblocked, node.cancelled, merge.started: nothing
         // about the node beyond their transition.
         _ => Said::default(),
     };
@@ -230,6 +244,7 @@ impl RunState {
             activity: None,
             session_id: None,
             runner: added.runner,
+            resume: false,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -329,8 +344,15 @@ impl RunState {
             snapshot_commit,
             kept,
             kept_dir,
+            session_id: session,
+            resume,
         } = said(ev)?;
         let kept = kept_change(t, kept, snapshot_commit, kept_dir, node, ev)?;
+        if resume && session.is_none() && node.session_id.is_none() {
+            return Err(AppError::invalid(format!(
+                "invalid data.resume: node {id:?} has no session to resume; give data.session_id"
+            )));
+        }
 
         let node = self.nodes.get_mut(id).expect("checked above");
         if let Some(to) = to {
@@ -379,6 +401,10 @@ impl RunState {
         }
         match t {
             "node.retried" => {
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
                 node.report = None;
                 node.reason = None;
                 node.exit_status = None;
@@ -395,6 +421,12 @@ impl RunState {
             "node.starting" => {
                 node.pane = None;
                 node.cleaned = false;
+                // What the old attempt's agent last said is not this one's.
+                node.activity = None;
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
             }
             "node.started" => node.started_at = Some(ev.ts.clone()),
             // Why it was blocked no longer holds.

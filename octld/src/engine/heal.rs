@@ -27,9 +27,14 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
     } else {
         Mode::Autonomous
     };
+    // In the conversation its `node.starting` recorded.
+    let session = agents::Session::recorded(node);
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
-        agents::resolve(&config, node.agent.as_deref())?
-            .launch(mode, node.task.as_deref().unwrap_or_default())
+        agents::resolve(&config, node.agent.as_deref())?.launch(
+            mode,
+            node.task.as_deref().unwrap_or_default(),
+            session.as_ref(),
+        )
     });
     let result = match (launch, view.manifest.repo.clone(), merge::target_of(&view)) {
         (Ok(launch), Some(repo), Some(start_point)) => {

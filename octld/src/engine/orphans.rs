@@ -362,6 +362,7 @@ mod tests {
             activity: None,
             session_id: None,
             runner: None,
+            resume: false,
         }
     }
 

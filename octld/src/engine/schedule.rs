@@ -111,10 +111,16 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
-        profile.launch(mode, node.task.as_deref().unwrap_or_default())
+        let session = profile.session_for(node);
+        let launch = profile.launch(
+            mode,
+            node.task.as_deref().unwrap_or_default(),
+            session.as_ref(),
+        )?;
+        Ok((launch, session))
     });
     let result = match launch {
-        Ok(launch) => {
+        Ok((launch, session)) => {
             spawn::start_node(
                 daemon,
                 handle,
@@ -122,6 +128,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
                 std::path::Path::new(&repo),
                 &start_point,
                 &launch,
+                session.as_ref(),
             )
             .await
         }

@@ -13,7 +13,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::merge::failpoint;
 use super::{append, blocking};
-use crate::agents::{self, Launch, Mode, Profile};
+use crate::agents::{self, Launch, Mode, Profile, Session};
 use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
@@ -48,6 +48,8 @@ pub struct Checked {
     pub node: String,
     /// The runner the node starts on, checked to be configured and usable.
     pub runner: String,
+    /// The agent's conversation, for Claude Code.
+    pub session: Option<Session>,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -97,7 +99,8 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     check_gate(req.gate.as_deref())?;
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
-    let launch = profile.launch(mode, &req.task)?;
+    let session = matches!(profile.kind, agents::ProfileKind::Claude { .. }).then(Session::new);
+    let launch = profile.launch(mode, &req.task, session.as_ref())?;
     let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
@@ -108,6 +111,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         launch,
         node,
         runner,
+        session,
     })
 }
 
@@ -141,7 +145,7 @@ pub fn check_runner(
 /// The profile by name (or the default), with its program present on the daemon's PATH.
 pub fn check_profile(config: &Config, name: Option<&str>, mode: Mode) -> Result<Profile, AppError> {
     let profile = agents::resolve(config, name)?;
-    profile.launch(mode, "")?;
+    profile.launch(mode, "", None)?;
     agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
     Ok(profile)
 }
@@ -282,7 +286,7 @@ pub async fn create(
                         ..NodeAdded::default()
                     },
                 ),
-                starting(&id, &checked.node, &worktrees),
+                starting(&id, &checked.node, &worktrees, checked.session.as_ref()),
             ],
             id,
             created,
@@ -299,6 +303,7 @@ pub async fn create(
         &checked.repo,
         &checked.base,
         &checked.launch,
+        checked.session.as_ref(),
     )
     .await;
     drop(slot);
@@ -309,14 +314,17 @@ pub async fn create(
     Ok(handle)
 }
 
-/// `node.starting`: the intent, recorded before the branch and worktree exist.
-pub fn starting(run: &str, node: &str, worktrees: &Path) -> Draft {
+/// `node.starting`: the intent, recorded before the branch and worktree exist, with the
+/// agent's conversation (Claude Code's session id, and whether it is resumed).
+pub fn starting(run: &str, node: &str, worktrees: &Path, session: Option<&Session>) -> Draft {
     let worktree = worktrees.join(run).join(node);
     Draft::daemon(
         Some(node),
         NodeStarting {
             branch: Some(branch_name(run, node)),
             worktree: Some(worktree.display().to_string()),
+            session_id: session.map(|s| s.id.clone()),
+            resume: session.and_then(|s| s.resume.then_some(true)),
         },
     )
 }
@@ -334,6 +342,7 @@ pub async fn start_node(
     repo: &Path,
     start_point: &str,
     launch: &Launch,
+    session: Option<&Session>,
 ) -> Result<(), AppError> {
     let planned = handle
         .view()
@@ -341,11 +350,13 @@ pub async fn start_node(
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
     if !planned {
-        let intent = starting(&handle.id, node, &daemon.home.worktrees());
+        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session);
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
-    bring_up(daemon, handle, node, repo, start_point, launch, false).await
+    // A resumed conversation goes on in the worktree and branch its attempt left.
+    let resume = session.is_some_and(|s| s.resume);
+    bring_up(daemon, handle, node, repo, start_point, launch, resume).await
 }
 
 /// The side effects of starting a node, then `node.started`. Safe to repeat after a crash
