@@ -14,6 +14,9 @@
 //! interactive = ["aider", "--message", "{prompt}"]
 //! autonomous = ["aider", "--yes-always", "--message", "{prompt}"]
 //! on_exit = "done"            # an agent that ends without `node done`: done or exited
+//!
+//! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
+//! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //! ```
 
 use std::collections::BTreeMap;
@@ -30,6 +33,9 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+    /// Every repository's worktree bootstrap, under what a repository's own file says.
+    #[serde(default)]
+    pub worktree: crate::bootstrap::WorktreeConfig,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -60,6 +60,7 @@ impl RunState {
             snapshot_ref: None,
             snapshot_refs: Vec::new(),
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -164,6 +165,12 @@ impl RunState {
         let snapshot = opt_string(d, "snapshot_ref")?;
         let files = string_list(d, "files")?;
         let pane = opt_string(d, "pane")?;
+        let port = match opt_i64(d, "port")? {
+            None => None,
+            Some(p) => Some(u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                AppError::invalid(format!("invalid data.port {p}: a TCP port, 1 to 65535"))
+            })?),
+        };
         let on_exit = opt_string(d, "on_exit")?;
         let report = opt_string(d, "report")?;
         if let Some(r) = &report {
@@ -254,6 +261,8 @@ impl RunState {
             // can close it) is gone, and the new branch and worktree are to be cleaned up in
             // their turn.
             "node.starting" => {
+                // Each start holds the port its intent names, or none.
+                node.port = port;
                 node.pane = None;
                 node.cleaned = false;
             }

@@ -13,6 +13,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile};
+use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::git::Git;
@@ -43,6 +44,7 @@ pub struct Checked {
     pub profile: Profile,
     pub launch: Launch,
     pub node: String,
+    pub bootstrap: Bootstrap,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -94,6 +96,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let launch = profile.launch(mode, &req.task)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
+    let bootstrap = Bootstrap::resolve(&config, &repo)?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
         repo,
@@ -101,6 +104,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         profile,
         launch,
         node,
+        bootstrap,
     })
 }
 
@@ -240,6 +244,12 @@ pub async fn create(
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
     let worktrees = daemon.home.worktrees();
+    // The port is chosen and recorded under one lock, so no other start takes it meanwhile.
+    let ports = PORTS.lock().await;
+    let port = match checked.bootstrap.ports {
+        Some(range) => Some(free_port(daemon, range, None)?),
+        None => None,
+    };
     // Written before the worktree and window exist; synced while they are made.
     let (handle, syncing) = daemon
         .store
@@ -250,7 +260,7 @@ pub async fn create(
                     "node.added",
                     json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
                 ),
-                starting(&id, &checked.node, &worktrees),
+                starting(&id, &checked.node, &worktrees, port),
             ],
             id,
             kind: req.kind,
@@ -258,9 +268,29 @@ pub async fn create(
             files: Vec::new(),
         })
         .await?;
+    drop(ports);
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
+    if checked.bootstrap.setup.is_some() {
+        // A setup command may take minutes: the answer does not wait for it; the node is
+        // `starting` until it ends, then `running`, or `failed` with the reason.
+        let (d, h) = (daemon.clone(), handle.clone());
+        tokio::spawn(async move {
+            let _ = start_node(
+                &d,
+                &h,
+                &checked.node,
+                &checked.repo,
+                &checked.base,
+                &checked.launch,
+            )
+            .await;
+            drop(slot);
+        });
+        syncing.wait().await?;
+        return Ok(handle);
+    }
     let started = start_node(
         daemon,
         &handle,
@@ -278,14 +308,49 @@ pub async fn create(
     Ok(handle)
 }
 
-/// `node.starting`: the intent, recorded before the branch and worktree exist.
-pub fn starting(run: &str, node: &str, worktrees: &Path) -> Draft {
+/// `node.starting`: the intent, recorded before the branch and worktree exist, with the port
+/// the node holds while it is live.
+pub fn starting(run: &str, node: &str, worktrees: &Path, port: Option<u16>) -> Draft {
     let worktree = worktrees.join(run).join(node);
-    Draft::daemon(
-        Some(node),
-        "node.starting",
-        json!({"branch": branch_name(run, node), "worktree": worktree.display().to_string()}),
-    )
+    let mut data =
+        json!({"branch": branch_name(run, node), "worktree": worktree.display().to_string()});
+    if let Some(p) = port {
+        data["port"] = json!(p);
+    }
+    Draft::daemon(Some(node), "node.starting", data)
+}
+
+/// Held from choosing a port until the `node.starting` naming it is in the run's state.
+static PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The lowest port of `range` that no live node of any run holds (`except`: the node being
+/// started again). Every live node's port is in its run's state, read from the log, so the
+/// choice survives restarts. Call with [`PORTS`] held.
+fn free_port(
+    daemon: &Daemon,
+    range: bootstrap::PortRange,
+    except: Option<(&str, &str)>,
+) -> Result<u16, AppError> {
+    use octl_proto::NodeState::{Running, Starting, Waiting};
+    let mut taken = std::collections::BTreeSet::new();
+    for h in daemon.store.handles() {
+        for n in &h.view().nodes {
+            let this = except.is_some_and(|(run, node)| h.id == run && n.id == node);
+            if !this && matches!(n.state, Starting | Running | Waiting) {
+                taken.extend(n.port);
+            }
+        }
+    }
+    range.free(&taken).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "no free port in worktree.ports {range}: all {} are held by live nodes",
+                u32::from(range.last - range.first) + 1
+            ),
+        )
+        .with_hint("wait for a node to end, or widen worktree.ports")
+    })
 }
 
 pub fn branch_name(run: &str, node: &str) -> String {
@@ -308,7 +373,31 @@ pub async fn start_node(
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
     if !planned {
-        let intent = starting(&handle.id, node, &daemon.home.worktrees());
+        let ports = PORTS.lock().await;
+        let range = Config::load(&daemon.home.config())
+            .and_then(|c| Bootstrap::resolve(&c, repo))
+            .map(|b| b.ports);
+        let port = match range {
+            Ok(Some(range)) => free_port(daemon, range, Some((&handle.id, node))).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let port = match port {
+            Ok(p) => p,
+            Err(e) => {
+                drop(ports);
+                append(
+                    daemon,
+                    handle,
+                    Some(node),
+                    "node.failed",
+                    json!({"reason": format!("cannot start: {}", e.message)}),
+                )
+                .await?;
+                return Err(e);
+            }
+        };
+        let intent = starting(&handle.id, node, &daemon.home.worktrees(), port);
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
@@ -364,6 +453,7 @@ pub async fn bring_up(
             } else {
                 git.worktree_add(&worktree, &branch, &start_point)?;
             }
+            prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();
             let window = open_window(&d, &h, &n, &worktree, &launch);
             tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
@@ -415,6 +505,76 @@ pub async fn bring_up(
     }
 }
 
+/// The worktree made ready before its agent starts ([`crate::bootstrap`]): the included
+/// ignored files, the links, then the setup command, its output in the node's log. Done again
+/// when healing: what the worktree already has is left as it is.
+fn prepare(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    repo: &Path,
+    worktree: &Path,
+) -> Result<(), AppError> {
+    let boot = Bootstrap::resolve(&Config::load(&daemon.home.config())?, repo)?;
+    let copied = boot.prepare(repo, worktree)?;
+    if copied > 0 {
+        tracing::info!(run = %handle.id, node, copied, "copied the files .worktreeinclude names");
+    }
+    if let Some(setup) = &boot.setup {
+        let log = handle.dir.join("logs").join(format!("{node}.log"));
+        let env = agent_env(daemon, handle, node, worktree);
+        bootstrap::run_setup(setup, worktree, &env, &log, boot.setup_timeout)?;
+    }
+    Ok(())
+}
+
+/// What an agent (and its worktree's setup command) finds in its environment.
+fn agent_env(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+) -> Vec<(String, String)> {
+    let exe = std::env::current_exe().ok();
+    // orchestratectl is installed next to octld; agents call it.
+    let mut path = exe
+        .as_deref()
+        .and_then(Path::parent)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(':');
+        path.push_str(&p.to_string_lossy());
+    }
+    let mut env = vec![
+        (
+            "OCTL_HOME".to_string(),
+            daemon.home.root().display().to_string(),
+        ),
+        ("OCTL_RUN".to_string(), handle.id.clone()),
+        ("OCTL_NODE".to_string(), node.to_string()),
+        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let view = handle.view();
+    if let Some(port) = view
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.port)
+    {
+        env.push(("OCTL_PORT".to_string(), port.to_string()));
+    }
+    // Every fan-out child can read the manifest it is a unit of.
+    if let Some(file) = view.manifest.run_settings().manifest_file() {
+        env.push((
+            "OCTL_MANIFEST".to_string(),
+            handle.dir.join(file).display().to_string(),
+        ));
+    }
+    env
+}
+
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
 fn open_window(
     daemon: &Daemon,
@@ -442,32 +602,7 @@ fn open_window(
     } else {
         (launch.argv.clone(), log)
     };
-    // orchestratectl is installed next to octld; agents call it.
-    let mut path = exe
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    if let Some(p) = std::env::var_os("PATH") {
-        path.push(':');
-        path.push_str(&p.to_string_lossy());
-    }
-    let mut env = vec![
-        (
-            "OCTL_HOME".to_string(),
-            daemon.home.root().display().to_string(),
-        ),
-        ("OCTL_RUN".to_string(), handle.id.clone()),
-        ("OCTL_NODE".to_string(), node.to_string()),
-        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
-        ("PATH".to_string(), path),
-    ];
-    // Every fan-out child can read the manifest it is a unit of.
-    if let Some(file) = handle.view().manifest.run_settings().manifest_file() {
-        env.push((
-            "OCTL_MANIFEST".to_string(),
-            handle.dir.join(file).display().to_string(),
-        ));
-    }
+    let env = agent_env(daemon, handle, node, worktree);
     let spec = AgentSpec {
         run: &handle.id,
         node,
