@@ -302,3 +302,77 @@ fn ports_are_never_held_by_two_live_nodes_even_across_a_restart() {
         .unwrap();
     assert_eq!(port_of_start(&env, &run_id(&spawned)), Some(4200));
 }
+
+fn fanout(env: &TestEnv, repo: &TestRepo, manifest: &str, cap: u64) -> String {
+    let r = env.rpc(
+        "fanout.start",
+        json!({"manifest": manifest, "format": "toml", "repo": repo.path.display().to_string(), "agent": "shell", "max_parallel": cap}),
+    );
+    r["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_fan_out_runs_its_units_setups_side_by_side_and_each_gets_its_port() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    // Each setup says it started, then waits for the test: both can only have started if
+    // the second unit's start did not wait for the first one's setup.
+    write_home_config(
+        &env,
+        &format!(
+            "[worktree]\nports = \"4300-4309\"\nsetup = \"touch '{0}'/$OCTL_NODE; while [ ! -e '{0}'/go ]; do sleep 0.05; done\"\n",
+            gate.display()
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let manifest = "prompt = \"echo $OCTL_PORT > {id}.port\"\n\
+        [[units]]\nid = \"a\"\nvars = { id = \"a\" }\n\
+        [[units]]\nid = \"b\"\nvars = { id = \"b\" }\n";
+    let run = fanout(&env, &repo, manifest, 2);
+    wait_until(
+        "both setups to run at once",
+        std::time::Duration::from_secs(30),
+        || (gate.join("a").exists() && gate.join("b").exists()).then_some(()),
+    );
+    let show = env.rpc("run.show", json!({"run": run}));
+    for n in show["nodes"].as_array().unwrap() {
+        assert_eq!(n["state"], json!("starting"), "{show}");
+    }
+    std::fs::write(gate.join("go"), "").unwrap();
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    let ports: BTreeSet<String> = ["a", "b"]
+        .iter()
+        .map(|u| repo.show("main", &format!("{u}.port")).unwrap())
+        .collect();
+    assert_eq!(
+        ports,
+        BTreeSet::from(["4300\n".to_string(), "4301\n".to_string()])
+    );
+}
+
+#[test]
+fn a_fan_out_unit_without_a_free_port_fails_with_the_reason() {
+    let env = TestEnv::new();
+    write_home_config(&env, "[worktree]\nports = \"4400-4400\"\n");
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let release = env.root.path().join("release");
+    let manifest = format!(
+        "prompt = \"{{script}}\"\n\
+         [[units]]\nid = \"holder\"\nvars = {{ script = \"while [ ! -e {0} ]; do sleep 0.05; done\" }}\n\
+         [[units]]\nid = \"late\"\nvars = {{ script = \"true\" }}\n",
+        release.display()
+    );
+    let run = fanout(&env, &repo, &manifest, 2);
+    let late = env.wait_node(&run, "late", "failed");
+    let reason = late["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no free port in worktree.ports 4400-4400"),
+        "{reason}"
+    );
+    std::fs::write(&release, "").unwrap();
+    env.wait_node(&run, "holder", "merged");
+}

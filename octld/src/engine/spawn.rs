@@ -272,25 +272,6 @@ pub async fn create(
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
-    if checked.bootstrap.setup.is_some() {
-        // A setup command may take minutes: the answer does not wait for it; the node is
-        // `starting` until it ends, then `running`, or `failed` with the reason.
-        let (d, h) = (daemon.clone(), handle.clone());
-        tokio::spawn(async move {
-            let _ = start_node(
-                &d,
-                &h,
-                &checked.node,
-                &checked.repo,
-                &checked.base,
-                &checked.launch,
-            )
-            .await;
-            drop(slot);
-        });
-        syncing.wait().await?;
-        return Ok(handle);
-    }
     let started = start_node(
         daemon,
         &handle,
@@ -298,9 +279,9 @@ pub async fn create(
         &checked.repo,
         &checked.base,
         &checked.launch,
+        slot,
     )
     .await;
-    drop(slot);
     let synced = syncing.wait().await;
     started?;
     synced?;
@@ -366,21 +347,22 @@ pub async fn start_node(
     repo: &Path,
     start_point: &str,
     launch: &Launch,
+    slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
     let planned = handle
         .view()
         .nodes
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
+    let boot = Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, repo));
     if !planned {
         let ports = PORTS.lock().await;
-        let range = Config::load(&daemon.home.config())
-            .and_then(|c| Bootstrap::resolve(&c, repo))
-            .map(|b| b.ports);
-        let port = match range {
-            Ok(Some(range)) => free_port(daemon, range, Some((&handle.id, node))).map(Some),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
+        let port = match &boot {
+            Ok(Bootstrap {
+                ports: Some(range), ..
+            }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.clone()),
         };
         let port = match port {
             Ok(p) => p,
@@ -401,7 +383,27 @@ pub async fn start_node(
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
-    bring_up(daemon, handle, node, repo, start_point, launch, false).await
+    if boot.is_ok_and(|b| b.setup.is_some()) {
+        // A setup command may take minutes: the caller (a spawn's answer, the next node of a
+        // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
+        // or `failed` with the reason. The slot goes with it.
+        let (d, h, n, r, p, l) = (
+            daemon.clone(),
+            handle.clone(),
+            node.to_string(),
+            repo.to_path_buf(),
+            start_point.to_string(),
+            launch.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = bring_up(&d, &h, &n, &r, &p, &l, false).await;
+            drop(slot);
+        });
+        return Ok(());
+    }
+    let started = bring_up(daemon, handle, node, repo, start_point, launch, false).await;
+    drop(slot);
+    started
 }
 
 /// The side effects of starting a node, then `node.started`. Safe to repeat after a crash

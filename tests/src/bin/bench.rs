@@ -5,6 +5,7 @@
 //! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory | memory-burst
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
+//! target/release/bench spawn-big [--files 100000] [--rounds 5]   # spawn in a big repository
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -709,6 +710,69 @@ fn spawn(rows: &mut Vec<Row>) {
     });
 }
 
+/// Spawn in a big repository (`files` files of a few bytes in 1,000 directories, one commit)
+/// next to a bare `git worktree add -b … main` of the same repository, interleaved: both
+/// check out every file, which is what the time goes to.
+fn spawn_big(rows: &mut Vec<Row>, files: usize, rounds: usize) {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = octl_tests::TestRepo::new(&env, "big");
+    let t0 = Instant::now();
+    for i in 0..files {
+        let dir = repo.path.join(format!("src/d{:03}", i % 1000));
+        if i < 1000 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(dir.join(format!("f{i:06}.txt")), format!("file {i}\n")).unwrap();
+    }
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "big"]);
+    eprintln!(
+        "spawn-big: made {files} files in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let (mut ours, mut bare) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let start = Instant::now();
+        let r = env.spawn(
+            "spinoff",
+            &repo,
+            "sleep 600",
+            json!({"agent": "shell", "node": format!("n{i}")}),
+        );
+        ours.push(start.elapsed().as_secs_f64() * 1000.0);
+        assert!(r.is_ok(), "{r:?}");
+        let wt = env.root.path().join(format!("bare-wt-{i}"));
+        let start = Instant::now();
+        repo.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &format!("bare/{i}"),
+            wt.to_str().unwrap(),
+            "main",
+        ]);
+        bare.push(start.elapsed().as_secs_f64() * 1000.0);
+        eprintln!(
+            "spawn-big round {i}: ours {:.0} ms, bare {:.0} ms",
+            ours[i], bare[i]
+        );
+    }
+    let (o, b) = (median(ours), median(bare));
+    rows.push(Row {
+        metric: format!(
+            "spawn in a {files}-file repository vs bare `git worktree add` (median of {rounds})"
+        ),
+        ours: o,
+        baseline: Some(b),
+        unit: "ms",
+        target: "≤ 1.0× bare (aim 0.3× with a pool)".into(),
+        pass: o <= b,
+        skipped: None,
+    });
+}
+
 /// Fan-out of 50 `shell` units at cap 8, next to a plain script doing the same git work in
 /// sequence (worktree add, commit, merge, worktree remove).
 fn fanout(rows: &mut Vec<Row>) {
@@ -812,6 +876,11 @@ fn main() {
         "run-list" => run_list(&mut rows),
         "rebuild" => rebuild(&mut rows, events),
         "spawn" => spawn(&mut rows),
+        "spawn-big" => {
+            let files = opt("--files").map_or(100_000, |n| n.parse().expect("--files N"));
+            let rounds = opt("--rounds").map_or(5, |n| n.parse().expect("--rounds N"));
+            spawn_big(&mut rows, files, rounds);
+        }
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
@@ -839,7 +908,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory, memory-burst, scaling or tmux"
+                 spawn-big, fanout, memory, memory-burst, scaling or tmux"
             );
             std::process::exit(2);
         }
