@@ -75,7 +75,7 @@ fn the_bash_script_completes_commands_flags_and_run_ids_from_the_daemon() {
             &env,
             &["orchestratectl", "--json", "merge", &a[..a.len() - 1]]
         ),
-        [a.clone()]
+        std::slice::from_ref(&a)
     );
     let after_flag = bash_complete(&env, &["orchestratectl", "event", "list", "--run", ""]);
     assert_eq!(after_flag.len(), 2, "{after_flag:?}");

@@ -353,6 +353,7 @@ mod tests {
             snapshot_ref: None,
             snapshot_refs: vec![],
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -363,6 +364,8 @@ mod tests {
             finished_at: None,
             cleaned,
             kept: vec![],
+            activity: None,
+            session_id: None,
         }
     }
 
