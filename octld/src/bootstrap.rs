@@ -260,13 +260,15 @@ fn link(repo: &Path, worktree: &Path, dirs: &[PathBuf]) -> Result<(), AppError> 
 }
 
 /// Runs `command` with `sh -c` in `cwd`, its output appended to `log`, killed (with every
-/// process it started) after `limit`. The error says how it ended and where its output is.
+/// process it started) after `limit`, or as soon as `abandoned()` says its node no longer
+/// waits for it (a cancel won). The error says how it ended and where its output is.
 pub fn run_setup(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],
     log: &Path,
     limit: Duration,
+    abandoned: &dyn Fn() -> bool,
 ) -> Result<(), AppError> {
     let failed = |what: String| AppError::new(ErrorKind::ToolFailed, what);
     if let Some(parent) = log.parent() {
@@ -297,18 +299,28 @@ pub fn run_setup(
         .process_group(0)
         .spawn()
         .map_err(|e| failed(format!("cannot run the setup command: {e}")))?;
+    fn kill(child: &mut std::process::Child, out: &mut fs::File, why: &str) {
+        // SAFETY: kill(2) on the process group the child leads.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+        let _ = writeln!(out, "[octl] setup killed: {why}");
+    }
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if t0.elapsed() >= limit => {
-                // SAFETY: kill(2) on the process group the child leads.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                let _ = writeln!(out, "[octl] setup killed after {} s", limit.as_secs());
+                let why = format!("still running after {} s", limit.as_secs());
+                kill(&mut child, &mut out, &why);
                 return Err(failed(format!(
                     "setup command {command:?} did not finish within {} s and was killed; its output is in {}",
                     limit.as_secs(),
                     log.display()
+                )));
+            }
+            Ok(None) if abandoned() => {
+                kill(&mut child, &mut out, "its node no longer waits for it");
+                return Err(failed(format!(
+                    "setup command {command:?} was stopped: its node no longer waits for it"
                 )));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -387,9 +399,25 @@ mod tests {
     fn a_setup_that_outlives_its_limit_is_killed_with_its_children() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("logs/n.log");
-        run_setup("echo hello", dir.path(), &[], &log, Duration::from_secs(10)).unwrap();
+        run_setup(
+            "echo hello",
+            dir.path(),
+            &[],
+            &log,
+            Duration::from_secs(10),
+            &|| false,
+        )
+        .unwrap();
         assert!(fs::read_to_string(&log).unwrap().contains("hello"));
-        let e = run_setup("exit 3", dir.path(), &[], &log, Duration::from_secs(10)).unwrap_err();
+        let e = run_setup(
+            "exit 3",
+            dir.path(),
+            &[],
+            &log,
+            Duration::from_secs(10),
+            &|| false,
+        )
+        .unwrap_err();
         assert!(e.message.contains("exit status: 3"), "{}", e.message);
         let e = run_setup(
             "sleep 30 & wait",
@@ -397,8 +425,19 @@ mod tests {
             &[],
             &log,
             Duration::from_millis(200),
+            &|| false,
         )
         .unwrap_err();
         assert!(e.message.contains("did not finish"), "{}", e.message);
+        let e = run_setup(
+            "sleep 30",
+            dir.path(),
+            &[],
+            &log,
+            Duration::from_secs(60),
+            &|| true,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no longer waits"), "{}", e.message);
     }
 }

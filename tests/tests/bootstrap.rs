@@ -376,3 +376,48 @@ fn a_fan_out_unit_without_a_free_port_fails_with_the_reason() {
     std::fs::write(&release, "").unwrap();
     env.wait_node(&run, "holder", "merged");
 }
+
+#[test]
+fn cancelling_a_node_during_its_setup_stops_the_setup() {
+    let env = TestEnv::new();
+    let pid_file = env.root.path().join("setup.pid");
+    write_home_config(
+        &env,
+        &format!(
+            "[worktree]\nsetup = \"echo $$ > '{}'; exec sleep 60\"\n",
+            pid_file.display()
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let spawned = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "true",
+            json!({"agent": "shell", "node": "n"}),
+        )
+        .unwrap();
+    let run = run_id(&spawned);
+    let pid: i32 = wait_until(
+        "the setup to run",
+        std::time::Duration::from_secs(30),
+        || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok(),
+    );
+    env.rpc("run.cancel", json!({"run": run}));
+    wait_until(
+        "the setup to be killed",
+        std::time::Duration::from_secs(30),
+        || {
+            // SAFETY: signal 0 only asks whether the process exists.
+            (unsafe { libc::kill(pid, 0) } != 0).then_some(())
+        },
+    );
+    let node = env.wait_node(&run, "n", "cancelled");
+    assert!(node["pane"].is_null(), "no agent was started: {node}");
+    let log = std::fs::read_to_string(env.run_dir(&run).join("logs/n.log")).unwrap();
+    assert!(
+        log.contains("[octl] setup killed: its node no longer waits for it"),
+        "{log}"
+    );
+}

@@ -525,7 +525,15 @@ fn prepare(
     if let Some(setup) = &boot.setup {
         let log = handle.dir.join("logs").join(format!("{node}.log"));
         let env = agent_env(daemon, handle, node, worktree);
-        bootstrap::run_setup(setup, worktree, &env, &log, boot.setup_timeout)?;
+        // A cancel (or anything else that moved the node on) stops it.
+        let abandoned = || {
+            !handle
+                .view()
+                .nodes
+                .iter()
+                .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting)
+        };
+        bootstrap::run_setup(setup, worktree, &env, &log, boot.setup_timeout, &abandoned)?;
     }
     Ok(())
 }
