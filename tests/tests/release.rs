@@ -21,7 +21,11 @@ fn build_script(dir: &Path) -> PathBuf {
         .arg(workspace().join("octl-client/build.rs"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
@@ -37,7 +41,11 @@ fn build_env(script: &Path, manifest_dir: &Path, extra: &[(&str, &str)]) -> (Str
         .env_remove("GIT_DIR");
     cmd.envs(extra.iter().copied());
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let value = |key: &str| {
         text.lines()
@@ -54,7 +62,11 @@ fn tarball_tree(root: &Path, vcs_sha: Option<&str>) -> PathBuf {
     let dir = root.join("octl-client-0.1.0");
     let skill = dir.join("skills/demo");
     std::fs::create_dir_all(&skill).unwrap();
-    std::fs::write(skill.join("SKILL.md"), "---\nname: demo\ndescription: d\n---\nbody\n").unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: demo\ndescription: d\n---\nbody\n",
+    )
+    .unwrap();
     if let Some(sha) = vcs_sha {
         std::fs::write(
             dir.join(".cargo_vcs_info.json"),
@@ -86,7 +98,10 @@ fn the_build_is_named_from_a_clone_a_tarball_or_the_packager() {
         build_env(&script, &bare, &[("SOURCE_DATE_EPOCH", "1796083200")]).1,
         "2026-12-01"
     );
-    assert_eq!(build_env(&script, &bare, &[("SOURCE_DATE_EPOCH", "951782400")]).1, "2000-02-29");
+    assert_eq!(
+        build_env(&script, &bare, &[("SOURCE_DATE_EPOCH", "951782400")]).1,
+        "2000-02-29"
+    );
 
     // A fresh clone: git's HEAD, whatever the packaged file says.
     let repo = TestRepo::new(&env, "clone");
@@ -109,7 +124,10 @@ fn version_names_the_commit_and_the_build_date() {
         "built from this repository: {v}"
     );
     assert_eq!(v["build_date"].as_str().unwrap().len(), 10, "{v}");
-    let human = Command::new(bin("orchestratectl")).arg("version").output().unwrap();
+    let human = Command::new(bin("orchestratectl"))
+        .arg("version")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains(&format!("commit {commit}, built ")), "{text}");
 }

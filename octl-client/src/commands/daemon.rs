@@ -320,10 +320,8 @@ pub fn status_text(s: &DaemonStatus) -> String {
 // install-service
 
 /// The bundled units, embedded at build time; `@OCTLD@` and `@OCTL_HOME@` are filled in.
-pub const SYSTEMD_SOCKET: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/systemd/octld.socket"
-));
+pub const SYSTEMD_SOCKET: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/octld.socket"));
 pub const SYSTEMD_SERVICE: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/systemd/octld.service"

@@ -43,7 +43,11 @@ mod tests {
             )
         );
         let date = super::BUILD_DATE.as_bytes();
-        assert!(date.len() == 10 && date[4] == b'-' && date[7] == b'-', "{}", super::BUILD_DATE);
+        assert!(
+            date.len() == 10 && date[4] == b'-' && date[7] == b'-',
+            "{}",
+            super::BUILD_DATE
+        );
         assert!(super::COMMIT == "unknown" || super::COMMIT.chars().all(|c| c.is_ascii_hexdigit()));
     }
 }

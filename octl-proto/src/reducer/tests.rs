@@ -616,12 +616,24 @@ fn a_start_holds_the_port_its_intent_names_and_a_bad_port_changes_nothing() {
     for bad in [json!(0), json!(70000), json!("3100")] {
         let before = s.clone();
         let err = s
-            .apply(&ev(3, Some("a"), "node.starting", Actor::Daemon, json!({"port": bad})))
+            .apply(&ev(
+                3,
+                Some("a"),
+                "node.starting",
+                Actor::Daemon,
+                json!({"port": bad}),
+            ))
             .unwrap_err();
         assert!(err.message.contains("data.port"), "{}", err.message);
         assert_eq!(s, before, "a refused event changes nothing");
     }
-    s.apply(&ev(3, Some("a"), "node.starting", Actor::Daemon, json!({"port": 3100})))
-        .unwrap();
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"port": 3100}),
+    ))
+    .unwrap();
     assert_eq!(s.nodes["a"].port, Some(3100));
 }
