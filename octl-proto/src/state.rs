@@ -200,6 +200,10 @@ pub struct Node {
     pub snapshot_refs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Map<String, Value>>,
+    /// `OCTL_PORT` of the node's agent, from the configured range; held while the node is
+    /// starting, running or waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// The tmux pane of the agent (`%N`), once started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,

@@ -26,6 +26,9 @@
 //! kind = "ssh"
 //! hosts = ["build1", "build2"]
 //! slots = 8
+//!
+//! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
+//! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //! ```
 //!
 //! `local` (this machine's private tmux server) is always there and is the default.
@@ -46,6 +49,9 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentConfig>,
     #[serde(default)]
     pub runners: BTreeMap<String, RunnerConfig>,
+    /// Every repository's worktree bootstrap, under what a repository's own file says.
+    #[serde(default)]
+    pub worktree: crate::bootstrap::WorktreeConfig,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -12,6 +12,7 @@
 //! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
 //! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
 //! - [`config`]: `config.toml`: agent profiles and defaults.
+//! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
@@ -20,6 +21,7 @@
 
 pub mod activation;
 pub mod agents;
+pub mod bootstrap;
 pub mod config;
 pub mod daemon;
 pub mod engine;

@@ -141,6 +141,9 @@ crate::declare_payloads! {
         /// Only ever `true`: this attempt continues `session_id` in the old worktree.
         #[serde(skip_serializing_if = "Option::is_none")]
         resume: Option<bool>,
+        /// The port (`OCTL_PORT`) the node holds while it is live (`[worktree] ports`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        port: Option<u64>,
     }
 
     /// `node.started`: the agent runs, in this window (`pane`, its runner handle) as process

@@ -50,6 +50,8 @@ pub(super) struct Said {
     /// `node.starting`, `node.retried`: the conversation, and whether this attempt continues it.
     pub session_id: Option<String>,
     pub resume: bool,
+    /// `node.starting`: the port the node holds while live.
+    pub port: Option<u64>,
 }
 
 /// Only `node.progress` carries a report; the others' clients are told so.
@@ -71,6 +73,7 @@ fn said(ev: &Event) -> Result<Said, AppError> {
                 worktree: p.worktree,
                 session_id: p.session_id,
                 resume: p.resume == Some(true),
+                port: p.port,
                 ..Said::default()
             }
         }
@@ -231,6 +234,7 @@ impl RunState {
             snapshot_ref: None,
             snapshot_refs: Vec::new(),
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -346,6 +350,7 @@ impl RunState {
             kept_dir,
             session_id: session,
             resume,
+            port,
         } = said(ev)?;
         let kept = kept_change(t, kept, snapshot_commit, kept_dir, node, ev)?;
         if resume && session.is_none() && node.session_id.is_none() {
@@ -353,6 +358,12 @@ impl RunState {
                 "invalid data.resume: node {id:?} has no session to resume; give data.session_id"
             )));
         }
+        let port = match port {
+            None => None,
+            Some(p) => Some(u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                AppError::invalid(format!("invalid data.port {p}: a TCP port, 1 to 65535"))
+            })?),
+        };
 
         let node = self.nodes.get_mut(id).expect("checked above");
         if let Some(to) = to {
@@ -419,6 +430,8 @@ impl RunState {
             // can close it) is gone, and the new branch and worktree are to be cleaned up in
             // their turn.
             "node.starting" => {
+                // Each start holds the port its intent names, or none.
+                node.port = port;
                 node.pane = None;
                 node.cleaned = false;
                 // What the old attempt's agent last said is not this one's.

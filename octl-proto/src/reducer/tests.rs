@@ -711,3 +711,40 @@ fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
     assert!(s.nodes["a"].resume);
     assert_eq!(s.nodes["a"].session_id.as_deref(), Some(sid));
 }
+
+#[test]
+fn a_start_holds_the_port_its_intent_names_and_a_bad_port_changes_nothing() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Daemon, json!({})))
+        .unwrap();
+    for bad in [json!(0), json!(70000), json!("3100")] {
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                3,
+                Some("a"),
+                "node.starting",
+                Actor::Daemon,
+                json!({"port": bad}),
+            ))
+            .unwrap_err();
+        assert!(err.message.contains("data.port"), "{}", err.message);
+        assert_eq!(s, before, "a refused event changes nothing");
+    }
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"port": 3100}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].port, Some(3100));
+}

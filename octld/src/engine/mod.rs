@@ -254,7 +254,7 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
                 .iter()
                 .find(|x| x.id == node && x.state == NodeState::Pending && !x.stale_attempt())
             {
-                schedule::start(&d, &h, &now, n).await;
+                return schedule::start(&d, &h, &now, n, slot).await;
             }
         }
         Step::ResumeRunMerge => {

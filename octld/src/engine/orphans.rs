@@ -349,6 +349,7 @@ mod tests {
             snapshot_ref: None,
             snapshot_refs: vec![],
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -363,6 +364,7 @@ mod tests {
             session_id: None,
             runner: None,
             resume: false,
+            port: None,
         }
     }
 

@@ -91,14 +91,20 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
         let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
         };
-        start(daemon, handle, &view, &node).await;
-        drop(node_slot);
+        start(daemon, handle, &view, &node, node_slot).await;
     }
 }
 
 /// Starts one node's agent (interactive in a code run); a node that cannot start fails (its
-/// error is in the event).
-pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDetail, node: &Node) {
+/// error is in the event). The node's slot is held until its start ended (with a worktree
+/// setup command, in the background: the pass goes on once the node is `starting`).
+pub async fn start(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    view: &RunDetail,
+    node: &Node,
+    slot: Slot,
+) {
     let Some(repo) = view.manifest.repo.clone() else {
         return;
     };
@@ -129,6 +135,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
                 &start_point,
                 &launch,
                 session.as_ref(),
+                Some(slot),
             )
             .await
         }

@@ -14,6 +14,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile, Session};
+use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
@@ -50,6 +51,7 @@ pub struct Checked {
     pub runner: String,
     /// The agent's conversation, for Claude Code.
     pub session: Option<Session>,
+    pub bootstrap: Bootstrap,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -103,6 +105,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     let launch = profile.launch(mode, &req.task, session.as_ref())?;
     let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
+    let bootstrap = Bootstrap::resolve(&config, &repo)?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
         repo,
@@ -112,6 +115,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         node,
         runner,
         session,
+        bootstrap,
     })
 }
 
@@ -271,6 +275,12 @@ pub async fn create(
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
     let worktrees = daemon.home.worktrees();
+    // The port is chosen and recorded under one lock, so no other start takes it meanwhile.
+    let ports = PORTS.lock().await;
+    let port = match checked.bootstrap.ports {
+        Some(range) => Some(free_port(daemon, range, None)?),
+        None => None,
+    };
     // Written before the worktree and window exist; synced while they are made.
     let (handle, syncing) = daemon
         .store
@@ -286,13 +296,14 @@ pub async fn create(
                         ..NodeAdded::default()
                     },
                 ),
-                starting(&id, &checked.node, &worktrees, checked.session.as_ref()),
+                starting(&id, &checked.node, &worktrees, checked.session.as_ref(), port),
             ],
             id,
             created,
             files: Vec::new(),
         })
         .await?;
+    drop(ports);
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
@@ -304,9 +315,9 @@ pub async fn create(
         &checked.base,
         &checked.launch,
         checked.session.as_ref(),
+        slot,
     )
     .await;
-    drop(slot);
     let synced = syncing.wait().await;
     started?;
     synced?;
@@ -315,8 +326,15 @@ pub async fn create(
 }
 
 /// `node.starting`: the intent, recorded before the branch and worktree exist, with the
-/// agent's conversation (Claude Code's session id, and whether it is resumed).
-pub fn starting(run: &str, node: &str, worktrees: &Path, session: Option<&Session>) -> Draft {
+/// agent's conversation (Claude Code's session id, and whether it is resumed) and the port
+/// the node holds while it is live.
+pub fn starting(
+    run: &str,
+    node: &str,
+    worktrees: &Path,
+    session: Option<&Session>,
+    port: Option<u16>,
+) -> Draft {
     let worktree = worktrees.join(run).join(node);
     Draft::daemon(
         Some(node),
@@ -325,8 +343,42 @@ pub fn starting(run: &str, node: &str, worktrees: &Path, session: Option<&Sessio
             worktree: Some(worktree.display().to_string()),
             session_id: session.map(|s| s.id.clone()),
             resume: session.and_then(|s| s.resume.then_some(true)),
+            port: port.map(u64::from),
         },
     )
+}
+
+/// Held from choosing a port until the `node.starting` naming it is in the run's state.
+static PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The lowest port of `range` that no live node of any run holds (`except`: the node being
+/// started again). Every live node's port is in its run's state, read from the log, so the
+/// choice survives restarts. Call with [`PORTS`] held.
+fn free_port(
+    daemon: &Daemon,
+    range: bootstrap::PortRange,
+    except: Option<(&str, &str)>,
+) -> Result<u16, AppError> {
+    use octl_proto::NodeState::{Running, Starting, Waiting};
+    let mut taken = std::collections::BTreeSet::new();
+    for h in daemon.store.handles() {
+        for n in &h.view().nodes {
+            let this = except.is_some_and(|(run, node)| h.id == run && n.id == node);
+            if !this && matches!(n.state, Starting | Running | Waiting) {
+                taken.extend(n.port);
+            }
+        }
+    }
+    range.free(&taken).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "no free port in worktree.ports {range}: all {} are held by live nodes",
+                u32::from(range.last - range.first) + 1
+            ),
+        )
+        .with_hint("wait for a node to end, or widen worktree.ports")
+    })
 }
 
 pub fn branch_name(run: &str, node: &str) -> String {
@@ -343,20 +395,64 @@ pub async fn start_node(
     start_point: &str,
     launch: &Launch,
     session: Option<&Session>,
+    slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
     let planned = handle
         .view()
         .nodes
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
+    let boot = Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, repo));
     if !planned {
-        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session);
+        let ports = PORTS.lock().await;
+        let port = match &boot {
+            Ok(Bootstrap {
+                ports: Some(range), ..
+            }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.clone()),
+        };
+        let port = match port {
+            Ok(p) => p,
+            Err(e) => {
+                drop(ports);
+                append(
+                    daemon,
+                    handle,
+                    Some(node),
+                    NodeFailed::because(format!("cannot start: {}", e.message)),
+                )
+                .await?;
+                return Err(e);
+            }
+        };
+        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
     let resume = session.is_some_and(|s| s.resume);
-    bring_up(daemon, handle, node, repo, start_point, launch, resume).await
+    if boot.is_ok_and(|b| b.setup.is_some()) {
+        // A setup command may take minutes: the caller (a spawn's answer, the next node of a
+        // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
+        // or `failed` with the reason. The slot goes with it.
+        let (d, h, n, r, p, l) = (
+            daemon.clone(),
+            handle.clone(),
+            node.to_string(),
+            repo.to_path_buf(),
+            start_point.to_string(),
+            launch.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = bring_up(&d, &h, &n, &r, &p, &l, resume).await;
+            drop(slot);
+        });
+        return Ok(());
+    }
+    let started = bring_up(daemon, handle, node, repo, start_point, launch, resume).await;
+    drop(slot);
+    started
 }
 
 /// The side effects of starting a node, then `node.started`. Safe to repeat after a crash
@@ -408,6 +504,7 @@ pub async fn bring_up(
             } else {
                 git.worktree_add(&worktree, &branch, &start_point)?;
             }
+            prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();
             let window = open_window(&d, &h, &n, &worktree, &launch);
             tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
@@ -460,6 +557,84 @@ pub async fn bring_up(
     }
 }
 
+/// The worktree made ready before its agent starts ([`crate::bootstrap`]): the included
+/// ignored files, the links, then the setup command, its output in the node's log. Done again
+/// when healing: what the worktree already has is left as it is.
+fn prepare(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    repo: &Path,
+    worktree: &Path,
+) -> Result<(), AppError> {
+    let boot = Bootstrap::resolve(&Config::load(&daemon.home.config())?, repo)?;
+    let copied = boot.prepare(repo, worktree)?;
+    if copied > 0 {
+        tracing::info!(run = %handle.id, node, copied, "copied the files .worktreeinclude names");
+    }
+    if let Some(setup) = &boot.setup {
+        let log = handle.dir.join("logs").join(format!("{node}.log"));
+        let env = agent_env(daemon, handle, node, worktree);
+        // A cancel (or anything else that moved the node on) stops it.
+        let abandoned = || {
+            !handle
+                .view()
+                .nodes
+                .iter()
+                .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting)
+        };
+        bootstrap::run_setup(setup, worktree, &env, &log, boot.setup_timeout, &abandoned)?;
+    }
+    Ok(())
+}
+
+/// What an agent (and its worktree's setup command) finds in its environment.
+fn agent_env(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+) -> Vec<(String, String)> {
+    let exe = std::env::current_exe().ok();
+    // orchestratectl is installed next to octld; agents call it.
+    let mut path = exe
+        .as_deref()
+        .and_then(Path::parent)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(':');
+        path.push_str(&p.to_string_lossy());
+    }
+    let mut env = vec![
+        (
+            "OCTL_HOME".to_string(),
+            daemon.home.root().display().to_string(),
+        ),
+        ("OCTL_RUN".to_string(), handle.id.clone()),
+        ("OCTL_NODE".to_string(), node.to_string()),
+        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let view = handle.view();
+    if let Some(port) = view
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.port)
+    {
+        env.push(("OCTL_PORT".to_string(), port.to_string()));
+    }
+    // Every fan-out child can read the manifest it is a unit of.
+    if let Some(file) = &view.manifest.settings.manifest_file {
+        env.push((
+            "OCTL_MANIFEST".to_string(),
+            handle.dir.join(file).display().to_string(),
+        ));
+    }
+    env
+}
+
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
 fn open_window(
     daemon: &Daemon,
@@ -487,32 +662,7 @@ fn open_window(
     } else {
         (launch.argv.clone(), log)
     };
-    // orchestratectl is installed next to octld; agents call it.
-    let mut path = exe
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    if let Some(p) = std::env::var_os("PATH") {
-        path.push(':');
-        path.push_str(&p.to_string_lossy());
-    }
-    let mut env = vec![
-        (
-            "OCTL_HOME".to_string(),
-            daemon.home.root().display().to_string(),
-        ),
-        ("OCTL_RUN".to_string(), handle.id.clone()),
-        ("OCTL_NODE".to_string(), node.to_string()),
-        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
-        ("PATH".to_string(), path),
-    ];
-    // Every fan-out child can read the manifest it is a unit of.
-    if let Some(file) = &handle.view().manifest.settings.manifest_file {
-        env.push((
-            "OCTL_MANIFEST".to_string(),
-            handle.dir.join(file).display().to_string(),
-        ));
-    }
+    let env = agent_env(daemon, handle, node, worktree);
     let view = handle.view();
     let this = view.nodes.iter().find(|n| n.id == node);
     let spec = AgentSpec {
