@@ -121,7 +121,12 @@ fn recorded_logs_replay_to_the_same_bytes() {
     // Not written by any test's daemon: covered by every-shape.jsonl.
     assert_eq!(
         missing,
-        [&"node.ready", &"node.activity", &"node.waiting", &"node.exited"],
+        [
+            &"node.ready",
+            &"node.activity",
+            &"node.waiting",
+            &"node.exited"
+        ],
         "event types the recorded logs cover changed"
     );
 }

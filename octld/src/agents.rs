@@ -58,6 +58,9 @@ pub struct Launch {
     pub hold_reports: bool,
     /// Claude Code's workspace-trust question may come up in the window: answer it.
     pub answers_trust: bool,
+    /// The conversation this launch starts (`--session-id`) or continues (`--resume`),
+    /// recorded in the node's `node.starting`.
+    pub session: Option<Session>,
 }
 
 /// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
@@ -217,6 +220,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                session: session.cloned(),
             },
             (
                 ProfileKind::Claude {
@@ -249,6 +253,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: false,
                 answers_trust: true,
+                session: session.cloned(),
             },
             (
                 ProfileKind::Claude {
@@ -286,6 +291,7 @@ impl Profile {
                     stream_json: true,
                     hold_reports: true,
                     answers_trust: false,
+                    session: session.cloned(),
                 }
             }
             (ProfileKind::Argv { .. }, _) => Launch {
@@ -298,6 +304,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                session: session.cloned(),
             },
         })
     }

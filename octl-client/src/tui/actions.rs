@@ -112,11 +112,15 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             return Ok(format!("{what}: {} is now at {}", m.target, m.merge_commit));
         }
         Action::Retry { run, node } => {
-            call::<method::RunRetry>(client, &RetryParams {
+            call::<method::RunRetry>(
+                client,
+                &RetryParams {
                     run,
                     node,
                     resume: false,
-                }).await?;
+                },
+            )
+            .await?;
         }
         Action::Cancel { run, discard } => {
             call::<method::RunCancel>(client, &CancelParams { run, discard }).await?;

@@ -364,7 +364,6 @@ mod tests {
             session_id: None,
             runner: None,
             resume: false,
-            port: None,
         }
     }
 

@@ -48,7 +48,11 @@ pub async fn retry(
     // merge_blocked (and in a run that has not ended, or ended failed).
     daemon
         .store
-        .append(handle, Draft::daemon(Some(node_id), NodeRetried::default()), false)
+        .append(
+            handle,
+            Draft::daemon(Some(node_id), NodeRetried::default()),
+            false,
+        )
         .await?;
     // The nodes it blocked wait for it again. Best effort: the scheduler frees them anyway
     // once their dependency is no longer stuck.

@@ -118,15 +118,14 @@ pub async fn start(
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
         let session = profile.session_for(node);
-        let launch = profile.launch(
+        profile.launch(
             mode,
             node.task.as_deref().unwrap_or_default(),
             session.as_ref(),
-        )?;
-        Ok((launch, session))
+        )
     });
     let result = match launch {
-        Ok((launch, session)) => {
+        Ok(launch) => {
             spawn::start_node(
                 daemon,
                 handle,
@@ -134,7 +133,6 @@ pub async fn start(
                 std::path::Path::new(&repo),
                 &start_point,
                 &launch,
-                session.as_ref(),
                 Some(slot),
             )
             .await

@@ -49,8 +49,6 @@ pub struct Checked {
     pub node: String,
     /// The runner the node starts on, checked to be configured and usable.
     pub runner: String,
-    /// The agent's conversation, for Claude Code.
-    pub session: Option<Session>,
     pub bootstrap: Bootstrap,
 }
 
@@ -114,7 +112,6 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         launch,
         node,
         runner,
-        session,
         bootstrap,
     })
 }
@@ -296,7 +293,13 @@ pub async fn create(
                         ..NodeAdded::default()
                     },
                 ),
-                starting(&id, &checked.node, &worktrees, checked.session.as_ref(), port),
+                starting(
+                    &id,
+                    &checked.node,
+                    &worktrees,
+                    checked.launch.session.as_ref(),
+                    port,
+                ),
             ],
             id,
             created,
@@ -314,7 +317,6 @@ pub async fn create(
         &checked.repo,
         &checked.base,
         &checked.launch,
-        checked.session.as_ref(),
         slot,
     )
     .await;
@@ -394,7 +396,6 @@ pub async fn start_node(
     repo: &Path,
     start_point: &str,
     launch: &Launch,
-    session: Option<&Session>,
     slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
     let planned = handle
@@ -426,12 +427,18 @@ pub async fn start_node(
                 return Err(e);
             }
         };
-        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
+        let intent = starting(
+            &handle.id,
+            node,
+            &daemon.home.worktrees(),
+            launch.session.as_ref(),
+            port,
+        );
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
-    let resume = session.is_some_and(|s| s.resume);
+    let resume = launch.session.as_ref().is_some_and(|s| s.resume);
     if boot.is_ok_and(|b| b.setup.is_some()) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
         // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,

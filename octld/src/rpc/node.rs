@@ -78,9 +78,7 @@ pub async fn report(
     let node = Some(p.node);
     let draft = match (method, held) {
         (Report::Done, true) => Draft::said(node, Actor::Agent, progress(Some(Held::Done))),
-        (Report::Fail, true) => {
-            Draft::said(node, Actor::Agent, progress(Some(Held::Failed)))
-        }
+        (Report::Fail, true) => Draft::said(node, Actor::Agent, progress(Some(Held::Failed))),
         (Report::Done, false) => Draft::said(
             node,
             Actor::Agent,
