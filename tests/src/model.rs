@@ -76,6 +76,9 @@ pub enum Step {
     },
     /// A final text; the turn ends (`stop_reason: end_turn`).
     Text(String),
+    /// An API error (HTTP 400 with this message) instead of a reply: the agent's request
+    /// fails for good (no retry).
+    Error(String),
 }
 
 impl Step {
@@ -473,6 +476,19 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 (RequestKind::Side, side_reply(&body).into_response(&body, n))
             }
         }
+        ("POST", "/v1/responses") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            (
+                RequestKind::Main,
+                responses::reply(&body, &shared.script, n),
+            )
+        }
         ("POST", "/v1/messages/count_tokens") => {
             let tokens = (request.body.len() / 4).max(1);
             (
@@ -552,6 +568,7 @@ pub fn script_position(body: &Value) -> usize {
 
 enum Reply {
     Text(String),
+    Error(String),
     ToolUse {
         id: String,
         name: String,
@@ -571,6 +588,7 @@ fn main_reply(body: &Value, script: &[Step], n: u64) -> Reply {
             input: json!({"command": command, "description": description}),
         },
         Some(Step::Text(text)) => Reply::Text(text.clone()),
+        Some(Step::Error(message)) => Reply::Error(message.clone()),
         None => Reply::Text(final_text(script)),
     }
 }
@@ -681,7 +699,7 @@ fn schema_instance(schema: &Value, depth: usize) -> Value {
 impl Reply {
     fn stop_reason(&self) -> &'static str {
         match self {
-            Reply::Text(_) => "end_turn",
+            Reply::Text(_) | Reply::Error(_) => "end_turn",
             Reply::ToolUse { .. } => "tool_use",
         }
     }
@@ -692,12 +710,15 @@ impl Reply {
             .and_then(Value::as_str)
             .unwrap_or("claude-stand-in")
             .to_string();
+        if let Reply::Error(message) = &self {
+            return error_response(400, "invalid_request_error", message);
+        }
         let id = format!("msg_standin_{n:05}");
         let stop_reason = self.stop_reason();
         let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
         if !stream {
             let block = match &self {
-                Reply::Text(text) => json!({"type": "text", "text": text}),
+                Reply::Text(text) | Reply::Error(text) => json!({"type": "text", "text": text}),
                 Reply::ToolUse { id, name, input } => {
                     json!({"type": "tool_use", "id": id, "name": name, "input": input})
                 }
@@ -723,7 +744,7 @@ impl Reply {
             ("ping", json!({"type": "ping"})),
         ];
         match &self {
-            Reply::Text(text) => {
+            Reply::Text(text) | Reply::Error(text) => {
                 events.push((
                     "content_block_start",
                     json!({"type": "content_block_start", "index": 0,
@@ -777,6 +798,123 @@ fn usage(output_tokens: u64) -> Value {
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
         "output_tokens": output_tokens,
+    })
+}
+
+/// The OpenAI Responses API (`POST /v1/responses`, Codex's wire API), playing the same script:
+/// a [`Step::Bash`] is a call of the shell function the request offers (`exec_command`,
+/// `shell_command` or `shell`), a [`Step::Text`] an assistant message, a [`Step::Error`] an
+/// HTTP 400. The position is read from the conversation: `function_call_output` items plus
+/// earlier assistant messages in `input`. Streamed as server-sent events (`response.created`,
+/// `response.output_item.done`, `response.completed` with usage) when `"stream": true`.
+mod responses {
+    use super::*;
+
+    pub fn position(body: &Value) -> usize {
+        let items = body.get("input").and_then(Value::as_array);
+        items.map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| {
+                    let t = i.get("type").and_then(Value::as_str);
+                    t == Some("function_call_output")
+                        || (t == Some("message") && i["role"] == "assistant")
+                })
+                .count()
+        })
+    }
+
+    /// The name of the shell function offered, and the arguments it takes for `command`.
+    fn shell_call(body: &Value, command: &str) -> (String, Value) {
+        let names: Vec<&str> = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().filter_map(|t| t.get("name")?.as_str()).collect())
+            .unwrap_or_default();
+        if names.contains(&"exec_command") {
+            ("exec_command".into(), json!({"cmd": command}))
+        } else if names.contains(&"shell_command") {
+            ("shell_command".into(), json!({"command": command}))
+        } else {
+            ("shell".into(), json!({"command": ["bash", "-lc", command]}))
+        }
+    }
+
+    pub fn reply(body: &Value, script: &[Step], n: u64) -> HttpResponse {
+        let position = position(body);
+        let item = match script.get(position) {
+            Some(Step::Error(message)) => {
+                return json_response(
+                    400,
+                    &json!({"error": {"message": message, "type": "invalid_request_error", "code": null, "param": null}}),
+                )
+            }
+            Some(Step::Bash { command, .. }) => {
+                let (name, arguments) = shell_call(body, command);
+                json!({"type": "function_call", "id": format!("fc_{n:05}"),
+                       "call_id": format!("call_standin_{position:03}_{n:05}"),
+                       "name": name, "arguments": arguments.to_string(), "status": "completed"})
+            }
+            Some(Step::Text(text)) => message(text, n),
+            None => message(&final_text(script), n),
+        };
+        let id = format!("resp_standin_{n:05}");
+        let usage = json!({"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                           "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
+                           "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS});
+        let response = |status: &str, output: Value| {
+            json!({"id": id, "object": "response", "status": status, "model": body["model"],
+                   "output": output, "usage": usage})
+        };
+        if body.get("stream").and_then(Value::as_bool) != Some(true) {
+            return json_response(200, &response("completed", json!([item])));
+        }
+        let events = [
+            json!({"type": "response.created", "sequence_number": 0, "response": response("in_progress", json!([]))}),
+            json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}),
+            json!({"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item}),
+            json!({"type": "response.completed", "sequence_number": 3, "response": response("completed", json!([item]))}),
+        ];
+        let mut text = String::new();
+        for e in events {
+            text.push_str(&format!(
+                "event: {}\ndata: {e}\n\n",
+                e["type"].as_str().unwrap()
+            ));
+        }
+        HttpResponse {
+            status: 200,
+            content_type: "text/event-stream",
+            body: text.into_bytes(),
+        }
+    }
+
+    fn message(text: &str, n: u64) -> Value {
+        json!({"type": "message", "id": format!("msg_{n:05}"), "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    }
+}
+
+/// The pinned agent CLI `name` (`codex`, `gemini`, `opencode`) for tests: `OCTL_TEST_<NAME>_BIN`,
+/// else `.ci/node/node_modules/.bin/<name>` (installed by `.ci/run`); `None` when missing.
+pub fn agent_cli(name: &str) -> Option<PathBuf> {
+    let var = format!("OCTL_TEST_{}_BIN", name.to_ascii_uppercase());
+    if let Some(p) = std::env::var_os(&var) {
+        return Some(PathBuf::from(p));
+    }
+    let p = workspace_root()
+        .join(".ci/node/node_modules/.bin")
+        .join(name);
+    p.exists().then_some(p)
+}
+
+/// [`agent_cli`], or a panic saying how to install it.
+pub fn require_agent_cli(name: &str) -> PathBuf {
+    agent_cli(name).unwrap_or_else(|| {
+        panic!(
+            "the {name} CLI is missing: set OCTL_TEST_{}_BIN or run .ci/run (it npm-installs the pinned version under .ci/node)",
+            name.to_ascii_uppercase()
+        )
     })
 }
 

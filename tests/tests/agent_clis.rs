@@ -1,0 +1,124 @@
+//! The real Codex, Gemini CLI and opencode as agents (the built-in `codex`, `gemini`,
+//! `opencode` profiles), each in its tmux window against the harness's scripted stand-in for
+//! the model API it speaks (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned
+//! in `.ci/run` under `.ci/node`; run them with `cargo test -p octl-tests -- --ignored`.
+
+use octl_tests::model::{require_agent_cli, ModelStandIn, Step};
+use octl_tests::{TestEnv, TestRepo};
+use serde_json::{json, Value};
+
+/// A world whose `codex` profile runs the pinned Codex against `model` (the Responses API).
+fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let codex = require_agent_cli("codex");
+    let mut env = TestEnv::new();
+    let codex_home = env.user_home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    env.set_env("CODEX_HOME", &codex_home.display().to_string());
+    env.set_env("OPENAI_API_KEY", "sk-test");
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    let settings = [
+        "model_provider=local".to_string(),
+        "model_providers.local.name=\"local\"".to_string(),
+        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
+        "model_providers.local.wire_api=\"responses\"".to_string(),
+        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
+    ];
+    let mut args: Vec<String> = settings
+        .iter()
+        .flat_map(|s| ["-c".to_string(), s.clone()])
+        .collect();
+    args.extend(["-m".to_string(), "stand-in".to_string()]);
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.codex]\nprogram = {:?}\nargs = {}\n",
+            codex.display().to_string(),
+            serde_json::to_string(&args).unwrap()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
+    let out = env.cli_with(
+        [
+            "--json", "spawn", "spinoff", task, "--node", "writer", "--agent", agent,
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    out.json()["id"].as_str().unwrap().to_string()
+}
+
+fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == json!(kind))
+        .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+}
+
+fn raw_log(env: &TestEnv, run: &str) -> String {
+    std::fs::read_to_string(env.run_dir(run).join("logs/writer.log")).unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by codex\\n' > codex.txt"),
+        Step::text("Added codex.txt."),
+    ]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model.log().iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "codex.txt").as_deref(),
+        Some("written by codex\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("codex"), "{done}");
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert_eq!(outcome["result"], json!("Added codex.txt."), "{done}");
+    assert!(outcome["output_tokens"].as_u64().unwrap() > 0, "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+    // The prompt told the agent how to report.
+    let first = model.requests()[0].to_string();
+    assert!(first.contains("orchestratectl node done"), "{first}");
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    let reason = failed["data"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("stand-in quota exceeded"),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+    assert_eq!(failed["data"]["outcome"]["is_error"], json!(true));
+}
