@@ -489,6 +489,16 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 responses::reply(&body, &shared.script, n),
             )
         }
+        ("POST", p) if p.starts_with("/v1beta/models/") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            gemini::reply(p, &body, &shared.script, n)
+        }
         ("POST", "/v1/messages/count_tokens") => {
             let tokens = (request.body.len() / 4).max(1);
             (
@@ -892,6 +902,128 @@ mod responses {
     fn message(text: &str, n: u64) -> Value {
         json!({"type": "message", "id": format!("msg_{n:05}"), "role": "assistant", "status": "completed",
                "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    }
+}
+
+/// The Gemini API (`POST /v1beta/models/<model>:generateContent` and
+/// `:streamGenerateContent`, Gemini CLI's), playing the same script for the main agent (a
+/// request offering `run_shell_command`): a [`Step::Bash`] is a `functionCall` of it, a
+/// [`Step::Text`] a text part, a [`Step::Error`] an HTTP 400. The position is read from the
+/// conversation: `functionResponse` parts plus earlier model turns without a call. Other
+/// requests (its routing and next-speaker checks) get an instance of their JSON schema, or a
+/// short text. `:countTokens` gets an estimate. Streamed as `data:` events (`alt=sse`).
+mod gemini {
+    use super::*;
+
+    fn is_main(body: &Value) -> bool {
+        body["tools"].as_array().is_some_and(|tools| {
+            tools.iter().any(|t| {
+                t["functionDeclarations"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|d| d["name"] == "run_shell_command"))
+            })
+        })
+    }
+
+    pub fn position(body: &Value) -> usize {
+        let contents = body["contents"].as_array();
+        contents.map_or(0, |contents| {
+            contents
+                .iter()
+                .map(|c| {
+                    let parts = c["parts"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                    let responses = parts
+                        .iter()
+                        .filter(|p| p.get("functionResponse").is_some())
+                        .count();
+                    let model_text = c["role"] == "model"
+                        && !parts.iter().any(|p| p.get("functionCall").is_some());
+                    responses + usize::from(model_text)
+                })
+                .sum()
+        })
+    }
+
+    pub fn reply(path: &str, body: &Value, script: &[Step], n: u64) -> (RequestKind, HttpResponse) {
+        if path.ends_with(":countTokens") {
+            let tokens = (body.to_string().len() / 4).max(1);
+            return (
+                RequestKind::CountTokens,
+                json_response(200, &json!({"totalTokens": tokens})),
+            );
+        }
+        let main = is_main(body);
+        let part = if main {
+            match script.get(position(body)) {
+                Some(Step::Error(message)) => {
+                    return (
+                        RequestKind::Main,
+                        json_response(
+                            400,
+                            &json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
+                        ),
+                    )
+                }
+                Some(Step::Bash {
+                    command,
+                    description,
+                }) => json!({"functionCall": {
+                    "name": "run_shell_command",
+                    "args": {"command": command, "description": description}}}),
+                Some(Step::Text(text)) => json!({"text": text}),
+                None => json!({"text": final_text(script)}),
+            }
+        } else {
+            let config = &body["generationConfig"];
+            let schema = config
+                .get("responseJsonSchema")
+                .or(config.get("responseSchema"));
+            match schema {
+                Some(schema) => {
+                    json!({"text": schema_instance(&lowercase_types(schema), 0).to_string()})
+                }
+                None => json!({"text": SIDE_REPLY_TEXT}),
+            }
+        };
+        let chunk = json!({
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": INPUT_TOKENS, "candidatesTokenCount": OUTPUT_TOKENS,
+                              "totalTokenCount": INPUT_TOKENS + OUTPUT_TOKENS},
+            "modelVersion": "stand-in",
+            "responseId": format!("gemini_standin_{n:05}"),
+        });
+        let kind = if main {
+            RequestKind::Main
+        } else {
+            RequestKind::Side
+        };
+        if !path.ends_with(":streamGenerateContent") {
+            return (kind, json_response(200, &chunk));
+        }
+        (
+            kind,
+            HttpResponse {
+                status: 200,
+                content_type: "text/event-stream",
+                body: format!("data: {chunk}\r\n\r\n").into_bytes(),
+            },
+        )
+    }
+
+    /// Gemini schemas spell types in capitals (`OBJECT`); [`schema_instance`] reads JSON Schema.
+    fn lowercase_types(schema: &Value) -> Value {
+        match schema {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| match (k.as_str(), v) {
+                        ("type", Value::String(t)) => (k.clone(), json!(t.to_ascii_lowercase())),
+                        _ => (k.clone(), lowercase_types(v)),
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(lowercase_types).collect()),
+            v => v.clone(),
+        }
     }
 }
 

@@ -41,6 +41,34 @@ fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
     (env, repo)
 }
 
+/// A world whose `gemini` profile runs the pinned Gemini CLI against `model` (the Gemini API).
+fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let gemini = require_agent_cli("gemini");
+    let mut env = TestEnv::new();
+    // Without a chosen auth method it says "Invalid auth method selected" and exits 0.
+    let settings = env.user_home.join(".gemini");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"disableAutoUpdate":true},"privacy":{"usageStatisticsEnabled":false}}"#,
+    )
+    .unwrap();
+    env.set_env("GEMINI_API_KEY", "test");
+    env.set_env("GOOGLE_GEMINI_BASE_URL", &model.url());
+    env.set_env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.gemini]\nprogram = {:?}\nargs = [\"-m\", \"gemini-2.5-flash\"]\n",
+            gemini.display().to_string()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
 fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
     let out = env.cli_with(
         [
@@ -121,4 +149,61 @@ fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
         raw_log(&env, &run)
     );
     assert_eq!(failed["data"]["outcome"]["is_error"], json!(true));
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by gemini\\n' > gemini.txt"),
+        Step::text("Added gemini.txt."),
+    ]);
+    let (env, repo) = gemini_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "gemini.txt").as_deref(),
+        Some("written by gemini\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("gemini"), "{done}");
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = gemini_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
 }
