@@ -499,6 +499,16 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
             let n = shared.counter.fetch_add(1, Ordering::SeqCst);
             gemini::reply(p, &body, &shared.script, n)
         }
+        ("POST", "/v1/chat/completions") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            chat::reply(&body, &shared.script, n)
+        }
         ("POST", "/v1/messages/count_tokens") => {
             let tokens = (request.body.len() / 4).max(1);
             (
@@ -1024,6 +1034,109 @@ mod gemini {
             Value::Array(a) => Value::Array(a.iter().map(lowercase_types).collect()),
             v => v.clone(),
         }
+    }
+}
+
+/// OpenAI-compatible Chat Completions (`POST /v1/chat/completions`, opencode's), playing the
+/// same script for the main agent (a request offering a `bash` function): a [`Step::Bash`]
+/// is a `tool_calls` entry, a [`Step::Text`] a content reply, a [`Step::Error`] an HTTP 400.
+/// The position is read from the conversation: `tool` messages plus earlier assistant
+/// messages without tool calls. Other requests (its session title) get a short text.
+/// Streamed as `data:` chunks ending in `data: [DONE]` when `"stream": true`.
+mod chat {
+    use super::*;
+
+    fn is_main(body: &Value) -> bool {
+        body["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "bash"))
+    }
+
+    pub fn position(body: &Value) -> usize {
+        body["messages"].as_array().map_or(0, |messages| {
+            messages
+                .iter()
+                .filter(|m| {
+                    m["role"] == "tool"
+                        || (m["role"] == "assistant"
+                            && m["tool_calls"].as_array().is_none_or(Vec::is_empty))
+                })
+                .count()
+        })
+    }
+
+    pub fn reply(body: &Value, script: &[Step], n: u64) -> (RequestKind, HttpResponse) {
+        let main = is_main(body);
+        let kind = if main {
+            RequestKind::Main
+        } else {
+            RequestKind::Side
+        };
+        let step = if main {
+            script.get(position(body)).cloned()
+        } else {
+            Some(Step::Text(SIDE_REPLY_TEXT.into()))
+        };
+        let (message, finish) = match step {
+            Some(Step::Error(message)) => {
+                return (
+                    kind,
+                    json_response(
+                        400,
+                        &json!({"error": {"message": message, "type": "invalid_request_error", "code": null, "param": null}}),
+                    ),
+                )
+            }
+            Some(Step::Bash {
+                command,
+                description,
+            }) => (
+                json!({"role": "assistant", "content": null, "tool_calls": [{
+                    "index": 0, "id": format!("call_standin_{n:05}"), "type": "function",
+                    "function": {"name": "bash",
+                                 "arguments": json!({"command": command, "description": description}).to_string()}}]}),
+                "tool_calls",
+            ),
+            Some(Step::Text(text)) => (json!({"role": "assistant", "content": text}), "stop"),
+            None => (
+                json!({"role": "assistant", "content": final_text(script)}),
+                "stop",
+            ),
+        };
+        let usage = json!({"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
+                           "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS});
+        let id = format!("chatcmpl-standin-{n:05}");
+        let model = body["model"].clone();
+        if body.get("stream").and_then(Value::as_bool) != Some(true) {
+            return (
+                kind,
+                json_response(
+                    200,
+                    &json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}),
+                ),
+            );
+        }
+        let chunk = |delta: Value, finish: Value, usage: Value| {
+            json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage})
+        };
+        let text = [
+            chunk(message, Value::Null, Value::Null),
+            chunk(json!({}), json!(finish), usage),
+        ]
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .collect::<String>()
+            + "data: [DONE]\n\n";
+        (
+            kind,
+            HttpResponse {
+                status: 200,
+                content_type: "text/event-stream",
+                body: text.into_bytes(),
+            },
+        )
     }
 }
 

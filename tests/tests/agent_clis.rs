@@ -69,6 +69,35 @@ fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
     (env, repo)
 }
 
+/// A world whose `opencode` profile runs the pinned opencode against `model` (Chat
+/// Completions, through its `@ai-sdk/openai-compatible` provider).
+fn opencode_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let opencode = require_agent_cli("opencode");
+    let mut env = TestEnv::new();
+    let config = env.user_home.join("opencode.json");
+    std::fs::write(
+        &config,
+        json!({"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
+               "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
+                 "options": {"baseURL": format!("{}/v1", model.url()), "apiKey": "x"},
+                 "models": {"m1": {"name": "m1"}}}}})
+        .to_string(),
+    )
+    .unwrap();
+    env.set_env("OPENCODE_CONFIG", &config.display().to_string());
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.opencode]\nprogram = {:?}\nargs = [\"-m\", \"local/m1\"]\n",
+            opencode.display().to_string()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
 fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
     let out = env.cli_with(
         [
@@ -195,6 +224,63 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
     let (env, repo) = gemini_world(&model);
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by opencode\\n' > opencode.txt"),
+        Step::text("Added opencode.txt."),
+    ]);
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "opencode", "Add a file named opencode.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "opencode.txt").as_deref(),
+        Some("written by opencode\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("opencode"), "{done}");
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_opencode_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "opencode", "Add a file named opencode.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
