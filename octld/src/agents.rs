@@ -79,13 +79,13 @@ impl Builtin {
         Builtin::ALL.into_iter().find(|b| b.name() == name)
     }
 
-    /// The JSON-lines stream it reports in (aider has none: its exit status decides).
-    pub fn stream(self) -> Option<Stream> {
+    /// The output it reports in.
+    pub fn stream(self) -> Stream {
         match self {
-            Builtin::Codex => Some(Stream::Codex),
-            Builtin::Gemini => Some(Stream::Gemini),
-            Builtin::Opencode => Some(Stream::Opencode),
-            Builtin::Aider => None,
+            Builtin::Codex => Stream::Codex,
+            Builtin::Gemini => Stream::Gemini,
+            Builtin::Opencode => Stream::Opencode,
+            Builtin::Aider => Stream::Aider,
         }
     }
 
@@ -314,7 +314,7 @@ impl Profile {
                 argv: agent.argv(program, args, &format!("{task}\n\n{CLI_REPORTING}")),
                 on_exit: exited(ExitPolicy::Stream),
                 // Aider has no JSON output; its pane's output is its log.
-                stream_json: agent.stream().is_some(),
+                stream_json: *agent != Builtin::Aider,
                 hold_reports: true,
                 answers_trust: false,
             },

@@ -1,6 +1,7 @@
 //! What the JSON-lines streams of Codex (`codex exec --json`), Gemini CLI (`--output-format
-//! stream-json`) and opencode (`run --format json`) say about how the agent ended: success or
-//! failure with the reason, the final text, tokens and cost where given. Read from the node's
+//! stream-json`) and opencode (`run --format json`), and aider's plain output, say about how
+//! the agent ended: success or failure with the reason, the final text, tokens and cost where
+//! given. Read from the node's
 //! raw log once the agent's process has ended; the result is the node's `outcome`.
 //!
 //! Every outcome has `agent`, `is_error` and, when the stream said, `result` (the agent's
@@ -16,6 +17,9 @@ pub enum Stream {
     Codex,
     Gemini,
     Opencode,
+    /// Plain text (`--no-pretty`): a `Tokens: N sent, M received.` line follows each model
+    /// reply; a model error is a `litellm.…Error: …` line (aider exits 0 after it).
+    Aider,
 }
 
 impl Stream {
@@ -24,6 +28,7 @@ impl Stream {
             Stream::Codex => "codex",
             Stream::Gemini => "gemini",
             Stream::Opencode => "opencode",
+            Stream::Aider => "aider",
         }
     }
 }
@@ -122,6 +127,60 @@ impl Fold {
     }
 }
 
+impl Fold {
+    fn aider_line(&mut self, line: &str) {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("Tokens: ") {
+            // "Tokens: 2.3k sent, 45 received. Cost: $0.01 message, $0.02 session."
+            let count = |s: &str| {
+                let s = s.trim();
+                let (n, k) = s.strip_suffix('k').map_or((s, 1.0), |n| (n, 1000.0));
+                n.replace(',', "")
+                    .parse::<f64>()
+                    .map(|v| (v * k) as u64)
+                    .unwrap_or(0)
+            };
+            let mut parts = rest.split(", ");
+            if let (Some(sent), Some(received)) = (parts.next(), parts.next()) {
+                self.input += count(sent.trim_end_matches(" sent"));
+                self.output += count(received.split(" received").next().unwrap_or(""));
+            }
+            if let Some(cost) = rest.split("$").nth(2) {
+                // The session's total is the second amount.
+                let session = cost.split_whitespace().next().unwrap_or("");
+                self.cost = session.parse().ok();
+            }
+            self.end = Some(None);
+        } else if line.starts_with("litellm.") && line.contains("Error") {
+            self.end = Some(Some(line.to_string()));
+        } else if line.starts_with("Applied edit to ") {
+            self.text = Some(line.to_string());
+        }
+    }
+}
+
+/// A line of pane output without terminal escape sequences and carriage-return redraws.
+fn strip_escapes(line: &str) -> String {
+    let line = line.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ … final byte in @–~.
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The outcome of the stream in `log` (an unreadable log: no final result).
 pub fn read(log: &Path, stream: Stream) -> Outcome {
     use std::io::{Read, Seek, SeekFrom};
@@ -146,8 +205,14 @@ pub struct Outcome {
 
 pub fn parse(text: &str, stream: Stream) -> Outcome {
     let mut fold = Fold::default();
+    if stream == Stream::Aider {
+        for line in text.lines() {
+            fold.aider_line(&strip_escapes(line));
+        }
+    }
     for v in text
         .lines()
+        .filter(|_| stream != Stream::Aider)
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
     {
         fold.line(stream, &v);
@@ -212,6 +277,30 @@ mod tests {
         let cut = parse(r#"{"type":"turn.started"}"#, Stream::Codex);
         assert_eq!(cut.end, None);
         assert_eq!(cut.fields["is_error"], true);
+    }
+
+    #[test]
+    fn aider_text() {
+        let ok = parse(
+            "Aider v0.86.2\r\n\u{1b}[32mApplied edit to a.txt\u{1b}[0m\nTokens: 2.3k sent, 45 received. Cost: $0.01 message, $0.02 session.\n",
+            Stream::Aider,
+        );
+        assert_eq!(ok.end, Some(Ok(())));
+        assert_eq!(ok.fields["input_tokens"], 2300);
+        assert_eq!(ok.fields["output_tokens"], 45);
+        assert_eq!(ok.fields["total_cost_usd"], 0.02);
+        assert_eq!(ok.fields["result"], "Applied edit to a.txt");
+        let failed = parse(
+            "Aider v0.86.2\nlitellm.BadRequestError: OpenAIException - quota\n",
+            Stream::Aider,
+        );
+        assert_eq!(
+            failed.end,
+            Some(Err(
+                "litellm.BadRequestError: OpenAIException - quota".into()
+            ))
+        );
+        assert_eq!(parse("Aider v0.86.2\n", Stream::Aider).end, None);
     }
 
     #[test]

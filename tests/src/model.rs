@@ -1037,8 +1037,9 @@ mod gemini {
     }
 }
 
-/// OpenAI-compatible Chat Completions (`POST /v1/chat/completions`, opencode's), playing the
-/// same script for the main agent (a request offering a `bash` function): a [`Step::Bash`]
+/// OpenAI-compatible Chat Completions (`POST /v1/chat/completions`, opencode's and aider's),
+/// playing the same script for the main agent (a request offering a `bash` function, or
+/// aider's, which offers none and reads edits from the text): a [`Step::Bash`]
 /// is a `tool_calls` entry, a [`Step::Text`] a content reply, a [`Step::Error`] an HTTP 400.
 /// The position is read from the conversation: `tool` messages plus earlier assistant
 /// messages without tool calls. Other requests (its session title) get a short text.
@@ -1046,15 +1047,30 @@ mod gemini {
 mod chat {
     use super::*;
 
+    /// opencode's agent offers `bash`; aider offers no tools (it edits through its replies'
+    /// text), and only opencode's title request speaks of a title.
     fn is_main(body: &Value) -> bool {
-        body["tools"]
-            .as_array()
-            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "bash"))
+        match body["tools"].as_array() {
+            Some(tools) if !tools.is_empty() => {
+                tools.iter().any(|t| t["function"]["name"] == "bash")
+            }
+            _ => !body["messages"][0]
+                .to_string()
+                .to_lowercase()
+                .contains("title"),
+        }
     }
 
+    /// aider opens with example exchanges: the conversation counted starts at the task (the
+    /// first message naming `orchestratectl`, as every built-in profile's prompt does), or
+    /// with the first message when none does.
     pub fn position(body: &Value) -> usize {
         body["messages"].as_array().map_or(0, |messages| {
-            messages
+            let task = messages
+                .iter()
+                .position(|m| m["role"] == "user" && m.to_string().contains("orchestratectl"))
+                .unwrap_or(0);
+            messages[task..]
                 .iter()
                 .filter(|m| {
                     m["role"] == "tool"
@@ -1140,16 +1156,20 @@ mod chat {
     }
 }
 
-/// The pinned agent CLI `name` (`codex`, `gemini`, `opencode`) for tests: `OCTL_TEST_<NAME>_BIN`,
-/// else `.ci/node/node_modules/.bin/<name>` (installed by `.ci/run`); `None` when missing.
+/// The pinned agent CLI `name` (`codex`, `gemini`, `opencode`, `aider`) for tests:
+/// `OCTL_TEST_<NAME>_BIN`, else `.ci/node/node_modules/.bin/<name>` (`.ci/aider/bin/aider`),
+/// as `.ci/run` installs them; `None` when missing.
 pub fn agent_cli(name: &str) -> Option<PathBuf> {
     let var = format!("OCTL_TEST_{}_BIN", name.to_ascii_uppercase());
     if let Some(p) = std::env::var_os(&var) {
         return Some(PathBuf::from(p));
     }
-    let p = workspace_root()
-        .join(".ci/node/node_modules/.bin")
-        .join(name);
+    let p = match name {
+        "aider" => workspace_root().join(".ci/aider/bin/aider"),
+        _ => workspace_root()
+            .join(".ci/node/node_modules/.bin")
+            .join(name),
+    };
     p.exists().then_some(p)
 }
 

@@ -1,7 +1,8 @@
-//! The real Codex, Gemini CLI and opencode as agents (the built-in `codex`, `gemini`,
-//! `opencode` profiles), each in its tmux window against the harness's scripted stand-in for
-//! the model API it speaks (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned
-//! in `.ci/run` under `.ci/node`; run them with `cargo test -p octl-tests -- --ignored`.
+//! The real Codex, Gemini CLI, opencode and aider as agents (the built-in profiles), each in
+//! its tmux window against the harness's scripted stand-in for the model API it speaks
+//! (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
+//! under `.ci/node`, aider in the venv `.ci/aider`); run them with
+//! `cargo test -p octl-tests -- --ignored`.
 
 use octl_tests::model::{require_agent_cli, ModelStandIn, Step};
 use octl_tests::{TestEnv, TestRepo};
@@ -92,6 +93,35 @@ fn opencode_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
         format!(
             "[agents.opencode]\nprogram = {:?}\nargs = [\"-m\", \"local/m1\"]\n",
             opencode.display().to_string()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+/// A world whose `aider` profile runs the pinned aider against `model` (Chat Completions,
+/// through litellm), in its "whole" edit format: a reply names a file, then its content.
+fn aider_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let aider = require_agent_cli("aider");
+    let env = TestEnv::new();
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    let args = [
+        "--model".to_string(),
+        "openai/m1".to_string(),
+        "--openai-api-base".to_string(),
+        format!("{}/v1", model.url()),
+        "--openai-api-key".to_string(),
+        "x".to_string(),
+        "--edit-format".to_string(),
+        "whole".to_string(),
+    ];
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.aider]\nprogram = {:?}\nargs = {}\n",
+            aider.display().to_string(),
+            serde_json::to_string(&args).unwrap()
         ),
     )
     .unwrap();
@@ -290,6 +320,78 @@ fn a_failing_opencode_is_recorded_as_failed_with_its_reason() {
             .as_str()
             .is_some_and(|r| r.contains("quota exceeded")),
         "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned aider: set OCTL_TEST_AIDER_BIN or pip-install it into .ci/aider (see .ci/run)"]
+fn aider_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![Step::text("aider.txt\n```\nwritten by aider\n```\n")]);
+    let (env, repo) = aider_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "aider", "Add a file named aider.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "aider.txt").as_deref(),
+        Some("written by aider\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("aider"), "{done}");
+    let tree = std::process::Command::new("git")
+        .args(["ls-tree", "-r", "--name-only", "main"])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    assert!(
+        !tree
+            .lines()
+            .any(|f| f.starts_with(".aider") || f == ".gitignore"),
+        "aider left none of its own files in the work: {tree}"
+    );
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned aider: set OCTL_TEST_AIDER_BIN or pip-install it into .ci/aider (see .ci/run)"]
+fn a_failing_aider_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = aider_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "aider", "Add a file named aider.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("failed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model.log()
+    );
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason, though aider exits 0: {failed}\nlog: {}",
         raw_log(&env, &run)
     );
 }

@@ -253,7 +253,7 @@ async fn on_exit(
     let stream = (node.exit_policy() == Some(ExitPolicy::Stream))
         .then(|| node.agent.as_deref().and_then(Builtin::parse))
         .flatten()
-        .and_then(Builtin::stream);
+        .map(Builtin::stream);
     let (outcome, end) = blocking(move || {
         Ok(match stream {
             Some(s) => {
@@ -386,7 +386,7 @@ pub fn exit_verdict(node: &Node, status: Option<i32>) -> Verdict {
 
 /// How the exit of a node whose profile judges it by its stream (`on_exit: stream`) is
 /// interpreted: `end` is how its stream ended (`None`: without a final result; `has_stream`
-/// false: the agent writes none, and its exit status alone decides). What the agent
+/// false: no stream is known for its agent, and its exit status alone decides). What the agent
 /// committed or left uncommitted is committed by the daemon on success.
 pub fn stream_verdict(
     node: &Node,

@@ -692,7 +692,7 @@ fn stream_agents_are_judged_by_their_final_result() {
         stream_verdict(&n, Some(1), true, Some(Ok(()))),
         Verdict::Failed("the agent exited with status 1".into())
     );
-    // aider writes no stream: exit 0 is success.
+    // No stream known for the agent: exit 0 is success.
     assert_eq!(
         stream_verdict(&n, Some(0), false, None),
         Verdict::CommitThenDone
