@@ -395,3 +395,55 @@ fn a_failing_aider_is_recorded_as_failed_with_its_reason() {
         raw_log(&env, &run)
     );
 }
+
+#[test]
+#[ignore = "needs the pinned Codex, Gemini CLI, opencode and aider (see .ci/run)"]
+fn doctor_shows_each_agent_clis_program_version_and_usability() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let mut config = String::new();
+    for name in ["codex", "gemini", "opencode", "aider"] {
+        let bin = require_agent_cli(name);
+        config.push_str(&format!(
+            "[agents.{name}]\nprogram = {:?}\n",
+            bin.display().to_string()
+        ));
+    }
+    config.push_str("[agents.mine]\nautonomous = [\"/nonexistent/my-agent\", \"{prompt}\"]\n");
+    std::fs::write(env.home.join("config.toml"), config).unwrap();
+    let _d = env.start_daemon();
+    let out = env.cli(["--json", "doctor"]);
+    let agents = out.json()["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!("agents"))
+        .cloned()
+        .unwrap();
+    let detail = |name: &str| {
+        agents["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["profile"] == json!(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {agents}"))
+    };
+    for (name, version) in [
+        ("codex", "codex-cli 0.169.0"),
+        ("gemini", "0.61.0"),
+        ("opencode", "1.18.33"),
+        ("aider", "aider 0.86.2"),
+    ] {
+        let d = detail(name);
+        assert_eq!(d["version"], json!(version), "{d}");
+        assert_eq!(d["usable"], json!(true), "{d}");
+        assert_eq!(d["builtin"], json!(true), "{d}");
+    }
+    let mine = detail("mine");
+    assert_eq!(mine["usable"], json!(false), "{mine}");
+    assert!(
+        agents["message"].as_str().unwrap().contains("codex: "),
+        "{agents}"
+    );
+}
