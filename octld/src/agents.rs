@@ -150,7 +150,7 @@ impl Builtin {
 /// Appended to the task of a built-in agent other than Claude: they have no skills or system
 /// prompt flag, so the prompt itself says how to report (through their shell tool). An
 /// agent that does not report is judged by its stream and exit status.
-pub const CLI_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree; your changes are committed for you when you finish. If you cannot finish, say why and run `orchestratectl node fail --reason \"<why>\"` with your shell tool. When the task is finished, run `orchestratectl node done --message \"<one-line summary>\"` as your last action. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`.";
+pub const CLI_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree; your changes are committed for you when you finish. If you cannot finish, say why and run `orchestratectl node fail --reason \"<why>\"` with your shell tool. When the task is finished, run `orchestratectl node done --message \"<one-line summary>\"` as your last action. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If your shell does not find orchestratectl, run \"$OCTL_CLI\" instead.";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {

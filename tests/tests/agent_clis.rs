@@ -157,6 +157,11 @@ fn raw_log(env: &TestEnv, run: &str) -> String {
 fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by codex\\n' > codex.txt"),
+        Step::bash("git add codex.txt && git commit -q -m 'codex: add codex.txt'"),
+        // Its sandbox keeps the git directory read-only: this commit fails, and the daemon
+        // commits. Its shell is a login shell (PATH reset): $OCTL_CLI names the CLI, but the
+        // socket's owner check refuses the sandboxed peer; it is judged by its stream.
+        Step::bash("\"$OCTL_CLI\" node done --message 'added codex.txt'"),
         Step::text("Added codex.txt."),
     ]);
     let (env, repo) = codex_world(&model);

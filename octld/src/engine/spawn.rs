@@ -468,6 +468,11 @@ fn open_window(
         ("OCTL_RUN".to_string(), handle.id.clone()),
         ("OCTL_NODE".to_string(), node.to_string()),
         ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
+        // For agents whose shell tool runs a login shell, which resets PATH (Codex).
+        (
+            "OCTL_CLI".to_string(),
+            exe.with_file_name("orchestratectl").display().to_string(),
+        ),
         ("PATH".to_string(), path),
     ];
     // Every fan-out child can read the manifest it is a unit of.
