@@ -220,6 +220,7 @@ fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
 fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by gemini\\n' > gemini.txt"),
+        Step::bash("orchestratectl node done --message 'added gemini.txt'"),
         Step::text("Added gemini.txt."),
     ]);
     let (env, repo) = gemini_world(&model);
@@ -245,6 +246,11 @@ fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("gemini"), "{done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!("added gemini.txt"),
+        "it reported through its shell tool, as its prompt says: {done}"
+    );
     assert_eq!(outcome["is_error"], json!(false), "{done}");
     assert!(
         done["data"]["commit"].is_string(),
@@ -277,6 +283,7 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
 fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by opencode\\n' > opencode.txt"),
+        Step::bash("orchestratectl node done --message 'added opencode.txt'"),
         Step::text("Added opencode.txt."),
     ]);
     let (env, repo) = opencode_world(&model);
@@ -302,6 +309,11 @@ fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("opencode"), "{done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!("added opencode.txt"),
+        "it reported through its shell tool, as its prompt says: {done}"
+    );
     assert_eq!(outcome["is_error"], json!(false), "{done}");
     assert!(
         done["data"]["commit"].is_string(),
