@@ -623,6 +623,13 @@ fn agent_env(
         ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
         ("PATH".to_string(), path),
     ];
+    // For agents whose shell tool runs a login shell, which resets PATH (Codex).
+    if let Some(exe) = &exe {
+        env.push((
+            "OCTL_CLI".to_string(),
+            exe.with_file_name("orchestratectl").display().to_string(),
+        ));
+    }
     let view = handle.view();
     if let Some(port) = view
         .nodes
