@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use octl_proto::projection::detail as detail_of;
 use octl_proto::state::{Discussion, Node, RunState, Spinoff};
-use octl_proto::{NodeState, RunKind};
+use octl_proto::{Event, NodeState, RunKind};
 
 use super::actions::{open_worktree, Action, Handoff};
 use super::detail::{Load, Loaded};
 use super::keys::Cmd;
-use super::model::{RunEntry, Runs};
+use super::model::{Attention, RunEntry, Runs};
 use super::source::{Link, Request, Update};
 use crate::commands::run::attach::{attach_argv, pick_node};
 
@@ -77,6 +77,8 @@ pub enum Modal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     Quit,
+    /// Ring the terminal's bell: a run started needing a human.
+    Bell,
     Request(Request),
     /// Suspend the TUI and run this with the terminal.
     Handoff(Handoff),
@@ -257,6 +259,58 @@ impl App {
         }
     }
 
+    /// Folds events in. `live` (the change feed, as they commit): a run that starts needing a
+    /// human, or needs one for another reason, rings the terminal's bell once; events read
+    /// back from a log (a first load, a refold) never do.
+    fn fold_events(&mut self, events: Vec<Event>, live: bool, effects: &mut Vec<Effect>) {
+        let before: HashMap<String, Option<Attention>> = if live {
+            events
+                .iter()
+                .map(|ev| {
+                    let a = self.runs.by_id.get(&ev.run).and_then(|e| e.attention);
+                    (ev.run.clone(), a)
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut touched: Vec<String> = Vec::new();
+        for ev in &events {
+            let entry = match self.runs.by_id.get_mut(&ev.run) {
+                Some(e) => e,
+                None => {
+                    // Read from disk before any summary: the fold makes one.
+                    let Ok(state) = RunState::from_created(ev) else {
+                        continue;
+                    };
+                    let e = RunEntry::new(octl_proto::projection::summary(&state));
+                    self.runs.by_id.entry(ev.run.clone()).or_insert(e)
+                }
+            };
+            if entry.apply(ev).is_err() {
+                effects.push(Effect::Request(Request::Refold(ev.run.clone())));
+            }
+            if touched.last() != Some(&ev.run) {
+                touched.push(ev.run.clone());
+            }
+        }
+        for id in touched {
+            if let Some(e) = self.runs.by_id.get_mut(&id) {
+                e.derive();
+            }
+        }
+        self.loaded = true;
+        self.changed();
+        effects.extend(self.stat_requests());
+        let rings = before.iter().any(|(id, was)| {
+            let now = self.runs.by_id.get(id).and_then(|e| e.attention);
+            now.is_some() && now != *was
+        });
+        if rings {
+            effects.push(Effect::Bell);
+        }
+    }
+
     /// Folds an update in; returns requests it calls for (a refold, loads).
     pub fn update(&mut self, u: Update) -> Vec<Effect> {
         self.dirty = true;
@@ -279,36 +333,8 @@ impl App {
                 }
                 self.changed();
             }
-            Update::Events(events) => {
-                let mut touched = Vec::new();
-                for ev in &events {
-                    let entry = match self.runs.by_id.get_mut(&ev.run) {
-                        Some(e) => e,
-                        None => {
-                            // Read from disk before any summary: the fold makes one.
-                            let Ok(state) = RunState::from_created(ev) else {
-                                continue;
-                            };
-                            let e = RunEntry::new(octl_proto::projection::summary(&state));
-                            self.runs.by_id.entry(ev.run.clone()).or_insert(e)
-                        }
-                    };
-                    if entry.apply(ev).is_err() {
-                        effects.push(Effect::Request(Request::Refold(ev.run.clone())));
-                    }
-                    if touched.last() != Some(&ev.run) {
-                        touched.push(ev.run.clone());
-                    }
-                }
-                for id in touched {
-                    if let Some(e) = self.runs.by_id.get_mut(&id) {
-                        e.derive();
-                    }
-                }
-                self.loaded = true;
-                self.changed();
-                effects.extend(self.stat_requests());
-            }
+            Update::Events(events) => self.fold_events(events, false, &mut effects),
+            Update::Live(events) => self.fold_events(events, true, &mut effects),
             Update::Done(result) => {
                 self.status = Some(match result {
                     Ok(text) => (true, text),

@@ -220,12 +220,26 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
         // Events of many updates are folded as one batch: the order and the inbox are
         // derived once for all of them.
         let mut events = Vec::new();
+        // Whether the batch holds feed events (they may ring the bell).
+        let mut live = false;
+        let batch = |events: Vec<octl_proto::Event>, live: bool| {
+            if live {
+                Update::Live(events)
+            } else {
+                Update::Events(events)
+            }
+        };
         for u in pending {
             match u {
                 Update::Events(mut e) => events.append(&mut e),
+                Update::Live(mut e) => {
+                    events.append(&mut e);
+                    live = true;
+                }
                 Update::Input(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => {
                     if !events.is_empty() {
-                        effects.extend(app.update(Update::Events(std::mem::take(&mut events))));
+                        effects.extend(app.update(batch(std::mem::take(&mut events), live)));
+                        live = false;
                     }
                     let ch = match k.code {
                         KeyCode::Char(c) => Some(c),
@@ -238,14 +252,15 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
                 Update::Input(_) => {}
                 other => {
                     if !events.is_empty() {
-                        effects.extend(app.update(Update::Events(std::mem::take(&mut events))));
+                        effects.extend(app.update(batch(std::mem::take(&mut events), live)));
+                        live = false;
                     }
                     effects.extend(app.update(other));
                 }
             }
         }
         if !events.is_empty() {
-            effects.extend(app.update(Update::Events(events)));
+            effects.extend(app.update(batch(events, live)));
         }
         if Instant::now() >= next_tick {
             next_tick = Instant::now() + TICK;
@@ -254,6 +269,10 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
         for effect in effects {
             match effect {
                 Effect::Quit => return Ok(0),
+                Effect::Bell => {
+                    let mut out = io::stdout();
+                    let _ = out.write_all(b"\x07").and_then(|()| out.flush());
+                }
                 Effect::Request(r) => {
                     let _ = requests.send(r);
                 }

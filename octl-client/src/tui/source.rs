@@ -63,8 +63,11 @@ pub enum Update {
     Link(Link),
     /// Every run's summary (a full `run.list`).
     Summaries(Vec<RunSummary>),
-    /// Events to fold, in seq order within each run.
+    /// Events to fold, in seq order within each run (read from a log or `event.list`).
     Events(Vec<Event>),
+    /// Events from the change feed as they commit: folded like [`Update::Events`], and a run
+    /// that starts needing a human rings the bell.
+    Live(Vec<Event>),
     /// What an action ended with: a line for the status bar.
     Done(Result<String, AppError>),
     /// A load (screen, log, diff, numstat, events) finished.
@@ -239,7 +242,7 @@ impl Source {
         *known = (*known).max(ev.seq);
         if ev.seq == sent + 1 {
             self.sent.insert(ev.run.clone(), ev.seq);
-            self.send(Update::Events(vec![ev]));
+            self.send(Update::Live(vec![ev]));
         }
     }
 

@@ -436,3 +436,36 @@ fn help_lists_every_key() {
         assert!(screen.contains(k), "{k} missing from help:\n{screen}");
     }
 }
+
+#[test]
+fn the_bell_rings_once_when_a_live_run_starts_needing_a_human_and_never_for_history() {
+    let created = |run| {
+        vec![
+            ev(run, 1, None, "run.created", json!({"kind": "generic"})),
+            ev(run, 2, Some("a"), "node.added", json!({})),
+        ]
+    };
+    let asked = |run, seq| {
+        ev(
+            run,
+            seq,
+            None,
+            "discussion.opened",
+            json!({"id": format!("q{seq}"), "node": "a", "title": "Which colour?"}),
+        )
+    };
+    let bells = |effects: &[Effect]| effects.iter().filter(|e| **e == Effect::Bell).count();
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![
+        summary(A, "generic", "active", json!({})),
+        summary(B, "generic", "active", json!({})),
+    ]));
+    // A log read back (the first load): a question already open rings nothing.
+    let mut history = created(A);
+    history.push(asked(A, 3));
+    assert_eq!(bells(&a.update(Update::Events(history))), 0);
+    // From the feed: B starts needing a human, once; a second question changes nothing.
+    assert_eq!(bells(&a.update(Update::Live(created(B)))), 0);
+    assert_eq!(bells(&a.update(Update::Live(vec![asked(B, 3)]))), 1);
+    assert_eq!(bells(&a.update(Update::Live(vec![asked(B, 4)]))), 0);
+}
