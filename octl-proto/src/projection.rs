@@ -144,6 +144,12 @@ pub struct RunSummary {
     pub merge_commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run's agents cost so far (USD): every node's sessions summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The run's `max_budget_usd` is spent (`run.budget_spent`): no new node starts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_spent: bool,
 }
 
 /// Typed reads of a run's settings (its `run.created` data). They stay a JSON map in the
@@ -180,6 +186,11 @@ impl<'a> RunSettings<'a> {
     /// The parallelism cap of a fan-out or orchestrate run.
     pub fn max_parallel(self) -> Option<u64> {
         self.0.get("max_parallel").and_then(Value::as_u64)
+    }
+
+    /// The run's budget (USD): no new node starts once its agents have cost this much.
+    pub fn max_budget_usd(self) -> Option<f64> {
+        self.0.get("max_budget_usd").and_then(Value::as_f64)
     }
 
     /// An orchestrate run merges its integration branch by itself once every node merged.
@@ -228,6 +239,8 @@ pub fn summary(state: &RunState) -> RunSummary {
         merge: state.merge.clone(),
         merge_commit: state.merge_commit.clone(),
         error: None,
+        cost_usd: state.cost_usd(),
+        budget_spent: state.budget_spent,
     }
 }
 

@@ -58,6 +58,56 @@ pub struct Launch {
     pub hold_reports: bool,
     /// Claude Code's workspace-trust question may come up in the window: answer it.
     pub answers_trust: bool,
+    /// The built-in Claude Code profile: [`Launch::with`] adds its flags.
+    pub claude: bool,
+}
+
+/// What a node adds to its profile's launch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra<'a> {
+    /// The node's gate: Claude Code may run it (`Bash(<gate>)`), so it can test its work as
+    /// the merge will.
+    pub gate: Option<&'a str>,
+    /// What the session may spend (`--max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+    /// The conversation to continue (`--resume`) instead of starting over.
+    pub resume: Option<&'a str>,
+}
+
+/// The prompt a resumed session continues with.
+pub const RESUME_PROMPT: &str = "Your session was stopped by a usage limit that has now reset. Continue the task where you left off, and report as before.";
+
+impl Launch {
+    /// The launch with the node's extras; only Claude Code takes them (other agents'
+    /// argv is exactly their template).
+    pub fn with(mut self, extra: &Extra) -> Launch {
+        if !self.claude || self.argv.is_empty() {
+            return self;
+        }
+        // Inserted right after the program, before the first flag of the profile's argv,
+        // so they end no variadic list and are ended by the next flag.
+        let mut flags: Vec<String> = Vec::new();
+        if let Some(gate) = extra.gate.map(str::trim).filter(|g| !g.is_empty()) {
+            let tool = format!("Bash({gate})");
+            // Into the profile's own list when it has one: one list, whatever the CLI does
+            // with a flag given twice.
+            match self.argv.iter().position(|a| a == "--allowedTools") {
+                Some(i) => self.argv.insert(i + 1, tool),
+                None => flags.extend(["--allowedTools".into(), tool]),
+            }
+        }
+        if let Some(usd) = extra.max_budget_usd {
+            flags.extend(["--max-budget-usd".into(), format!("{usd:.4}")]);
+        }
+        if let Some(session) = extra.resume {
+            flags.extend(["--resume".into(), session.to_string()]);
+            if let Some(task) = self.argv.last_mut() {
+                *task = RESUME_PROMPT.to_string();
+            }
+        }
+        self.argv.splice(1..1, flags);
+        self
+    }
 }
 
 /// Appended to Claude's system prompt in autonomous runs: how to report.
@@ -108,6 +158,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                claude: false,
             },
             (
                 ProfileKind::Claude {
@@ -139,6 +190,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: false,
                 answers_trust: true,
+                claude: true,
             },
             (
                 ProfileKind::Claude {
@@ -175,6 +227,7 @@ impl Profile {
                     stream_json: true,
                     hold_reports: true,
                     answers_trust: false,
+                    claude: true,
                 }
             }
             (ProfileKind::Argv { .. }, _) => Launch {
@@ -187,6 +240,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                claude: false,
             },
         })
     }
@@ -227,6 +281,14 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
         kind,
         on_exit: user.and_then(|u| u.on_exit),
     })
+}
+
+/// What one node of this profile may spend, from config (`agents.<name>.max_budget_usd`).
+pub fn node_budget(config: &Config, profile: &Profile) -> Option<f64> {
+    config
+        .agents
+        .get(&profile.name)
+        .and_then(|a| a.max_budget_usd)
 }
 
 fn claude(user: Option<&AgentConfig>) -> ProfileKind {
@@ -323,6 +385,37 @@ mod tests {
                 "hi"
             ]
         );
+
+        let extra = Extra {
+            gate: Some("cargo test -p x"),
+            max_budget_usd: Some(0.5),
+            resume: Some("3f2a"),
+        };
+        let l = claude
+            .launch(Mode::Autonomous, "fix it")
+            .unwrap()
+            .with(&extra);
+        assert_eq!(
+            l.argv[..9],
+            [
+                "claude",
+                "--max-budget-usd",
+                "0.5000",
+                "--resume",
+                "3f2a",
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose"
+            ]
+        );
+        let tools = l.argv.iter().position(|a| a == "--allowedTools").unwrap();
+        assert_eq!(l.argv[tools + 1], "Bash(cargo test -p x)");
+        assert_eq!(l.argv[tools + 2], "Bash(git *)");
+        assert_eq!(l.argv.last().unwrap(), RESUME_PROMPT);
+        // Other agents' argv is their template, whatever the node adds.
+        let aider = p.launch(Mode::Autonomous, "fix it").unwrap();
+        assert_eq!(aider.clone().with(&extra).argv, aider.argv);
 
         let err = resolve(&config, Some("nope")).unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotFound);

@@ -11,7 +11,8 @@
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
 //! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
 //! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
-//! - [`config`]: `config.toml`: agent profiles and defaults.
+//! - [`config`]: `config.toml`: agent profiles, defaults and notifiers.
+//! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
@@ -29,6 +30,7 @@ pub mod home;
 pub mod kept;
 pub mod lock;
 pub mod logging;
+pub mod notify;
 pub mod rpc;
 pub mod runner;
 pub mod server;

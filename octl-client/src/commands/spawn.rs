@@ -33,6 +33,7 @@ pub enum SpawnCmd {
 Examples:
   orchestratectl spawn spinoff 'fix the off-by-one in src/page.rs; add a test'
   orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
+  orchestratectl spawn spinoff --max-budget-usd 2 'port the parser to nom 8'
   orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
   orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
   generate-task | orchestratectl spawn spinoff --task-file -
@@ -93,6 +94,11 @@ pub struct SpawnArgs {
     /// (e.g. 'cargo test'); if it fails the node fails and its branch is kept
     #[arg(long, value_name = "CMD")]
     pub gate: Option<String>,
+
+    /// What the run's agent may spend, in USD (Claude Code's --max-budget-usd); the run
+    /// shows its cost in `run list`
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -211,6 +217,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
             "invalid --gate \"\": give a shell command such as 'cargo test', or leave --gate out",
         ));
     }
+    octl_proto::rpc::check_budget("--max-budget-usd", args.max_budget_usd)?;
     Ok(SpawnParams {
         task,
         repo,
@@ -218,6 +225,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         agent: args.agent.clone(),
         node: args.node.clone(),
         gate: args.gate.clone(),
+        max_budget_usd: args.max_budget_usd,
     })
 }
 
@@ -334,6 +342,7 @@ mod tests {
             agent: None,
             node: None,
             gate: None,
+            max_budget_usd: None,
             wait: false,
         }
     }

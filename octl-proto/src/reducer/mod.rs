@@ -147,6 +147,7 @@ impl RunState {
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
+            budget_spent: false,
         })
     }
 
@@ -241,6 +242,22 @@ impl RunState {
                     "run.failed" => RunStatus::Failed,
                     _ => RunStatus::Cancelled,
                 });
+                Ok(())
+            }
+            // Once per run: the daemon stops starting nodes when the run's budget is spent.
+            "run.budget_spent" => {
+                if ev.node.is_some() {
+                    return Err(AppError::invalid(
+                        "run.budget_spent is a run-level event: give no node",
+                    ));
+                }
+                if self.budget_spent {
+                    return Err(transition(format!(
+                        "run {} already spent its budget",
+                        self.id
+                    )));
+                }
+                self.budget_spent = true;
                 Ok(())
             }
             "node.added" => self.fold_node_added(ev),

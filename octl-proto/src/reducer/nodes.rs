@@ -72,6 +72,8 @@ impl RunState {
             kept: Vec::new(),
             activity: None,
             session_id: None,
+            paused_until: None,
+            cost_usd: None,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -94,7 +96,7 @@ impl RunState {
         };
         let rule = match t {
             "node.ready" => (vec![Pending, Blocked], Some(Ready)),
-            "node.starting" => (vec![Pending, Ready], Some(Starting)),
+            "node.starting" => (vec![Pending, Ready, Paused], Some(Starting)),
             "node.started" => (vec![Starting], Some(Running)),
             "node.progress" => (live(&[]), Some(Running)),
             "node.waiting" => (live(&[]), Some(Waiting)),
@@ -103,6 +105,8 @@ impl RunState {
             "node.failed" if actor == Actor::Daemon => (live(&[Done]), Some(Failed)),
             "node.failed" => (live(&[]), Some(Failed)),
             "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
+            // Its agent stopped at a usage or rate limit: it waits for the reset, not failed.
+            "node.paused" => (vec![Starting, Running, Waiting], Some(Paused)),
             "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
             // A dependency was retried: the node waits for it again.
             "node.unblocked" => (vec![Blocked], Some(Pending)),
@@ -166,6 +170,12 @@ impl RunState {
         let pane = opt_string(d, "pane")?;
         let on_exit = opt_string(d, "on_exit")?;
         let report = opt_string(d, "report")?;
+        let until = opt_string(d, "until")?;
+        if t == "node.paused" && until.is_none() {
+            return Err(AppError::invalid(
+                "missing data.until: node.paused needs the reset time (RFC 3339)",
+            ));
+        }
         if let Some(r) = &report {
             if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
                 return Err(AppError::invalid(format!(
@@ -217,6 +227,13 @@ impl RunState {
         if exit_status.is_some() {
             node.exit_status = exit_status;
         }
+        if let Some(cost) = outcome
+            .as_ref()
+            .and_then(|o| o.get("total_cost_usd"))
+            .and_then(Value::as_f64)
+        {
+            node.cost_usd = Some(node.cost_usd.unwrap_or(0.0) + cost);
+        }
         if outcome.is_some() {
             node.outcome = outcome;
         }
@@ -256,7 +273,9 @@ impl RunState {
             "node.starting" => {
                 node.pane = None;
                 node.cleaned = false;
+                node.paused_until = None;
             }
+            "node.paused" => node.paused_until = until,
             "node.started" => node.started_at = Some(ev.ts.clone()),
             // Why it was blocked no longer holds.
             "node.unblocked" => node.reason = None,

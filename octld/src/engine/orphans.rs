@@ -363,6 +363,10 @@ mod tests {
             finished_at: None,
             cleaned,
             kept: vec![],
+            activity: None,
+            session_id: None,
+            paused_until: None,
+            cost_usd: None,
         }
     }
 

@@ -15,8 +15,9 @@ use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState};
 
+use super::decide::limits;
 use super::{append, spawn, Engine, Slot, StepKey};
-use crate::agents::{self, Mode};
+use crate::agents::{self, Extra, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
@@ -79,6 +80,15 @@ pub async fn passes(d: &Arc<Daemon>, h: &Arc<RunHandle>, slot: Slot) {
 /// The node to start next: the first pending one in order whose dependencies all merged,
 /// unless `max_parallel` agents are alive already.
 pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
+    next_startable(view, &Default::default())
+}
+
+/// [`next_to_start`], skipping nodes whose agent profile is paused by a usage limit
+/// (`pauses`: [`limits::profile_pauses`] of every run).
+pub fn next_startable<'a>(
+    view: &'a RunDetail,
+    pauses: &std::collections::BTreeMap<String, u64>,
+) -> Option<&'a Node> {
     let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
     if alive >= cap(view) {
         return None;
@@ -86,8 +96,11 @@ pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
     order(view).into_iter().find_map(|id| {
         let n = view.nodes.iter().find(|n| n.id == id)?;
         // A retried node whose old attempt is not cleaned up yet waits for that step.
-        (n.state == NodeState::Pending && !n.stale_attempt() && waiting_for(view, n).is_empty())
-            .then_some(n)
+        (n.state == NodeState::Pending
+            && !n.stale_attempt()
+            && waiting_for(view, n).is_empty()
+            && limits::may_start(n, pauses))
+        .then_some(n)
     })
 }
 
@@ -98,9 +111,27 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
             return Ok(());
         }
         block_dependents(daemon, handle, &view).await?;
-        let Some(node) = next_to_start(&view).cloned() else {
+        let now = crate::store::writer::now_ms();
+        let views: Vec<_> = daemon.store.handles().iter().map(|h| h.view()).collect();
+        let pauses = limits::profile_pauses(views.iter().map(|v| &**v), now);
+        let Some(node) = next_startable(&view, &pauses).cloned() else {
             return Ok(());
         };
+        // A spent budget starts no new node, and says so once.
+        if let Some((spent, budget)) = limits::budget_spent(&view) {
+            if !view.manifest.budget_spent {
+                tracing::info!(run = %handle.id, spent, budget, "the run's budget is spent; no new node starts");
+                append(
+                    daemon,
+                    handle,
+                    None,
+                    "run.budget_spent",
+                    json!({"spent_usd": spent, "budget_usd": budget, "next": node.id}),
+                )
+                .await?;
+            }
+            return Ok(());
+        }
         // A step on the node itself (a retry's cleanup) goes first.
         let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
@@ -125,7 +156,13 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
-        profile.launch(mode, node.task.as_deref().unwrap_or_default())
+        Ok(profile
+            .launch(mode, node.task.as_deref().unwrap_or_default())?
+            .with(&Extra {
+                gate: node.gate.as_deref().or(view.manifest.run_settings().gate()),
+                max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
+                resume: None,
+            }))
     });
     let result = match launch {
         Ok(launch) => {

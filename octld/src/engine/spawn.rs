@@ -32,6 +32,8 @@ pub struct SpawnRequest {
     pub agent: Option<String>,
     pub node: Option<String>,
     pub gate: Option<String>,
+    /// The run's budget (USD), passed to its Claude Code session.
+    pub max_budget_usd: Option<f64>,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -90,9 +92,18 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         validate_node_id("node", n)?;
     }
     check_gate(req.gate.as_deref())?;
+    octl_proto::rpc::check_budget("max_budget_usd", req.max_budget_usd)?;
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
-    let launch = profile.launch(mode, &req.task)?;
+    let per_node = agents::node_budget(&config, &profile);
+    let launch = profile.launch(mode, &req.task)?.with(&agents::Extra {
+        gate: req.gate.as_deref(),
+        max_budget_usd: match (req.max_budget_usd, per_node) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        resume: None,
+    });
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
@@ -232,6 +243,9 @@ pub async fn create(
     settings.insert("agent".into(), json!(checked.profile.name));
     if let Some(g) = &req.gate {
         settings.insert("gate".into(), json!(g));
+    }
+    if let Some(b) = req.max_budget_usd {
+        settings.insert("max_budget_usd".into(), json!(b));
     }
     if let Some((run, proposal)) = &req.parent {
         settings.insert("parent_run".into(), json!(run));

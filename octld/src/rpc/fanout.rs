@@ -92,6 +92,15 @@ fn base_settings(title: String, repo: &std::path::Path, base: &str) -> Map<Strin
     s
 }
 
+/// The run's budget into its settings, checked.
+fn budget(usd: Option<f64>, settings: &mut serde_json::Map<String, Value>) -> Result<(), AppError> {
+    octl_proto::rpc::check_budget("max_budget_usd", usd)?;
+    if let Some(u) = usd {
+        settings.insert("max_budget_usd".into(), json!(u));
+    }
+    Ok(())
+}
+
 pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppError> {
     let fmt = format(&p.format)?;
     let what = p.manifest_path.clone().unwrap_or_else(|| "manifest".into());
@@ -109,6 +118,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
     let mut settings = base_settings(title, &repo, &base);
     cap(p.max_parallel, &mut settings)?;
+    budget(p.max_budget_usd, &mut settings)?;
     settings.insert("agent".into(), json!(names[0]));
     if let Some(g) = &gate {
         settings.insert("gate".into(), json!(g));
@@ -198,6 +208,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .unwrap_or_else(|| plural(plan.nodes.len(), "plan of", "node"));
     let mut settings = base_settings(title, &repo, &base);
     cap(p.max_parallel, &mut settings)?;
+    budget(p.max_budget_usd, &mut settings)?;
     settings.insert("integration".into(), json!(integration));
     settings.insert("auto_merge".into(), json!(p.auto_merge));
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });

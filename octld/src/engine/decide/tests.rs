@@ -105,6 +105,7 @@ fn steps_with(v: &RunDetail, corrupt: bool, exists: &dyn Fn(&str) -> bool) -> Ve
         &Facts {
             corrupt,
             run_exists: exists,
+            now_ms: 0,
         },
     )
 }
