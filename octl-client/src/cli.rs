@@ -172,6 +172,16 @@ pub enum Group {
     #[command(after_help = doctor::DOCTOR_EXAMPLES)]
     Doctor(doctor::DoctorArgs),
 
+    /// Record what a Claude Code hook says as the agent's activity (run by the hooks octld
+    /// gives every Claude Code agent; reads the hook's JSON on stdin)
+    ///
+    /// Appends one node.activity event for $OCTL_RUN/$OCTL_NODE: working (with the tool),
+    /// needs_permission or waiting_input (with the message), idle. Prints nothing and exits 0
+    /// in every case — with the daemon down at once, without starting it — so an agent is
+    /// never held up or broken by it.
+    #[command(after_help = crate::hook::HOOK_EXAMPLES)]
+    Hook(crate::hook::HookArgs),
+
     /// Print the version of orchestratectl and of its protocol
     #[command(after_help = "Examples:\n  orchestratectl version\n  orchestratectl --json version")]
     Version,
@@ -229,6 +239,7 @@ mod tests {
                 "event",
                 "daemon",
                 "doctor",
+                "hook",
                 "version"
             ]
         );

@@ -11,6 +11,8 @@
 //!   progress on stderr; until they end (`run watch`, a redrawn view or plain lines); and the
 //!   event stream across daemon restarts (also for `discussion ask --wait`).
 //! - [`text_file`]: text given as a file or on stdin (`--task-file`, `--body-file`).
+//! - [`hook`]: `orchestratectl hook EVENT`, the fast path Claude Code's hooks run (no clap, no
+//!   runtime; `src/main.rs` takes it first).
 //! - [`skills`]: the bundled Claude Code skills (embedded by `build.rs`), their frontmatter,
 //!   and installing them without overwriting edited files.
 //! - [`commands`]: one module per command group (`spawn`, `fanout`, `orchestrate`, `run`,
@@ -24,6 +26,7 @@ pub mod client;
 pub mod commands;
 pub mod follow;
 pub mod home;
+pub mod hook;
 pub mod log_file;
 pub mod output;
 pub mod skills;

@@ -6,5 +6,10 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    std::process::exit(octl_client::main(std::env::args_os().collect()));
+    let args: Vec<_> = std::env::args_os().collect();
+    // Claude Code's hooks wait for this: answered before clap or a runtime exist.
+    if octl_client::hook::is_hook(&args) {
+        std::process::exit(octl_client::hook::main(&args));
+    }
+    std::process::exit(octl_client::main(args));
 }

@@ -77,6 +77,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "node.starting",
     "node.started",
     "node.progress",
+    "node.activity",
     "node.waiting",
     "node.done",
     "node.failed",

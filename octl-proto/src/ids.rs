@@ -123,9 +123,46 @@ pub fn new_ulid() -> String {
     ulid::Ulid::new().to_string()
 }
 
+/// A new conversation id for Claude Code (`--session-id` takes a UUID): a ULID's 128 bits
+/// (48 of time, 80 random) written as a version-7 UUID, which has the same layout.
+pub fn new_session_id() -> String {
+    let mut bits = ulid::Ulid::new().0;
+    bits = (bits & !(0xF << 76)) | (0x7 << 76); // version 7
+    bits = (bits & !(0x3 << 62)) | (0x2 << 62); // RFC 4122 variant
+    let h = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Is `s` a UUID in its canonical text form (8-4-4-4-12 hex digits)?
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_are_uuids() {
+        let a = new_session_id();
+        assert!(is_uuid(&a), "{a}");
+        assert_eq!(&a[14..15], "7");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+        assert_ne!(a, new_session_id());
+        assert!(!is_uuid("not-a-uuid"));
+    }
 
     #[test]
     fn run_refs() {

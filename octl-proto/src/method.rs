@@ -129,6 +129,13 @@ const NODE_PARAM: ParamSpec = ParamSpec {
     doc: "the node",
 };
 
+const RESUME_PARAM: ParamSpec = ParamSpec {
+    name: "resume",
+    required: false,
+    schema: r#"{"type":"boolean","default":false}"#,
+    doc: "continue the node's Claude Code conversation in its kept worktree",
+};
+
 const MESSAGE_PARAM: ParamSpec = ParamSpec {
     name: "message",
     required: false,
@@ -400,8 +407,8 @@ methods! {
     },
     RunRetry(rpc::RetryParams) -> RunSummary {
         name: "run.retry",
-        summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref.",
-        params: &[RUN_PARAM, NODE_PARAM],
+        summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref. With resume, a node whose agent died continues its Claude Code conversation in its kept worktree and branch instead.",
+        params: &[RUN_PARAM, NODE_PARAM, RESUME_PARAM],
         result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
     FanoutStart(rpc::FanoutParams) -> RunSummary {

@@ -135,6 +135,10 @@ pub struct RunSummary {
     pub updated_at: String,
     /// Node counts by state (only the states that occur).
     pub nodes: BTreeMap<String, usize>,
+    /// The live nodes (starting, running, waiting) by what their agents say they do
+    /// (`working`, `needs_permission`, …, `unknown`), only the states that occur.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub activity: BTreeMap<String, usize>,
     pub last_seq: u64,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub settings: Map<String, Value>,
@@ -234,6 +238,7 @@ pub fn summary(state: &RunState) -> RunSummary {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
+        activity: activity_counts(state),
         last_seq: state.last_seq,
         settings: state.settings.clone(),
         merge: state.merge.clone(),
@@ -244,11 +249,22 @@ pub fn summary(state: &RunState) -> RunSummary {
     }
 }
 
+/// Live nodes by activity state.
+fn activity_counts(state: &RunState) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for n in state.nodes.values().filter(|n| n.state.is_alive()) {
+        *counts
+            .entry(n.activity_or_unknown().state.as_str().to_string())
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
 pub fn detail(state: &RunState) -> RunDetail {
     RunDetail {
         manifest: summary(state),
         // In the order they were added (a plan's order), not sorted as strings.
-        nodes: state.nodes_in_order().cloned().collect(),
+        nodes: state.nodes_in_order().map(shown).collect(),
         discussions: state.discussions.values().cloned().collect(),
         spinoffs: state.spinoffs.values().cloned().collect(),
     }
@@ -269,7 +285,14 @@ pub fn manifest_file(state: &RunState) -> ProjectionFile {
 }
 
 pub fn node_file(node: &Node) -> ProjectionFile {
-    (format!("nodes/{}.json", node.id), encode(node))
+    (format!("nodes/{}.json", node.id), encode(&shown(node)))
+}
+
+/// A node as projected: its activity always present (`unknown` when its agent never said).
+fn shown(node: &Node) -> Node {
+    let mut n = node.clone();
+    n.activity = Some(n.activity_or_unknown());
+    n
 }
 
 pub fn discussion_file(d: &Discussion) -> ProjectionFile {

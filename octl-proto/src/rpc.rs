@@ -280,6 +280,10 @@ pub fn check_budget(field: &str, usd: Option<f64>) -> Result<(), crate::AppError
 pub struct RetryParams {
     pub run: String,
     pub node: String,
+    /// Continue the node's Claude Code conversation in its kept worktree and branch instead
+    /// of starting over (`claude --resume`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// `discussion.ask`

@@ -245,6 +245,10 @@ pub struct Node {
     /// outcome's `total_cost_usd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// This attempt continues the conversation `session_id` in the old attempt's worktree
+    /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// What an agent is doing, as its own hooks report it.
@@ -256,6 +260,30 @@ pub enum ActivityState {
     WaitingInput,
     Idle,
     Unknown,
+}
+
+impl ActivityState {
+    pub const ALL: [ActivityState; 5] = [
+        ActivityState::Working,
+        ActivityState::NeedsPermission,
+        ActivityState::WaitingInput,
+        ActivityState::Idle,
+        ActivityState::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityState::Working => "working",
+            ActivityState::NeedsPermission => "needs_permission",
+            ActivityState::WaitingInput => "waiting_input",
+            ActivityState::Idle => "idle",
+            ActivityState::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ActivityState> {
+        ActivityState::ALL.into_iter().find(|a| a.as_str() == s)
+    }
 }
 
 /// A node's activity: its state, since when (RFC 3339), and what it said (the tool, the
@@ -313,11 +341,25 @@ impl Node {
         self.on_exit.as_deref().and_then(ExitPolicy::parse)
     }
 
+    /// What the node's agent is doing as the log knows it: what its hooks last said, else
+    /// `unknown` since the node started (or was added) — never guessed from its state.
+    pub fn activity_or_unknown(&self) -> Activity {
+        self.activity.clone().unwrap_or_else(|| Activity {
+            state: ActivityState::Unknown,
+            since: self
+                .started_at
+                .clone()
+                .unwrap_or_else(|| self.created_at.clone()),
+            detail: None,
+        })
+    }
+
     /// Retried, but its old attempt (window, worktree, branch) not cleaned up yet: the engine
     /// does that, holding the node, before the node may start again. Only `node.starting`
-    /// names a branch, so a node that never started has none.
+    /// names a branch, so a node that never started has none. A resumed node keeps its
+    /// attempt: the conversation continues in the same worktree.
     pub fn stale_attempt(&self) -> bool {
-        self.state == NodeState::Pending && self.branch.is_some() && !self.cleaned
+        self.state == NodeState::Pending && self.branch.is_some() && !self.cleaned && !self.resume
     }
 }
 

@@ -70,12 +70,7 @@ pub struct Extra<'a> {
     pub gate: Option<&'a str>,
     /// What the session may spend (`--max-budget-usd`).
     pub max_budget_usd: Option<f64>,
-    /// The conversation to continue (`--resume`) instead of starting over.
-    pub resume: Option<&'a str>,
 }
-
-/// The prompt a resumed session continues with.
-pub const RESUME_PROMPT: &str = "Your session was stopped by a usage limit that has now reset. Continue the task where you left off, and report as before.";
 
 impl Launch {
     /// The launch with the node's extras; only Claude Code takes them (other agents'
@@ -97,23 +92,116 @@ impl Launch {
             }
         }
         if let Some(usd) = extra.max_budget_usd {
-            flags.extend(["--max-budget-usd".into(), format!("{usd:.4}")]);
-        }
-        if let Some(session) = extra.resume {
-            flags.extend(["--resume".into(), session.to_string()]);
-            if let Some(task) = self.argv.last_mut() {
-                *task = RESUME_PROMPT.to_string();
-            }
+            flags.extend(["--max-budget-usd".into(), usd.to_string()]);
         }
         self.argv.splice(1..1, flags);
         self
     }
 }
 
+/// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
+/// and recorded in its `node.starting`, or an earlier one continued (`--resume`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub resume: bool,
+}
+
+impl Session {
+    /// A new conversation.
+    pub fn new() -> Session {
+        Session {
+            id: octl_proto::ids::new_session_id(),
+            resume: false,
+        }
+    }
+
+    /// The conversation the log records for `node`'s current attempt (its `node.starting`, or
+    /// the `node.retried` that resumes it).
+    pub fn recorded(node: &octl_proto::state::Node) -> Option<Session> {
+        node.session_id.as_ref().map(|id| Session {
+            id: id.clone(),
+            resume: node.resume,
+        })
+    }
+
+    /// The `node.starting` data that records it.
+    pub fn record(&self, data: &mut serde_json::Map<String, serde_json::Value>) {
+        data.insert("session_id".into(), self.id.clone().into());
+        if self.resume {
+            data.insert("resume".into(), true.into());
+        }
+    }
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session::new()
+    }
+}
+
+/// The prompt a resumed conversation goes on with (its task is in the conversation already).
+pub const RESUME_PROMPT: &str = "Your session was interrupted: your process ended before you finished (the window was closed or the machine stopped). Continue the task where you left off, in the same worktree; check `git status` and `git log` for what is already done.";
+
+/// The Claude Code hooks that report a node's activity (`orchestratectl hook EVENT`), and
+/// whether each is per tool (a matcher). Passed as `--settings` JSON on the command line: it
+/// adds to the user's and the repository's settings, whose files are never touched.
+pub const HOOKS: &[(&str, bool)] = &[
+    ("SessionStart", false),
+    ("UserPromptSubmit", false),
+    ("PreToolUse", true),
+    ("PostToolUse", true),
+    ("PostToolUseFailure", true),
+    ("PermissionRequest", true),
+    ("Notification", false),
+    ("Stop", false),
+    ("StopFailure", false),
+    ("SessionEnd", false),
+];
+
+/// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
+const HOOK_TIMEOUT_S: u64 = 5;
+
+/// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
+/// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
+/// on the window's PATH, which starts with octld's own directory.
+pub fn hook_settings() -> String {
+    let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
+        .iter()
+        .map(|(event, per_tool)| {
+            let mut group = serde_json::json!({"hooks": [{
+                "type": "command",
+                "command": format!("orchestratectl hook {event}"),
+                "timeout": HOOK_TIMEOUT_S,
+            }]});
+            if *per_tool {
+                group["matcher"] = "*".into();
+            }
+            (event.to_string(), serde_json::Value::Array(vec![group]))
+        })
+        .collect();
+    serde_json::json!({ "hooks": hooks }).to_string()
+}
+
 /// Appended to Claude's system prompt in autonomous runs: how to report.
 pub const CLAUDE_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If you notice separate work outside your task, propose it with `orchestratectl spinoff propose --task \"<task>\"` instead of doing it. Report progress on long tasks with `orchestratectl node progress --message \"<what>\"`.";
 
 impl Profile {
+    /// The conversation for `node`'s next attempt: the one to resume when the node is
+    /// resumed, else a new one; `None` for agents that are not Claude Code.
+    pub fn session_for(&self, node: &octl_proto::state::Node) -> Option<Session> {
+        if !matches!(self.kind, ProfileKind::Claude { .. }) {
+            return None;
+        }
+        match (node.resume, &node.session_id) {
+            (true, Some(id)) => Some(Session {
+                id: id.clone(),
+                resume: true,
+            }),
+            _ => Some(Session::new()),
+        }
+    }
+
     /// The program that must exist on PATH for this profile and mode.
     pub fn program(&self, mode: Mode) -> Result<String, AppError> {
         Ok(match &self.kind {
@@ -143,8 +231,26 @@ impl Profile {
         })
     }
 
-    /// The argv for `task` in `mode`.
-    pub fn launch(&self, mode: Mode, task: &str) -> Result<Launch, AppError> {
+    /// The argv for `task` in `mode`; a Claude Code agent in the conversation `session`
+    /// (continued with a prompt to go on when it is resumed).
+    pub fn launch(
+        &self,
+        mode: Mode,
+        task: &str,
+        session: Option<&Session>,
+    ) -> Result<Launch, AppError> {
+        let task = match session {
+            Some(s) if s.resume => RESUME_PROMPT,
+            _ => task,
+        };
+        // Claude Code's own hooks say what it does; its conversation is the daemon's choice.
+        let conversation = |argv: &mut Vec<String>| {
+            argv.extend(["--settings".to_string(), hook_settings()]);
+            if let Some(s) = session {
+                let flag = if s.resume { "--resume" } else { "--session-id" };
+                argv.extend([flag.to_string(), s.id.clone()]);
+            }
+        };
         let exited = |default: ExitPolicy| match self.on_exit {
             Some(OnExit::Done) => ExitPolicy::Done,
             Some(OnExit::Exited) => ExitPolicy::Exited,
@@ -178,6 +284,7 @@ impl Profile {
                         "--permission-mode".into(),
                         permission_mode.clone(),
                     ];
+                    conversation(&mut argv);
                     if !allowed_tools.is_empty() {
                         argv.push("--allowedTools".into());
                         argv.extend(allowed_tools.iter().cloned());
@@ -209,6 +316,7 @@ impl Profile {
                     "--permission-mode".into(),
                     permission_mode.clone(),
                 ];
+                conversation(&mut argv);
                 if !allowed_tools.is_empty() {
                     argv.push("--allowedTools".into());
                     argv.extend(allowed_tools.iter().cloned());
@@ -354,30 +462,35 @@ mod tests {
         .unwrap();
         let p = resolve(&config, None).unwrap();
         assert_eq!(p.name, "aider");
-        let l = p.launch(Mode::Autonomous, "fix it").unwrap();
+        let l = p.launch(Mode::Autonomous, "fix it", None).unwrap();
         assert_eq!(l.argv, vec!["aider", "--message", "fix it"]);
         assert_eq!(l.on_exit, ExitPolicy::Done);
-        assert!(p.launch(Mode::Interactive, "x").is_err());
+        assert!(p.launch(Mode::Interactive, "x", None).is_err());
 
         let shell = resolve(&config, Some("shell")).unwrap();
         assert_eq!(
-            shell.launch(Mode::Autonomous, "echo hi").unwrap().argv,
+            shell
+                .launch(Mode::Autonomous, "echo hi", None)
+                .unwrap()
+                .argv,
             vec!["sh", "-c", "echo hi"]
         );
 
         let claude = resolve(&Config::default(), None).unwrap();
         let l = claude
-            .launch(Mode::Autonomous, "-starts with a dash")
+            .launch(Mode::Autonomous, "-starts with a dash", None)
             .unwrap();
         assert_eq!(l.argv.last().unwrap(), "-starts with a dash");
         assert_eq!(l.argv[l.argv.len() - 2], "--");
         assert!(l.stream_json);
         assert_eq!(
-            claude.launch(Mode::Interactive, "hi").unwrap().argv,
+            claude.launch(Mode::Interactive, "hi", None).unwrap().argv,
             vec![
                 "claude",
                 "--permission-mode",
                 "acceptEdits",
+                "--settings",
+                &hook_settings(),
                 "--allowedTools",
                 "Bash(git *)",
                 "Bash(orchestratectl *)",
@@ -389,35 +502,66 @@ mod tests {
         let extra = Extra {
             gate: Some("cargo test -p x"),
             max_budget_usd: Some(0.5),
-            resume: Some("3f2a"),
         };
         let l = claude
-            .launch(Mode::Autonomous, "fix it")
+            .launch(Mode::Autonomous, "fix it", None)
             .unwrap()
             .with(&extra);
         assert_eq!(
-            l.argv[..9],
-            [
-                "claude",
-                "--max-budget-usd",
-                "0.5000",
-                "--resume",
-                "3f2a",
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose"
-            ]
+            l.argv[..5],
+            ["claude", "--max-budget-usd", "0.5", "-p", "--output-format"]
         );
         let tools = l.argv.iter().position(|a| a == "--allowedTools").unwrap();
         assert_eq!(l.argv[tools + 1], "Bash(cargo test -p x)");
         assert_eq!(l.argv[tools + 2], "Bash(git *)");
-        assert_eq!(l.argv.last().unwrap(), RESUME_PROMPT);
+        assert_eq!(l.argv.last().unwrap(), "fix it");
         // Other agents' argv is their template, whatever the node adds.
-        let aider = p.launch(Mode::Autonomous, "fix it").unwrap();
+        let aider = p.launch(Mode::Autonomous, "fix it", None).unwrap();
         assert_eq!(aider.clone().with(&extra).argv, aider.argv);
 
         let err = resolve(&config, Some("nope")).unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn claude_runs_in_the_conversation_the_daemon_chose_or_resumes_it() {
+        let claude = resolve(&Config::default(), None).unwrap();
+        let new = Session::new();
+        for mode in [Mode::Interactive, Mode::Autonomous] {
+            let argv = claude.launch(mode, "the task", Some(&new)).unwrap().argv;
+            let at = argv.iter().position(|a| a == "--session-id").unwrap();
+            assert_eq!(argv[at + 1], new.id);
+            assert_eq!(argv.last().unwrap(), "the task");
+            let resumed = Session {
+                id: new.id.clone(),
+                resume: true,
+            };
+            let argv = claude
+                .launch(mode, "the task", Some(&resumed))
+                .unwrap()
+                .argv;
+            let at = argv.iter().position(|a| a == "--resume").unwrap();
+            assert_eq!(argv[at + 1], new.id);
+            assert!(!argv.contains(&"--session-id".to_string()));
+            assert_eq!(argv.last().unwrap(), RESUME_PROMPT);
+        }
+        let shell = resolve(&Config::default(), Some("shell")).unwrap();
+        let node: octl_proto::state::Node = serde_json::from_value(serde_json::json!({
+            "id": "a", "state": "exited", "branch": null, "worktree": null, "agent": null,
+            "deps": [], "created_at": "t", "updated_at": "t", "session_id": "s", "resume": true
+        }))
+        .unwrap();
+        assert_eq!(
+            shell.session_for(&node),
+            None,
+            "only Claude Code has conversations"
+        );
+        assert_eq!(
+            claude.session_for(&node),
+            Some(Session {
+                id: "s".into(),
+                resume: true
+            })
+        );
     }
 }

@@ -48,7 +48,14 @@ pub fn run(raw_log: &Path, argv: &[String]) -> i32 {
     }
     let _ = log.sync_data();
     match child.wait() {
-        Ok(status) => status.code().unwrap_or(1),
+        // Killed by a signal (the OOM killer): 128 + the signal, as a shell says it, so the
+        // supervisor can tell a killed agent from one that exited.
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+        }
         Err(_) => 1,
     }
 }

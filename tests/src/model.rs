@@ -137,7 +137,17 @@ impl Recorded {
     }
 }
 
+/// A usage limit the stand-in plays: main requests are refused with HTTP 429 until `reset`.
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    /// Unix seconds: `anthropic-ratelimit-unified-reset`.
+    reset: u64,
+    /// The `retry-after` header, in seconds.
+    retry_after: u64,
+}
+
 struct Shared {
+    limit: Mutex<Option<Limit>>,
     script: Vec<Step>,
     log: Mutex<Vec<Recorded>>,
     stop: AtomicBool,
@@ -158,6 +168,7 @@ impl ModelStandIn {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model stand-in");
         let addr = listener.local_addr().expect("stand-in address");
         let shared = Arc::new(Shared {
+            limit: Mutex::new(None),
             script,
             log: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -174,6 +185,18 @@ impl ModelStandIn {
             shared,
             accept: Some(accept),
         }
+    }
+
+    /// Until `reset` (Unix seconds), refuses every main-agent request with HTTP 429 and the
+    /// headers of a spent usage limit: `anthropic-ratelimit-unified-status: rejected`,
+    /// `anthropic-ratelimit-unified-reset: <reset>`, `…-representative-claim: five_hour`,
+    /// `retry-after: <retry_after>`. Claude Code 2.1.328 with a subscription token
+    /// (`CLAUDE_CODE_OAUTH_TOKEN`) then prints a `rate_limit_event` with status `rejected`
+    /// and ends with a result whose `api_error` is `usage_limit_reached`; with an API key or
+    /// auth token it retries (up to 10 times, waiting about `retry_after`) and prints
+    /// `system`/`api_retry` lines.
+    pub fn limit_until(&self, reset: u64, retry_after: u64) {
+        *self.shared.limit.lock().unwrap() = Some(Limit { reset, retry_after });
     }
 
     /// `http://127.0.0.1:<port>`: the value for `ANTHROPIC_BASE_URL`.
@@ -278,6 +301,7 @@ struct HttpResponse {
     status: u16,
     content_type: &'static str,
     body: Vec<u8>,
+    headers: Vec<(&'static str, String)>,
 }
 
 fn serve_connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
@@ -419,6 +443,7 @@ fn write_response(
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
+        429 => "Too Many Requests",
         _ => "Status",
     };
     let mut head = format!(
@@ -428,6 +453,9 @@ fn write_response(
         response.content_type,
         response.body.len()
     );
+    for (k, v) in &response.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
     head.push_str(if close {
         "connection: close\r\n\r\n"
     } else {
@@ -445,6 +473,7 @@ fn json_response(status: u16, body: &Value) -> HttpResponse {
         status,
         content_type: "application/json",
         body: serde_json::to_vec(body).unwrap(),
+        headers: Vec::new(),
     }
 }
 
@@ -466,6 +495,28 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 );
             };
             let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            let limit = *shared.limit.lock().unwrap();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            if let Some(limit) = limit.filter(|l| is_main(&body) && now < l.reset) {
+                let mut r = error_response(
+                    429,
+                    "rate_limit_error",
+                    "This request would exceed your account's rate limit. Please try again later.",
+                );
+                r.headers = vec![
+                    ("anthropic-ratelimit-unified-status", "rejected".into()),
+                    ("anthropic-ratelimit-unified-reset", limit.reset.to_string()),
+                    (
+                        "anthropic-ratelimit-unified-representative-claim",
+                        "five_hour".into(),
+                    ),
+                    ("retry-after", limit.retry_after.to_string()),
+                ];
+                return (RequestKind::Main, r);
+            }
             if is_main(&body) {
                 let reply = main_reply(&body, &shared.script, n);
                 (RequestKind::Main, reply.into_response(&body, n))
@@ -486,6 +537,7 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 status: 200,
                 content_type: "text/plain",
                 body: Vec::new(),
+                headers: Vec::new(),
             },
         ),
         _ => (
@@ -767,6 +819,7 @@ impl Reply {
             status: 200,
             content_type: "text/event-stream",
             body: body.into_bytes(),
+            headers: Vec::new(),
         }
     }
 }

@@ -217,3 +217,269 @@ fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
     );
     env.wait_status(&run, &["completed"]);
 }
+
+/// Lets the agent run any Bash command (these scripts sleep and loop).
+fn allow_all_bash(env: &TestEnv, claude: &std::path::Path) {
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.claude]\nprogram = {:?}\nallowed_tools = [\"Bash\"]\n",
+            claude.display().to_string()
+        ),
+    )
+    .unwrap();
+}
+
+/// The node's activity state as the daemon shows it.
+fn activity(env: &TestEnv, run: &str) -> (String, Value) {
+    let show = env.rpc("run.show", json!({"run": run}));
+    let node = show["nodes"][0].clone();
+    (
+        node["activity"]["state"].as_str().unwrap_or("").to_string(),
+        node,
+    )
+}
+
+fn screen(env: &TestEnv, target: &str) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(env.home.join("tmux.sock"))
+        .args(["capture-pane", "-p", "-t", target])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn activities(env: &TestEnv, run: &str) -> Vec<(String, String)> {
+    env.log_events(run)
+        .iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .map(|e| {
+            (
+                e["data"]["state"].as_str().unwrap().to_string(),
+                e["data"]["hook"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_working() {
+    let claude = require_claude();
+    // python3 is not among the allowed tools: acceptEdits asks "Do you want to proceed?".
+    let model = ModelStandIn::start(vec![
+        Step::bash("python3 -c 'print(6 * 7)'"),
+        Step::text("It printed 42."),
+    ]);
+    let (env, repo) = claude_world(&claude, &model, true);
+    let _d = env.start_daemon();
+    let out = env.cli_with(
+        [
+            "--json",
+            "spawn",
+            "code",
+            "Compute 6*7 with python",
+            "--node",
+            "py",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    let run = out.json()["id"].as_str().unwrap().to_string();
+    let target = format!("{run}:py");
+    let node = octl_tests::wait_until(
+        "needs_permission from the hooks",
+        std::time::Duration::from_secs(60),
+        || {
+            let (state, node) = activity(&env, &run);
+            (state == "needs_permission").then_some(node)
+        },
+    );
+    assert_eq!(
+        node["state"],
+        json!("running"),
+        "the node's state is untouched"
+    );
+    let detail = node["activity"]["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("python3") || detail.contains("permission"),
+        "{node}"
+    );
+    // The hook runs as the dialog comes up.
+    octl_tests::wait_until(
+        "the permission dialog in the window",
+        std::time::Duration::from_secs(30),
+        || {
+            screen(&env, &target)
+                .contains("Do you want to proceed?")
+                .then_some(())
+        },
+    );
+    assert!(node["session_id"].as_str().is_some(), "{node}");
+    // Yes (the first option, selected) in the window.
+    let keys = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(env.home.join("tmux.sock"))
+        .args(["send-keys", "-t", &target, "Enter"])
+        .status()
+        .unwrap();
+    assert!(keys.success());
+    octl_tests::wait_until(
+        "working again after the answer, then idle at the prompt",
+        std::time::Duration::from_secs(60),
+        || {
+            let said = activities(&env, &run);
+            let asked = said.iter().position(|(s, _)| s == "needs_permission")?;
+            let working = said[asked..]
+                .iter()
+                .position(|(s, h)| s == "working" && h == "PostToolUse")?;
+            said[asked + working..]
+                .iter()
+                .any(|(s, h)| s == "idle" && h == "Stop")
+                .then_some(())
+        },
+    );
+    let (state, node) = activity(&env, &run);
+    assert_eq!(state, "idle", "{node}");
+    assert_eq!(node["state"], json!("running"));
+    // The hooks went in through --settings only: no settings file was written.
+    assert!(!repo.path.join(".claude/settings.json").exists());
+    assert!(!repo.path.join(".claude/settings.local.json").exists());
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
+    let claude = require_claude();
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'one\\n' > one.txt && git add one.txt && git commit -q -m one"),
+        // The first time it waits to be killed; the resumed agent passes through.
+        Step::bash(
+            "if [ -e \"$OCTL_WORKTREE.killed\" ]; then true; else touch \"$OCTL_WORKTREE.killed\"; sleep 600; fi",
+        ),
+        // Where the resumed conversation picks up depends on how Claude Code closes the
+        // interrupted call (a result, a note): each next reply reports.
+        Step::bash("orchestratectl node done --message 'resumed and done'"),
+        Step::bash("orchestratectl node done --message 'resumed and done'"),
+        Step::bash("orchestratectl node done --message 'resumed and done'"),
+        Step::text("Done."),
+    ]);
+    let (env, repo) = claude_world(&claude, &model, true);
+    allow_all_bash(&env, &claude);
+    let _d = env.start_daemon();
+    let out = env.cli_with(
+        [
+            "--json",
+            "spawn",
+            "spinoff",
+            "Write one.txt, then wait",
+            "--node",
+            "w",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    let run = out.json()["id"].as_str().unwrap().to_string();
+    let node = env.wait_node(&run, "w", "running");
+    let worktree = node["worktree"].as_str().unwrap().to_string();
+    let session = node["session_id"].as_str().unwrap().to_string();
+    octl_tests::wait_until(
+        "the agent to be in its sleep",
+        std::time::Duration::from_secs(60),
+        || {
+            std::path::Path::new(&format!("{worktree}.killed"))
+                .exists()
+                .then_some(())
+        },
+    );
+    let before = model.main_requests().len();
+    // The whole tmux server goes, as with a reboot or `tmux kill-server`.
+    let _ = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(env.home.join("tmux.sock"))
+        .arg("kill-server")
+        .status();
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(repo.show("main", "one.txt").as_deref(), Some("one\n"));
+    let events = env.log_events(&run);
+    let retried = node_event(&events, "node.retried");
+    assert_eq!(retried["data"]["resume"], json!(true), "{retried}");
+    assert_eq!(retried["data"]["session_id"], json!(session));
+    // The resumed agent's first request carries what came before the kill.
+    let main = model.main_requests();
+    let resumed = &main[before];
+    let text = resumed["messages"].to_string();
+    assert!(
+        text.contains("Write one.txt, then wait"),
+        "the task: {text}"
+    );
+    assert!(
+        text.contains("git commit -q -m one"),
+        "the earlier tool call: {text}"
+    );
+    assert!(
+        text.contains("Your session was interrupted"),
+        "the resume prompt: {text}"
+    );
+    let done = node_event(&events, "node.done");
+    assert_eq!(done["data"]["message"], json!("resumed and done"));
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn with_the_daemon_down_the_hooks_leave_the_agent_working() {
+    let claude = require_claude();
+    let model = ModelStandIn::start(vec![
+        Step::bash("until [ -e \"$OCTL_WORKTREE.go\" ]; do sleep 0.1; done"),
+        Step::bash("printf 'two\\n' > two.txt"),
+        Step::bash("printf 'three\\n' > three.txt"),
+        Step::text("Wrote them."),
+    ]);
+    let (env, repo) = claude_world(&claude, &model, true);
+    allow_all_bash(&env, &claude);
+    let d = env.start_daemon();
+    let out = env.cli_with(
+        [
+            "--json",
+            "spawn",
+            "spinoff",
+            "Write two files",
+            "--node",
+            "w",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    let run = out.json()["id"].as_str().unwrap().to_string();
+    let node = env.wait_node(&run, "w", "running");
+    let worktree = node["worktree"].as_str().unwrap().to_string();
+    model.wait_main_requests(1, std::time::Duration::from_secs(60));
+    d.signal_and_wait(libc::SIGTERM);
+    std::fs::write(format!("{worktree}.go"), "").unwrap();
+    // Every tool call after this runs its hooks against a daemon that is gone.
+    octl_tests::wait_until(
+        "the agent to go on without the daemon",
+        std::time::Duration::from_secs(60),
+        || {
+            (std::path::Path::new(&worktree).join("three.txt").exists()
+                && model.main_requests().len() >= 4)
+                .then_some(())
+        },
+    );
+    assert!(
+        env.try_rpc("daemon.status", json!({})).is_err(),
+        "no hook started the daemon"
+    );
+    // Back up, the daemon sees the agent's end.
+    let _d = env.start_daemon();
+    let n = env.wait_node(&run, "w", "exited");
+    assert_eq!(n["state"], json!("exited"));
+}

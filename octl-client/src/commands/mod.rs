@@ -50,6 +50,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Event(cmd) => event::execute(ctx, cmd).await.map(|()| 0),
         Group::Daemon(cmd) => daemon::execute(ctx, cmd).await.map(|()| 0),
         Group::Version => version::execute(ctx).map(|()| 0),
+        Group::Hook(args) => Ok(crate::hook::run(args.event.as_deref())),
         Group::Recover(args) => recover::execute(ctx, args).await.map(|()| 0),
         Group::Doctor(args) => doctor::execute(ctx, args).await,
     }

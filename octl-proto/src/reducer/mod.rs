@@ -11,6 +11,7 @@ use crate::event::{is_custom_type, Actor, Event};
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
+mod activity;
 mod nodes;
 mod records;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub fn client_may_append(kind: RunKind, t: &str) -> bool {
     let agent_kinds = matches!(
         t,
         "node.progress"
+            | "node.activity"
             | "node.waiting"
             | "node.done"
             | "node.failed"
@@ -261,6 +263,7 @@ impl RunState {
                 Ok(())
             }
             "node.added" => self.fold_node_added(ev),
+            "node.activity" => self.fold_activity(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
             "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
                 self.fold_spinoff(ev)

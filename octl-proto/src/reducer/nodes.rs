@@ -74,6 +74,7 @@ impl RunState {
             session_id: None,
             paused_until: None,
             cost_usd: None,
+            resume: false,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -176,6 +177,26 @@ impl RunState {
                 "missing data.until: node.paused needs the reset time (RFC 3339)",
             ));
         }
+        let session = opt_string(d, "session_id")?;
+        let resume = match d.get("resume") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(AppError::invalid(
+                    "invalid data.resume: a boolean is accepted",
+                ))
+            }
+        };
+        if resume && !matches!(t, "node.retried" | "node.starting") {
+            return Err(AppError::invalid(format!(
+                "invalid data.resume: only node.retried and node.starting resume, not {t}"
+            )));
+        }
+        if resume && session.is_none() && node.session_id.is_none() {
+            return Err(AppError::invalid(format!(
+                "invalid data.resume: node {id:?} has no session to resume; give data.session_id"
+            )));
+        }
         if let Some(r) = &report {
             if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
                 return Err(AppError::invalid(format!(
@@ -257,6 +278,10 @@ impl RunState {
         }
         match t {
             "node.retried" => {
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
                 node.report = None;
                 node.reason = None;
                 node.exit_status = None;
@@ -274,6 +299,12 @@ impl RunState {
                 node.pane = None;
                 node.cleaned = false;
                 node.paused_until = None;
+                // What the old attempt's agent last said is not this one's.
+                node.activity = None;
+                node.resume = resume;
+                if session.is_some() {
+                    node.session_id = session;
+                }
             }
             "node.paused" => node.paused_until = until,
             "node.started" => node.started_at = Some(ev.ts.clone()),

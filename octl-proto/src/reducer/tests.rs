@@ -600,3 +600,114 @@ fn client_permissions() {
     assert!(client_may_append(RunKind::Code, "x.note"));
     assert!(!client_may_append(RunKind::Generic, "run.created"));
 }
+
+#[test]
+fn activity_is_the_agents_to_say_while_it_lives_and_never_moves_the_node() {
+    use crate::state::ActivityState;
+    let mut s = started_spinoff();
+    assert_eq!(
+        s.nodes["a"].activity_or_unknown().state,
+        ActivityState::Unknown
+    );
+    assert_eq!(
+        s.nodes["a"].activity_or_unknown().since,
+        s.nodes["a"].started_at.clone().unwrap(),
+        "unknown since the node started"
+    );
+    let said = |seq, state: &str, detail: &str| {
+        ev(
+            seq,
+            Some("a"),
+            "node.activity",
+            Actor::Agent,
+            json!({"state": state, "detail": detail, "hook": "PreToolUse", "session_id": "s-1"}),
+        )
+    };
+    s.apply(&said(5, "working", "Bash")).unwrap();
+    s.apply(&said(6, "working", "Edit")).unwrap();
+    let a = s.nodes["a"].activity.clone().unwrap();
+    assert_eq!(a.state, ActivityState::Working);
+    assert_eq!(a.detail.as_deref(), Some("Edit"));
+    assert_eq!(
+        a.since,
+        ev(5, None, "x", Actor::Agent, json!({})).ts,
+        "since it began working"
+    );
+    assert_eq!(s.nodes["a"].state, Running, "the node's state is untouched");
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some("s-1"));
+    s.apply(&said(7, "needs_permission", "Bash")).unwrap();
+    assert_eq!(
+        s.nodes["a"].activity.as_ref().unwrap().since,
+        ev(7, None, "x", Actor::Agent, json!({})).ts
+    );
+
+    // Refused, changing nothing: another actor, a state it does not know, a finished node.
+    let before = s.clone();
+    for actor in [Actor::Human, Actor::Tool, Actor::Daemon] {
+        let mut e = said(8, "idle", "");
+        e.actor = actor;
+        assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::Forbidden);
+    }
+    let err = s.apply(&said(8, "busy", "")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidParams);
+    assert!(err.message.contains("data.state"), "{}", err.message);
+    assert_eq!(s, before);
+    s.apply(&ev(8, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    let err = s.apply(&said(9, "idle", "")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is done"), "{}", err.message);
+    assert!(client_may_append(RunKind::Spinoff, "node.activity"));
+}
+
+#[test]
+fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    let sid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    for (seq, t, data) in [
+        (2, "node.added", json!({})),
+        (
+            3,
+            "node.starting",
+            json!({"branch":"octl/x/a","worktree":"/w/x/a","session_id": sid}),
+        ),
+        (4, "node.started", json!({"pane":"%1"})),
+        (5, "node.exited", json!({})),
+    ] {
+        s.apply(&ev(seq, Some("a"), t, Actor::Daemon, data))
+            .unwrap();
+    }
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some(sid));
+    assert!(!s.nodes["a"].resume);
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "node.retried",
+        Actor::Daemon,
+        json!({"resume": true, "session_id": sid}),
+    ))
+    .unwrap();
+    let n = &s.nodes["a"];
+    assert!(n.resume && n.state == Pending);
+    assert!(
+        !n.stale_attempt(),
+        "a resumed node keeps its worktree and branch"
+    );
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a","session_id": sid, "resume": true}),
+    ))
+    .unwrap();
+    assert!(s.nodes["a"].resume);
+    assert_eq!(s.nodes["a"].session_id.as_deref(), Some(sid));
+}

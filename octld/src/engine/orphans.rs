@@ -367,6 +367,7 @@ mod tests {
             session_id: None,
             paused_until: None,
             cost_usd: None,
+            resume: false,
         }
     }
 

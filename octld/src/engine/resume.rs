@@ -12,10 +12,10 @@ use octl_proto::state::Node;
 use octl_proto::{AppError, RunKind};
 
 use super::{append, merge, spawn};
-use crate::agents::{self, Extra, Mode};
+use crate::agents::{self, Extra, Mode, Session};
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::store::{Draft, RunHandle};
+use crate::store::RunHandle;
 
 /// The conversation a later attempt of `node` continues: the one the daemon chose at launch,
 /// else the one its last session reported.
@@ -57,27 +57,38 @@ async fn start_again(
     } else {
         Mode::Autonomous
     };
-    let session = session_of(node);
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
+        // Claude Code continues its conversation; one that never reported its session
+        // starts a new one (in the same worktree, where its work is).
+        let session = profile
+            .session_for(node)
+            .map(|fresh| match session_of(node) {
+                Some(id) => Session { id, resume: true },
+                None => fresh,
+            });
         let gate = node.gate.as_deref().or(view.manifest.run_settings().gate());
-        Ok(profile
-            .launch(mode, node.task.as_deref().unwrap_or_default())?
+        let launch = profile
+            .launch(
+                mode,
+                node.task.as_deref().unwrap_or_default(),
+                session.as_ref(),
+            )?
             .with(&Extra {
                 gate,
                 max_budget_usd: super::decide::limits::node_budget(
                     view,
                     agents::node_budget(&config, &profile),
                 ),
-                resume: session.as_deref(),
-            }))
+            });
+        Ok((launch, session))
     });
     let (repo, start_point) = match (view.manifest.repo.clone(), merge::target_of(view)) {
         (Some(r), Some(t)) => (r, t),
         _ => return Err(AppError::invalid("the run names no repository or target")),
     };
-    let launch = match launch {
+    let (launch, session) = match launch {
         Ok(l) => l,
         Err(e) => {
             append(
@@ -91,29 +102,14 @@ async fn start_again(
             return Err(e);
         }
     };
-    tracing::info!(run = %handle.id, node = %node.id, session = ?session, "the usage limit has reset; starting the paused node again");
-    let mut data = serde_json::Map::new();
-    data.insert(
-        "branch".into(),
-        json!(spawn::branch_name(&handle.id, &node.id)),
+    tracing::info!(run = %handle.id, node = %node.id, session = ?session.as_ref().map(|s| &s.id), "the usage limit has reset; starting the paused node again");
+    let intent = spawn::starting(
+        &handle.id,
+        &node.id,
+        &daemon.home.worktrees(),
+        session.as_ref(),
     );
-    data.insert("worktree".into(), json!(node.worktree));
-    data.insert("cause".into(), json!("usage limit reset"));
-    if let Some(s) = &session {
-        data.insert("resume".into(), json!(s));
-    }
-    daemon
-        .store
-        .append(
-            handle,
-            Draft::daemon(
-                Some(&node.id),
-                "node.starting",
-                serde_json::Value::Object(data),
-            ),
-            false,
-        )
-        .await?;
+    daemon.store.append(handle, intent, false).await?;
     // Its branch and worktree are still there: reused, as after a crash.
     spawn::bring_up(
         daemon,

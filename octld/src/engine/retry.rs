@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use octl_proto::state::Node;
-use octl_proto::{AppError, ErrorKind, RunKind};
+use octl_proto::{AppError, ErrorKind, NodeState, RunKind};
 
 use super::{append, cleanup, schedule};
 use crate::daemon::Daemon;
@@ -110,6 +110,58 @@ pub async fn clean_old_attempt(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, no
         )
         .await;
     }
+}
+
+/// `run retry --resume` (and the automatic resume of an autonomous agent that died): the
+/// node starts again in its own worktree and branch, kept as they are, continuing its Claude
+/// Code conversation (`claude --resume`). `node.retried` with `{"resume": true,
+/// "session_id"}` is the decision; the reducer refuses a second one as for any retry.
+pub async fn resume(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node_id: &str,
+    cause: &str,
+) -> Result<(), AppError> {
+    let node = fresh(handle, node_id).ok_or_else(|| {
+        AppError::not_found(format!(
+            "node {node_id:?} does not exist in run {}",
+            handle.id
+        ))
+    })?;
+    let refuse = |why: String| Err(AppError::new(ErrorKind::InvalidTransition, why));
+    let Some(session) = node.session_id.clone() else {
+        return refuse(format!(
+            "node {node_id:?} has no Claude Code session to resume (its agent is not Claude Code, or it never started); retry it without --resume"
+        ));
+    };
+    if !matches!(node.state, NodeState::Exited | NodeState::Failed) {
+        return refuse(format!(
+            "node {node_id:?} is {}; only an exited or failed node is resumed",
+            node.state.as_str()
+        ));
+    }
+    let kept = node
+        .worktree
+        .as_deref()
+        .is_some_and(|w| std::path::Path::new(w).is_dir());
+    if node.cleaned || !kept {
+        return refuse(format!(
+            "node {node_id:?}'s worktree is gone (cleaned up), so its conversation has nowhere to go on; retry it without --resume"
+        ));
+    }
+    daemon
+        .store
+        .append(
+            handle,
+            Draft::daemon(
+                Some(node_id),
+                "node.retried",
+                json!({"resume": true, "session_id": session, "cause": cause}),
+            ),
+            false,
+        )
+        .await?;
+    Ok(())
 }
 
 fn fresh(handle: &RunHandle, node_id: &str) -> Option<Node> {

@@ -156,16 +156,21 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
-        Ok(profile
-            .launch(mode, node.task.as_deref().unwrap_or_default())?
+        let session = profile.session_for(node);
+        let launch = profile
+            .launch(
+                mode,
+                node.task.as_deref().unwrap_or_default(),
+                session.as_ref(),
+            )?
             .with(&Extra {
                 gate: node.gate.as_deref().or(view.manifest.run_settings().gate()),
                 max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
-                resume: None,
-            }))
+            });
+        Ok((launch, session))
     });
     let result = match launch {
-        Ok(launch) => {
+        Ok((launch, session)) => {
             spawn::start_node(
                 daemon,
                 handle,
@@ -173,6 +178,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
                 std::path::Path::new(&repo),
                 &start_point,
                 &launch,
+                session.as_ref(),
             )
             .await
         }

@@ -12,7 +12,7 @@ use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::merge::failpoint;
 use super::{append, blocking};
-use crate::agents::{self, Launch, Mode, Profile};
+use crate::agents::{self, Launch, Mode, Profile, Session};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::git::Git;
@@ -45,6 +45,8 @@ pub struct Checked {
     pub profile: Profile,
     pub launch: Launch,
     pub node: String,
+    /// The agent's conversation, for Claude Code.
+    pub session: Option<Session>,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -96,14 +98,16 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let per_node = agents::node_budget(&config, &profile);
-    let launch = profile.launch(mode, &req.task)?.with(&agents::Extra {
-        gate: req.gate.as_deref(),
-        max_budget_usd: match (req.max_budget_usd, per_node) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        },
-        resume: None,
-    });
+    let session = matches!(profile.kind, agents::ProfileKind::Claude { .. }).then(Session::new);
+    let launch = profile
+        .launch(mode, &req.task, session.as_ref())?
+        .with(&agents::Extra {
+            gate: req.gate.as_deref(),
+            max_budget_usd: match (req.max_budget_usd, per_node) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        });
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
@@ -112,6 +116,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         profile,
         launch,
         node,
+        session,
     })
 }
 
@@ -127,7 +132,7 @@ pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
 /// The profile by name (or the default), with its program present on the daemon's PATH.
 pub fn check_profile(config: &Config, name: Option<&str>, mode: Mode) -> Result<Profile, AppError> {
     let profile = agents::resolve(config, name)?;
-    profile.launch(mode, "")?;
+    profile.launch(mode, "", None)?;
     agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
     Ok(profile)
 }
@@ -264,7 +269,7 @@ pub async fn create(
                     "node.added",
                     json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
                 ),
-                starting(&id, &checked.node, &worktrees),
+                starting(&id, &checked.node, &worktrees, checked.session.as_ref()),
             ],
             id,
             kind: req.kind,
@@ -282,6 +287,7 @@ pub async fn create(
         &checked.repo,
         &checked.base,
         &checked.launch,
+        checked.session.as_ref(),
     )
     .await;
     drop(slot);
@@ -292,14 +298,17 @@ pub async fn create(
     Ok(handle)
 }
 
-/// `node.starting`: the intent, recorded before the branch and worktree exist.
-pub fn starting(run: &str, node: &str, worktrees: &Path) -> Draft {
+/// `node.starting`: the intent, recorded before the branch and worktree exist, with the
+/// agent's conversation (Claude Code's session id, and whether it is resumed).
+pub fn starting(run: &str, node: &str, worktrees: &Path, session: Option<&Session>) -> Draft {
     let worktree = worktrees.join(run).join(node);
-    Draft::daemon(
-        Some(node),
-        "node.starting",
-        json!({"branch": branch_name(run, node), "worktree": worktree.display().to_string()}),
-    )
+    let mut data = Map::new();
+    data.insert("branch".into(), json!(branch_name(run, node)));
+    data.insert("worktree".into(), json!(worktree.display().to_string()));
+    if let Some(s) = session {
+        s.record(&mut data);
+    }
+    Draft::daemon(Some(node), "node.starting", serde_json::Value::Object(data))
 }
 
 pub fn branch_name(run: &str, node: &str) -> String {
@@ -315,6 +324,7 @@ pub async fn start_node(
     repo: &Path,
     start_point: &str,
     launch: &Launch,
+    session: Option<&Session>,
 ) -> Result<(), AppError> {
     let planned = handle
         .view()
@@ -322,11 +332,13 @@ pub async fn start_node(
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
     if !planned {
-        let intent = starting(&handle.id, node, &daemon.home.worktrees());
+        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session);
         daemon.store.append(handle, intent, false).await?;
     }
     failpoint("spawn:after-starting");
-    bring_up(daemon, handle, node, repo, start_point, launch, false).await
+    // A resumed conversation goes on in the worktree and branch its attempt left.
+    let resume = session.is_some_and(|s| s.resume);
+    bring_up(daemon, handle, node, repo, start_point, launch, resume).await
 }
 
 /// The side effects of starting a node, then `node.started`. Safe to repeat after a crash

@@ -245,9 +245,24 @@ async fn on_exit(
         }
         Verdict::Unreported(kind) => kind,
     };
+    let died = kind == "node.exited" && died(node, status);
+    if died {
+        data.insert(
+            "reason".into(),
+            json!("the agent's process died before it reported (its window or tmux server is gone, or a signal killed it); `run retry --resume` continues its conversation"),
+        );
+    }
     append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
     super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
+    // An autonomous agent goes on by itself, once: not again if the resumed one dies too.
+    let autonomous = handle.view().manifest.kind != Some(octl_proto::RunKind::Code);
+    if died && autonomous && !node.resume {
+        tracing::info!(run = %handle.id, node = %node.id, "resuming the conversation of an agent that died");
+        if let Err(e) = super::retry::resume(daemon, handle, &node.id, "its agent died").await {
+            tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "could not resume");
+        }
+    }
     Ok(())
 }
 
@@ -287,9 +302,18 @@ pub fn exit_verdict(node: &Node, status: Option<i32>) -> Verdict {
         }
         (_, Some("done")) => Verdict::Reported("node.done"),
         (_, Some("failed")) => Verdict::Reported("node.failed"),
+        // A Claude Code conversation whose process was killed (its window or tmux server
+        // gone, a signal) did not end: it exited unfinished and can be resumed.
+        (_, None) if died(node, status) => Verdict::Unreported("node.exited"),
         (Some(ExitPolicy::Done), None) => Verdict::Unreported("node.done"),
         _ => Verdict::Unreported("node.exited"),
     }
+}
+
+/// Did `node`'s agent die without an end of its own: a resumable conversation whose window
+/// vanished (`None`) or whose process a signal killed (128 + N)?
+pub fn died(node: &Node, status: Option<i32>) -> bool {
+    node.session_id.is_some() && status.is_none_or(|s| s >= 128)
 }
 
 /// A `shell` agent's work: everything in its worktree, committed with the task's first line.

@@ -149,7 +149,11 @@ pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<Value, AppErr
     octl_proto::ids::validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
-    crate::engine::retry::retry(daemon, &handle, &p.node).await?;
+    if p.resume {
+        crate::engine::retry::resume(daemon, &handle, &p.node, "run retry --resume").await?;
+    } else {
+        crate::engine::retry::retry(daemon, &handle, &p.node).await?;
+    }
     to_value(&handle.summary())
 }
 

@@ -372,6 +372,7 @@ impl Store {
             created_at: String::new(),
             updated_at: String::new(),
             nodes: BTreeMap::new(),
+            activity: BTreeMap::new(),
             last_seq: 0,
             settings: Map::new(),
             merge: None,

@@ -11,7 +11,7 @@ use octl_proto::projection::{RunDetail, RunSummary};
 use octl_proto::rpc::RunListParams;
 use octl_proto::AppError;
 
-use super::show::{elapsed_cell, node_extras, NodeExtra};
+use super::show::{activity_cell, elapsed_cell, node_extras, NodeExtra};
 use crate::commands::Ctx;
 use crate::follow::is_terminal_status;
 use crate::output::{cell, node_counts, short_time, table};
@@ -70,7 +70,7 @@ pub fn lists_nodes(r: &RunSummary) -> bool {
     !is_terminal_status(r.status) && (1..=LIST_NODES_MAX).contains(&total)
 }
 
-/// The lines under a run in `run list`: `  <node>  <state>  <elapsed>`, lined up.
+/// The lines under a run in `run list`: `  <node>  <state>  <elapsed>  <activity>`, lined up.
 pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<String> {
     let rows: Vec<Vec<String>> = d
         .nodes
@@ -80,13 +80,19 @@ pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<Str
                 n.id.clone(),
                 n.state.as_str().to_string(),
                 elapsed_cell(extras.get(&n.id)),
+                // What a live node's agent says it is doing.
+                if n.state.is_alive() {
+                    activity_cell(n)
+                } else {
+                    String::new()
+                },
             ]
         })
         .collect();
-    table(&["", "", ""], &rows)
+    table(&["", "", "", ""], &rows)
         .lines()
         .skip(1)
-        .map(|l| format!("  {l}"))
+        .map(|l| format!("  {}", l.trim_end()))
         .collect()
 }
 
@@ -179,7 +185,7 @@ mod tests {
             lines,
             [
                 "  schema  merged   12s",
-                "  api     running  1m05s",
+                "  api     running  1m05s  unknown",
                 "  docs    pending  -"
             ]
         );

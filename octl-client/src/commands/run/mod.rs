@@ -129,6 +129,7 @@ Examples:
 Examples:
   orchestratectl run retry 01JDXJ5R --node api
   orchestratectl run retry 01JDXJ5R --node fix-the-typo   # a failed spinoff run
+  orchestratectl run retry 01JDXJ5R --node api --resume   # its agent died: go on where it was
   orchestratectl --json run retry 01JDXJ5R --node api   # the run summary")]
     Retry(retry::RunRetryArgs),
 

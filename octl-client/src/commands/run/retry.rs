@@ -21,6 +21,12 @@ pub struct RunRetryArgs {
     /// The node to start again (a failed or conflicting one)
     #[arg(long, value_name = "NODE")]
     pub node: String,
+
+    /// Continue the node's Claude Code conversation (`claude --resume`) in its kept worktree
+    /// and branch, commits included, instead of starting over: for an agent that died
+    /// (its window or tmux server gone, a signal)
+    #[arg(long)]
+    pub resume: bool,
 }
 
 pub(super) async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError> {
@@ -28,10 +34,17 @@ pub(super) async fn retry(ctx: &Ctx, args: RunRetryArgs) -> Result<(), AppError>
     let params = RetryParams {
         run: run_param(&args.run)?.run,
         node: args.node.clone(),
+        resume: args.resume,
     };
     let value = call::<method::RunRetry>(ctx, &params).await?;
     let summary = result_of::<method::RunRetry>(&value)?;
-    ctx.out.result(&value, || retry_text(&summary, &args.node));
+    ctx.out.result(&value, || {
+        if args.resume {
+            resume_text(&summary, &args.node)
+        } else {
+            retry_text(&summary, &args.node)
+        }
+    });
     Ok(())
 }
 
@@ -46,6 +59,14 @@ pub fn retry_text(s: &RunSummary, node: &str) -> String {
     };
     format!(
         "Retrying node {node} of run {run} from {from} (old branch saved under refs/octl/snapshots/{run}/{node})\n  watch: orchestratectl run watch {run}"
+    )
+}
+
+/// `Resuming node api of run 01… in its worktree (its Claude Code conversation goes on)`.
+pub fn resume_text(s: &RunSummary, node: &str) -> String {
+    let run = &s.id;
+    format!(
+        "Resuming node {node} of run {run} in its worktree and branch (its Claude Code conversation goes on)\n  watch: orchestratectl run watch {run}"
     )
 }
 

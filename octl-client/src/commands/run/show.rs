@@ -215,6 +215,30 @@ pub fn waiting_cell(extra: Option<&NodeExtra>) -> String {
     }
 }
 
+/// ACTIVITY: what a live node's agent last said and for how long (`working 12s`,
+/// `unknown 3m05s` when it never said: its STATE is all that is known); `-` once the node's
+/// agent is gone.
+pub fn activity_cell(n: &Node) -> String {
+    if !n.state.is_alive() {
+        return "-".to_string();
+    }
+    let a = n.activity_or_unknown();
+    match activity_age(&a.since) {
+        Some(age) => format!("{} {}", a.state.as_str(), clock(age)),
+        None => a.state.as_str().to_string(),
+    }
+}
+
+/// Seconds since `since` (RFC 3339), by this machine's clock.
+fn activity_age(since: &str) -> Option<u64> {
+    let at = octl_proto::time::parse_millis(since)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    Some(now.saturating_sub(at) / 1000)
+}
+
 /// The human form of `run show`: the summary, then the nodes, discussions and spin-offs.
 pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String {
     let m = &d.manifest;
@@ -287,6 +311,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                 vec![
                     n.id.clone(),
                     state_cell(n),
+                    activity_cell(n),
                     elapsed_cell(extra),
                     waiting_cell(extra),
                     cell(n.branch.as_deref()),
@@ -299,6 +324,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             &[
                 "ID",
                 "STATE",
+                "ACTIVITY",
                 "ELAPSED",
                 "WAITING FOR",
                 "BRANCH",
@@ -307,6 +333,25 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             ],
             &rows,
         ));
+    }
+
+    // What the live agents said they are doing or waiting for (the tool, the prompt).
+    let said: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .filter(|n| n.state.is_alive())
+        .filter_map(|n| {
+            let a = n.activity.as_ref()?;
+            Some(vec![
+                n.id.clone(),
+                a.state.as_str().to_string(),
+                a.detail.clone()?,
+            ])
+        })
+        .collect();
+    if !said.is_empty() {
+        out.push_str("\nActivity (from the agents' hooks):\n");
+        out.push_str(&table(&["NODE", "ACTIVITY", "DETAIL"], &said));
     }
 
     // Where removed worktrees' content went (`orchestratectl recover` makes a branch of one).
@@ -410,7 +455,7 @@ mod tests {
         assert!(text.contains("Nodes    1 running\n"), "{text}");
         assert!(
             text.contains(
-                "ID   STATE    ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT\napi  running  -        -            -       -         -\n"
+                "ID   STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT\napi  running  unknown   -        -            -       -         -\n"
             ),
             "{text}"
         );
@@ -439,10 +484,10 @@ mod tests {
         assert_eq!(
             table[..4],
             [
-                "ID      STATE    ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT",
-                "schema  merged   12s      -            octl/R/schema  -         shell",
-                "api     running  1m05s    -            octl/R/api     -         shell",
-                "docs    pending  -        api          octl/R/docs    -         shell",
+                "ID      STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT",
+                "schema  merged   -         12s      -            octl/R/schema  -         shell",
+                "api     running  unknown   1m05s    -            octl/R/api     -         shell",
+                "docs    pending  -         -        api          octl/R/docs    -         shell",
             ]
         );
         // Absent or odd values do not break it.

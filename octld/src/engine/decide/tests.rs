@@ -672,3 +672,23 @@ fn an_unreported_exit_means_what_the_profile_says() {
         Verdict::Unreported("node.exited")
     );
 }
+
+#[test]
+fn a_claude_conversation_killed_before_it_reported_exited_and_is_not_done() {
+    let mut n = exited("done", None);
+    n.session_id = Some("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".into());
+    // The window or the tmux server vanished, or a signal killed it: not a human's close.
+    for status in [None, Some(137), Some(129)] {
+        assert_eq!(
+            exit_verdict(&n, status),
+            Verdict::Unreported("node.exited"),
+            "{status:?}"
+        );
+    }
+    // A session that ended by itself is judged as before.
+    assert_eq!(exit_verdict(&n, Some(0)), Verdict::Unreported("node.done"));
+    // A report still wins.
+    let mut r = exited("done", Some(("done", "x")));
+    r.session_id = n.session_id.clone();
+    assert_eq!(exit_verdict(&r, None), Verdict::Reported("node.done"));
+}

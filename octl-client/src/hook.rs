@@ -1,0 +1,309 @@
+//! `orchestratectl hook <EVENT>`: the command Claude Code's hooks run in every agent the
+//! daemon starts (octld passes them with `--settings`). It reads the hook's JSON from stdin and
+//! records what it says as one `node.activity` event of the agent's node.
+//!
+//! A hook runs synchronously: the agent waits for it. So this is the CLI's fast path, taken at
+//! the top of `main` before clap or a tokio runtime exist: blocking `std` I/O, one HTTP request
+//! on the Unix socket with short timeouts. It never starts the daemon (not even through a
+//! service manager's socket activation: a daemon whose lock holder is gone is down, and the
+//! socket is not touched), never prints on stdout (Claude Code would read it as the hook's
+//! decision), and always exits 0, whatever happens: an agent must never be blocked or broken
+//! by its bookkeeping.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use octl_proto::method::Method as _;
+use octl_proto::state::ActivityState;
+
+pub const HOOK_EXAMPLES: &str = "\
+Examples:
+  # octld gives these to every Claude Code agent it starts; you do not run them yourself
+  echo '{\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\"}' | orchestratectl hook PreToolUse
+  # in --settings: {\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"orchestratectl hook Stop\"}]}]}}";
+
+/// `orchestratectl hook`'s arguments (only `--help` reaches clap; the fast path reads them).
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The Claude Code hook that runs this: SessionStart, UserPromptSubmit, PreToolUse,
+    /// PostToolUse, PostToolUseFailure, PermissionRequest, Notification, Stop, SessionEnd
+    #[arg(value_name = "EVENT")]
+    pub event: Option<String>,
+}
+
+/// How long the connection to the daemon may take to accept the request, and to answer it.
+const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
+const READ_TIMEOUT: Duration = Duration::from_millis(1500);
+/// Longest `detail` recorded (a prompt's message, a command line).
+const DETAIL_MAX: usize = 200;
+
+/// Is this `orchestratectl hook …` (and not a request for its help)?
+pub fn is_hook(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == "hook")
+        && !args[2..]
+            .iter()
+            .any(|a| a == "--help" || a == "-h" || a == "--json")
+}
+
+/// The fast path: always 0.
+pub fn main(args: &[OsString]) -> i32 {
+    let event = args.get(2).and_then(|a| a.to_str()).map(str::to_string);
+    run(event.as_deref())
+}
+
+/// Reads the hook's input, records it if the daemon runs, and returns 0 in every case.
+pub fn run(event: Option<&str>) -> i32 {
+    if let Err(why) = record(event) {
+        // On stderr only, which Claude Code shows in its debug output, never as a decision.
+        if std::env::var_os("OCTL_HOOK_DEBUG").is_some() {
+            eprintln!("orchestratectl hook: {why}");
+        }
+    }
+    0
+}
+
+/// The fields of Claude Code's hook input this reads; the rest (a tool's whole response) is
+/// skipped without being built.
+#[derive(Debug, Default, Deserialize)]
+pub struct HookInput {
+    pub hook_event_name: Option<String>,
+    pub session_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<ToolInput>,
+    pub message: Option<String>,
+    pub notification_type: Option<String>,
+    pub source: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolInput {
+    pub command: Option<String>,
+    pub file_path: Option<String>,
+}
+
+/// What a hook says: the node's activity and its detail; `None` for hooks that say nothing
+/// about it (a login succeeded, a hook this version does not know).
+pub fn activity(event: &str, input: &HookInput) -> Option<(ActivityState, Option<String>)> {
+    let tool = || {
+        input.tool_name.as_ref().map(|t| {
+            let arg = input
+                .tool_input
+                .as_ref()
+                .and_then(|i| i.command.as_ref().or(i.file_path.as_ref()));
+            match arg {
+                Some(a) => format!("{t}: {a}"),
+                None => t.clone(),
+            }
+        })
+    };
+    let said = match event {
+        "SessionStart" => (ActivityState::Idle, input.source.clone()),
+        "UserPromptSubmit" => (ActivityState::Working, None),
+        "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => (ActivityState::Working, tool()),
+        "PermissionRequest" => (ActivityState::NeedsPermission, tool()),
+        "Notification" => match input.notification_type.as_deref() {
+            Some("permission_prompt") => (ActivityState::NeedsPermission, input.message.clone()),
+            Some("auth_success") => return None,
+            _ => (ActivityState::WaitingInput, input.message.clone()),
+        },
+        "Stop" => (ActivityState::Idle, None),
+        "StopFailure" => (ActivityState::Idle, Some("stopped on an error".to_string())),
+        "SessionEnd" => (
+            ActivityState::Idle,
+            Some(format!(
+                "session ended ({})",
+                input.reason.as_deref().unwrap_or("other")
+            )),
+        ),
+        _ => return None,
+    };
+    let (state, detail) = said;
+    Some((state, detail.map(|d| shorten(&d))))
+}
+
+fn shorten(s: &str) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() > DETAIL_MAX {
+        format!(
+            "{}…",
+            one_line.chars().take(DETAIL_MAX - 1).collect::<String>()
+        )
+    } else {
+        one_line
+    }
+}
+
+fn record(event: Option<&str>) -> Result<(), String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    // Outside an agent window there is no node to speak for.
+    let (run, node) = match (env("OCTL_RUN"), env("OCTL_NODE")) {
+        (Some(r), Some(n)) => (r, n),
+        _ => return Err("OCTL_RUN and OCTL_NODE are not set: not an agent's window".into()),
+    };
+    // Read all of it, so Claude Code's write never fails, however long a tool's output.
+    let mut raw = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("reading stdin: {e}"))?;
+    let input: HookInput = serde_json::from_slice(&raw).unwrap_or_default();
+    let event = input
+        .hook_event_name
+        .as_deref()
+        .or(event)
+        .ok_or("no hook event: give it as the argument")?;
+    let Some((state, detail)) = activity(event, &input) else {
+        return Ok(());
+    };
+    let cwd = std::env::current_dir().ok();
+    let home = octl_proto::home::resolve(
+        None,
+        std::env::var_os("OCTL_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+        cwd.as_deref(),
+    )
+    .map_err(|e| e.message)?;
+    if !daemon_alive(&home) {
+        return Err("octld is not running".into());
+    }
+    let mut data = json!({"state": state.as_str(), "hook": event});
+    if let Some(d) = detail {
+        data["detail"] = Value::String(d);
+    }
+    if let Some(s) = input.session_id.filter(|s| octl_proto::ids::is_uuid(s)) {
+        data["session_id"] = Value::String(s);
+    }
+    let body = json!({
+        "jsonrpc": octl_proto::rpc::JSONRPC_VERSION,
+        "id": 1,
+        "method": octl_proto::method::EventAppend::NAME,
+        "params": {"run": run, "node": node, "type": "node.activity", "actor": "agent", "data": data},
+    })
+    .to_string();
+    post(&home.join("octld.sock"), &body)
+}
+
+/// Is the daemon of `home` running? Its lock file names the holder's pid; a socket whose
+/// holder is gone may still be a service manager's, and connecting to it would start octld.
+pub fn daemon_alive(home: &Path) -> bool {
+    let text = std::fs::read_to_string(home.join("octld.lock")).unwrap_or_default();
+    let Some(pid) = text
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<libc::pid_t>().ok())
+        .filter(|p| *p > 0)
+    else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    alive || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// One `POST /rpc` with `Connection: close`, waiting (bounded) for the answer so the events
+/// of consecutive hooks land in their order.
+fn post(socket: &PathBuf, body: &str) -> Result<(), String> {
+    let mut stream = UnixStream::connect(socket).map_err(|e| format!("connecting: {e}"))?;
+    stream
+        .set_write_timeout(Some(WRITE_TIMEOUT))
+        .and_then(|()| stream.set_read_timeout(Some(READ_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: octld\r\nContent-Type: application/json\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        octl_proto::rpc::RPC_PATH,
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("sending: {e}"))?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    if answer.starts_with(b"HTTP/1.1 200") && !contains(&answer, b"\"error\"") {
+        Ok(())
+    } else {
+        Err(format!(
+            "octld refused it: {}",
+            String::from_utf8_lossy(&answer)
+        ))
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(v: Value) -> HookInput {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn what_each_hook_says() {
+        use ActivityState::*;
+        let bash = input(json!({"tool_name": "Bash", "tool_input": {"command": "python3 x.py"}}));
+        assert_eq!(
+            activity("PreToolUse", &bash),
+            Some((Working, Some("Bash: python3 x.py".into())))
+        );
+        assert_eq!(
+            activity("PermissionRequest", &bash),
+            Some((NeedsPermission, Some("Bash: python3 x.py".into())))
+        );
+        let ask = input(
+            json!({"message": "Claude needs your permission to use Bash",
+            "notification_type": "permission_prompt"}),
+        );
+        assert_eq!(activity("Notification", &ask).unwrap().0, NeedsPermission);
+        let idle = input(json!({"message": "Claude is waiting for your input",
+            "notification_type": "idle_prompt"}));
+        assert_eq!(activity("Notification", &idle).unwrap().0, WaitingInput);
+        let auth = input(json!({"message": "ok", "notification_type": "auth_success"}));
+        assert_eq!(activity("Notification", &auth), None);
+        assert_eq!(activity("Stop", &HookInput::default()), Some((Idle, None)));
+        let end = input(json!({"reason": "prompt_input_exit"}));
+        assert_eq!(
+            activity("SessionEnd", &end),
+            Some((Idle, Some("session ended (prompt_input_exit)".into())))
+        );
+        assert_eq!(activity("FileChanged", &HookInput::default()), None);
+        let long =
+            input(json!({"tool_name": "Bash", "tool_input": {"command": "x\n".repeat(300)}}));
+        let (_, d) = activity("PreToolUse", &long).unwrap();
+        assert_eq!(d.unwrap().chars().count(), DETAIL_MAX);
+    }
+
+    #[test]
+    fn only_hook_invocations_take_the_fast_path() {
+        let a = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(is_hook(&a(&["orchestratectl", "hook", "Stop"])));
+        assert!(is_hook(&a(&["orchestratectl", "hook"])));
+        assert!(!is_hook(&a(&["orchestratectl", "hook", "--help"])));
+        assert!(!is_hook(&a(&["orchestratectl", "run", "list"])));
+        assert!(!is_hook(&a(&["orchestratectl"])));
+    }
+
+    #[test]
+    fn a_home_without_a_live_lock_holder_has_no_daemon() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!daemon_alive(dir.path()));
+        std::fs::write(dir.path().join("octld.lock"), "999999999 0.1.0\n").unwrap();
+        assert!(!daemon_alive(dir.path()));
+        std::fs::write(
+            dir.path().join("octld.lock"),
+            format!("{} 0.1.0\n", std::process::id()),
+        )
+        .unwrap();
+        assert!(daemon_alive(dir.path()));
+    }
+}
