@@ -137,9 +137,11 @@ fn an_api_keys_429_is_retried_by_claude_code_and_pauses_nothing() {
         Step::bash("orchestratectl node done --message 'through the 429s'"),
         Step::text("Done."),
     ]);
-    model.limit_until(now_s() + 2, 1);
     let (env, repo) = world(&model, false, "");
     let _d = env.start_daemon();
+    // Refused for a few seconds from now: past the CLI's start, within its 10 retries of
+    // about `retry-after` (1 s) each.
+    model.limit_until(now_s() + 6, 1);
     let spawned = env
         .spawn(
             "spinoff",
