@@ -1,7 +1,8 @@
 //! Usage limits and budgets with the real Claude Code CLI against the scripted stand-in of the
 //! model API: a spent usage limit pauses the node (not failed) until its reset, then the node
 //! continues its conversation; an API key's 429s are retried by the CLI itself; a run's
-//! budget stops a fan-out from starting more nodes. Every test needs the CLI and is
+//! budget stops a fan-out from starting more nodes; the agent may run its gate's command and
+//! is told no (and `run show` says so) for what it may not. Every test needs the CLI and is
 //! `#[ignore]`d: `cargo test -p octl-tests --test limits -- --ignored`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -222,4 +223,65 @@ fn a_spent_budget_stops_a_fan_out_from_starting_more_nodes() {
     let text = env.cli(["run", "show", &run]);
     text.ok();
     assert!(text.stdout.contains("budget spent"), "{}", text.stdout);
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
+    // Not a read-only command Claude Code would allow by itself.
+    const GATE: &str = "sh -c 'echo gate ok'";
+    let model = ModelStandIn::start(vec![
+        Step::bash(GATE),
+        Step::bash("npm --version"),
+        Step::bash("orchestratectl node done --message 'checked'"),
+        Step::text("Done."),
+    ]);
+    let (env, repo) = world(&model, false, "");
+    let _d = env.start_daemon();
+    let spawned = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "Run the checks",
+            json!({"node": "checker", "gate": GATE}),
+        )
+        .unwrap();
+    let run = spawned["id"].as_str().unwrap().to_string();
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    let node = &show["nodes"][0];
+    // The gate's command ran; the other tool was denied, not asked about.
+    assert_eq!(
+        node["outcome"]["denied"],
+        json!(["Bash(npm --version)"]),
+        "{node}"
+    );
+    let text = env.cli(["run", "show", &run]);
+    text.ok();
+    assert!(
+        text.stdout
+            .contains("checker was denied: Bash(npm --version)"),
+        "{}",
+        text.stdout
+    );
+    // What the CLI said to each tool call: the gate's command ran, npm was refused.
+    let results: Vec<String> = model.main_requests().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == json!("tool_result"))
+        .map(|b| {
+            format!(
+                "{} {}",
+                b["is_error"].as_bool().unwrap_or(false),
+                b["content"]
+            )
+        })
+        .collect();
+    assert!(
+        results[0].starts_with("false") && results[0].contains("gate ok"),
+        "{results:?}"
+    );
+    assert!(results[1].starts_with("true"), "{results:?}");
 }
