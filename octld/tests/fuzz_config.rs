@@ -272,19 +272,19 @@ proptest! {
         let text = toml::to_string(&json!({ "agents": { "mine": { field: template } } })).unwrap();
         let config = Config::parse(&text).unwrap();
         let profile = agents::resolve(&config, Some("mine")).unwrap();
-        let launch = profile.launch(mode, &task).unwrap();
+        let launch = profile.launch(mode, &task, None).unwrap();
         let want: Vec<String> = template.iter().map(|a| a.replace("{prompt}", &task)).collect();
         prop_assert_eq!(&launch.argv, &want);
         prop_assert_eq!(launch.argv.len(), template.len());
 
         let claude = agents::resolve(&Config::default(), Some("claude")).unwrap();
-        let l = claude.launch(mode, &task).unwrap();
+        let l = claude.launch(mode, &task, None).unwrap();
         prop_assert_eq!(l.argv.last(), Some(&task));
         prop_assert_eq!(l.argv[l.argv.len() - 2].as_str(), "--");
 
         let shell = agents::resolve(&Config::default(), Some("shell")).unwrap();
         prop_assert_eq!(
-            shell.launch(mode, &task).unwrap().argv,
+            shell.launch(mode, &task, None).unwrap().argv,
             vec!["sh".to_string(), "-c".to_string(), task.clone()]
         );
     }

@@ -221,3 +221,82 @@ fn a_failing_notifier_is_logged_and_blocks_nothing() {
         .unwrap();
     env.wait_status(again["id"].as_str().unwrap(), &["completed"]);
 }
+
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_permission_prompt_of_the_real_claude_code_is_told_once() {
+    use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
+    let claude = require_claude();
+    // python3 is not among the allowed tools: acceptEdits asks "Do you want to proceed?".
+    let model = ModelStandIn::start(vec![
+        Step::bash("python3 -c 'print(6 * 7)'"),
+        Step::text("It printed 42."),
+    ]);
+    let mut env = TestEnv::new();
+    for (k, v) in claude_env(&model.url(), &env.user_home, &env.claude_dir) {
+        env.set_env(&k, &v);
+    }
+    let repo = TestRepo::new(&env, "repo");
+    seed_claude_config(&env.claude_dir, &[repo.path.as_path()]);
+    let file = env.root.path().join("told.jsonl");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.claude]\nprogram = {:?}\n[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+            claude.display().to_string(),
+            file.display()
+        ),
+    )
+    .unwrap();
+    let _d = env.start_daemon();
+    let spawned = env
+        .spawn(
+            "code",
+            &repo,
+            "Compute 6*7 with python",
+            json!({"node": "py"}),
+        )
+        .unwrap();
+    let run = spawned["id"].as_str().unwrap().to_string();
+    let n = wait_until("a needs_permission notice", Duration::from_secs(60), || {
+        let t = told(&file);
+        (!t.is_empty()).then_some(t)
+    });
+    assert_eq!(kinds(&n), ["needs_permission"], "{n:?}");
+    assert_eq!(n[0]["node"], json!("py"));
+    assert_eq!(n[0]["event"]["type"], json!("node.activity"));
+    // Yes (the first option, selected) in the window; then it goes on to idle at its prompt.
+    let target = format!("{run}:py");
+    wait_until("the permission dialog", Duration::from_secs(30), || {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(env.home.join("tmux.sock"))
+            .args(["capture-pane", "-p", "-t", &target])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Do you want to proceed?")
+            .then_some(())
+    });
+    let keys = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(env.home.join("tmux.sock"))
+        .args(["send-keys", "-t", &target, "Enter"])
+        .status()
+        .unwrap();
+    assert!(keys.success());
+    wait_until("idle at the prompt", Duration::from_secs(60), || {
+        let show = env.rpc("run.show", json!({"run": run}));
+        (show["nodes"][0]["activity"]["state"] == json!("idle")).then_some(())
+    });
+    // Every hook that said "needs permission" (PermissionRequest, Notification) made one
+    // notice; working and idle made none.
+    let said: Vec<Value> = env
+        .log_events(&run)
+        .into_iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .collect();
+    assert!(said.len() >= 3, "{said:?}");
+    assert_eq!(kinds(&told(&file)), ["needs_permission"]);
+}
