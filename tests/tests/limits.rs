@@ -285,3 +285,66 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
     );
     assert!(results[1].starts_with("true"), "{results:?}");
 }
+
+#[test]
+fn a_bad_budget_is_refused_naming_the_field_and_creates_nothing() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    for bad in [json!(-1), json!(0)] {
+        let err = env
+            .spawn(
+                "spinoff",
+                &repo,
+                "true",
+                json!({"agent": "shell", "max_budget_usd": bad}),
+            )
+            .unwrap_err();
+        assert_eq!(err["data"]["kind"], json!("invalid_params"), "{err}");
+        assert!(
+            err["message"].as_str().unwrap().contains("max_budget_usd"),
+            "{err}"
+        );
+    }
+    let out = env.cli_with(
+        [
+            "--json",
+            "spawn",
+            "spinoff",
+            "--agent",
+            "shell",
+            "--max-budget-usd",
+            "0",
+            "true",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-budget-usd"),
+        "{out:?}"
+    );
+    // A per-node budget in config.toml is checked too, naming its key.
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[agents.claude]\nmax_budget_usd = -1\n",
+    )
+    .unwrap();
+    let err = env
+        .spawn("spinoff", &repo, "true", json!({"agent": "shell"}))
+        .unwrap_err();
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("agents.claude.max_budget_usd"),
+        "{err}"
+    );
+    let runs = env.rpc("run.list", json!({}));
+    assert_eq!(runs, json!([]), "nothing was created");
+}
