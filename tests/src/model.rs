@@ -140,8 +140,11 @@ impl Recorded {
 /// A usage limit the stand-in plays: main requests are refused with HTTP 429 until `reset`.
 #[derive(Clone, Copy, Debug)]
 struct Limit {
-    /// Unix seconds: `anthropic-ratelimit-unified-reset`.
-    reset: u64,
+    /// Unix seconds: `anthropic-ratelimit-unified-reset`; for a window, set by the first
+    /// main request.
+    reset: Option<u64>,
+    /// Seconds from the first main request to the reset (a window), when `reset` is unset.
+    window: u64,
     /// The `retry-after` header, in seconds.
     retry_after: u64,
 }
@@ -196,7 +199,26 @@ impl ModelStandIn {
     /// auth token it retries (up to 10 times, waiting about `retry_after`) and prints
     /// `system`/`api_retry` lines.
     pub fn limit_until(&self, reset: u64, retry_after: u64) {
-        *self.shared.limit.lock().unwrap() = Some(Limit { reset, retry_after });
+        *self.shared.limit.lock().unwrap() = Some(Limit {
+            reset: Some(reset),
+            window: 0,
+            retry_after,
+        });
+    }
+
+    /// Like [`ModelStandIn::limit_until`], with the reset `window` seconds after the first
+    /// main request, however late the CLI starts ([`ModelStandIn::limit_reset`] says when).
+    pub fn limit_for(&self, window: u64, retry_after: u64) {
+        *self.shared.limit.lock().unwrap() = Some(Limit {
+            reset: None,
+            window,
+            retry_after,
+        });
+    }
+
+    /// The reset of the limit being played, once known (Unix seconds).
+    pub fn limit_reset(&self) -> Option<u64> {
+        self.shared.limit.lock().unwrap().and_then(|l| l.reset)
     }
 
     /// `http://127.0.0.1:<port>`: the value for `ANTHROPIC_BASE_URL`.
@@ -495,12 +517,19 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 );
             };
             let n = shared.counter.fetch_add(1, Ordering::SeqCst);
-            let limit = *shared.limit.lock().unwrap();
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_secs();
-            if let Some(limit) = limit.filter(|l| is_main(&body) && now < l.reset) {
+            let limit = {
+                let mut limit = shared.limit.lock().unwrap();
+                if let Some(l) = limit.as_mut().filter(|_| is_main(&body)) {
+                    l.reset.get_or_insert(now + l.window);
+                }
+                *limit
+            };
+            let reset_of = |l: &Limit| l.reset.unwrap_or(0);
+            if let Some(limit) = limit.filter(|l| is_main(&body) && now < reset_of(l)) {
                 let mut r = error_response(
                     429,
                     "rate_limit_error",
@@ -508,7 +537,10 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 );
                 r.headers = vec![
                     ("anthropic-ratelimit-unified-status", "rejected".into()),
-                    ("anthropic-ratelimit-unified-reset", limit.reset.to_string()),
+                    (
+                        "anthropic-ratelimit-unified-reset",
+                        reset_of(&limit).to_string(),
+                    ),
                     (
                         "anthropic-ratelimit-unified-representative-claim",
                         "five_hour".into(),

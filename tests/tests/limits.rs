@@ -5,7 +5,7 @@
 //! is told no (and `run show` says so) for what it may not. Every test needs the CLI and is
 //! `#[ignore]`d: `cargo test -p octl-tests --test limits -- --ignored`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
 use octl_tests::wait::wait_until;
@@ -39,13 +39,6 @@ fn world(model: &ModelStandIn, subscription: bool, config: &str) -> (TestEnv, Te
     (env, repo)
 }
 
-fn now_s() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
 fn events_of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == json!(kind)).collect()
 }
@@ -59,9 +52,9 @@ fn a_spent_usage_limit_pauses_the_node_and_it_resumes_after_the_reset() {
         Step::bash("orchestratectl node done --message 'after the reset'"),
         Step::text("Done."),
     ]);
-    // A reset a few seconds ahead: every main request is refused until then.
-    let reset = now_s() + 4;
-    model.limit_until(reset, 4);
+    // A reset a few seconds after the first request: every main request is refused until
+    // then.
+    model.limit_for(3, 3);
     let (env, repo) = world(&model, true, "");
     let _d = env.start_daemon();
     let spawned = env
@@ -74,6 +67,7 @@ fn a_spent_usage_limit_pauses_the_node_and_it_resumes_after_the_reset() {
         .unwrap();
     let run = spawned["id"].as_str().unwrap().to_string();
     let node = env.wait_node(&run, "limited", "paused");
+    let reset = model.limit_reset().unwrap();
     assert_eq!(
         octl_proto::time::parse_millis(node["paused_until"].as_str().unwrap()),
         Some(reset * 1000),
@@ -138,11 +132,11 @@ fn an_api_keys_429_is_retried_by_claude_code_and_pauses_nothing() {
         Step::bash("orchestratectl node done --message 'through the 429s'"),
         Step::text("Done."),
     ]);
+    // Refused for a few seconds from the first request: within the CLI's 10 retries of
+    // about `retry-after` (1 s) each.
+    model.limit_for(4, 1);
     let (env, repo) = world(&model, false, "");
     let _d = env.start_daemon();
-    // Refused for a few seconds from now: past the CLI's start, within its 10 retries of
-    // about `retry-after` (1 s) each.
-    model.limit_until(now_s() + 6, 1);
     let spawned = env
         .spawn(
             "spinoff",
