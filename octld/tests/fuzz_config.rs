@@ -278,7 +278,7 @@ proptest! {
         prop_assert_eq!(launch.argv.len(), template.len());
 
         let claude = agents::resolve(&Config::default(), Some("claude")).unwrap();
-        let l = claude.launch(mode, &task, None).unwrap();
+        let l = claude.launch(mode, &task, Some(&agents::Session::new())).unwrap();
         prop_assert_eq!(l.argv.last(), Some(&task));
         prop_assert_eq!(l.argv[l.argv.len() - 2].as_str(), "--");
 

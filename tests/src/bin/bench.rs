@@ -5,6 +5,7 @@
 //! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory | memory-burst
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
+//! target/release/bench hook      # the Claude Code hook entry, daemon up and down
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -791,6 +792,152 @@ fn fanout_n(rows: &mut Vec<Row>, units: usize, rounds: usize) {
     });
 }
 
+/// One run of `program args` with `input` on stdin (read or not), in ms.
+fn time_piped(
+    env: &TestEnv,
+    program: &Path,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    input: &[u8],
+) -> f64 {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    env.isolate(&mut cmd);
+    cmd.envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    // A program that does not read its stdin may be gone before the write: that is fine.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    let ok = child.wait().unwrap().success();
+    let t = start.elapsed().as_secs_f64() * 1000.0;
+    assert!(ok, "{} {args:?} failed", program.display());
+    t
+}
+
+/// `orchestratectl hook PreToolUse` (what every Claude Code tool call waits for, twice) with
+/// the daemon up (one durable `node.activity` append) and down, next to `/bin/true`, a no-op
+/// Rust binary and `orchestratectl --version` (clap, no request): medians of interleaved runs.
+fn hook(rows: &mut Vec<Row>) {
+    const SAMPLES: usize = 300;
+    let up = TestEnv::new();
+    let _d = up.start_daemon();
+    let run = up.create_run("bench hook");
+    up.rpc(
+        "event.append",
+        json!({"run": run, "node": "a", "type": "node.added"}),
+    );
+    up.rpc(
+        "event.append",
+        json!({"run": run, "node": "a", "type": "node.progress"}),
+    );
+    let down = TestEnv::new();
+    std::fs::create_dir_all(&down.home).unwrap();
+    // A PreToolUse input as Claude Code sends it (its fields, a typical command).
+    let input = json!({
+        "session_id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+        "transcript_path": "/home/u/.claude/projects/-w/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",
+        "cwd": "/home/u/.orchestratectl/worktrees/R/a", "permission_mode": "acceptEdits",
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "cargo test -p octl-proto", "description": "Run the tests"},
+        "tool_use_id": "toolu_01ABCDEFGHIJKLMNOPQRSTUV"
+    })
+    .to_string()
+    .into_bytes();
+    let cli = octl_tests::bin("orchestratectl");
+    let me = std::env::current_exe().unwrap();
+    let agent = [("OCTL_RUN", run.as_str()), ("OCTL_NODE", "a")];
+    let truebin = Path::new("/bin/true");
+    // The daemon's share: the same append, on a connection of its own, from this process.
+    let append = || {
+        let start = Instant::now();
+        up.rpc(
+            "event.append",
+            json!({"run": run, "node": "a", "type": "node.activity", "actor": "agent",
+                   "data": {"state": "working", "detail": "Bash: cargo test -p octl-proto", "hook": "PreToolUse"}}),
+        );
+        start.elapsed().as_secs_f64() * 1000.0
+    };
+    let mut t: [Vec<f64>; 6] = Default::default();
+    for i in 0..SAMPLES + 20 {
+        let round = [
+            time_piped(&up, truebin, &[], &[], &input),
+            time_piped(&up, &me, &["--noop"], &[], &input),
+            time_piped(&up, &cli, &["--version"], &[], &input),
+            time_piped(&up, &cli, &["hook", "PreToolUse"], &agent, &input),
+            time_piped(&down, &cli, &["hook", "PreToolUse"], &agent, &input),
+            append(),
+        ];
+        // The first rounds warm the page cache.
+        if i >= 20 {
+            for (v, x) in t.iter_mut().zip(round) {
+                v.push(x);
+            }
+        }
+    }
+    let recorded = up
+        .log_events(&run)
+        .iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .count();
+    assert_eq!(
+        recorded,
+        2 * (SAMPLES + 20),
+        "every hook with the daemon up was recorded"
+    );
+    let [truth, noop, version, hook_up, hook_down, rpc] = t.map(median);
+    eprintln!("hook: /bin/true {truth:.2} ms, no-op {noop:.2} ms, --version {version:.2} ms, hook up {hook_up:.2} ms, down {hook_down:.2} ms, the append alone {rpc:.2} ms");
+    let mut row = |metric: &str, ours: f64, baseline: f64, target: &str, pass: bool| {
+        rows.push(Row {
+            metric: metric.into(),
+            ours,
+            baseline: Some(baseline),
+            unit: "ms",
+            target: target.into(),
+            pass,
+            skipped: None,
+        })
+    };
+    row(
+        "`orchestratectl --version` vs `/bin/true` (the binary's start, clap included)",
+        version,
+        truth,
+        "—",
+        true,
+    );
+    row(
+        "hook entry, daemon up (one durable `node.activity`) vs a no-op Rust binary",
+        hook_up,
+        noop,
+        "≤ 3×",
+        hook_up <= 3.0 * noop,
+    );
+    row(
+        "hook entry, daemon up vs `/bin/true`",
+        hook_up,
+        truth,
+        "—",
+        true,
+    );
+    row("hook entry, daemon up vs its floor: a no-op start + the same durable append on a new connection", hook_up, noop + rpc, "—", true);
+    row(
+        "hook entry, daemon down vs a no-op Rust binary",
+        hook_down,
+        noop,
+        "≤ 3×",
+        hook_down <= 3.0 * noop,
+    );
+    row(
+        "hook entry, daemon down vs `/bin/true`",
+        hook_down,
+        truth,
+        "≤ 3×",
+        hook_down <= 3.0 * truth,
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--noop") {
@@ -815,6 +962,7 @@ fn main() {
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
+        "hook" => hook(&mut rows),
         "memory-burst" => {
             let burst = after_burst(100, 1000);
             burst_rows(&mut rows, burst, pueued_rss());
@@ -835,11 +983,12 @@ fn main() {
             spawn(&mut rows);
             fanout(&mut rows);
             memory(&mut rows);
+            hook(&mut rows);
         }
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory, memory-burst, scaling or tmux"
+                 fanout, memory, memory-burst, scaling, hook or tmux"
             );
             std::process::exit(2);
         }
