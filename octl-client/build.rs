@@ -1,12 +1,16 @@
-//! Embeds the bundled skills: every `../skills/<name>/SKILL.md`, sorted by name, becomes an
-//! entry of `SKILLS` in `$OUT_DIR/skills.rs` (included by `src/skills.rs`).
+//! Embeds the bundled skills: every `skills/<name>/SKILL.md` (`skills` is a link to the
+//! repository's `../skills`, which `cargo package` follows, so a published crate has them),
+//! sorted by name, becomes an entry of `SKILLS` in `$OUT_DIR/skills.rs` (included by
+//! `src/skills.rs`). Also names the build for `orchestratectl version`: `OCTL_BUILD_COMMIT`
+//! and `OCTL_BUILD_DATE` ([`build_info`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let skills_dir = manifest_dir.join("..").join("skills");
+    build_info(&manifest_dir);
+    let skills_dir = manifest_dir.join("skills");
     println!("cargo:rerun-if-changed={}", skills_dir.display());
 
     let mut skills: Vec<(String, PathBuf)> = Vec::new();
@@ -49,4 +53,79 @@ fn main() {
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("skills.rs");
     std::fs::write(&out, code).expect("write skills.rs");
+}
+
+/// The commit the binary is built from and the build date (UTC, `YYYY-MM-DD`), as
+/// `OCTL_BUILD_COMMIT` and `OCTL_BUILD_DATE`. The commit is git's `HEAD` in a clone; in a
+/// crate tarball (no `.git`), the one `cargo package` recorded in `.cargo_vcs_info.json`;
+/// `OCTL_BUILD_COMMIT` in the environment wins (a distribution's own tarball), else
+/// `unknown`. The date is `SOURCE_DATE_EPOCH`'s when set (reproducible builds), else today's.
+fn build_info(manifest_dir: &std::path::Path) {
+    println!("cargo:rerun-if-env-changed=OCTL_BUILD_COMMIT");
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(manifest_dir)
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    let from_git = || {
+        let commit = git(&["rev-parse", "--short=12", "HEAD"])?;
+        // Built again when HEAD moves: HEAD itself, the branch it names, packed refs.
+        let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+        watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+        for name in watched {
+            if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]) {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
+        Some(commit)
+    };
+    let from_vcs_info = || {
+        let info = std::fs::read_to_string(manifest_dir.join(".cargo_vcs_info.json")).ok()?;
+        let at = info.find("\"sha1\"")?;
+        let sha: String = info[at + 6..]
+            .chars()
+            .skip_while(|c| !c.is_ascii_hexdigit())
+            .take_while(|c| c.is_ascii_hexdigit())
+            .take(12)
+            .collect();
+        (!sha.is_empty()).then_some(sha)
+    };
+    let commit = std::env::var("OCTL_BUILD_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(from_git)
+        .or_else(from_vcs_info)
+        .unwrap_or_else(|| "unknown".to_string());
+    let secs = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        });
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    println!("cargo:rustc-env=OCTL_BUILD_COMMIT={commit}");
+    println!("cargo:rustc-env=OCTL_BUILD_DATE={y:04}-{m:02}-{d:02}");
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
 }

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    daemon, demo, discussion, doctor, event, fanout, merge, node, orchestrate, recover, run, skill,
-    spawn, spinoff,
+    daemon, demo, discussion, doctor, event, fanout, merge, node, orchestrate, recover, run, shell,
+    skill, spawn, spinoff,
 };
 
 const TOP_EXAMPLES: &str = "\
@@ -103,6 +103,16 @@ pub enum Group {
     #[command(subcommand, after_help = run::RUN_EXAMPLES)]
     Run(run::RunCmd),
 
+    /// A terminal UI over every run: those that need you first, a run's nodes as a tree with
+    /// each agent's screen, log, diff and events, the inbox of questions, proposals and
+    /// merges, and the actions that clear them
+    ///
+    /// Reads the same state as `run list` (and starts the daemon as it does); with the daemon
+    /// down it shows the runs read-only from their logs on disk and says so, and it shows
+    /// when it is reconnecting. Honours NO_COLOR. Needs a terminal of at least 80×24.
+    #[command(after_help = crate::tui::TUI_EXAMPLES)]
+    Tui(crate::tui::TuiArgs),
+
     /// Merge a node's branch into its base branch (code runs, and retries after a conflict or a
     /// blocked merge)
     ///
@@ -185,6 +195,20 @@ pub enum Group {
     /// Print the version of orchestratectl and of its protocol
     #[command(after_help = "Examples:\n  orchestratectl version\n  orchestratectl --json version")]
     Version,
+
+    /// Print a completion script for bash, zsh or fish; run ids are completed from the daemon
+    /// when it is up
+    ///
+    /// Generated from the same definitions as --help, so it knows every command and flag.
+    /// Where a command takes a run (`run show RUN`, `merge RUN`, `--run RUN`), the script
+    /// asks the daemon for the run ids; it never starts the daemon. `install.sh` installs all
+    /// three.
+    #[command(after_help = shell::COMPLETIONS_EXAMPLES)]
+    Completions(shell::CompletionsArgs),
+
+    /// Print the man page orchestratectl(1), or write one page per command with --dir
+    #[command(after_help = shell::MAN_EXAMPLES)]
+    Man(shell::ManArgs),
 }
 
 /// Is `--json` among the arguments (before a `--`)? Decided before clap runs, so that usage
@@ -229,6 +253,7 @@ mod tests {
                 "fan-out",
                 "orchestrate",
                 "run",
+                "tui",
                 "merge",
                 "node",
                 "discussion",
@@ -240,7 +265,9 @@ mod tests {
                 "daemon",
                 "doctor",
                 "hook",
-                "version"
+                "version",
+                "completions",
+                "man"
             ]
         );
     }

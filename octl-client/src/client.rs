@@ -18,6 +18,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{header, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use octl_proto::feed::{FeedItem, CURSOR_HEADER as FEED_CURSOR_HEADER, FEED_PATH};
 use octl_proto::method::{self, Method as _};
 use octl_proto::rpc::{error_from_object, JSONRPC_VERSION, RPC_PATH};
 use octl_proto::{AppError, ErrorKind};
@@ -98,6 +99,11 @@ impl Client {
 
     pub fn home(&self) -> &Home {
         &self.home
+    }
+
+    /// May [`Client::call`] start the daemon?
+    pub fn autostart(&self) -> bool {
+        self.autostart
     }
 
     /// Calls method `M` with its typed params, starting the daemon when needed (as
@@ -231,7 +237,29 @@ impl Client {
         since: u64,
         follow: bool,
     ) -> Result<EventStream, CallError> {
-        let path = format!("/v1/runs/{run}/events?since={since}&follow={follow}");
+        self.ndjson(format!(
+            "/v1/runs/{run}/events?since={since}&follow={follow}"
+        ))
+        .await
+    }
+
+    /// Opens the change feed, `GET /v1/events?since=CURSOR&follow=…` (every run's events;
+    /// `since`: a line's cursor, or `now`; absent: from the beginning), never starting the
+    /// daemon. [`crate::follow::Feed`] follows it across daemon restarts.
+    pub async fn feed(&self, since: Option<&str>, follow: bool) -> Result<FeedStream, CallError> {
+        let mut path = format!("{FEED_PATH}?follow={follow}");
+        if let Some(since) = since {
+            path.push_str("&since=");
+            path.push_str(&percent_encode(since));
+        }
+        let lines = self.ndjson(path).await?;
+        Ok(FeedStream {
+            start: lines.cursor.clone(),
+            lines,
+        })
+    }
+
+    async fn ndjson(&self, path: String) -> Result<EventStream, CallError> {
         let request = Request::builder()
             .method(Method::GET)
             .uri(path)
@@ -249,9 +277,15 @@ impl Client {
             })??;
         let status = response.status();
         if status.is_success() {
+            let cursor = response
+                .headers()
+                .get(FEED_CURSOR_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
             return Ok(EventStream {
                 body: response.into_body(),
                 buf: Vec::new(),
+                cursor,
             });
         }
         let bytes = response
@@ -414,6 +448,8 @@ impl Client {
 pub struct EventStream {
     body: Incoming,
     buf: Vec<u8>,
+    /// The change feed's cursor where the stream starts (its response header).
+    cursor: Option<String>,
 }
 
 impl EventStream {
@@ -448,6 +484,48 @@ impl EventStream {
             }
         }
     }
+}
+
+/// The change feed's lines, typed.
+pub struct FeedStream {
+    lines: EventStream,
+    start: Option<String>,
+}
+
+impl FeedStream {
+    /// The cursor the stream starts after (what `since=now` stood for), from the daemon's
+    /// `x-octl-feed-cursor` header: resuming from it loses nothing even before a first item.
+    pub fn start(&self) -> Option<&str> {
+        self.start.as_deref()
+    }
+
+    /// The next item; `None` when the stream ended (past items sent without `follow`, or the
+    /// daemon stopped). A line that is not a `FeedItem` is an error naming it.
+    pub async fn next(&mut self) -> Result<Option<FeedItem>, AppError> {
+        let Some(line) = self.lines.next_line().await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&line).map(Some).map_err(|e| {
+            AppError::internal(format!(
+                "the change feed sent a line that is not a feed item ({e}): {}",
+                crate::output::truncate(&line, 120)
+            ))
+        })
+    }
+}
+
+/// Escapes what a query value cannot hold as is (a cursor is `<ULID>:<N>`, but `since`
+/// comes from the user).
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Turns an HTTP answer to a JSON-RPC request into its result (as the daemon wrote it) or

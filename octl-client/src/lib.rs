@@ -18,6 +18,7 @@
 //! - [`commands`]: one module per command group (`spawn`, `fanout`, `orchestrate`, `run`,
 //!   `merge`, `node`, `discussion`, `spinoff`, `skill`, `recover` (and `run gc`), `demo`,
 //!   `event`, `daemon`, `doctor`, `version`).
+//! - [`tui`]: `orchestratectl tui`, the terminal UI over every run (ratatui + crossterm).
 //!
 //! [`main`] is the whole program; `src/main.rs` only calls it.
 
@@ -31,6 +32,7 @@ pub mod log_file;
 pub mod output;
 pub mod skills;
 pub mod text_file;
+pub mod tui;
 
 use std::ffi::OsString;
 
@@ -46,6 +48,13 @@ use crate::output::{missing_command_error, print_error, usage_error, Output};
 
 /// Runs the CLI with these arguments and returns the process exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
+    // Not a command of the CLI (so no completion script offers it): what those scripts call.
+    if args
+        .get(1)
+        .is_some_and(|a| a == commands::shell::COMPLETE_RUNS)
+    {
+        return commands::shell::complete_runs();
+    }
     let json = wants_json(&args);
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

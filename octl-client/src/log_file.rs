@@ -126,8 +126,9 @@ impl LogFile {
     }
 
     /// The complete lines after the offset; advances the offset past them. A file that got
-    /// shorter (a torn tail cut off) is read on from its new end.
-    fn read_new(&mut self) -> Result<Vec<String>, AppError> {
+    /// shorter (a torn tail cut off) is read on from its new end. (Also the TUI's reader of
+    /// logs on disk while the daemon is down.)
+    pub fn read_new(&mut self) -> Result<Vec<String>, AppError> {
         let mut file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

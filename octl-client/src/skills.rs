@@ -45,6 +45,28 @@ pub struct Frontmatter {
     pub name: String,
     pub description: String,
     pub argument_hint: Option<String>,
+    /// `allowed-tools`: what Claude Code may run without asking while the skill is active
+    /// (`Bash(orchestratectl *)`), one line separated by commas or a YAML list.
+    pub allowed_tools: Vec<String>,
+}
+
+/// Splits a one-line `allowed-tools` value at the commas outside parentheses.
+fn split_tools(value: &str) -> Vec<String> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in value.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(value[start..i].trim().to_string());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(value[start..].trim().to_string());
+    out.retain(|t| !t.is_empty());
+    out
 }
 
 /// Splits a SKILL.md into its frontmatter and body. The frontmatter is the block between a
@@ -59,6 +81,8 @@ pub fn parse_frontmatter(text: &str) -> Result<(Frontmatter, &str), String> {
     let mut name = None;
     let mut description = None;
     let mut argument_hint = None;
+    let mut allowed_tools: Option<Vec<String>> = None;
+    let mut in_tools_list = false;
     let mut offset = 0;
     let mut body = None;
     let mut in_unknown_key = false;
@@ -73,6 +97,14 @@ pub fn parse_frontmatter(text: &str) -> Result<(Frontmatter, &str), String> {
             continue;
         }
         if line.starts_with([' ', '\t']) {
+            if in_tools_list {
+                if let Some(item) = line.trim().strip_prefix("- ") {
+                    allowed_tools
+                        .get_or_insert_with(Vec::new)
+                        .push(unquote(item.trim())?);
+                    continue;
+                }
+            }
             if in_unknown_key {
                 continue;
             }
@@ -85,6 +117,16 @@ pub fn parse_frontmatter(text: &str) -> Result<(Frontmatter, &str), String> {
             .ok_or_else(|| format!("frontmatter line {line:?}: expected `key: value`"))?;
         let key = key.trim();
         let value = unquote(value.trim())?;
+        in_tools_list = false;
+        if key == "allowed-tools" {
+            if allowed_tools.is_some() {
+                return Err(format!("frontmatter key {key:?} appears twice"));
+            }
+            in_tools_list = value.is_empty();
+            in_unknown_key = false;
+            allowed_tools = Some(split_tools(&value));
+            continue;
+        }
         let slot = match key {
             "name" => &mut name,
             "description" => &mut description,
@@ -106,6 +148,7 @@ pub fn parse_frontmatter(text: &str) -> Result<(Frontmatter, &str), String> {
             name: name.ok_or("the frontmatter has no `name`")?,
             description: description.ok_or("the frontmatter has no `description`")?,
             argument_hint,
+            allowed_tools: allowed_tools.unwrap_or_default(),
         },
         body,
     ))
@@ -325,6 +368,76 @@ pub fn install(dir: &Path, skills: &[Skill], force: bool) -> Result<InstallRepor
     Ok(report)
 }
 
+/// The Claude Code plugin (and the local marketplace that lists it) both are called.
+pub const PLUGIN_NAME: &str = "orchestratectl";
+
+/// The bundled skills as a Claude Code plugin that is its own local marketplace:
+/// `DIR/.claude-plugin/{plugin.json,marketplace.json}`, `DIR/README.md` and the skills under
+/// `DIR/skills/` (installed as [`install`] does, so an edited skill is kept unless `force`).
+/// `claude plugin marketplace add DIR` then `claude plugin install orchestratectl@orchestratectl`
+/// install it, offline.
+pub fn install_plugin(dir: &Path, force: bool) -> Result<InstallReport, AppError> {
+    let version = env!("CARGO_PKG_VERSION");
+    let description = "Run AI coding agents in their own git worktrees with orchestratectl: \
+                       spin-offs, fan-outs, DAGs, merges, from inside Claude Code";
+    let manifest = serde_json::json!({
+        "name": PLUGIN_NAME,
+        "version": version,
+        "description": description,
+        "author": {"name": "orchestratectl"},
+        "license": env!("CARGO_PKG_LICENSE"),
+        "keywords": ["git", "worktree", "agents", "orchestration"],
+    });
+    let marketplace = serde_json::json!({
+        "name": PLUGIN_NAME,
+        "owner": {"name": "orchestratectl"},
+        "description": "The orchestratectl plugin, written by `orchestratectl skill install --plugin`",
+        "plugins": [{
+            "name": PLUGIN_NAME,
+            "source": "./",
+            "description": description,
+            "version": version,
+        }],
+    });
+    let meta = dir.join(".claude-plugin");
+    std::fs::create_dir_all(&meta)
+        .map_err(|e| AppError::internal(format!("cannot create {}: {e}", meta.display())))?;
+    let pretty = |v: &serde_json::Value| format!("{:#}\n", v);
+    write_atomic(&meta.join("plugin.json"), pretty(&manifest).as_bytes())?;
+    write_atomic(
+        &meta.join("marketplace.json"),
+        pretty(&marketplace).as_bytes(),
+    )?;
+    let mut readme = format!(
+        "# orchestratectl {version} for Claude Code\n\nThe skills bundled with orchestratectl, as a Claude Code plugin. They drive the \
+         `orchestratectl` CLI (which must be on PATH) to run AI coding agents in their own git worktrees, \
+         merge their work back, fan out and run DAGs of tasks. Each skill declares the commands it runs \
+         (`allowed-tools`), so it does not stop to ask. Regenerate with `orchestratectl skill install --plugin`.\n\n\
+         Install, offline:\n\n```sh\nclaude plugin marketplace add {}\nclaude plugin install {PLUGIN_NAME}@{PLUGIN_NAME}\n```\n\n",
+        dir.display()
+    );
+    for skill in SKILLS {
+        readme.push_str(&format!(
+            "- `/{PLUGIN_NAME}:{}`: {}\n",
+            skill.name,
+            description_of(skill)
+        ));
+    }
+    write_atomic(&dir.join("README.md"), readme.as_bytes())?;
+    let skills = dir.join("skills");
+    std::fs::create_dir_all(&skills)
+        .map_err(|e| AppError::internal(format!("cannot create {}: {e}", skills.display())))?;
+    install(&skills, SKILLS, force)
+}
+
+fn description_of(skill: &Skill) -> String {
+    let d = description(skill);
+    match d.find(". ") {
+        Some(i) => d[..=i].to_string(),
+        None => d,
+    }
+}
+
 /// Writes `path` through a temp file in the same directory and a rename.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AppError> {
     let fail =
@@ -425,6 +538,21 @@ mod tests {
                 assert!(!hint.is_empty(), "{}: empty argument-hint", skill.name);
             }
             assert!(!body.trim().is_empty(), "{}: empty body", skill.name);
+            // Every skill runs orchestratectl and says so, or Claude Code stops to ask.
+            assert!(
+                fm.allowed_tools
+                    .iter()
+                    .any(|t| t == "Bash(orchestratectl *)"),
+                "{}: allowed-tools must declare Bash(orchestratectl *): {:?}",
+                skill.name,
+                fm.allowed_tools
+            );
+            for tool in &fm.allowed_tools {
+                let ok = tool.starts_with("Bash(")
+                    && tool.ends_with(')')
+                    && !tool.contains("Bash(git *)");
+                assert!(ok, "{}: {tool:?} is not a narrow Bash(…) rule", skill.name);
+            }
             assert_eq!(description(skill), fm.description);
         }
     }
@@ -454,7 +582,14 @@ mod tests {
         assert_eq!(fm.name, "it's");
         assert_eq!(fm.description, "a \"b\"");
         assert_eq!(fm.argument_hint, None);
+        assert_eq!(fm.allowed_tools, vec!["Bash".to_string()]);
         assert_eq!(body, "body");
+        let text = "---\nname: d\ndescription: x\nallowed-tools: Bash(orchestratectl *), Bash(git -C * add *),Read\n---\n";
+        let (fm, _) = parse_frontmatter(text).unwrap();
+        assert_eq!(
+            fm.allowed_tools,
+            ["Bash(orchestratectl *)", "Bash(git -C * add *)", "Read"]
+        );
 
         for (bad, why) in [
             ("name: x\n", "no frontmatter"),

@@ -12,3 +12,10 @@ pub struct FeedItem {
     pub cursor: String,
     pub event: Event,
 }
+
+/// The feed's endpoint on the daemon's socket.
+pub const FEED_PATH: &str = "/v1/events";
+
+/// Response header of the feed: the cursor the stream starts after (for `since=now`, the
+/// feed's end when it was opened), so a client can resume before it has seen any item.
+pub const CURSOR_HEADER: &str = "x-octl-feed-cursor";

@@ -5,8 +5,11 @@
 //! [`ALL`]; the CLI calls through the [`Method`] types. So the three cannot disagree on a name
 //! or a params type.
 //!
-//! To add a method: declare it here (its params and result types in [`crate::rpc`]), then the
-//! compiler asks for the daemon's `Handle` impl next to its handler.
+//! To add a method: declare it in its family's file under `crate::rpc` (`rpc/node.rs`), beside
+//! its params and result types; the compiler then asks for the daemon's `Handle` impl next to
+//! its handler. The methods not yet moved to a family are declared in the core table here,
+//! their types in `rpc.rs`; a new family is one `methods!` table plus its line in [`TABLES`]
+//! and [`for_each_method!`].
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -19,7 +22,7 @@ use crate::rpc;
 /// A method's name and types; one zero-sized type per method below.
 pub trait Method {
     const ID: MethodId;
-    const NAME: &'static str = Self::ID.info().name;
+    const NAME: &'static str = Self::ID.name();
     type Params: Serialize + DeserializeOwned;
     type Result: DeserializeOwned;
 }
@@ -50,19 +53,36 @@ pub struct MethodInfo {
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
+/// A method, by its declared name (`M::ID` for method type `M`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MethodId(&'static str);
+
 impl MethodId {
     /// This method's declaration.
-    pub const fn info(self) -> &'static MethodInfo {
-        &ALL[self as usize]
+    pub fn info(self) -> &'static MethodInfo {
+        ALL.iter()
+            .copied()
+            .find(|m| m.id == self)
+            .expect("every MethodId comes from a declaration")
     }
 
     pub const fn name(self) -> &'static str {
-        self.info().name
+        self.0
+    }
+
+    /// The method of a request's `method` string, if there is one.
+    pub fn from_name(name: &str) -> Option<MethodId> {
+        ALL.iter().find(|m| m.name == name).map(|m| m.id)
     }
 }
 
+/// Declares one table of methods — the core's below, or a family's beside its params and
+/// result types (`crate::rpc::node`): for each, a zero-sized type implementing [`Method`];
+/// `METHODS`, the table; and the exported macro named after `each:`, which calls
+/// `$m! { TypeA, TypeB, … }` with the table's type names.
+#[macro_export]
 macro_rules! methods {
-    ($d:tt; $(
+    ($d:tt; each: $each:ident; $(
         $ty:ident($params:ty) -> $result:ty {
             name: $name:literal,
             summary: $summary:expr,
@@ -74,38 +94,23 @@ macro_rules! methods {
             #[doc = concat!("`", $name, "`")]
             #[derive(Debug, Clone, Copy)]
             pub struct $ty;
-            impl Method for $ty {
-                const ID: MethodId = MethodId::$ty;
+            impl $crate::method::Method for $ty {
+                const ID: $crate::method::MethodId = $crate::method::MethodId::declared($name);
                 type Params = $params;
                 type Result = $result;
             }
         )*
 
-        /// Calls `$m! { DaemonStatus, DaemonShutdown, … }` with every method's type name: for
-        /// code that must handle each declared method (the daemon's dispatch).
+        #[doc(hidden)]
         #[macro_export]
-        macro_rules! for_each_method {
+        macro_rules! $each {
             ($d m:ident) => { $d m! { $($ty),* } };
         }
 
-        /// Every method, in [`ALL`]'s order.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum MethodId { $($ty),* }
-
-        impl MethodId {
-            /// The method of a request's `method` string, if there is one.
-            pub fn from_name(name: &str) -> Option<MethodId> {
-                match name {
-                    $($name => Some(MethodId::$ty),)*
-                    _ => None,
-                }
-            }
-        }
-
-        /// Every method's declaration, in the order `rpc.discover` lists them.
-        pub const ALL: &[MethodInfo] = &[$(
-            MethodInfo {
-                id: MethodId::$ty,
+        /// This table's declarations, in the order `rpc.discover` lists them.
+        pub const METHODS: &[$crate::method::MethodInfo] = &[$(
+            $crate::method::MethodInfo {
+                id: $crate::method::MethodId::declared($name),
                 name: $name,
                 summary: $summary,
                 params: $pspec,
@@ -115,14 +120,45 @@ macro_rules! methods {
     };
 }
 
-const RUN_PARAM: ParamSpec = ParamSpec {
+impl MethodId {
+    /// For [`methods!`] only: a name it declares.
+    #[doc(hidden)]
+    pub const fn declared(name: &'static str) -> MethodId {
+        MethodId(name)
+    }
+}
+
+/// Every table: the core's, then each family's (a new family adds its line here and in
+/// [`for_each_method!`]; a new method in a family touches neither).
+const TABLES: &[&[MethodInfo]] = &[METHODS, crate::rpc::node::METHODS];
+
+/// Every method's declaration, in the order `rpc.discover` lists them.
+pub static ALL: std::sync::LazyLock<Vec<&'static MethodInfo>> =
+    std::sync::LazyLock::new(|| TABLES.iter().flat_map(|t| t.iter()).collect());
+
+/// Calls `$m! { DaemonStatus, DaemonShutdown, … }` once per table with its method type names
+/// (all reachable as `method::Name`): for code that must handle each declared method (the
+/// daemon's dispatch).
+#[macro_export]
+macro_rules! for_each_method {
+    ($m:ident) => {{
+        $crate::each_core_method!($m);
+        $crate::each_node_method!($m);
+    }};
+}
+
+/// The family tables' method types, so every method is `method::Name` (the glob also brings
+/// the families' params and result types along, under the same names as in `rpc`).
+pub use crate::rpc::node::*;
+
+pub(crate) const RUN_PARAM: ParamSpec = ParamSpec {
     name: "run",
     required: true,
     schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
     doc: "the run",
 };
 
-const NODE_PARAM: ParamSpec = ParamSpec {
+pub(crate) const NODE_PARAM: ParamSpec = ParamSpec {
     name: "node",
     required: true,
     schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
@@ -136,14 +172,14 @@ const RESUME_PARAM: ParamSpec = ParamSpec {
     doc: "continue the node's Claude Code conversation in its kept worktree",
 };
 
-const MESSAGE_PARAM: ParamSpec = ParamSpec {
+pub(crate) const MESSAGE_PARAM: ParamSpec = ParamSpec {
     name: "message",
     required: false,
     schema: r#"{"type":"string","maxLength":4096}"#,
     doc: "a one-line summary",
 };
 
-const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
+pub(crate) const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
 
 const REPO_PARAM: ParamSpec = ParamSpec {
     name: "repo",
@@ -214,6 +250,7 @@ const SPAWN_PARAMS: &[ParamSpec] = &[
 
 methods! {
     $;
+    each: each_core_method;
     DaemonStatus(NoParams) -> rpc::DaemonStatus {
         name: "daemon.status",
         summary: "The daemon's pid, version, protocol, home and uptime.",
@@ -247,13 +284,27 @@ methods! {
     },
     RunList(rpc::RunListParams) -> Vec<RunSummary> {
         name: "run.list",
-        summary: "Every run's summary, oldest first.",
-        params: &[ParamSpec {
-            name: "status",
-            required: false,
-            schema: r#"{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}"#,
-            doc: "only runs in this status",
-        }],
+        summary: "Every run's summary (or those that pass the filters), oldest first.",
+        params: &[
+            ParamSpec {
+                name: "status",
+                required: false,
+                schema: r#"{"oneOf":[{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]},{"type":"array","minItems":1,"items":{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}}]}"#,
+                doc: "only runs in this status, or in one of these",
+            },
+            ParamSpec {
+                name: "repo",
+                required: false,
+                schema: r#"{"type":"string","description":"an absolute path"}"#,
+                doc: "only runs on the repository at or containing this path",
+            },
+            ParamSpec {
+                name: "limit",
+                required: false,
+                schema: r#"{"type":"integer","minimum":1}"#,
+                doc: "only the newest this many (still listed oldest first)",
+            },
+        ],
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
     },
     RunShow(rpc::RunParams) -> RunDetail {
@@ -377,33 +428,6 @@ methods! {
             },
         ],
         result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
-    },
-    NodeDone(rpc::NodeReportParams) -> rpc::AppendResult {
-        name: "node.done",
-        summary: "An agent reports its node done (commit first).",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
-    },
-    NodeFail(rpc::NodeReportParams) -> rpc::AppendResult {
-        name: "node.fail",
-        summary: "An agent reports that it cannot finish.",
-        params: &[
-            RUN_PARAM,
-            NODE_PARAM,
-            ParamSpec {
-                name: "reason",
-                required: true,
-                schema: r#"{"type":"string","maxLength":4096}"#,
-                doc: "why",
-            },
-        ],
-        result: APPEND_RESULT,
-    },
-    NodeProgress(rpc::NodeReportParams) -> rpc::AppendResult {
-        name: "node.progress",
-        summary: "An agent says what it is doing.",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
     },
     RunRetry(rpc::RetryParams) -> RunSummary {
         name: "run.retry",
@@ -561,6 +585,12 @@ methods! {
         params: &[],
         result: r#"{"type":"object","required":["agents"]}"#,
     },
+    DoctorRunners(NoParams) -> rpc::DoctorRunnersResult {
+        name: "doctor.runners",
+        summary: "Every runner (local and those of config.toml) and whether it answers: SSH hosts reached, Slurm's sinfo answering.",
+        params: &[],
+        result: r#"{"type":"object","required":["runners"]}"#,
+    },
     RpcDiscover(NoParams) -> Value {
         name: "rpc.discover",
         summary: "This OpenRPC document.",
@@ -575,8 +605,7 @@ mod tests {
 
     #[test]
     fn ids_names_and_all_agree_both_ways() {
-        for (i, m) in ALL.iter().enumerate() {
-            assert_eq!(m.id as usize, i, "{} is out of place in ALL", m.name);
+        for m in ALL.iter() {
             assert_eq!(MethodId::from_name(m.name), Some(m.id), "{}", m.name);
             assert_eq!(m.id.name(), m.name);
         }
@@ -590,7 +619,7 @@ mod tests {
 
     #[test]
     fn every_schema_is_json() {
-        for m in ALL {
+        for m in ALL.iter() {
             serde_json::from_str::<Value>(m.result).unwrap_or_else(|e| panic!("{}: {e}", m.name));
             for p in m.params {
                 serde_json::from_str::<Value>(p.schema)

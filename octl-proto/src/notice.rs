@@ -8,7 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Actor, Event};
+use crate::event::{
+    Actor, DiscussionOpened, Event, MergeBlocked, MergeConflict, NodeActivity, NodeDone,
+    NodeExited, NodeFailed, Payload, RunFailed,
+};
 use crate::state::{ActivityState, NodeState, RunKind, RunState};
 
 /// Why a person is wanted.
@@ -70,11 +73,11 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
     let node = ev.node.as_deref();
     let node_state = node.and_then(|n| before.nodes.get(n));
     let who = node.map_or_else(|| format!("run {}", before.id), |n| format!("node {n}"));
-    let said = |key: &str| ev.str_field(key).filter(|s| !s.is_empty());
+    let given = |s: Option<String>| s.filter(|s| !s.is_empty());
     let (kind, message) = match ev.kind.as_str() {
-        "node.activity" => {
-            let state: ActivityState =
-                serde_json::from_value(ev.data.get("state")?.clone()).ok()?;
+        NodeActivity::TYPE => {
+            let p: NodeActivity = ev.payload().ok()?;
+            let state = ActivityState::parse(&p.state)?;
             let kind = match state {
                 ActivityState::NeedsPermission => NoticeKind::NeedsPermission,
                 ActivityState::WaitingInput => NoticeKind::WaitingInput,
@@ -91,40 +94,54 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
                 NoticeKind::NeedsPermission => "needs permission",
                 _ => "waits for input",
             };
-            let message = match said("detail") {
+            let message = match given(p.detail) {
                 Some(d) => format!("{who} {what}: {d}"),
                 None => format!("{who} {what}"),
             };
             (kind, message)
         }
         // A merge conflict's own question is told as the conflict.
-        "discussion.opened" if ev.actor != Actor::Daemon => (
-            NoticeKind::Question,
-            format!("{who} asks: {}", said("title").unwrap_or("a question")),
-        ),
-        "merge.conflict" => (NoticeKind::Conflict, format!("{who} has a merge conflict")),
-        "merge.blocked" => (
-            NoticeKind::MergeBlocked,
-            format!(
-                "{who} cannot merge: {}",
-                said("reason").unwrap_or("the target has uncommitted changes")
-            ),
-        ),
+        DiscussionOpened::TYPE if ev.actor != Actor::Daemon => {
+            let title = given(ev.payload::<DiscussionOpened>().ok().map(|p| p.title));
+            (
+                NoticeKind::Question,
+                format!("{who} asks: {}", title.as_deref().unwrap_or("a question")),
+            )
+        }
+        MergeConflict::TYPE => (NoticeKind::Conflict, format!("{who} has a merge conflict")),
+        MergeBlocked::TYPE => {
+            let reason = given(ev.payload::<MergeBlocked>().ok().and_then(|p| p.reason));
+            (
+                NoticeKind::MergeBlocked,
+                format!(
+                    "{who} cannot merge: {}",
+                    reason
+                        .as_deref()
+                        .unwrap_or("the target has uncommitted changes")
+                ),
+            )
+        }
         // A generic run's nodes are its client's own bookkeeping.
-        "node.failed" | "node.exited" if before.kind != RunKind::Generic => {
-            let ended = if ev.kind == "node.failed" {
-                "failed"
+        NodeFailed::TYPE | NodeExited::TYPE if before.kind != RunKind::Generic => {
+            let (ended, reason) = if ev.kind == NodeFailed::TYPE {
+                (
+                    "failed",
+                    ev.payload::<NodeFailed>().ok().and_then(|p| p.reason),
+                )
             } else {
-                "exited unfinished"
+                (
+                    "exited unfinished",
+                    ev.payload::<NodeExited>().ok().and_then(|p| p.reason),
+                )
             };
-            let message = match said("reason") {
+            let message = match given(reason) {
                 Some(r) => format!("{who} {ended}: {r}"),
                 None => format!("{who} {ended}"),
             };
             (NoticeKind::Failed, message)
         }
         // In an agent run, the failed node that failed the run was told already.
-        "run.failed"
+        RunFailed::TYPE
             if before.kind != RunKind::Generic
                 && !before
                     .nodes
@@ -133,7 +150,7 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
         {
             (NoticeKind::Failed, format!("run {} failed", before.id))
         }
-        "node.done" if before.kind == RunKind::Code => (
+        NodeDone::TYPE if before.kind == RunKind::Code => (
             NoticeKind::AwaitingMerge,
             format!(
                 "{who} is done; review it and run `orchestratectl merge {}`",

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use crate::state::{Discussion, Node, RunKind, RunState, RunStatus, Spinoff};
 
@@ -135,13 +134,14 @@ pub struct RunSummary {
     pub updated_at: String,
     /// Node counts by state (only the states that occur).
     pub nodes: BTreeMap<String, usize>,
-    /// The live nodes (starting, running, waiting) by what their agents say they do
-    /// (`working`, `needs_permission`, …, `unknown`), only the states that occur.
+    /// The live nodes (starting, running, waiting) by what their agents said they do
+    /// (`working`, `needs_permission`, …), only the states that occur; a live node whose
+    /// agent never said is not counted (it is `unknown`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub activity: BTreeMap<String, usize>,
     pub last_seq: u64,
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub settings: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "RunSettings::is_empty")]
+    pub settings: RunSettings,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,58 +156,9 @@ pub struct RunSummary {
     pub budget_spent: bool,
 }
 
-/// Typed reads of a run's settings (its `run.created` data). They stay a JSON map in the
-/// summary, on the wire and on disk — keys a newer version wrote are kept, and the bytes stay
-/// what they were — and are read through here by name.
-#[derive(Debug, Clone, Copy)]
-pub struct RunSettings<'a>(pub &'a Map<String, Value>);
-
-impl<'a> RunSettings<'a> {
-    fn text(self, key: &str) -> Option<&'a str> {
-        self.0.get(key).and_then(Value::as_str)
-    }
-
-    /// The agent profile the run's nodes use unless a node says otherwise.
-    pub fn agent(self) -> Option<&'a str> {
-        self.text("agent")
-    }
-
-    /// The gate command a done node must pass before it merges.
-    pub fn gate(self) -> Option<&'a str> {
-        self.text("gate")
-    }
-
-    /// An orchestrate run's integration branch.
-    pub fn integration(self) -> Option<&'a str> {
-        self.text("integration")
-    }
-
-    /// A fan-out's manifest, relative to the run directory.
-    pub fn manifest_file(self) -> Option<&'a str> {
-        self.text("manifest_file")
-    }
-
-    /// The parallelism cap of a fan-out or orchestrate run.
-    pub fn max_parallel(self) -> Option<u64> {
-        self.0.get("max_parallel").and_then(Value::as_u64)
-    }
-
-    /// The run's budget (USD): no new node starts once its agents have cost this much.
-    pub fn max_budget_usd(self) -> Option<f64> {
-        self.0.get("max_budget_usd").and_then(Value::as_f64)
-    }
-
-    /// An orchestrate run merges its integration branch by itself once every node merged.
-    pub fn auto_merge(self) -> bool {
-        self.0.get("auto_merge").and_then(Value::as_bool) == Some(true)
-    }
-}
+pub use crate::event::RunSettings;
 
 impl RunSummary {
-    pub fn run_settings(&self) -> RunSettings<'_> {
-        RunSettings(&self.settings)
-    }
-
     /// The kind as it is serialized: `unknown` for a corrupt run whose kind cannot be read.
     pub fn kind_name(&self) -> &'static str {
         self.kind.map_or(kind_or_unknown::UNKNOWN, RunKind::as_str)
@@ -252,10 +203,12 @@ pub fn summary(state: &RunState) -> RunSummary {
 /// Live nodes by activity state.
 fn activity_counts(state: &RunState) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
+    // Only what agents said: a live node that never said is `unknown` (its count is the live
+    // nodes less these), and a log without activity projects as it always did.
     for n in state.nodes.values().filter(|n| n.state.is_alive()) {
-        *counts
-            .entry(n.activity_or_unknown().state.as_str().to_string())
-            .or_insert(0) += 1;
+        if let Some(a) = &n.activity {
+            *counts.entry(a.state.as_str().to_string()).or_insert(0) += 1;
+        }
     }
     counts
 }
@@ -284,11 +237,14 @@ pub fn manifest_file(state: &RunState) -> ProjectionFile {
     ("manifest.json".to_string(), encode(&summary(state)))
 }
 
+/// The node as folded: `nodes/<NODE>.json` stays byte for byte what older versions wrote
+/// for the same log (an activity only once the agent said one); answers show it always.
 pub fn node_file(node: &Node) -> ProjectionFile {
-    (format!("nodes/{}.json", node.id), encode(&shown(node)))
+    (format!("nodes/{}.json", node.id), encode(node))
 }
 
-/// A node as projected: its activity always present (`unknown` when its agent never said).
+/// A node as answered (`run.show`): its activity always present (`unknown` when its agent
+/// never said).
 fn shown(node: &Node) -> Node {
     let mut n = node.clone();
     n.activity = Some(n.activity_or_unknown());

@@ -7,6 +7,11 @@ use serde_json::{json, Value};
 use crate::error::{AppError, ErrorKind};
 use crate::event::Actor;
 
+pub mod node;
+
+/// The families' types (and method types) under `rpc::` as well.
+pub use node::*;
+
 pub const JSONRPC_VERSION: &str = "2.0";
 /// The HTTP path of JSON-RPC requests.
 pub const RPC_PATH: &str = "/rpc";
@@ -29,13 +34,36 @@ pub struct RunParams {
     pub run: String,
 }
 
-/// `run.list`
+/// `run.list`: every run, or those that pass every filter given.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunListParams {
-    /// Only runs in this status.
+    /// Only runs in this status, or in one of these (`"active"` or `["active","waiting"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Statuses>,
+    /// Only runs on the repository at or containing this absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Only the newest this many of those (still listed oldest first); at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One status name or a list of them, as given (the daemon checks each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Statuses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Statuses {
+    pub fn names(&self) -> &[String] {
+        match self {
+            Statuses::One(s) => std::slice::from_ref(s),
+            Statuses::Many(v) => v,
+        }
+    }
 }
 
 /// `event.append`
@@ -160,6 +188,9 @@ pub struct SpawnParams {
     /// each Claude Code session gets what is left (`--max-budget-usd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
+    /// Where the agent runs: a runner of config.toml, or `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// `run.cancel`
@@ -194,18 +225,6 @@ pub struct MergeResult {
     pub merge_commit: String,
 }
 
-/// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeReportParams {
-    pub run: String,
-    pub node: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
 /// `fanout.start`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -230,6 +249,9 @@ pub struct FanoutParams {
     /// each Claude Code session gets what is left (`--max-budget-usd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
+    /// Where every unit's agent runs, over the manifest's `runner`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// `fanout.manifest` result.
@@ -262,6 +284,9 @@ pub struct OrchestrateParams {
     /// each Claude Code session gets what is left (`--max-budget-usd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
+    /// Where the agents of the nodes the plan gives no `runner` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// A budget as given: a finite amount above zero, or an error naming the field.
@@ -563,6 +588,33 @@ pub struct DoctorAgent {
     /// A profile that cannot be used as configured (e.g. no argv template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+/// One runner as `doctor.runners` found it: `local`, and each `[runners.NAME]` of config.toml.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRunner {
+    pub name: String,
+    /// `local`, `ssh` or `slurm`.
+    pub kind: String,
+    /// The runner nodes get when nothing names one (`[defaults] runner`, else `local`).
+    pub default: bool,
+    /// It answered: the tmux server can be started, every SSH host ran a command, Slurm's
+    /// `sinfo` answered with the partition.
+    pub ok: bool,
+    /// What answered (ok) or what did not (not ok).
+    pub message: String,
+    /// Unfinished runs with a node on this runner that is not finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub used_by: Vec<String>,
+}
+
+/// `doctor.runners` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorRunnersResult {
+    pub runners: Vec<DoctorRunner>,
+    /// Set when config.toml cannot be read or parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
 }
 
 /// `doctor.agents` result.

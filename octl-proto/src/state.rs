@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What a run is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunKind {
     /// Records events only; its nodes and status belong to the client that made it.
+    #[default]
     Generic,
     /// One autonomous agent, merged and cleaned up when done.
     Spinoff,
@@ -204,6 +205,10 @@ pub struct Node {
     pub snapshot_refs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Map<String, Value>>,
+    /// `OCTL_PORT` of the node's agent, from the configured range; held while the node is
+    /// starting, running or waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// The tmux pane of the agent (`%N`), once started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
@@ -245,6 +250,10 @@ pub struct Node {
     /// outcome's `total_cost_usd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The runner its agent runs on (`[runners.NAME]` of config.toml), from `node.added`;
+    /// absent means `local`, the daemon's own tmux server (and every log older than runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
     /// This attempt continues the conversation `session_id` in the old attempt's worktree
     /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -432,7 +441,7 @@ pub struct RunState {
     pub repo: Option<String>,
     pub base: Option<String>,
     /// Other settings given at creation (gate, max_parallel, parent run, …), kept as given.
-    pub settings: Map<String, Value>,
+    pub settings: crate::event::RunSettings,
     pub created_at: String,
     pub updated_at: String,
     pub last_seq: u64,
@@ -487,7 +496,7 @@ impl RunState {
             if self.nodes.values().any(|n| !n.cleaned) {
                 return RunStatus::Active;
             }
-            let auto = crate::projection::RunSettings(&self.settings).auto_merge();
+            let auto = self.settings.auto_merges();
             if auto && self.merge.is_none() {
                 return RunStatus::Active;
             }

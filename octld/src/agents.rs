@@ -124,14 +124,6 @@ impl Session {
             resume: node.resume,
         })
     }
-
-    /// The `node.starting` data that records it.
-    pub fn record(&self, data: &mut serde_json::Map<String, serde_json::Value>) {
-        data.insert("session_id".into(), self.id.clone().into());
-        if self.resume {
-            data.insert("resume".into(), true.into());
-        }
-    }
 }
 
 impl Default for Session {

@@ -14,12 +14,29 @@
 //! interactive = ["aider", "--message", "{prompt}"]
 //! autonomous = ["aider", "--yes-always", "--message", "{prompt}"]
 //! on_exit = "done"            # an agent that ends without `node done`: done or exited
+//! runner = "cluster"          # where this profile's agents run unless --runner says
+//!
+//! [runners.cluster]           # agents as Slurm jobs (docs/RUNNERS.md)
+//! kind = "slurm"
+//! partition = "agents"
+//! account = "team"
+//! sbatch_args = ["--time=04:00:00", "--mem=8G"]
+//!
+//! [runners.big]               # agents in tmux on SSH hosts, `slots` at once on each
+//! kind = "ssh"
+//! hosts = ["build1", "build2"]
+//! slots = 8
+//!
+//! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
+//! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //!
 //! [notify]                    # when a node starts needing a person (see crate::notify)
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
 //! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON
 //! timeout_secs = 10                             # per notifier and notice
 //! ```
+//!
+//! `local` (this machine's private tmux server) is always there and is the default.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,6 +52,11 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+    #[serde(default)]
+    pub runners: BTreeMap<String, RunnerConfig>,
+    /// Every repository's worktree bootstrap, under what a repository's own file says.
+    #[serde(default)]
+    pub worktree: crate::bootstrap::WorktreeConfig,
     #[serde(default)]
     pub notify: NotifyConfig,
 }
@@ -101,7 +123,78 @@ impl HttpUrl {
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
     pub agent: Option<String>,
+    /// The runner used when neither `--runner`, the manifest or plan, nor the profile names one.
+    pub runner: Option<String>,
 }
+
+/// The runner every configuration has: this machine's private tmux server.
+pub const LOCAL_RUNNER: &str = "local";
+
+/// What kind of place a runner starts agents in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerKind {
+    /// The daemon's private tmux server on this machine.
+    #[default]
+    Local,
+    /// A tmux server on each of some SSH hosts.
+    Ssh,
+    /// One Slurm batch job per attempt.
+    Slurm,
+}
+
+impl RunnerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerKind::Local => "local",
+            RunnerKind::Ssh => "ssh",
+            RunnerKind::Slurm => "slurm",
+        }
+    }
+}
+
+/// `[runners.NAME]`: where agents run. The fields a kind does not use are refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerConfig {
+    #[serde(default)]
+    pub kind: RunnerKind,
+    /// ssh: the hosts, as `ssh` names them (`host`, `user@host`, a `Host` of ~/.ssh/config).
+    pub hosts: Option<Vec<String>>,
+    /// ssh: agents at once on each host.
+    pub slots: Option<u32>,
+    /// slurm: `sbatch --partition` (the cluster's default partition if absent).
+    pub partition: Option<String>,
+    /// slurm: `sbatch --account`.
+    pub account: Option<String>,
+    /// slurm: more `sbatch` arguments, each one argument (`--time=04:00:00`).
+    pub sbatch_args: Option<Vec<String>>,
+}
+
+/// Agents on one SSH host at once when `slots` is not given.
+pub const DEFAULT_SSH_SLOTS: u32 = 4;
+
+/// The sbatch options the slurm runner sets itself: the job's name carries run, node and
+/// attempt, its output is the node's log, requeue is how node loss is survived, and a pinned
+/// job would be requeued onto the node that died.
+const SBATCH_OWNED: &[&str] = &[
+    "-J",
+    "--job-name",
+    "-o",
+    "--output",
+    "-e",
+    "--error",
+    "--wrap",
+    "--requeue",
+    "--no-requeue",
+    "-w",
+    "--nodelist",
+    "-p",
+    "--partition",
+    "-A",
+    "--account",
+    "--parsable",
+];
 
 /// What to do when an agent's process ends without having reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -128,6 +221,9 @@ pub struct AgentConfig {
     /// The built-in claude profile only: what one node's session may spend
     /// (`--max-budget-usd`); a run's own budget caps it further.
     pub max_budget_usd: Option<f64>,
+    /// The runner this profile's agents use unless `--runner` (or the manifest, the plan)
+    /// names one.
+    pub runner: Option<String>,
 }
 
 impl Config {
@@ -183,7 +279,149 @@ impl Config {
                 "notify.timeout_secs: give a number of seconds above 0, e.g. 10",
             ));
         }
+        for (name, runner) in &config.runners {
+            octl_proto::ids::validate_node_id("runner name", name)?;
+            runner.validate(name)?;
+        }
+        let named = config
+            .agents
+            .iter()
+            .filter_map(|(n, a)| Some((format!("agents.{n}.runner"), a.runner.as_ref()?)))
+            .chain(
+                config
+                    .defaults
+                    .runner
+                    .iter()
+                    .map(|r| ("defaults.runner".to_string(), r)),
+            );
+        for (field, runner) in named {
+            config
+                .runner(runner)
+                .map_err(|e| AppError::invalid(format!("{field}: {}", e.message)))?;
+        }
         Ok(config)
+    }
+
+    /// The runner named `name`: one of `[runners]`, or `local`.
+    pub fn runner(&self, name: &str) -> Result<RunnerConfig, AppError> {
+        match self.runners.get(name) {
+            Some(r) => Ok(r.clone()),
+            None if name == LOCAL_RUNNER => Ok(RunnerConfig::default()),
+            None => {
+                let mut known = vec![LOCAL_RUNNER];
+                known.extend(
+                    self.runners
+                        .keys()
+                        .map(String::as_str)
+                        .filter(|n| *n != LOCAL_RUNNER),
+                );
+                Err(AppError::not_found(format!(
+                    "no runner {name:?}; known: {}",
+                    known.join(", ")
+                ))
+                .with_hint("define it as [runners.NAME] with kind = \"ssh\" or \"slurm\" in $OCTL_HOME/config.toml"))
+            }
+        }
+    }
+
+    /// The runner a node of `profile` uses: the one asked for (`--runner`, the manifest or the
+    /// plan), else the profile's, else `[defaults] runner`, else `local`; checked to exist.
+    pub fn resolve_runner(&self, asked: Option<&str>, profile: &str) -> Result<String, AppError> {
+        let name = asked
+            .map(str::to_string)
+            .or_else(|| self.agents.get(profile).and_then(|a| a.runner.clone()))
+            .or_else(|| self.defaults.runner.clone())
+            .unwrap_or_else(|| LOCAL_RUNNER.to_string());
+        self.runner(&name)?;
+        Ok(name)
+    }
+}
+
+impl RunnerConfig {
+    fn validate(&self, name: &str) -> Result<(), AppError> {
+        let at = |field: &str| format!("runners.{name}.{field}");
+        let kind = self.kind.as_str();
+        let only = |field: &str, given: bool, for_kind: RunnerKind| {
+            if given && self.kind != for_kind {
+                Err(AppError::invalid(format!(
+                    "{}: only for kind = \"{}\" (this runner is kind = \"{kind}\")",
+                    at(field),
+                    for_kind.as_str()
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        only("hosts", self.hosts.is_some(), RunnerKind::Ssh)?;
+        only("slots", self.slots.is_some(), RunnerKind::Ssh)?;
+        only("partition", self.partition.is_some(), RunnerKind::Slurm)?;
+        only("account", self.account.is_some(), RunnerKind::Slurm)?;
+        only("sbatch_args", self.sbatch_args.is_some(), RunnerKind::Slurm)?;
+        if name == LOCAL_RUNNER && self.kind != RunnerKind::Local {
+            return Err(AppError::invalid(format!(
+                "{}: the runner named local is this machine's tmux server; give yours another name",
+                at("kind")
+            )));
+        }
+        // Names and arguments go to ssh and sbatch as single arguments: one that starts with
+        // '-' or holds whitespace would be read as options.
+        let word =
+            |s: &str| !s.is_empty() && !s.starts_with('-') && !s.chars().any(char::is_whitespace);
+        if self.kind == RunnerKind::Ssh {
+            let hosts = self.hosts.as_deref().unwrap_or_default();
+            if hosts.is_empty() {
+                return Err(AppError::invalid(format!(
+                    "{}: missing; list the hosts as ssh names them, e.g. hosts = [\"build1\", \"me@build2\"]",
+                    at("hosts")
+                )));
+            }
+            if let Some(bad) = hosts.iter().find(|h| !word(h)) {
+                return Err(AppError::invalid(format!(
+                    "{} entry {bad:?}: a host as ssh names it (host, user@host or a Host of ~/.ssh/config), without spaces or a leading '-'",
+                    at("hosts")
+                )));
+            }
+            if self.slots == Some(0) {
+                return Err(AppError::invalid(format!(
+                    "{}: 0; give how many agents run at once on each host, at least 1",
+                    at("slots")
+                )));
+            }
+        }
+        for (field, value) in [("partition", &self.partition), ("account", &self.account)] {
+            if let Some(v) = value.as_deref().filter(|v| !word(v)) {
+                return Err(AppError::invalid(format!(
+                    "{} {v:?}: a Slurm {field} name, without spaces or a leading '-'",
+                    at(field)
+                )));
+            }
+        }
+        for arg in self.sbatch_args.as_deref().unwrap_or_default() {
+            let option = arg.split('=').next().unwrap_or_default();
+            if !arg.starts_with('-') {
+                return Err(AppError::invalid(format!(
+                    "{} entry {arg:?}: one sbatch option per entry, with its value after '=', e.g. \"--time=04:00:00\"",
+                    at("sbatch_args")
+                )));
+            }
+            if SBATCH_OWNED.contains(&option) {
+                let use_instead = match option {
+                    "-p" | "--partition" => " (use partition)",
+                    "-A" | "--account" => " (use account)",
+                    _ => "",
+                };
+                return Err(AppError::invalid(format!(
+                    "{} entry {arg:?}: the slurm runner sets {option} itself{use_instead}",
+                    at("sbatch_args")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `slots` with its default (ssh).
+    pub fn slots(&self) -> u32 {
+        self.slots.unwrap_or(DEFAULT_SSH_SLOTS)
     }
 }
 
@@ -238,5 +476,81 @@ mod tests {
             let e = Config::parse(text).unwrap_err();
             assert!(e.message.contains(field), "{text}: {}", e.message);
         }
+    }
+
+    fn refused(text: &str) -> String {
+        Config::parse(text).unwrap_err().message
+    }
+
+    #[test]
+    fn runners_parse_by_kind_and_resolve_by_precedence() {
+        let c = Config::parse(
+            "[defaults]\nrunner = \"big\"\n\
+             [agents.aider]\nautonomous = [\"aider\", \"{prompt}\"]\nrunner = \"hpc\"\n\
+             [runners.hpc]\nkind = \"slurm\"\npartition = \"agents\"\naccount = \"team\"\nsbatch_args = [\"--time=04:00:00\"]\n\
+             [runners.big]\nkind = \"ssh\"\nhosts = [\"b1\", \"me@b2\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.runners["hpc"].kind, RunnerKind::Slurm);
+        assert_eq!(c.runners["hpc"].partition.as_deref(), Some("agents"));
+        assert_eq!(c.runners["big"].slots(), DEFAULT_SSH_SLOTS);
+        assert_eq!(c.runner("local").unwrap().kind, RunnerKind::Local);
+        // Asked > profile > defaults > local.
+        assert_eq!(c.resolve_runner(Some("local"), "aider").unwrap(), "local");
+        assert_eq!(c.resolve_runner(None, "aider").unwrap(), "hpc");
+        assert_eq!(c.resolve_runner(None, "shell").unwrap(), "big");
+        assert_eq!(
+            Config::default().resolve_runner(None, "shell").unwrap(),
+            "local"
+        );
+        let e = c.resolve_runner(Some("nope"), "shell").unwrap_err();
+        assert!(
+            e.message
+                .contains("no runner \"nope\"; known: local, big, hpc"),
+            "{}",
+            e.message
+        );
+        // A runner without kind is local.
+        assert_eq!(
+            Config::parse("[runners.here]\n").unwrap().runners["here"].kind,
+            RunnerKind::Local
+        );
+    }
+
+    #[test]
+    fn runner_errors_name_the_field_and_the_accepted_form() {
+        let e = refused("[runners.x]\nkind = \"k8s\"\n");
+        assert!(
+            e.contains("local") && e.contains("ssh") && e.contains("slurm"),
+            "{e}"
+        );
+        let e = refused("[runners.x]\nkind = \"ssh\"\n");
+        assert!(e.contains("runners.x.hosts: missing"), "{e}");
+        let e = refused("[runners.x]\nkind = \"ssh\"\nhosts = [\"-oProxyCommand=x\"]\n");
+        assert!(e.contains("runners.x.hosts entry"), "{e}");
+        let e = refused("[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\nslots = 0\n");
+        assert!(e.contains("runners.x.slots: 0"), "{e}");
+        let e = refused("[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\npartition = \"p\"\n");
+        assert!(
+            e.contains("runners.x.partition: only for kind = \"slurm\""),
+            "{e}"
+        );
+        let e = refused("[runners.x]\nkind = \"slurm\"\nsbatch_args = [\"--job-name=a\"]\n");
+        assert!(e.contains("sets --job-name itself"), "{e}");
+        let e = refused("[runners.x]\nkind = \"slurm\"\nsbatch_args = [\"-p\", \"a\"]\n");
+        assert!(e.contains("(use partition)"), "{e}");
+        let e = refused("[runners.x]\nkind = \"slurm\"\nsbatch_args = [\"--time\", \"1:00\"]\n");
+        assert!(
+            e.contains("entry \"1:00\": one sbatch option per entry"),
+            "{e}"
+        );
+        let e = refused("[runners.local]\nkind = \"slurm\"\n");
+        assert!(e.contains("runners.local.kind"), "{e}");
+        let e = refused("[runners.x]\nbogus = 1\n");
+        assert!(e.contains("bogus"), "{e}");
+        let e = refused("[agents.a]\nautonomous = [\"a\"]\nrunner = \"gone\"\n");
+        assert!(e.contains("agents.a.runner: no runner \"gone\""), "{e}");
+        let e = refused("[defaults]\nrunner = \"gone\"\n");
+        assert!(e.contains("defaults.runner: no runner"), "{e}");
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use crate::engine::Engine;
 use crate::home::Home;
 use crate::lock::{self, LockError};
-use crate::runner::{tmux::TmuxRunner, Runner};
+use crate::runner::{tmux::TmuxRunner, Runner, Runners};
 use crate::store::Store;
 use crate::tmux::Tmux;
 use crate::{activation, engine, logging, server};
@@ -48,6 +48,9 @@ pub struct Daemon {
     pub store: Store,
     /// Where the agents run (the private tmux server); the engine reaches them only here.
     pub runner: Arc<dyn Runner>,
+    /// Every runner by name (`local` is [`runner`](Self::runner)): a node starts on the one
+    /// its `node.added` names.
+    pub runners: Runners,
     /// What drives agent runs forward: spawning, supervising, merging, cleaning up.
     pub engine: Engine,
     started: Instant,
@@ -97,10 +100,12 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         None => (server::bind(&home.socket())?, false),
     };
     let (shutdown, _) = watch::channel(false);
+    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket())));
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
-        runner: Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket()))),
+        runner: local.clone(),
+        runners: Runners::new(local, home.root()),
         engine: Engine::default(),
         started: Instant::now(),
         shutdown,

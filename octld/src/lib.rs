@@ -11,8 +11,9 @@
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
 //! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
 //! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
-//! - [`config`]: `config.toml`: agent profiles, defaults and notifiers.
+//! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners and worktree bootstrap.
 //! - [`notify`]: telling a person when a node needs one (a command, a webhook).
+//! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
@@ -21,6 +22,7 @@
 
 pub mod activation;
 pub mod agents;
+pub mod bootstrap;
 pub mod config;
 pub mod daemon;
 pub mod engine;

@@ -250,6 +250,9 @@ impl TestEnv {
 impl Drop for TestEnv {
     /// The private tmux server outlives the daemon; stop it with the test.
     fn drop(&mut self) {
+        if let Some(dir) = std::env::var_os("OCTL_TEST_KEEP_LOGS") {
+            keep_logs(&self.home.join("runs"), &PathBuf::from(dir));
+        }
         let sock = self.home.join("tmux.sock");
         if sock.exists() {
             let _ = Command::new("tmux")
@@ -261,6 +264,31 @@ impl Drop for TestEnv {
                 .status();
         }
     }
+}
+
+/// Copies each run's log and projection files (not its agents' output logs) to
+/// `dest/<run>/`, for recording a corpus of real logs (`OCTL_TEST_KEEP_LOGS=DIR`; see
+/// octl-proto's `tests/corpus`).
+fn keep_logs(runs: &std::path::Path, dest: &std::path::Path) {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        let Ok(entries) = std::fs::read_dir(from) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let (path, name) = (e.path(), e.file_name());
+            if path.is_dir() {
+                if name != "logs" {
+                    copy(&path, &to.join(&name));
+                }
+            } else if name.to_string_lossy().ends_with(".json")
+                || name.to_string_lossy().ends_with(".jsonl")
+            {
+                let _ = std::fs::create_dir_all(to);
+                let _ = std::fs::copy(&path, to.join(&name));
+            }
+        }
+    }
+    copy(runs, dest);
 }
 
 impl TestEnv {

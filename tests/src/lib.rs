@@ -1,20 +1,26 @@
 //! The test harness of orchestratectl: real binaries on a temporary home, never the user's.
 //!
+//! - [`cluster`]: a real Slurm cluster and SSH hosts on this machine (root only), shared by a
+//!   test process.
 //! - [`env`]: [`TestEnv`], an isolated world (home, `HOME`, `CLAUDE_CONFIG_DIR`, git identity),
 //!   the real `octld` started and stopped in it, and the real `orchestratectl` run in it.
 //! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
+//! - [`pane`]: a real terminal (a tmux pane on a private socket) for the TUI's tests.
 //! - [`repo`]: a real git repository with a test identity.
 //! - [`tmpfs`]: a small real filesystem mounted by a test, to fill up (disk-full tests).
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
+pub mod cluster;
 pub mod env;
 pub mod http;
 pub mod model;
+pub mod pane;
 pub mod repo;
 pub mod tmpfs;
 pub mod wait;
 
 pub use env::{bin, Cli, Daemon, TestEnv};
+pub use pane::Pane;
 pub use repo::TestRepo;
 pub use tmpfs::Tmpfs;
 pub use wait::wait_until;

@@ -256,10 +256,19 @@ fn rpc_discover_describes_every_method() {
         "run.rebuild",
         "event.append",
         "event.list",
+        "node.send",
+        "node.screen",
         "rpc.discover",
     ] {
         assert!(names.contains(&m), "{m} missing from {names:?}");
     }
+    // Both ways: the running daemon's document is exactly the declarations the client calls
+    // through (every table, the families' included).
+    let mut declared: Vec<&str> = octl_proto::method::ALL.iter().map(|m| m.name).collect();
+    let mut documented = names.clone();
+    declared.sort_unstable();
+    documented.sort_unstable();
+    assert_eq!(documented, declared);
     // Every described method is dispatched (none answers method_not_found).
     for m in &names {
         if *m == "daemon.shutdown" {

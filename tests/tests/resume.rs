@@ -39,6 +39,7 @@ exec sleep 600
     .unwrap();
 }
 
+/// Kills a pane; when it was the server's last, tmux says the server exited, which it did.
 fn tmux(env: &TestEnv, args: &[&str]) {
     let out = Command::new("tmux")
         .arg("-S")
@@ -46,7 +47,11 @@ fn tmux(env: &TestEnv, args: &[&str]) {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "tmux {args:?}: {out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() || said.contains("server exited"),
+        "tmux {args:?}: {out:?}"
+    );
 }
 
 fn events_of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -152,4 +157,82 @@ fn resuming_needs_a_conversation_and_its_worktree() {
         Some("run.failed"),
         "nothing written"
     );
+}
+
+#[test]
+fn a_resume_and_a_fresh_retry_at_once_one_wins_and_the_loser_changes_nothing() {
+    // A code run: an interactive agent that died is not resumed by itself, so the two
+    // requests race alone.
+    for round in 0..8 {
+        let env = TestEnv::new();
+        let scripts = tempfile::tempdir().unwrap();
+        fake_claude(&env, scripts.path());
+        let _d = env.start_daemon();
+        let repo = TestRepo::new(&env, "repo");
+        let run = env
+            .spawn(
+                "code",
+                &repo,
+                "write first.txt",
+                json!({"agent": "claude", "node": "w"}),
+            )
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let node = env.wait_node(&run, "w", "running");
+        tmux(&env, &["kill-pane", "-t", node["pane"].as_str().unwrap()]);
+        env.wait_node(&run, "w", "exited");
+        let env = std::sync::Arc::new(env);
+        let racers: Vec<_> = [true, false]
+            .into_iter()
+            .map(|resume| {
+                let (env, run) = (env.clone(), run.clone());
+                std::thread::spawn(move || {
+                    env.try_rpc(
+                        "run.retry",
+                        json!({"run": run, "node": "w", "resume": resume}),
+                    )
+                })
+            })
+            .collect();
+        let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: exactly one wins: {results:?}");
+        let lost = results.iter().find_map(|r| r.clone().err()).unwrap();
+        assert_eq!(lost["data"]["kind"], json!("invalid_transition"), "{lost}");
+        let events = env.log_events(&run);
+        let retried = events_of(&events, "node.retried");
+        assert_eq!(retried.len(), 1, "round {round}");
+        let resumed = retried[0]["data"]["resume"] == json!(true);
+        // The winner's attempt is what happens next: resumed in the kept worktree, or the old
+        // attempt saved and cleaned up before a fresh start.
+        if resumed {
+            env.wait_node(&run, "w", "done");
+            let events = env.log_events(&run);
+            assert!(
+                events_of(&events, "cleanup.done").is_empty(),
+                "round {round}"
+            );
+        } else {
+            // The old attempt saved and cleaned up, then a fresh start — or, when its cleanup
+            // could not finish (git busy), the node failed saying so, to be retried again.
+            let events = wait_until("the fresh start", Duration::from_secs(30), || {
+                let events = env.log_events(&run);
+                let started = events_of(&events, "node.starting").len() == 2;
+                let failed = events_of(&events, "node.failed").iter().any(|e| {
+                    e["data"]["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("could not clean up the previous attempt"))
+                });
+                (started || failed).then_some(events)
+            });
+            assert!(
+                events_of(&events, "node.starting")
+                    .iter()
+                    .all(|e| e["data"]["resume"] != json!(true)),
+                "round {round}"
+            );
+        }
+    }
 }

@@ -320,17 +320,15 @@ pub fn status_text(s: &DaemonStatus) -> String {
 // install-service
 
 /// The bundled units, embedded at build time; `@OCTLD@` and `@OCTL_HOME@` are filled in.
-pub const SYSTEMD_SOCKET: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../systemd/octld.socket"
-));
+pub const SYSTEMD_SOCKET: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/octld.socket"));
 pub const SYSTEMD_SERVICE: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../systemd/octld.service"
+    "/systemd/octld.service"
 ));
 pub const LAUNCHD_PLIST: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../launchd/dev.orchestratectl.octld.plist"
+    "/launchd/dev.orchestratectl.octld.plist"
 ));
 /// The launchd job's label (and the plist's file name without `.plist`).
 pub const LAUNCHD_LABEL: &str = "dev.orchestratectl.octld";

@@ -1,5 +1,6 @@
-//! `event append|list|tail`. `append` validates everything locally first (the daemon checks
-//! again); `tail` streams from the daemon, or reads `events.jsonl` itself when the daemon is down.
+//! `event append|list|tail|feed`. `append` validates everything locally first (the daemon
+//! checks again); `tail` streams from the daemon, or reads `events.jsonl` itself when the
+//! daemon is down; `feed` prints the change feed (every run's events) from a cursor.
 
 use crate::commands::result_of;
 use clap::{Args, Subcommand};
@@ -13,15 +14,18 @@ use serde_json::Value;
 
 use super::{decode, Ctx};
 use crate::client::CallError;
+use crate::follow::Feed;
 use crate::log_file::{resolve_run_dir, seq_of, LogFile, Start};
-use crate::output::{event_line, truncate};
+use crate::output::{event_line, print_text, truncate};
+use octl_proto::feed::FeedItem;
 
 /// The examples of `event --help`.
 pub const EVENT_EXAMPLES: &str = "\
 Examples:
   orchestratectl event append --run 01JDXJ5R --type x.note --data '{\"text\":\"hello\"}'
   orchestratectl event list --run 01JDXJ5R --since 10
-  orchestratectl event tail --run 01JDXJ5R --follow";
+  orchestratectl event tail --run 01JDXJ5R --follow
+  orchestratectl event feed --since now --follow";
 
 #[derive(Debug, Subcommand)]
 pub enum EventCmd {
@@ -55,6 +59,32 @@ Examples:
   orchestratectl event tail --run 01JDXJ5R --lines 50
   orchestratectl --json event tail --run 01JDXJ5R --follow   # JSON lines")]
     Tail(EventTailArgs),
+
+    /// Print every run's events in commit order (the change feed); with --follow keep
+    /// printing new ones, across daemon restarts, until interrupted
+    ///
+    /// Each line has a cursor (shown with --json; without it, the last one is printed on
+    /// stderr at the end): `--since CURSOR` carries on right after that event, also after a
+    /// daemon restart, with nothing missed or repeated.
+    #[command(after_help = "\
+Examples:
+  orchestratectl event feed                       # every event so far
+  orchestratectl event feed --since now --follow  # only new ones, as they land
+  orchestratectl --json event feed --follow       # {\"cursor\":…,\"event\":{…}} lines
+  orchestratectl event feed --since 01JF0Q3V0Z9M6T1K8E2X4C7B5N:1200")]
+    Feed(EventFeedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EventFeedArgs {
+    /// Start after this cursor (a line's `cursor`), or `now` for only new events
+    /// (default: from the beginning)
+    #[arg(long, value_name = "CURSOR")]
+    pub since: Option<String>,
+
+    /// Keep printing new events as they land, until interrupted
+    #[arg(long, short = 'f')]
+    pub follow: bool,
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +150,7 @@ pub async fn execute(ctx: &Ctx, cmd: EventCmd) -> Result<(), AppError> {
         EventCmd::Append(args) => append(ctx, args).await,
         EventCmd::List(args) => list(ctx, args).await,
         EventCmd::Tail(args) => tail(ctx, args).await,
+        EventCmd::Feed(args) => feed(ctx, args).await,
     }
 }
 
@@ -258,6 +289,42 @@ async fn tail(ctx: &Ctx, args: EventTailArgs) -> Result<(), AppError> {
         Err(CallError::Failed(e)) => return Err(e),
     };
     tail_file(ctx, &args, shown).await
+}
+
+async fn feed(ctx: &Ctx, args: EventFeedArgs) -> Result<(), AppError> {
+    let client = &ctx.client;
+    // Starts the daemon when autostart allows (the feed is the daemon's).
+    client
+        .call_value::<method::DaemonStatus>(&method::NoParams {})
+        .await?;
+    let print = |item: &FeedItem| {
+        if ctx.out.json {
+            let line = serde_json::to_string(item).expect("a feed item serializes");
+            print_text(&line);
+        } else {
+            let ev = serde_json::to_value(&item.event).expect("an event serializes");
+            print_text(&format!("{}  {}", item.event.run, event_line(&ev)));
+        }
+    };
+    if args.follow {
+        let mut feed = Feed::new(args.since.as_deref());
+        loop {
+            print(&feed.next(client).await?);
+        }
+    }
+    let mut stream = client
+        .feed(args.since.as_deref(), false)
+        .await
+        .map_err(AppError::from)?;
+    let mut last = stream.start().map(str::to_string);
+    while let Some(item) = stream.next().await? {
+        print(&item);
+        last = Some(item.cursor);
+    }
+    if let (false, Some(last)) = (ctx.out.json, last) {
+        eprintln!("carry on with: orchestratectl event feed --since {last}");
+    }
+    Ok(())
 }
 
 /// `event tail` without the daemon: read and follow `runs/<RUN>/events.jsonl` directly.

@@ -29,6 +29,7 @@ Examples:
   orchestratectl fan-out --manifest units.json --max-parallel 3 --agent shell --wait
   orchestratectl fan-out --manifest units.toml --max-parallel auto --gate 'cargo test'
   orchestratectl fan-out --manifest units.toml --max-budget-usd 20
+  orchestratectl fan-out --manifest units.toml --runner cluster --max-parallel 24
   orchestratectl --json fan-out --manifest units.toml    # the run summary
   orchestratectl fan-out manifest                        # inside a unit's agent window
 
@@ -92,6 +93,12 @@ pub struct StartArgs {
     /// profile [agents.NAME] from $OCTL_HOME/config.toml; default: the configured default
     #[arg(long, value_name = "PROFILE")]
     pub agent: Option<String>,
+
+    /// Where the agents run: `local` (this machine's tmux server) or a runner [runners.NAME]
+    /// of $OCTL_HOME/config.toml (kind ssh or slurm); over the manifest's `runner`, under a
+    /// plan node's; default: each profile's `runner`, else [defaults] runner, else local
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -227,6 +234,7 @@ pub struct CommonParams {
     pub repo: String,
     pub base: Option<String>,
     pub agent: Option<String>,
+    pub runner: Option<String>,
     pub max_parallel: Option<MaxParallel>,
     pub max_budget_usd: Option<f64>,
 }
@@ -248,10 +256,14 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
         })?;
     }
     octl_proto::rpc::check_budget("--max-budget-usd", args.max_budget_usd)?;
+    if let Some(runner) = &args.runner {
+        super::spawn::validate_runner(runner)?;
+    }
     Ok(CommonParams {
         repo,
         base: args.base.clone(),
         agent: args.agent.clone(),
+        runner: args.runner.clone(),
         max_parallel,
         max_budget_usd: args.max_budget_usd,
     })
@@ -268,15 +280,6 @@ pub fn current_dir() -> Result<PathBuf, AppError> {
 /// How many nodes a run summary counts.
 pub fn node_total(s: &RunSummary) -> usize {
     s.nodes.values().sum()
-}
-
-/// A setting of the run as text: a string as is, anything else as JSON.
-pub fn setting(s: &RunSummary, key: &str) -> Option<String> {
-    match s.settings.get(key)? {
-        Value::Null => None,
-        Value::String(t) => Some(t.clone()),
-        other => Some(other.to_string()),
-    }
 }
 
 /// Prints what was started, and with `--wait` follows the run like `run wait`: in human mode
@@ -333,6 +336,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         gate: args.gate.clone(),
         max_parallel: common.max_parallel.map(max_parallel_json),
         max_budget_usd: common.max_budget_usd,
+        runner: common.runner,
     })
 }
 
@@ -359,7 +363,10 @@ async fn start(ctx: &Ctx, args: FanOutStartArgs) -> Result<i32, AppError> {
 ///   follow it: orchestratectl run watch 01…   wait: orchestratectl run wait 01…
 /// ```
 pub fn fanout_text(s: &RunSummary) -> String {
-    let cap = setting(s, "max_parallel").unwrap_or_else(|| "?".to_string());
+    let cap = s
+        .settings
+        .max_parallel
+        .map_or_else(|| "?".to_string(), |n| n.to_string());
     let n = node_total(s);
     let units = if n == 1 { "unit" } else { "units" };
     format!(
@@ -457,6 +464,7 @@ mod tests {
                 repo: None,
                 base: None,
                 agent: None,
+                runner: None,
                 wait: false,
             },
             gate: None,

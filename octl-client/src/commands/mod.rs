@@ -15,6 +15,7 @@ pub mod node;
 pub mod orchestrate;
 pub mod recover;
 pub mod run;
+pub mod shell;
 pub mod skill;
 pub mod spawn;
 pub mod spinoff;
@@ -41,6 +42,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::FanOut(args) => fanout::execute(ctx, args).await,
         Group::Orchestrate(args) => orchestrate::execute(ctx, args).await,
         Group::Run(cmd) => run::execute(ctx, cmd).await,
+        Group::Tui(args) => crate::tui::execute(ctx, args).await,
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
         Group::Discussion(cmd) => discussion::execute(ctx, cmd).await,
@@ -53,6 +55,8 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Hook(args) => Ok(crate::hook::run(args.event.as_deref())),
         Group::Recover(args) => recover::execute(ctx, args).await.map(|()| 0),
         Group::Doctor(args) => doctor::execute(ctx, args).await,
+        Group::Completions(args) => shell::completions(&args).map(|()| 0),
+        Group::Man(args) => shell::man(&args).map(|()| 0),
     }
 }
 

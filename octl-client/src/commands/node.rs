@@ -1,13 +1,15 @@
 //! `node done|fail|progress`: what an agent reports about its own node. The run and node come
 //! from `--run`/`--node`, else from `OCTL_RUN`/`OCTL_NODE` (set in every agent window).
+//! `node send|screen`: a human types a line into a live interactive agent, or looks at its
+//! screen, without attaching.
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
-use octl_proto::method::{self, MethodId};
-use octl_proto::rpc::{AppendResult, NodeReportParams};
+use octl_proto::method::{self, Method, MethodId};
+use octl_proto::rpc::{AppendResult, NodeReportParams, NodeScreenParams, NodeSendParams};
 use octl_proto::AppError;
 
-use super::{decode, Ctx};
+use super::{decode, result_of, Ctx};
 
 /// The examples of `node --help`.
 pub const NODE_EXAMPLES: &str = "\
@@ -17,7 +19,10 @@ Examples:
   orchestratectl node done --message 'added the endpoint and its tests'
   orchestratectl node fail --reason 'the API key in .env is missing'
   # from anywhere else, name the run and the node:
-  orchestratectl node done --run 01JDXJ5R --node api";
+  orchestratectl node done --run 01JDXJ5R --node api
+  # a human, to a code run's agent:
+  orchestratectl node send 01JDXJ5R --node api 'yes, use the v2 client'
+  orchestratectl node screen 01JDXJ5R --node api";
 
 #[derive(Debug, Subcommand)]
 pub enum NodeCmd {
@@ -43,6 +48,54 @@ Examples:
   orchestratectl node progress --message 'reproduced the bug in a test'
   orchestratectl --json node progress --run 01JDXJ5R --node api --message 'half done'")]
     Progress(NodeProgressArgs),
+
+    /// Type one line of input (then Enter) into a live node's interactive agent (a code run's)
+    ///
+    /// Refused, naming the node's state, unless the node is running or waiting and its agent
+    /// is interactive. The line is not recorded in the run's log (it may hold a secret).
+    #[command(after_help = "\
+Examples:
+  orchestratectl node send 01JDXJ5R --node api 'go ahead with the migration'
+  orchestratectl --json node send 01JDXJ5R --node api 'y'   # {run, node, bytes}")]
+    Send(NodeSendArgs),
+
+    /// Print a live node's agent screen now (the last lines of its terminal)
+    #[command(after_help = "\
+Examples:
+  orchestratectl node screen 01JDXJ5R --node api
+  orchestratectl node screen 01JDXJ5R --node api --lines 40
+  orchestratectl --json node screen 01JDXJ5R --node api   # {run, node, screen}")]
+    Screen(NodeScreenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeSendArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node: 1-63 of a-z, 0-9 and '-'
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+
+    /// The line to type: no newlines or control characters, at most 4096 bytes
+    #[arg(value_name = "TEXT")]
+    pub text: String,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeScreenArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node: 1-63 of a-z, 0-9 and '-'
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+
+    /// At most this many of the last lines (1-10000, default 200)
+    #[arg(long, value_name = "N")]
+    pub lines: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -88,21 +141,23 @@ pub struct NodeProgressArgs {
 }
 
 pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
-    let (method, what, target, text) = match cmd {
+    let (method, what, target, text): (MethodId, _, _, _) = match cmd {
+        NodeCmd::Send(a) => return send(ctx, a).await,
+        NodeCmd::Screen(a) => return screen(ctx, a).await,
         NodeCmd::Done(a) => (
-            MethodId::NodeDone,
+            method::NodeDone::ID,
             "done",
             a.target,
             Text::Message(a.message),
         ),
         NodeCmd::Fail(a) => (
-            MethodId::NodeFail,
+            method::NodeFail::ID,
             "failure",
             a.target,
             Text::Reason(a.reason),
         ),
         NodeCmd::Progress(a) => (
-            MethodId::NodeProgress,
+            method::NodeProgress::ID,
             "progress",
             a.target,
             Text::Message(Some(a.message)),
@@ -110,14 +165,14 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     };
     let (run, node) = resolve_target(&target)?;
     let params = node_params(&run, &node, text)?;
-    let value = match method {
-        MethodId::NodeFail => ctx.client.call_value::<method::NodeFail>(&params).await?,
-        MethodId::NodeProgress => {
-            ctx.client
-                .call_value::<method::NodeProgress>(&params)
-                .await?
-        }
-        _ => ctx.client.call_value::<method::NodeDone>(&params).await?,
+    let value = if method == method::NodeFail::ID {
+        ctx.client.call_value::<method::NodeFail>(&params).await?
+    } else if method == method::NodeProgress::ID {
+        ctx.client
+            .call_value::<method::NodeProgress>(&params)
+            .await?
+    } else {
+        ctx.client.call_value::<method::NodeDone>(&params).await?
     };
     // The three reports share their result type.
     let r: AppendResult = decode(method.name(), &value)?;
@@ -127,6 +182,46 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
             r.seq
         )
     });
+    Ok(())
+}
+
+async fn send(ctx: &Ctx, a: NodeSendArgs) -> Result<(), AppError> {
+    let run = parse_run_ref("RUN", &a.run)?.as_str().to_string();
+    validate_node_id("--node", &a.node)?;
+    if a.text.is_empty() || a.text.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(AppError::invalid(
+            "invalid TEXT: give one non-empty line without newlines or control characters (tab allowed)",
+        ));
+    }
+    let params = NodeSendParams {
+        run,
+        node: a.node,
+        text: a.text,
+    };
+    let value = ctx.client.call_value::<method::NodeSend>(&params).await?;
+    let r = result_of::<method::NodeSend>(&value)?;
+    ctx.out.result(&value, || {
+        format!(
+            "Typed {} bytes and Enter into node {} of run {}",
+            r.bytes, r.node, r.run
+        )
+    });
+    Ok(())
+}
+
+async fn screen(ctx: &Ctx, a: NodeScreenArgs) -> Result<(), AppError> {
+    let params = NodeScreenParams {
+        run: parse_run_ref("RUN", &a.run)?.as_str().to_string(),
+        node: {
+            validate_node_id("--node", &a.node)?;
+            a.node
+        },
+        lines: a.lines,
+    };
+    let value = ctx.client.call_value::<method::NodeScreen>(&params).await?;
+    let r = result_of::<method::NodeScreen>(&value)?;
+    ctx.out
+        .result(&value, || r.screen.trim_end_matches('\n').to_string());
     Ok(())
 }
 

@@ -11,8 +11,7 @@ use octl_proto::rpc::OrchestrateParams;
 use octl_proto::AppError;
 
 use super::fanout::{
-    common_params, current_dir, max_parallel_json, node_total, read_input_file, setting, started,
-    StartArgs,
+    common_params, current_dir, max_parallel_json, node_total, read_input_file, started, StartArgs,
 };
 use super::{call, Ctx};
 
@@ -22,6 +21,7 @@ Examples:
   orchestratectl orchestrate --plan plan.toml
   orchestratectl orchestrate --plan plan.json --auto-merge --max-parallel 4 --wait
   orchestratectl orchestrate --plan plan.toml --agent shell --base develop
+  orchestratectl orchestrate --plan plan.toml --runner cluster   # nodes without a runner
   orchestratectl --json orchestrate --plan plan.toml     # the run summary
   orchestratectl run watch 01JDXJ5R                      # then see it go
   orchestratectl merge 01JDXJ5R                          # when every node is merged
@@ -90,13 +90,17 @@ pub fn orchestrate_params(
         max_parallel: common.max_parallel.map(max_parallel_json),
         auto_merge: args.auto_merge,
         max_budget_usd: common.max_budget_usd,
+        runner: common.runner,
     })
 }
 
 /// The integration branch of an orchestrate run: `settings.integration`, else the name the
 /// daemon gives it (`octl/<RUN>/integration`).
 pub fn integration_branch(s: &RunSummary) -> String {
-    setting(s, "integration").unwrap_or_else(|| format!("octl/{}/integration", s.id))
+    s.settings
+        .integration
+        .clone()
+        .unwrap_or_else(|| format!("octl/{}/integration", s.id))
 }
 
 /// ```text
@@ -145,6 +149,7 @@ mod tests {
                 repo: None,
                 base: None,
                 agent: None,
+                runner: None,
                 wait: false,
             },
         }
@@ -195,7 +200,7 @@ mod tests {
             "  when every node is merged, the integration branch is merged into main\n"
         ));
         let mut s = s;
-        s.settings.clear();
+        s.settings = Default::default();
         assert_eq!(
             integration_branch(&s),
             "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration"

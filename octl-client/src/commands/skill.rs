@@ -51,7 +51,10 @@ Examples:
   orchestratectl skill install
   orchestratectl skill install --force                 # also overwrite edited files
   orchestratectl skill install --dir ./.claude/skills  # project-level skills
-  CLAUDE_CONFIG_DIR=~/.claude-work orchestratectl skill install")]
+  CLAUDE_CONFIG_DIR=~/.claude-work orchestratectl skill install
+  orchestratectl skill install --plugin                # as a Claude Code plugin, then:
+  claude plugin marketplace add ~/.local/share/orchestratectl/claude-plugin
+  claude plugin install orchestratectl@orchestratectl")]
     Install(SkillInstallArgs),
 }
 
@@ -75,9 +78,16 @@ pub struct SkillInstallArgs {
     #[arg(long)]
     pub force: bool,
 
-    /// The skills directory; default ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/skills
+    /// The skills directory; default ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/skills (with
+    /// --plugin: the plugin's directory, default ${XDG_DATA_HOME:-~/.local/share}/orchestratectl/claude-plugin)
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+
+    /// Write the skills as a Claude Code plugin with its own local marketplace manifest
+    /// (.claude-plugin/plugin.json and marketplace.json) into DIR, for `claude plugin
+    /// marketplace add DIR` and `claude plugin install orchestratectl@orchestratectl`
+    #[arg(long)]
+    pub plugin: bool,
 }
 
 /// How much of a description `skill list` shows.
@@ -152,12 +162,53 @@ fn print(ctx: &Ctx, name: &str) -> Result<(), AppError> {
 }
 
 fn install(ctx: &Ctx, args: SkillInstallArgs) -> Result<(), AppError> {
+    if args.plugin {
+        let dir = resolved(&plugin_dir(args.dir.as_deref())?)?;
+        let report = skills::install_plugin(&dir, args.force)?;
+        let value = json!({"plugin": dir.display().to_string(), "skills": report});
+        ctx.out.result(&value, || {
+            format!(
+                "{}\nplugin {} with its marketplace in {}; install it into Claude Code with:\n  claude plugin marketplace add {}\n  claude plugin install {}@{}",
+                install_text(&report),
+                skills::PLUGIN_NAME,
+                dir.display(),
+                dir.display(),
+                skills::PLUGIN_NAME,
+                skills::PLUGIN_NAME
+            )
+        });
+        return match skipped_error(&report) {
+            Some(err) => Err(err),
+            None => Ok(()),
+        };
+    }
     let dir = resolved(&target_dir(args.dir.as_deref())?)?;
     let report = skills::install(&dir, SKILLS, args.force)?;
     ctx.out.result(&report, || install_text(&report));
     match skipped_error(&report) {
         Some(err) => Err(err),
         None => Ok(()),
+    }
+}
+
+/// `--dir`, else `${XDG_DATA_HOME:-$HOME/.local/share}/orchestratectl/claude-plugin`.
+fn plugin_dir(flag: Option<&Path>) -> Result<PathBuf, AppError> {
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    match (flag, non_empty("XDG_DATA_HOME"), non_empty("HOME")) {
+        (Some(p), _, _) if p.as_os_str().is_empty() => Err(AppError::invalid(
+            "invalid --dir \"\": give the plugin's directory",
+        )),
+        (Some(p), _, _) => Ok(std::env::current_dir().unwrap_or_default().join(p)),
+        (None, Some(d), _) if d.is_absolute() => Ok(d.join("orchestratectl/claude-plugin")),
+        (None, _, Some(h)) => Ok(h.join(".local/share/orchestratectl/claude-plugin")),
+        (None, _, None) => Err(AppError::invalid(
+            "cannot find a directory for the plugin: neither --dir, XDG_DATA_HOME nor HOME is set",
+        )
+        .with_hint("pass --dir DIR")),
     }
 }
 

@@ -35,6 +35,7 @@ Examples:
   orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
   orchestratectl spawn spinoff --max-budget-usd 2 'port the parser to nom 8'
   orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
+  orchestratectl spawn spinoff --runner cluster 'fix the flaky test in tests/net.rs'
   orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
   generate-task | orchestratectl spawn spinoff --task-file -
   orchestratectl spawn spinoff -- '-x is a task starting with a dash'")]
@@ -99,6 +100,11 @@ pub struct SpawnArgs {
     /// shows its cost in `run list`
     #[arg(long, value_name = "USD")]
     pub max_budget_usd: Option<f64>,
+    /// Where the agent runs: `local` (this machine's tmux server) or a runner
+    /// [runners.NAME] of $OCTL_HOME/config.toml (kind ssh or slurm); default: the profile's
+    /// `runner`, else [defaults] runner, else local
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -212,6 +218,9 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
     if let Some(node) = &args.node {
         validate_node_id("--node", node)?;
     }
+    if let Some(runner) = &args.runner {
+        validate_runner(runner)?;
+    }
     if args.gate.as_deref().is_some_and(|g| g.trim().is_empty()) {
         return Err(AppError::invalid(
             "invalid --gate \"\": give a shell command such as 'cargo test', or leave --gate out",
@@ -226,6 +235,15 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         node: args.node.clone(),
         gate: args.gate.clone(),
         max_budget_usd: args.max_budget_usd,
+
+        runner: args.runner.clone(),
+    })
+}
+
+/// `--runner NAME`: a runner's name, in node-id form (the daemon checks it is configured).
+pub fn validate_runner(runner: &str) -> Result<(), AppError> {
+    validate_node_id("--runner", runner).map_err(|e| {
+        e.with_hint("`local` is this machine; others are [runners.NAME] in $OCTL_HOME/config.toml")
     })
 }
 
@@ -343,6 +361,7 @@ mod tests {
             node: None,
             gate: None,
             max_budget_usd: None,
+            runner: None,
             wait: false,
         }
     }

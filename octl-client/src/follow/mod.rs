@@ -3,7 +3,7 @@
 //! `run.show` after every event and every second), with the live progress those commands print
 //! on stderr; until they end, for `run watch` (a view redrawn on stdout, or plain lines); and
 //! the event stream itself across daemon restarts ([`Events`], also used by `discussion ask
-//! --wait`).
+//! --wait`), and the change feed of every run likewise ([`Feed`]).
 //!
 //! A run is *settled* when its status is terminal (`completed`, `failed`, `cancelled`) or
 //! `waiting` (only a human can move it). Exit code: 0 for `completed`, 4 for the others.
@@ -23,11 +23,13 @@ use serde_json::Value;
 use crate::commands::Ctx;
 
 mod events;
+mod feed;
 mod progress;
 mod wait;
 mod watch;
 
 pub use events::Events;
+pub use feed::Feed;
 pub use progress::{
     eprint_line, event_message, one_line, plain_event_line, short_event, Mode, Progress, Screen,
 };

@@ -246,9 +246,8 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
             if m.kind == Some(RunKind::Orchestrate) && all_merged {
                 let integration = m
                     .settings
-                    .get("integration")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
+                    .integration
+                    .clone()
                     .unwrap_or_else(|| format!("octl/{id}/integration"));
                 let base = m.base.as_deref().unwrap_or("base");
                 match m.merge.as_deref() {

@@ -190,10 +190,10 @@ pub fn watch_frame(
         head.push_str(&format!("  {}", one_line(title, 60)));
     }
     let mut second = format!("Nodes: {}", node_counts(&m.nodes));
-    if let Some(cap) = m.run_settings().max_parallel() {
+    if let Some(cap) = m.settings.max_parallel {
         second.push_str(&format!("  ·  at most {cap} at once"));
     }
-    if let Some(integration) = m.run_settings().integration() {
+    if let Some(integration) = &m.settings.integration {
         second.push_str(&format!("  ·  {integration}"));
         if let Some(merge) = &m.merge {
             second.push_str(&format!(" ({merge})"));
@@ -327,10 +327,9 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        d.manifest.settings = json!({"integration": "octl/R/integration", "max_parallel": 2})
-            .as_object()
-            .unwrap()
-            .clone();
+        d.manifest.settings =
+            serde_json::from_value(json!({"integration": "octl/R/integration", "max_parallel": 2}))
+                .unwrap();
         let mut extras = std::collections::HashMap::new();
         extras.insert(
             "api".to_string(),

@@ -8,7 +8,9 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::cycles::cycle_problems;
-use super::fields::{fields, node_id_field, opt_agent, opt_gate, opt_string, pos_of, string_value};
+use super::fields::{
+    fields, node_id_field, opt_agent, opt_gate, opt_runner, opt_string, pos_of, string_value,
+};
 use super::fields::{Found, END};
 use super::suggest::{did_you_mean, list_names};
 use super::tree::{parse_top, Tree};
@@ -33,6 +35,9 @@ pub struct PlanNode {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<String>,
+    /// Where this node's agent runs (a runner's name), unless `--runner` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 impl Plan {
@@ -118,7 +123,7 @@ impl Plan {
 }
 
 const PLAN_FIELDS: &[&str] = &["title", "nodes"];
-const NODE_FIELDS: &[&str] = &["id", "task", "deps", "agent", "gate"];
+const NODE_FIELDS: &[&str] = &["id", "task", "deps", "agent", "gate", "runner"];
 
 /// Parses and validates an orchestrate plan; every problem is reported, none stops the others.
 pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
@@ -251,6 +256,7 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                 }
                 let agent = opt_agent(&format!("{at}.agent"), nf.get("agent"), format, &mut q);
                 let gate = opt_gate(&format!("{at}.gate"), nf.get("gate"), format, &mut q);
+                let runner = opt_runner(&format!("{at}.runner"), nf.get("runner"), format, &mut q);
                 let node = match (&id, task) {
                     (Some(id), Some(task)) => Some(PlanNode {
                         id: id.clone(),
@@ -258,6 +264,7 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                         deps: deps.clone(),
                         agent,
                         gate,
+                        runner,
                     }),
                     _ => None,
                 };

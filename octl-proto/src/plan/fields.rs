@@ -111,14 +111,34 @@ pub(super) fn opt_agent(
     format: Format,
     p: &mut Found,
 ) -> Option<String> {
-    let agent = opt_string(at, v, format, p)?;
-    if !is_node_id(&agent) {
+    opt_name(at, v, format, p, "the name of an agent profile")
+}
+
+/// An optional runner name (`[runners.NAME]` of config.toml, or `local`), in node-id form.
+pub(super) fn opt_runner(
+    at: &str,
+    v: Option<&(usize, &Tree)>,
+    format: Format,
+    p: &mut Found,
+) -> Option<String> {
+    opt_name(at, v, format, p, "the name of a runner, e.g. local")
+}
+
+fn opt_name(
+    at: &str,
+    v: Option<&(usize, &Tree)>,
+    format: Format,
+    p: &mut Found,
+    what: &str,
+) -> Option<String> {
+    let name = opt_string(at, v, format, p)?;
+    if !is_node_id(&name) {
         p.add(
             v.map_or(END, |(pos, _)| *pos),
-            format!("{at} {agent:?}: {NAME_FORM} (the name of an agent profile)"),
+            format!("{at} {name:?}: {NAME_FORM} ({what})"),
         );
     }
-    Some(agent)
+    Some(name)
 }
 
 /// An optional gate: a shell command, not blank.

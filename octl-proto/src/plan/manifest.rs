@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::fields::{fields, node_id_field, opt_agent, opt_gate, opt_string, pos_of, string_value};
+use super::fields::{
+    fields, node_id_field, opt_agent, opt_gate, opt_runner, opt_string, pos_of, string_value,
+};
 use super::fields::{Found, END};
 use super::template::{parse_template, placeholder_names, render_template};
 use super::tree::{parse_top, Tree};
@@ -25,6 +27,9 @@ pub struct Manifest {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<String>,
+    /// Where every unit's agent runs (a runner's name), unless `--runner` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
     pub units: Vec<Unit>,
 }
 
@@ -55,7 +60,7 @@ impl Manifest {
     }
 }
 
-const MANIFEST_FIELDS: &[&str] = &["title", "prompt", "agent", "gate", "units"];
+const MANIFEST_FIELDS: &[&str] = &["title", "prompt", "agent", "gate", "runner", "units"];
 const UNIT_FIELDS: &[&str] = &["id", "vars"];
 
 /// Parses and validates a fan-out manifest; every problem is reported, none stops the others.
@@ -67,6 +72,7 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
     let title = opt_string("title", f.get("title"), format, &mut p);
     let agent = opt_agent("agent", f.get("agent"), format, &mut p);
     let gate = opt_gate("gate", f.get("gate"), format, &mut p);
+    let runner = opt_runner("runner", f.get("runner"), format, &mut p);
 
     let prompt_pos = pos_of(&f, "prompt");
     let prompt = match f.get("prompt") {
@@ -253,6 +259,7 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
         prompt: prompt.unwrap_or_default(),
         agent,
         gate,
+        runner,
         units,
     })
 }

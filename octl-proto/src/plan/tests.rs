@@ -145,7 +145,7 @@ vras = { a = "1" }
     assert_eq!(
             p,
             [
-                "top level: unknown field \"promt\"; accepted: title, prompt, agent, gate, units; did you mean \"prompt\"?",
+                "top level: unknown field \"promt\"; accepted: title, prompt, agent, gate, runner, units; did you mean \"prompt\"?",
                 "units[2]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?",
                 "units[2] (c): the prompt uses {a} but vars has no \"a\"",
             ]
@@ -702,7 +702,7 @@ deps = ["a", "a", 3]
                 "nodes[2].agent \"Bad\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit (the name of an agent profile)",
                 "nodes[2].gate: empty; give a shell command, or leave the field out for no gate",
                 "nodes[2]: missing field \"id\"",
-                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate; did you mean \"task\"?",
+                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate, runner; did you mean \"task\"?",
                 "nodes[3] (b): dep \"a\" is listed twice",
                 "nodes[3].deps[2]: must be a string (a node id), got a number",
                 "nodes[3]: missing field \"task\": say what the node's agent is to do",
@@ -821,4 +821,29 @@ fn close_matches() {
     assert_eq!(edit_distance("vras", "vars"), 1);
     assert_eq!(did_you_mean("zzz", &["api", "web"]), None);
     assert_eq!(did_you_mean("x", &["y"]), None);
+}
+
+#[test]
+fn manifests_and_plan_nodes_name_a_runner() {
+    let m = parse_manifest(
+        "prompt = \"x\"\nrunner = \"hpc\"\n[[units]]\nid = \"a\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(m.runner.as_deref(), Some("hpc"));
+    let p = parse_plan(
+        "[[nodes]]\nid = \"a\"\ntask = \"t\"\nrunner = \"big\"\n[[nodes]]\nid = \"b\"\ntask = \"t\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(p.nodes[0].runner.as_deref(), Some("big"));
+    assert_eq!(p.nodes[1].runner, None);
+    assert_eq!(
+        manifest_problems("prompt = \"x\"\nrunner = \"No\"\n[[units]]\nid = \"a\"\n", Format::Toml),
+        ["runner \"No\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit (the name of a runner, e.g. local)"]
+    );
+    assert_eq!(
+        plan_problems("[[nodes]]\nid = \"a\"\ntask = \"t\"\nrunner = 3\n"),
+        ["nodes[0].runner: must be a string, got a number"]
+    );
 }

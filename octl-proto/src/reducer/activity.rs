@@ -3,10 +3,10 @@
 //! and its reports do that. It is the agent's to say, and only while its process may be alive.
 
 use crate::error::{AppError, ErrorKind};
-use crate::event::{Actor, Event};
+use crate::event::{Actor, Event, NodeActivity};
 use crate::state::{Activity, ActivityState, RunState};
 
-use super::{opt_string, req_string, transition};
+use super::transition;
 
 impl RunState {
     pub(super) fn fold_activity(&mut self, ev: &Event) -> Result<(), AppError> {
@@ -31,15 +31,14 @@ impl RunState {
                 node.state.as_str()
             )));
         }
-        let given = req_string(&ev.data, "state", "node.activity")?;
+        let said: NodeActivity = ev.payload()?;
+        let given = said.state;
         let state = ActivityState::parse(&given).ok_or_else(|| {
             AppError::invalid(format!(
                 "invalid data.state {given:?}: use working, needs_permission, waiting_input, idle or unknown"
             ))
         })?;
-        let detail = opt_string(&ev.data, "detail")?;
-        opt_string(&ev.data, "hook")?;
-        let session = opt_string(&ev.data, "session_id")?;
+        let (detail, session) = (said.detail, said.session_id);
 
         let node = self.nodes.get_mut(id).expect("checked above");
         // `since` is when it entered the state: another tool while working keeps it.

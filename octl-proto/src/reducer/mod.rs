@@ -4,10 +4,8 @@
 //! Every check in [`RunState::apply`] runs before the first mutation, so a refused event leaves
 //! the state exactly as it was.
 
-use serde_json::{Map, Value};
-
 use crate::error::{AppError, ErrorKind};
-use crate::event::{is_custom_type, Actor, Event};
+use crate::event::{is_custom_type, Actor, Event, Payload, RunBudgetSpent, RunCreated};
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
@@ -58,51 +56,8 @@ fn transition(msg: String) -> AppError {
     AppError::new(ErrorKind::InvalidTransition, msg)
 }
 
-fn opt_string(data: &Map<String, Value>, key: &str) -> Result<Option<String>, AppError> {
-    match data.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(AppError::invalid(format!(
-            "invalid data.{key}: a string is accepted"
-        ))),
-    }
-}
-
-fn req_string(data: &Map<String, Value>, key: &str, ty: &str) -> Result<String, AppError> {
-    opt_string(data, key)?
-        .ok_or_else(|| AppError::invalid(format!("missing data.{key}: {ty} needs a string {key}")))
-}
-
-fn opt_i64(data: &Map<String, Value>, key: &str) -> Result<Option<i64>, AppError> {
-    match data.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            AppError::invalid(format!("invalid data.{key}: an integer is accepted"))
-        }),
-    }
-}
-
-fn string_list(data: &Map<String, Value>, key: &str) -> Result<Vec<String>, AppError> {
-    match data.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| {
-                    AppError::invalid(format!(
-                        "invalid data.{key}: an array of strings is accepted"
-                    ))
-                })
-            })
-            .collect(),
-        Some(_) => Err(AppError::invalid(format!(
-            "invalid data.{key}: an array of strings is accepted"
-        ))),
-    }
-}
-
-fn record_id(data: &Map<String, Value>, ty: &str) -> Result<String, AppError> {
-    let id = req_string(data, "id", ty)?;
+/// A discussion's or proposal's id, checked for its form.
+fn record_id(id: String) -> Result<String, AppError> {
     if is_node_id(&id) {
         Ok(id)
     } else {
@@ -121,23 +76,14 @@ impl RunState {
                 ev.kind, ev.seq
             )));
         }
-        let kind_str = req_string(&ev.data, "kind", "run.created")?;
-        let kind = RunKind::parse(&kind_str).ok_or_else(|| {
-            AppError::invalid(format!(
-                "invalid data.kind {kind_str:?}: use generic, spinoff, code, fanout or orchestrate"
-            ))
-        })?;
-        let mut settings = ev.data.clone();
-        for k in ["kind", "title", "repo", "base"] {
-            settings.remove(k);
-        }
+        let created: RunCreated = ev.payload()?;
         Ok(RunState {
             id: ev.run.clone(),
-            kind,
-            title: opt_string(&ev.data, "title")?,
-            repo: opt_string(&ev.data, "repo")?,
-            base: opt_string(&ev.data, "base")?,
-            settings,
+            kind: created.kind,
+            title: created.title,
+            repo: created.repo,
+            base: created.base,
+            settings: created.settings,
             created_at: ev.ts.clone(),
             updated_at: ev.ts.clone(),
             last_seq: 1,
@@ -239,6 +185,17 @@ impl RunState {
                         "{t} is a run-level event: give no node"
                     )));
                 }
+                // An agent run ends by itself only once every node has finished: a retry that
+                // won meanwhile (the node pending again) beats an end judged before it.
+                if t != "run.cancelled" && self.kind != RunKind::Generic {
+                    if let Some(n) = self.nodes_in_order().find(|n| !n.state.is_terminal()) {
+                        return Err(transition(format!(
+                            "node {:?} is {}; {t} is accepted only once every node has finished",
+                            n.id,
+                            n.state.as_str()
+                        )));
+                    }
+                }
                 self.ended = Some(match t {
                     "run.completed" => RunStatus::Completed,
                     "run.failed" => RunStatus::Failed,
@@ -247,7 +204,7 @@ impl RunState {
                 Ok(())
             }
             // Once per run: the daemon stops starting nodes when the run's budget is spent.
-            "run.budget_spent" => {
+            RunBudgetSpent::TYPE => {
                 if ev.node.is_some() {
                     return Err(AppError::invalid(
                         "run.budget_spent is a run-level event: give no node",
@@ -259,6 +216,7 @@ impl RunState {
                         self.id
                     )));
                 }
+                ev.payload::<RunBudgetSpent>()?;
                 self.budget_spent = true;
                 Ok(())
             }

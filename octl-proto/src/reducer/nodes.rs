@@ -1,20 +1,205 @@
 //! Node rules: which states each node event is legal from and leads to, and folding node
 //! and run-level merge events.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::AppError;
-use crate::event::{Actor, Event};
+use crate::event::field::flat;
+use crate::event::payload::{self, *};
+use crate::event::{Actor, Event, Payload};
 use crate::ids::is_node_id;
 use crate::state::{Node, NodeState, RunKind, RunState};
 
 use super::records::{kept_change, KeptChange};
-use super::{opt_i64, opt_string, string_list, transition};
+use super::transition;
 use NodeState::*;
 
 /// A `merge.started` that merges a failed or exited node as committed (`data.accept_failed`).
 pub(super) fn accepts_failed(ev: &Event) -> bool {
-    ev.actor == Actor::Daemon && ev.data.get("accept_failed") == Some(&Value::Bool(true))
+    ev.actor == Actor::Daemon
+        && ev.kind == MergeStarted::TYPE
+        && ev
+            .payload::<MergeStarted>()
+            .is_ok_and(|p| p.accept_failed == Some(true))
+}
+
+/// What a node event says about its node, read from its type's payload.
+#[derive(Default)]
+pub(super) struct Said {
+    pub message: Option<String>,
+    pub reason: Option<String>,
+    pub exit_status: Option<i64>,
+    pub outcome: Option<Map<String, Value>>,
+    pub report: Option<Report>,
+    /// `node.starting`: the attempt's branch and worktree.
+    pub branch: Option<String>,
+    pub worktree: Option<String>,
+    /// `node.started`.
+    pub pane: Option<String>,
+    pub on_exit: Option<String>,
+    pub report_on_exit: Option<bool>,
+    /// `merge.succeeded`, `merge.conflict`.
+    pub commit: Option<String>,
+    pub files: Vec<String>,
+    /// `cleanup.done`.
+    pub snapshot_ref: Option<String>,
+    pub snapshot_commit: Option<String>,
+    pub kept: Option<KeptRecord>,
+    /// `kept.restored` (with the worktree) and `kept.deleted`.
+    pub kept_dir: Option<(String, Option<String>)>,
+    /// `node.starting`, `node.retried`: the conversation, and whether this attempt continues it.
+    pub session_id: Option<String>,
+    pub resume: bool,
+    /// `node.starting`: the port the node holds while live.
+    pub port: Option<u64>,
+    /// `node.paused`: when its usage limit resets.
+    pub until: Option<String>,
+}
+
+/// Only `node.progress` carries a report; the others' clients are told so.
+fn no_report(ty: &str, rest: &Map<String, Value>) -> Result<(), AppError> {
+    match rest.get("report") {
+        None | Some(Value::Null) => Ok(()),
+        Some(r) => Err(AppError::invalid(format!(
+            "invalid data.report {r}: only node.progress carries a report, done or failed; {ty} does not"
+        ))),
+    }
+}
+
+fn said(ev: &Event) -> Result<Said, AppError> {
+    let s = match ev.kind.as_str() {
+        NodeStarting::TYPE => {
+            let p: NodeStarting = ev.payload()?;
+            Said {
+                branch: p.branch,
+                worktree: p.worktree,
+                session_id: p.session_id,
+                resume: p.resume == Some(true),
+                port: p.port,
+                ..Said::default()
+            }
+        }
+        NodeRetried::TYPE => {
+            let p: NodeRetried = ev.payload()?;
+            Said {
+                session_id: p.session_id,
+                resume: p.resume == Some(true),
+                ..Said::default()
+            }
+        }
+        NodeStarted::TYPE => {
+            let p: NodeStarted = ev.payload()?;
+            Said {
+                pane: p.pane,
+                on_exit: p.on_exit,
+                report_on_exit: p.report_on_exit,
+                ..Said::default()
+            }
+        }
+        NodeProgress::TYPE => {
+            let p: NodeProgress = ev.payload()?;
+            Said {
+                message: p.message,
+                reason: p.reason,
+                exit_status: flat(&p.exit_status),
+                outcome: p.outcome,
+                report: p.report,
+                ..Said::default()
+            }
+        }
+        NodeWaiting::TYPE => {
+            let p: NodeWaiting = ev.payload()?;
+            no_report(NodeWaiting::TYPE, &p.rest)?;
+            Said {
+                message: p.message,
+                reason: p.reason,
+                exit_status: flat(&p.exit_status),
+                outcome: p.outcome,
+                ..Said::default()
+            }
+        }
+        NodeDone::TYPE => {
+            let p: NodeDone = ev.payload()?;
+            no_report(NodeDone::TYPE, &p.rest)?;
+            Said {
+                message: p.message,
+                reason: p.reason,
+                exit_status: flat(&p.exit_status),
+                outcome: p.outcome,
+                ..Said::default()
+            }
+        }
+        NodeFailed::TYPE => {
+            let p: NodeFailed = ev.payload()?;
+            no_report(NodeFailed::TYPE, &p.rest)?;
+            Said {
+                message: p.message,
+                reason: p.reason,
+                exit_status: flat(&p.exit_status),
+                outcome: p.outcome,
+                ..Said::default()
+            }
+        }
+        NodeExited::TYPE => {
+            let p: NodeExited = ev.payload()?;
+            Said {
+                exit_status: p.exit_status,
+                outcome: p.outcome,
+                reason: p.reason,
+                ..Said::default()
+            }
+        }
+        NodePaused::TYPE => {
+            let p: NodePaused = ev.payload()?;
+            Said {
+                until: Some(p.until),
+                reason: p.reason,
+                exit_status: p.exit_status,
+                outcome: p.outcome,
+                ..Said::default()
+            }
+        }
+        NodeBlocked::TYPE => Said {
+            reason: ev.payload::<NodeBlocked>()?.reason,
+            ..Said::default()
+        },
+        MergeSucceeded::TYPE => Said {
+            commit: ev.payload::<MergeSucceeded>()?.commit,
+            ..Said::default()
+        },
+        MergeConflict::TYPE => Said {
+            files: ev.payload::<MergeConflict>()?.files,
+            ..Said::default()
+        },
+        payload::MergeBlocked::TYPE => Said {
+            reason: ev.payload::<payload::MergeBlocked>()?.reason,
+            ..Said::default()
+        },
+        CleanupDone::TYPE => {
+            let p: CleanupDone = ev.payload()?;
+            Said {
+                snapshot_ref: flat(&p.snapshot_ref),
+                snapshot_commit: flat(&p.snapshot_commit),
+                kept: flat(&p.kept),
+                ..Said::default()
+            }
+        }
+        KeptRestored::TYPE => {
+            let p: KeptRestored = ev.payload()?;
+            Said {
+                kept_dir: Some((p.dir, Some(p.worktree))),
+                ..Said::default()
+            }
+        }
+        KeptDeleted::TYPE => Said {
+            kept_dir: Some((ev.payload::<KeptDeleted>()?.dir, None)),
+            ..Said::default()
+        },
+        // node.ready, node.unblocked, node.cancelled, merge.started: nothing
+        // about the node beyond their transition.
+        _ => Said::default(),
+    };
+    Ok(s)
 }
 
 fn names(states: &[NodeState]) -> String {
@@ -37,7 +222,8 @@ impl RunState {
                 self.id
             )));
         }
-        let deps = string_list(&ev.data, "deps")?;
+        let added: NodeAdded = ev.payload()?;
+        let deps = added.deps.unwrap_or_default();
         if let Some(bad) = deps.iter().find(|d| !is_node_id(d)) {
             return Err(AppError::invalid(format!(
                 "invalid data.deps entry {bad:?}: use node ids (1-63 of a-z, 0-9 and '-')"
@@ -46,12 +232,12 @@ impl RunState {
         let node = Node {
             id: id.clone(),
             state: Pending,
-            branch: opt_string(&ev.data, "branch")?,
-            worktree: opt_string(&ev.data, "worktree")?,
-            agent: opt_string(&ev.data, "agent")?,
+            branch: added.branch,
+            worktree: added.worktree,
+            agent: added.agent,
             deps,
-            task: opt_string(&ev.data, "task")?,
-            gate: opt_string(&ev.data, "gate")?,
+            task: added.task,
+            gate: added.gate,
             message: None,
             reason: None,
             exit_status: None,
@@ -60,6 +246,7 @@ impl RunState {
             snapshot_ref: None,
             snapshot_refs: Vec::new(),
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -74,6 +261,7 @@ impl RunState {
             session_id: None,
             paused_until: None,
             cost_usd: None,
+            runner: added.runner,
             resume: false,
         };
         self.node_order.push(id.clone());
@@ -159,69 +347,39 @@ impl RunState {
                 names(&from)
             )));
         }
-        let d = &ev.data;
-        let message = opt_string(d, "message")?;
-        let reason = opt_string(d, "reason")?;
-        let exit_status = opt_i64(d, "exit_status")?;
-        let branch = opt_string(d, "branch")?;
-        let worktree = opt_string(d, "worktree")?;
-        let commit = opt_string(d, "commit")?;
-        let snapshot = opt_string(d, "snapshot_ref")?;
-        let files = string_list(d, "files")?;
-        let pane = opt_string(d, "pane")?;
-        let on_exit = opt_string(d, "on_exit")?;
-        let report = opt_string(d, "report")?;
-        let until = opt_string(d, "until")?;
-        if t == "node.paused" && until.is_none() {
-            return Err(AppError::invalid(
-                "missing data.until: node.paused needs the reset time (RFC 3339)",
-            ));
-        }
-        let session = opt_string(d, "session_id")?;
-        let resume = match d.get("resume") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(AppError::invalid(
-                    "invalid data.resume: a boolean is accepted",
-                ))
-            }
-        };
-        if resume && !matches!(t, "node.retried" | "node.starting") {
-            return Err(AppError::invalid(format!(
-                "invalid data.resume: only node.retried and node.starting resume, not {t}"
-            )));
-        }
+        let Said {
+            message,
+            reason,
+            exit_status,
+            outcome,
+            report,
+            branch,
+            worktree,
+            pane,
+            on_exit,
+            report_on_exit,
+            commit,
+            files,
+            snapshot_ref: snapshot,
+            snapshot_commit,
+            kept,
+            kept_dir,
+            session_id: session,
+            resume,
+            port,
+            until,
+        } = said(ev)?;
+        let kept = kept_change(t, kept, snapshot_commit, kept_dir, node, ev)?;
         if resume && session.is_none() && node.session_id.is_none() {
             return Err(AppError::invalid(format!(
                 "invalid data.resume: node {id:?} has no session to resume; give data.session_id"
             )));
         }
-        if let Some(r) = &report {
-            if t != "node.progress" || !matches!(r.as_str(), "done" | "failed") {
-                return Err(AppError::invalid(format!(
-                    "invalid data.report {r:?}: only node.progress carries a report, done or failed"
-                )));
-            }
-        }
-        let kept = kept_change(t, d, node, ev)?;
-        let report_on_exit = match d.get("report_on_exit") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => {
-                return Err(AppError::invalid(
-                    "invalid data.report_on_exit: a boolean is accepted",
-                ))
-            }
-        };
-        let outcome = match d.get("outcome") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(o)) => Some(o.clone()),
-            Some(_) => {
-                return Err(AppError::invalid(
-                    "invalid data.outcome: an object is accepted",
-                ))
-            }
+        let port = match port {
+            None => None,
+            Some(p) => Some(u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                AppError::invalid(format!("invalid data.port {p}: a TCP port, 1 to 65535"))
+            })?),
         };
 
         let node = self.nodes.get_mut(id).expect("checked above");
@@ -273,8 +431,8 @@ impl RunState {
         if let Some(b) = report_on_exit {
             node.report_on_exit = b;
         }
-        if report.is_some() {
-            node.report = report;
+        if let Some(r) = report {
+            node.report = Some(r.as_str().to_string());
         }
         match t {
             "node.retried" => {
@@ -296,6 +454,8 @@ impl RunState {
             // can close it) is gone, and the new branch and worktree are to be cleaned up in
             // their turn.
             "node.starting" => {
+                // Each start holds the port its intent names, or none.
+                node.port = port;
                 node.pane = None;
                 node.cleaned = false;
                 node.paused_until = None;
@@ -345,8 +505,8 @@ impl RunState {
                 cur.unwrap_or("not started")
             )));
         }
-        if t == "merge.succeeded" {
-            self.merge_commit = opt_string(&ev.data, "commit")?;
+        if t == MergeSucceeded::TYPE {
+            self.merge_commit = ev.payload::<MergeSucceeded>()?.commit;
         }
         self.merge = Some(
             match t {

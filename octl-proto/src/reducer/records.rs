@@ -1,15 +1,13 @@
 //! Records a run keeps beside its nodes' states: discussions, spin-off proposals, and each
 //! node's kept sets of ignored files.
 
-use serde_json::{Map, Value};
-
 use crate::error::AppError;
-use crate::event::Event;
+use crate::event::*;
 use crate::state::{
     Discussion, Kept, KeptStatus, Node, NodeState, RunState, Spinoff, SpinoffStatus,
 };
 
-use super::{opt_string, record_id, req_string, transition};
+use super::{record_id, transition};
 use NodeState::*;
 
 /// What an event does to a node's kept sets of ignored files.
@@ -24,85 +22,66 @@ pub(super) enum KeptChange {
 /// that is still kept, and only such a one: whoever comes second lost the race.
 pub(super) fn kept_change(
     t: &str,
-    d: &Map<String, Value>,
+    kept: Option<KeptRecord>,
+    snapshot_commit: Option<String>,
+    kept_dir: Option<(String, Option<String>)>,
     node: &Node,
     ev: &Event,
 ) -> Result<Option<KeptChange>, AppError> {
-    match t {
-        "cleanup.done" => {
-            let Some(k) = d.get("kept").filter(|v| !v.is_null()) else {
-                return Ok(None);
-            };
-            let bad = || {
-                AppError::invalid(
-                    "invalid data.kept: an object {dir: string, files: integer, bytes: integer} is accepted",
-                )
-            };
-            let o = k.as_object().ok_or_else(bad)?;
-            let dir = o.get("dir").and_then(Value::as_str).ok_or_else(bad)?;
-            let files = o.get("files").and_then(Value::as_u64).ok_or_else(bad)?;
-            let bytes = o.get("bytes").and_then(Value::as_u64).ok_or_else(bad)?;
-            if node.kept.iter().any(|k| k.dir == dir) {
-                return Err(transition(format!(
-                    "node {:?} already recorded kept files in {dir}",
-                    node.id
-                )));
-            }
-            Ok(Some(KeptChange::New(Kept {
-                dir: dir.to_string(),
-                files,
-                bytes,
-                snapshot_commit: opt_string(d, "snapshot_commit")?,
-                kept_at: ev.ts.clone(),
-                status: KeptStatus::Kept,
-                restored_to: None,
-            })))
+    if let Some(k) = kept {
+        if node.kept.iter().any(|old| old.dir == k.dir) {
+            return Err(transition(format!(
+                "node {:?} already recorded kept files in {}",
+                node.id, k.dir
+            )));
         }
-        "kept.restored" | "kept.deleted" => {
-            let dir = req_string(d, "dir", t)?;
-            let to = if t == "kept.restored" {
-                Some(req_string(d, "worktree", t)?)
-            } else {
-                None
-            };
-            let i = node.kept.iter().position(|k| k.dir == dir).ok_or_else(|| {
-                AppError::not_found(format!("node {:?} has no kept files in {dir}", node.id))
-            })?;
-            let k = &node.kept[i];
-            if k.status != KeptStatus::Kept {
-                let whither = k
-                    .restored_to
-                    .as_deref()
-                    .map(|w| format!(" to {w}"))
-                    .unwrap_or_default();
-                return Err(transition(format!(
-                    "the kept files of node {:?} in {dir} are {}{whither}; {t} is accepted only while they are kept",
-                    node.id,
-                    k.status.as_str()
-                )));
-            }
-            let status = if to.is_some() {
-                KeptStatus::Restored
-            } else {
-                KeptStatus::Deleted
-            };
-            Ok(Some(KeptChange::Status(i, status, to)))
-        }
-        _ => Ok(None),
+        return Ok(Some(KeptChange::New(Kept {
+            dir: k.dir,
+            files: k.files,
+            bytes: k.bytes,
+            snapshot_commit,
+            kept_at: ev.ts.clone(),
+            status: KeptStatus::Kept,
+            restored_to: None,
+        })));
     }
+    let Some((dir, to)) = kept_dir else {
+        return Ok(None);
+    };
+    let i = node.kept.iter().position(|k| k.dir == dir).ok_or_else(|| {
+        AppError::not_found(format!("node {:?} has no kept files in {dir}", node.id))
+    })?;
+    let k = &node.kept[i];
+    if k.status != KeptStatus::Kept {
+        let whither = k
+            .restored_to
+            .as_deref()
+            .map(|w| format!(" to {w}"))
+            .unwrap_or_default();
+        return Err(transition(format!(
+            "the kept files of node {:?} in {dir} are {}{whither}; {t} is accepted only while they are kept",
+            node.id,
+            k.status.as_str()
+        )));
+    }
+    let status = if to.is_some() {
+        KeptStatus::Restored
+    } else {
+        KeptStatus::Deleted
+    };
+    Ok(Some(KeptChange::Status(i, status, to)))
 }
 
 impl RunState {
     pub(super) fn fold_discussion(&mut self, ev: &Event) -> Result<(), AppError> {
-        let t = ev.kind.as_str();
-        let id = record_id(&ev.data, t)?;
-        self.require_node_exists(ev)?;
-        if t == "discussion.opened" {
+        if ev.kind == DiscussionOpened::TYPE {
+            let p: DiscussionOpened = ev.payload()?;
+            let id = record_id(p.id)?;
+            self.require_node_exists(ev)?;
             if self.discussions.contains_key(&id) {
                 return Err(transition(format!("discussion {id:?} already exists")));
             }
-            let title = req_string(&ev.data, "title", t)?;
-            let body = opt_string(&ev.data, "body")?;
+            let (title, body) = (p.title, p.body);
             if let Some(n) = ev.node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
                 if matches!(n.state, Starting | Running) {
                     n.state = Waiting;
@@ -124,7 +103,9 @@ impl RunState {
             );
             return Ok(());
         }
-        let answer = opt_string(&ev.data, "answer")?;
+        let p: DiscussionResolved = ev.payload()?;
+        let (id, answer) = (record_id(p.id)?, p.answer);
+        self.require_node_exists(ev)?;
         let disc = self
             .discussions
             .get(&id)
@@ -157,16 +138,16 @@ impl RunState {
 
     pub(super) fn fold_spinoff(&mut self, ev: &Event) -> Result<(), AppError> {
         let t = ev.kind.as_str();
-        let id = record_id(&ev.data, t)?;
-        self.require_node_exists(ev)?;
-        if t == "spinoff.proposed" {
+        if t == SpinoffProposed::TYPE {
+            let p: SpinoffProposed = ev.payload()?;
+            let id = record_id(p.id)?;
+            self.require_node_exists(ev)?;
             if self.spinoffs.contains_key(&id) {
                 return Err(transition(format!(
                     "spin-off proposal {id:?} already exists"
                 )));
             }
-            let task = req_string(&ev.data, "task", t)?;
-            let why = opt_string(&ev.data, "why")?;
+            let (task, why) = (p.task, p.why);
             self.spinoffs.insert(
                 id.clone(),
                 Spinoff {
@@ -184,9 +165,23 @@ impl RunState {
             );
             return Ok(());
         }
-        let child = opt_string(&ev.data, "run")?;
-        let reason = opt_string(&ev.data, "reason")?;
-        let agent = opt_string(&ev.data, "agent")?;
+        // The decision: the run it was accepted as, why it was rejected or failed.
+        let (id, child, reason, agent) = match t {
+            SpinoffAccepted::TYPE => {
+                let p: SpinoffAccepted = ev.payload()?;
+                (p.id, p.run, None, p.agent)
+            }
+            SpinoffRejected::TYPE => {
+                let p: SpinoffRejected = ev.payload()?;
+                (p.id, None, p.reason, None)
+            }
+            _ => {
+                let p: SpinoffFailed = ev.payload()?;
+                (p.id, p.run, p.reason, None)
+            }
+        };
+        let id = record_id(id)?;
+        self.require_node_exists(ev)?;
         let sp = self.spinoffs.get_mut(&id).ok_or_else(|| {
             AppError::not_found(format!("spin-off proposal {id:?} does not exist"))
         })?;
@@ -204,7 +199,7 @@ impl RunState {
                 }
                 if reason.is_none() {
                     return Err(AppError::invalid(
-                        "missing data.reason: spinoff.failed needs a string reason",
+                        "missing data.reason: spinoff.failed needs reason, a string",
                     ));
                 }
                 SpinoffStatus::Failed

@@ -1,7 +1,7 @@
 //! Unit tests of the fold: legal transitions, refusals that change nothing, client appends.
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::state::{KeptStatus, NodeState::*, SpinoffStatus};
 
@@ -803,7 +803,7 @@ fn a_spent_budget_is_recorded_once_and_the_run_waits_for_a_human() {
         None,
         "run.budget_spent",
         Actor::Daemon,
-        json!({"spent_usd": 1.2}),
+        json!({"spent_usd": 1.2, "budget_usd": 1.0, "next": "u1"}),
     ))
     .unwrap();
     assert!(s.budget_spent);
@@ -814,4 +814,41 @@ fn a_spent_budget_is_recorded_once_and_the_run_waits_for_a_human() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidTransition);
     assert!(crate::projection::summary(&s).budget_spent);
+}
+
+#[test]
+fn a_start_holds_the_port_its_intent_names_and_a_bad_port_changes_nothing() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Daemon, json!({})))
+        .unwrap();
+    for bad in [json!(0), json!(70000), json!("3100")] {
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                3,
+                Some("a"),
+                "node.starting",
+                Actor::Daemon,
+                json!({"port": bad}),
+            ))
+            .unwrap_err();
+        assert!(err.message.contains("data.port"), "{}", err.message);
+        assert_eq!(s, before, "a refused event changes nothing");
+    }
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"port": 3100}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].port, Some(3100));
 }

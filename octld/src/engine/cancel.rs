@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{NodeCancelled, RunCancelled};
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState, RunKind};
@@ -52,6 +52,12 @@ pub async fn cancel(
         }
         let (runner, run) = (daemon.runner.clone(), handle.id.clone());
         let _ = blocking(move || runner.stop_run(&run)).await;
+        // And on every remote runner built so far (a Slurm job is cancelled, its agent's
+        // trap pushes a last checkpoint).
+        for (_, remote) in daemon.runners.remote() {
+            let run = handle.id.clone();
+            let _ = blocking(move || remote.stop_run(&run)).await;
+        }
     }
     if discard {
         for node in handle
@@ -103,11 +109,12 @@ async fn decide(
         }
         let drafts = live
             .iter()
-            .map(|n| Draft::daemon(Some(&n.id), "node.cancelled", json!({})))
+            .map(|n| Draft::daemon(Some(&n.id), NodeCancelled {}))
             .chain(std::iter::once(Draft::daemon(
                 None,
-                "run.cancelled",
-                json!({"discard": discard}),
+                RunCancelled {
+                    discard: Some(discard),
+                },
             )))
             .collect();
         let err = match daemon.store.append_all(handle, drafts).await {

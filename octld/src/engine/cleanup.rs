@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use serde_json::json;
+use octl_proto::event::{CleanupDone, KeptRecord, Nullable};
 
 use octl_proto::state::Node;
 use octl_proto::AppError;
@@ -38,8 +38,12 @@ fn node_lock(run: &str, node: &str) -> Arc<tokio::sync::Mutex<()>> {
 }
 
 /// The `cleanup.done` record of what [`crate::kept::keep`] moved.
-pub fn kept_record(dir: &std::path::Path, t: crate::kept::Tally) -> serde_json::Value {
-    json!({"dir": dir.display().to_string(), "files": t.files, "bytes": t.bytes})
+pub fn kept_record(dir: &std::path::Path, t: crate::kept::Tally) -> KeptRecord {
+    KeptRecord {
+        dir: dir.display().to_string(),
+        files: t.files,
+        bytes: t.bytes,
+    }
 }
 
 /// Removes a node's window, worktree and branch. `merged_into` is the branch that holds the
@@ -76,7 +80,7 @@ pub async fn cleanup(
             let _ = runner.stop(&run, &node_id, &crate::runner::AgentHandle::new(p));
         }
         let Some(repo) = repo else {
-            return Ok(json!({}));
+            return Ok(CleanupDone::default());
         };
         let git = Git::new(&repo);
         let mut snapshot = None;
@@ -128,16 +132,17 @@ pub async fn cleanup(
             (None, Some((r, c))) => (Some(r), Some(c)),
             (None, None) => (None, None),
         };
-        Ok(json!({
-            "snapshot_ref": snapshot_ref,
-            "snapshot_commit": snapshot_commit,
-            "snapshot_dirty": snapshot.as_ref().map(|s| s.dirty),
-            "worktree_removed": snapshot.is_some(),
-            "branch_deleted": deleted,
-            "kept": kept,
-        }))
+        Ok(CleanupDone {
+            snapshot_ref: Some(Nullable(snapshot_ref)),
+            snapshot_commit: Some(Nullable(snapshot_commit)),
+            snapshot_dirty: Some(Nullable(snapshot.as_ref().map(|s| s.dirty))),
+            worktree_removed: Some(snapshot.is_some()),
+            branch_deleted: Some(deleted),
+            kept: Some(Nullable(kept)),
+            by: None,
+        })
     })
     .await?;
-    append(daemon, handle, Some(&node.id), "cleanup.done", done).await?;
+    append(daemon, handle, Some(&node.id), done).await?;
     Ok(())
 }

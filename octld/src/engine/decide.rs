@@ -3,6 +3,7 @@
 //! ([`super::reconcile`]) claims each step's [`StepKey`] and performs the steps it won
 //! ([`super::act`]).
 
+use octl_proto::event::{Payload, RunCompleted, RunFailed};
 use octl_proto::projection::RunDetail;
 use octl_proto::state::{Node, Spinoff, SpinoffStatus};
 use octl_proto::{NodeState, RunKind};
@@ -44,8 +45,8 @@ impl RunEnd {
     /// The event that records it.
     pub fn event(self) -> &'static str {
         match self {
-            RunEnd::Completed => "run.completed",
-            RunEnd::Failed => "run.failed",
+            RunEnd::Completed => RunCompleted::TYPE,
+            RunEnd::Failed => RunFailed::TYPE,
         }
     }
 }
@@ -229,7 +230,7 @@ pub fn ended(view: &RunDetail) -> bool {
 
 /// An orchestrate run started with auto_merge whose nodes all merged, not merged itself yet.
 pub fn wants_auto_merge(view: &RunDetail) -> bool {
-    view.manifest.run_settings().auto_merge()
+    view.manifest.settings.auto_merges()
         && view.manifest.merge.is_none()
         && !view.nodes.is_empty()
         && view

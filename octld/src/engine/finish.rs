@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use octl_proto::event::{NodeFailed, Nullable};
 
 use octl_proto::{AppError, NodeState};
 
@@ -37,10 +37,10 @@ async fn steps(
     if let Some(gate) = node
         .gate
         .clone()
-        .or_else(|| view.manifest.run_settings().gate().map(str::to_string))
+        .or_else(|| view.manifest.settings.gate.clone())
     {
         if let Some(failure) = run_gate(handle, &node, &gate).await? {
-            append(daemon, handle, Some(node_id), "node.failed", failure).await?;
+            append(daemon, handle, Some(node_id), failure).await?;
             return Ok(());
         }
     }
@@ -89,7 +89,7 @@ async fn run_gate(
     handle: &Arc<RunHandle>,
     node: &octl_proto::state::Node,
     gate: &str,
-) -> Result<Option<serde_json::Value>, AppError> {
+) -> Result<Option<NodeFailed>, AppError> {
     let Some(worktree) = node.worktree.clone() else {
         return Ok(None);
     };
@@ -111,16 +111,25 @@ async fn run_gate(
             .arg(&gate)
             .current_dir(&worktree)
             .stdin(std::process::Stdio::null())
-            .stdout(out.try_clone().map_err(|e| AppError::internal(e.to_string()))?)
+            .stdout(
+                out.try_clone()
+                    .map_err(|e| AppError::internal(e.to_string()))?,
+            )
             .stderr(err)
             .status()
-            .map_err(|e| AppError::new(octl_proto::ErrorKind::ToolFailed, format!("cannot run the gate: {e}")))?;
+            .map_err(|e| {
+                AppError::new(
+                    octl_proto::ErrorKind::ToolFailed,
+                    format!("cannot run the gate: {e}"),
+                )
+            })?;
         let _ = writeln!(out, "== gate exited with {status}");
-        Ok((!status.success()).then(|| {
-            json!({
-                "reason": format!("the gate `{gate}` failed ({status}); its output is in the node's log"),
-                "exit_status": status.code(),
-            })
+        Ok((!status.success()).then(|| NodeFailed {
+            reason: Some(format!(
+                "the gate `{gate}` failed ({status}); its output is in the node's log"
+            )),
+            exit_status: Some(Nullable(status.code().map(i64::from))),
+            ..NodeFailed::default()
         }))
     })
     .await

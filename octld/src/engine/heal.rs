@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::NodeFailed;
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState, RunKind};
@@ -38,7 +38,10 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
                 session.as_ref(),
             )?
             .with(&agents::Extra {
-                gate: node.gate.as_deref().or(view.manifest.run_settings().gate()),
+                gate: node
+                    .gate
+                    .as_deref()
+                    .or(view.manifest.settings.gate.as_deref()),
                 max_budget_usd: super::decide::limits::node_budget(
                     &view,
                     agents::node_budget(&config, &profile),
@@ -67,8 +70,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
             daemon,
             handle,
             Some(&node.id),
-            "node.failed",
-            json!({"reason": format!("could not restart after a crash: {}", e.message)}),
+            NodeFailed::because(format!("could not restart after a crash: {}", e.message)),
         )
         .await;
     }

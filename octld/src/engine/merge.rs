@@ -7,7 +7,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{
+    DiscussionOpened, DiscussionResolved, MergeBlocked, MergeConflict, MergeStarted,
+    MergeSucceeded, RunCompleted,
+};
 
 use octl_proto::projection::RunDetail;
 use octl_proto::{AppError, ErrorKind, NodeState};
@@ -100,9 +103,9 @@ fn open_merge_questions<'a>(
 /// base otherwise.
 pub fn target_of(view: &RunDetail) -> Option<String> {
     view.manifest
-        .run_settings()
-        .integration()
-        .map(str::to_string)
+        .settings
+        .integration
+        .clone()
         .or_else(|| view.manifest.base.clone())
 }
 
@@ -184,11 +187,11 @@ pub async fn merge_node(
             daemon,
             handle,
             Some(node_id),
-            "merge.started",
-            if accept_failed {
-                json!({"target": target, "branch": branch, "accept_failed": true})
-            } else {
-                json!({"target": target, "branch": branch})
+            MergeStarted {
+                target: Some(target.clone()),
+                branch: Some(branch.clone()),
+                // Only ever written as true.
+                accept_failed: accept_failed.then_some(true),
             },
         )
         .await?;
@@ -210,14 +213,21 @@ pub async fn merge_node(
             // nobody sees the run waiting on a question the merge answered.
             let mut drafts = vec![Draft::daemon(
                 Some(node_id),
-                "merge.succeeded",
-                json!({"commit": new, "target": target, "old": old, "fast_forward": fast_forward}),
+                MergeSucceeded {
+                    commit: Some(new.clone()),
+                    target: Some(target.clone()),
+                    old: Some(old),
+                    fast_forward: Some(fast_forward),
+                },
             )];
             drafts.extend(open_merge_questions(&view, node_id).map(|id| {
                 Draft::daemon(
                     Some(node_id),
-                    "discussion.resolved",
-                    json!({"id": id, "answer": format!("merged into {target} at {new}")}),
+                    DiscussionResolved {
+                        id,
+                        answer: Some(format!("merged into {target} at {new}")),
+                        ..DiscussionResolved::default()
+                    },
                 )
             }));
             daemon.store.append_all(handle, drafts).await?;
@@ -238,19 +248,19 @@ pub async fn merge_node(
                 .store
                 .append_all(
                     handle,
-                    std::iter::once(Draft::daemon(Some(node_id), "merge.conflict", json!({"files": files})))
+                    std::iter::once(Draft::daemon(Some(node_id), MergeConflict { files: files.clone() }))
                         .chain((!asked).then(|| {
                         Draft::daemon(
                             Some(node_id),
-                            "discussion.opened",
-                            json!({
-                                "id": question,
-                                "title": format!("Merge conflict: {branch} into {target}"),
-                                "body": format!(
+                            DiscussionOpened {
+                                id: question,
+                                title: format!("Merge conflict: {branch} into {target}"),
+                                body: Some(format!(
                                     "Conflicting files: {}. The branch and its worktree ({worktree}) are kept and {target} is untouched. Resolve it there (for example: git merge {target}, fix the files, commit), then run: orchestratectl merge {} --node {node_id}",
                                     files.join(", "), handle.id
-                                ),
-                            }),
+                                )),
+                                ..DiscussionOpened::default()
+                            },
                         )
                         }))
                         .collect(),
@@ -273,8 +283,7 @@ pub async fn merge_node(
                 daemon,
                 handle,
                 Some(node_id),
-                "merge.blocked",
-                json!({"reason": "target_dirty", "target_worktree": worktree.display().to_string(), "paths": paths}),
+                MergeBlocked::target_dirty(worktree.display().to_string(), paths.clone()),
             )
             .await?;
             Err(AppError::new(
@@ -296,8 +305,7 @@ pub async fn merge_node(
                 daemon,
                 handle,
                 Some(node_id),
-                "merge.blocked",
-                json!({"reason": "error", "error": e.message}),
+                MergeBlocked::error(e.message.clone()),
             )
             .await;
             Err(e)
@@ -316,12 +324,10 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
         .clone()
         .ok_or_else(|| AppError::invalid(format!("run {} has no repository", handle.id)))?;
     let base = view.manifest.base.clone().unwrap_or_default();
-    let integration = view
-        .manifest
-        .run_settings()
-        .integration()
-        .ok_or_else(|| AppError::invalid(format!("run {} has no integration branch", handle.id)))?
-        .to_string();
+    let integration =
+        view.manifest.settings.integration.clone().ok_or_else(|| {
+            AppError::invalid(format!("run {} has no integration branch", handle.id))
+        })?;
     let r = repo.clone();
     let common = blocking(move || Ok(Git::new(&r).common_dir()?)).await?;
     let lock = daemon.engine.repo_lock(common);
@@ -356,8 +362,11 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
             daemon,
             handle,
             None,
-            "merge.started",
-            json!({"target": base, "branch": integration}),
+            MergeStarted {
+                target: Some(base.clone()),
+                branch: Some(integration.clone()),
+                accept_failed: None,
+            },
         )
         .await?;
     }
@@ -382,13 +391,20 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
                     vec![
                         Draft::daemon(
                             None,
-                            "merge.succeeded",
-                            json!({"commit": new, "target": base, "old": old}),
+                            MergeSucceeded {
+                                commit: Some(new.clone()),
+                                target: Some(base.clone()),
+                                old: Some(old),
+                                fast_forward: None,
+                            },
                         ),
                         Draft::daemon(
                             None,
-                            "run.completed",
-                            json!({"merge_commit": new, "integration_deleted": deleted}),
+                            RunCompleted {
+                                merge_commit: Some(new.clone()),
+                                integration_deleted: Some(deleted),
+                                ..RunCompleted::default()
+                            },
                         ),
                     ],
                 )
@@ -404,8 +420,9 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
                 daemon,
                 handle,
                 None,
-                "merge.conflict",
-                json!({"files": files}),
+                MergeConflict {
+                    files: files.clone(),
+                },
             )
             .await?;
             Err(AppError::new(
@@ -422,8 +439,7 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
                 daemon,
                 handle,
                 None,
-                "merge.blocked",
-                json!({"reason": "target_dirty", "target_worktree": worktree.display().to_string(), "paths": paths}),
+                MergeBlocked::target_dirty(worktree.display().to_string(), paths.clone()),
             )
             .await?;
             Err(AppError::new(
@@ -440,14 +456,7 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
             )))
         }
         Err(e) => {
-            let _ = append(
-                daemon,
-                handle,
-                None,
-                "merge.blocked",
-                json!({"reason": "error", "error": e.message}),
-            )
-            .await;
+            let _ = append(daemon, handle, None, MergeBlocked::error(e.message.clone())).await;
             Err(e)
         }
     }

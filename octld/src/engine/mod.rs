@@ -45,9 +45,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
+use octl_proto::event::{Payload, RunCompleted, RunFailed};
 use octl_proto::{AppError, NodeState};
 
 use crate::daemon::Daemon;
@@ -278,7 +278,7 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
                 .iter()
                 .find(|x| x.id == node && x.state == NodeState::Pending && !x.stale_attempt())
             {
-                schedule::start(&d, &h, &now, n).await;
+                return schedule::start(&d, &h, &now, n, slot).await;
             }
         }
         Step::Resume { node } => resume::resume(&d, &h, &node).await,
@@ -296,7 +296,12 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
             // Judged again: another pass may have ended the run meanwhile.
             let now = h.view();
             if decide::run_end(&now) == Some(end) && !decide::ended(&now) {
-                let _ = append(&d, &h, None, end.event(), Value::Null).await;
+                let _ = match end {
+                    decide::RunEnd::Completed => {
+                        append(&d, &h, None, RunCompleted::default()).await
+                    }
+                    decide::RunEnd::Failed => append(&d, &h, None, RunFailed::default()).await,
+                };
             }
         }
     }
@@ -304,19 +309,18 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
 }
 
 /// Appends a daemon event.
-pub async fn append(
+pub async fn append<P: Payload>(
     daemon: &Arc<Daemon>,
     handle: &RunHandle,
     node: Option<&str>,
-    kind: &str,
-    data: Value,
+    payload: P,
 ) -> Result<octl_proto::rpc::AppendResult, AppError> {
     let result = daemon
         .store
-        .append(handle, Draft::daemon(node, kind, data), false)
+        .append(handle, Draft::daemon(node, payload), false)
         .await;
     if let Err(e) = &result {
-        tracing::warn!(run = %handle.id, node = ?node, kind, error = %e.message, "daemon event refused");
+        tracing::warn!(run = %handle.id, node = ?node, kind = P::TYPE, error = %e.message, "daemon event refused");
     }
     result
 }
@@ -326,9 +330,23 @@ pub async fn close_window(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Opt
     let Some(pane) = pane.map(str::to_string) else {
         return;
     };
-    let (runner, run, node) = (daemon.runner.clone(), run.to_string(), node.to_string());
-    let _ =
-        blocking(move || runner.stop(&run, &node, &crate::runner::AgentHandle::new(pane))).await;
+    // The node's own runner (its `node.added` names it).
+    let named = daemon.store.resolve("run", run).ok().and_then(|h| {
+        h.view()
+            .nodes
+            .iter()
+            .find(|n| n.id == node)
+            .and_then(|n| n.runner.clone())
+    });
+    let (d, run, node) = (daemon.clone(), run.to_string(), node.to_string());
+    let _ = blocking(move || {
+        d.runners.of(named.as_deref(), &d.home.config())?.stop(
+            &run,
+            &node,
+            &crate::runner::AgentHandle::new(pane),
+        )
+    })
+    .await;
 }
 
 /// Runs blocking work (git, tmux, files) off the async threads.

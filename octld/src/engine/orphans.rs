@@ -53,11 +53,7 @@ pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
                 corrupt: h.corrupt().is_some(),
                 status: view.manifest.status,
                 repo: view.manifest.repo.clone(),
-                integration: view
-                    .manifest
-                    .run_settings()
-                    .integration()
-                    .map(str::to_string),
+                integration: view.manifest.settings.integration.clone(),
                 nodes: view
                     .nodes
                     .iter()
@@ -353,6 +349,7 @@ mod tests {
             snapshot_ref: None,
             snapshot_refs: vec![],
             outcome: None,
+            port: None,
             pane: None,
             on_exit: None,
             report_on_exit: false,
@@ -367,6 +364,7 @@ mod tests {
             session_id: None,
             paused_until: None,
             cost_usd: None,
+            runner: None,
             resume: false,
         }
     }

@@ -6,13 +6,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::json;
-
+use octl_proto::event::NodeFailed;
 use octl_proto::state::Node;
 use octl_proto::{AppError, RunKind};
 
 use super::{append, merge, spawn};
 use crate::agents::{self, Extra, Mode, Session};
+use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
@@ -68,7 +68,10 @@ async fn start_again(
                 Some(id) => Session { id, resume: true },
                 None => fresh,
             });
-        let gate = node.gate.as_deref().or(view.manifest.run_settings().gate());
+        let gate = node
+            .gate
+            .as_deref()
+            .or(view.manifest.settings.gate.as_deref());
         let launch = profile
             .launch(
                 mode,
@@ -91,25 +94,22 @@ async fn start_again(
     let (launch, session) = match launch {
         Ok(l) => l,
         Err(e) => {
-            append(
-                daemon,
-                handle,
-                Some(&node.id),
-                "node.failed",
-                json!({"reason": format!("cannot start again after its usage limit: {}", e.message)}),
-            )
-            .await?;
+            let reason = format!("cannot start again after its usage limit: {}", e.message);
+            append(daemon, handle, Some(&node.id), NodeFailed::because(reason)).await?;
             return Err(e);
         }
     };
     tracing::info!(run = %handle.id, node = %node.id, session = ?session.as_ref().map(|s| &s.id), "the usage limit has reset; starting the paused node again");
-    let intent = spawn::starting(
-        &handle.id,
+    let boot =
+        Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, Path::new(&repo)));
+    spawn::write_intent(
+        daemon,
+        handle,
         &node.id,
-        &daemon.home.worktrees(),
+        boot.as_ref().map_err(Clone::clone),
         session.as_ref(),
-    );
-    daemon.store.append(handle, intent, false).await?;
+    )
+    .await?;
     // Its branch and worktree are still there: reused, as after a crash.
     spawn::bring_up(
         daemon,

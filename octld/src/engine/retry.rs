@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{NodeFailed, NodeRetried, NodeUnblocked};
 
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState, RunKind};
@@ -50,7 +50,7 @@ pub async fn retry(
         .store
         .append(
             handle,
-            Draft::daemon(Some(node_id), "node.retried", json!({})),
+            Draft::daemon(Some(node_id), NodeRetried::default()),
             false,
         )
         .await?;
@@ -61,8 +61,9 @@ pub async fn retry(
         .map(|n| {
             Draft::daemon(
                 Some(&n),
-                "node.unblocked",
-                json!({"cause": format!("{node_id} is retried")}),
+                NodeUnblocked {
+                    cause: Some(format!("{node_id} is retried")),
+                },
             )
         })
         .collect();
@@ -105,8 +106,10 @@ pub async fn clean_old_attempt(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, no
             daemon,
             handle,
             Some(node_id),
-            "node.failed",
-            json!({"reason": format!("could not clean up the previous attempt: {}", e.message)}),
+            NodeFailed::because(format!(
+                "could not clean up the previous attempt: {}",
+                e.message
+            )),
         )
         .await;
     }
@@ -155,8 +158,11 @@ pub async fn resume(
             handle,
             Draft::daemon(
                 Some(node_id),
-                "node.retried",
-                json!({"resume": true, "session_id": session, "cause": cause}),
+                NodeRetried {
+                    session_id: Some(session.to_string()),
+                    resume: Some(true),
+                    cause: Some(cause.to_string()),
+                },
             ),
             false,
         )

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use octl_proto::event::{NodeBlocked, NodeFailed, NodeUnblocked, RunBudgetSpent};
 
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
@@ -24,27 +24,13 @@ use crate::store::RunHandle;
 
 /// The run's cap on live agents.
 pub fn cap(view: &RunDetail) -> usize {
-    view.manifest
-        .settings
-        .get("max_parallel")
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .max(1) as usize
+    view.manifest.settings.max_parallel.unwrap_or(1).max(1) as usize
 }
 
 /// The order nodes start in: the manifest's or plan's, as recorded at creation.
 fn order(view: &RunDetail) -> Vec<String> {
-    match view
-        .manifest
-        .settings
-        .get("order")
-        .and_then(Value::as_array)
-    {
-        Some(ids) => ids
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
+    match &view.manifest.settings.order {
+        Some(ids) => ids.clone(),
         None => view.nodes.iter().map(|n| n.id.clone()).collect(),
     }
 }
@@ -125,8 +111,11 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
                     daemon,
                     handle,
                     None,
-                    "run.budget_spent",
-                    json!({"spent_usd": spent, "budget_usd": budget, "next": node.id}),
+                    RunBudgetSpent {
+                        spent_usd: spent,
+                        budget_usd: budget,
+                        next: node.id.clone(),
+                    },
                 )
                 .await?;
             }
@@ -136,14 +125,20 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
         let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
         };
-        start(daemon, handle, &view, &node).await;
-        drop(node_slot);
+        start(daemon, handle, &view, &node, node_slot).await;
     }
 }
 
 /// Starts one node's agent (interactive in a code run); a node that cannot start fails (its
-/// error is in the event).
-pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDetail, node: &Node) {
+/// error is in the event). The node's slot is held until its start ended (with a worktree
+/// setup command, in the background: the pass goes on once the node is `starting`).
+pub async fn start(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    view: &RunDetail,
+    node: &Node,
+    slot: Slot,
+) {
     let Some(repo) = view.manifest.repo.clone() else {
         return;
     };
@@ -164,7 +159,10 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
                 session.as_ref(),
             )?
             .with(&Extra {
-                gate: node.gate.as_deref().or(view.manifest.run_settings().gate()),
+                gate: node
+                    .gate
+                    .as_deref()
+                    .or(view.manifest.settings.gate.as_deref()),
                 max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
             });
         Ok((launch, session))
@@ -179,6 +177,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
                 &start_point,
                 &launch,
                 session.as_ref(),
+                Some(slot),
             )
             .await
         }
@@ -186,8 +185,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, view: &RunDeta
             daemon,
             handle,
             Some(&node.id),
-            "node.failed",
-            json!({"reason": format!("cannot start: {}", e.message)}),
+            NodeFailed::because(format!("cannot start: {}", e.message)),
         )
         .await
         .map(|_| ()),
@@ -209,8 +207,9 @@ async fn block_dependents(
             daemon,
             handle,
             Some(&n.id),
-            "node.blocked",
-            json!({"reason": format!("dependency {dep} cannot merge")}),
+            NodeBlocked {
+                reason: Some(format!("dependency {dep} cannot merge")),
+            },
         )
         .await?;
     }
@@ -219,8 +218,9 @@ async fn block_dependents(
             daemon,
             handle,
             Some(&n.id),
-            "node.unblocked",
-            json!({"cause": "its dependencies can merge again"}),
+            NodeUnblocked {
+                cause: Some("its dependencies can merge again".into()),
+            },
         )
         .await?;
     }

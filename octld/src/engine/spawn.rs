@@ -5,15 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{json, Map};
-
+use octl_proto::event::{
+    NodeAdded, NodeFailed, NodeStarted, NodeStarting, RunCreated, RunSettings,
+};
 use octl_proto::ids::validate_node_id;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::merge::failpoint;
 use super::{append, blocking};
 use crate::agents::{self, Launch, Mode, Profile, Session};
-use crate::config::Config;
+use crate::bootstrap::{self, Bootstrap};
+use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::{AgentHandle, AgentSpec};
@@ -34,6 +36,8 @@ pub struct SpawnRequest {
     pub gate: Option<String>,
     /// The run's budget (USD), passed to its Claude Code session.
     pub max_budget_usd: Option<f64>,
+    /// The runner asked for (`--runner`); else the profile's, `[defaults] runner`, `local`.
+    pub runner: Option<String>,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -45,8 +49,11 @@ pub struct Checked {
     pub profile: Profile,
     pub launch: Launch,
     pub node: String,
+    /// The runner the node starts on, checked to be configured and usable.
+    pub runner: String,
     /// The agent's conversation, for Claude Code.
     pub session: Option<Session>,
+    pub bootstrap: Bootstrap,
 }
 
 pub fn validate_task(task: &str) -> Result<(), AppError> {
@@ -108,7 +115,9 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
                 (a, b) => a.or(b),
             },
         });
+    let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
+    let bootstrap = Bootstrap::resolve(&config, &repo)?;
     let node = req.node.clone().unwrap_or_else(|| slug(&req.task));
     Ok(Checked {
         repo,
@@ -116,7 +125,9 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         profile,
         launch,
         node,
+        runner,
         session,
+        bootstrap,
     })
 }
 
@@ -127,6 +138,24 @@ pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The runner a node of `profile` starts on (see [`Config::resolve_runner`]), checked to be one
+/// this daemon can start agents on.
+pub fn check_runner(
+    daemon: &Daemon,
+    config: &Config,
+    asked: Option<&str>,
+    profile: &str,
+) -> Result<String, AppError> {
+    let name = config.resolve_runner(asked, profile)?;
+    let runner = daemon.runners.get(config, &name)?;
+    // A remote runner must answer now (`sinfo` for Slurm), before anything is created; the
+    // local one's tools are checked with the repository's.
+    if name != crate::config::LOCAL_RUNNER && config.runner(&name)?.kind != RunnerKind::Local {
+        runner.check()?;
+    }
+    Ok(name)
 }
 
 /// The profile by name (or the default), with its program present on the daemon's PATH.
@@ -241,24 +270,30 @@ pub async fn create(
     id: String,
 ) -> Result<Arc<RunHandle>, AppError> {
     let t0 = std::time::Instant::now();
-    let mut settings = Map::new();
-    settings.insert("title".into(), json!(title(&req.task)));
-    settings.insert("repo".into(), json!(checked.repo.display().to_string()));
-    settings.insert("base".into(), json!(checked.base));
-    settings.insert("agent".into(), json!(checked.profile.name));
-    if let Some(g) = &req.gate {
-        settings.insert("gate".into(), json!(g));
-    }
-    if let Some(b) = req.max_budget_usd {
-        settings.insert("max_budget_usd".into(), json!(b));
-    }
-    if let Some((run, proposal)) = &req.parent {
-        settings.insert("parent_run".into(), json!(run));
-        settings.insert("proposal".into(), json!(proposal));
-    }
+    let (parent_run, proposal) = req.parent.clone().unzip();
+    let created = RunCreated {
+        kind: req.kind,
+        title: Some(title(&req.task)),
+        repo: Some(checked.repo.display().to_string()),
+        base: Some(checked.base.clone()),
+        settings: RunSettings {
+            agent: Some(checked.profile.name.clone()),
+            gate: req.gate.clone(),
+            max_budget_usd: req.max_budget_usd,
+            parent_run,
+            proposal,
+            ..RunSettings::default()
+        },
+    };
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
     let worktrees = daemon.home.worktrees();
+    // The port is chosen and recorded under one lock, so no other start takes it meanwhile.
+    let ports = PORTS.lock().await;
+    let port = match checked.bootstrap.ports {
+        Some(range) => Some(free_port(daemon, range, None)?),
+        None => None,
+    };
     // Written before the worktree and window exist; synced while they are made.
     let (handle, syncing) = daemon
         .store
@@ -266,17 +301,28 @@ pub async fn create(
             initial: vec![
                 Draft::daemon(
                     Some(&checked.node),
-                    "node.added",
-                    json!({"agent": checked.profile.name, "task": req.task, "gate": req.gate}),
+                    NodeAdded {
+                        agent: Some(checked.profile.name.clone()),
+                        task: Some(req.task.clone()),
+                        gate: req.gate.clone(),
+                        runner: Some(checked.runner.clone()),
+                        ..NodeAdded::default()
+                    },
                 ),
-                starting(&id, &checked.node, &worktrees, checked.session.as_ref()),
+                starting(
+                    &id,
+                    &checked.node,
+                    &worktrees,
+                    checked.session.as_ref(),
+                    port,
+                ),
             ],
             id,
-            kind: req.kind,
-            settings,
+            created,
             files: Vec::new(),
         })
         .await?;
+    drop(ports);
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
@@ -288,9 +334,9 @@ pub async fn create(
         &checked.base,
         &checked.launch,
         checked.session.as_ref(),
+        slot,
     )
     .await;
-    drop(slot);
     let synced = syncing.wait().await;
     started?;
     synced?;
@@ -299,20 +345,100 @@ pub async fn create(
 }
 
 /// `node.starting`: the intent, recorded before the branch and worktree exist, with the
-/// agent's conversation (Claude Code's session id, and whether it is resumed).
-pub fn starting(run: &str, node: &str, worktrees: &Path, session: Option<&Session>) -> Draft {
+/// agent's conversation (Claude Code's session id, and whether it is resumed) and the port
+/// the node holds while it is live.
+pub fn starting(
+    run: &str,
+    node: &str,
+    worktrees: &Path,
+    session: Option<&Session>,
+    port: Option<u16>,
+) -> Draft {
     let worktree = worktrees.join(run).join(node);
-    let mut data = Map::new();
-    data.insert("branch".into(), json!(branch_name(run, node)));
-    data.insert("worktree".into(), json!(worktree.display().to_string()));
-    if let Some(s) = session {
-        s.record(&mut data);
+    Draft::daemon(
+        Some(node),
+        NodeStarting {
+            branch: Some(branch_name(run, node)),
+            worktree: Some(worktree.display().to_string()),
+            session_id: session.map(|s| s.id.clone()),
+            resume: session.and_then(|s| s.resume.then_some(true)),
+            port: port.map(u64::from),
+        },
+    )
+}
+
+/// Held from choosing a port until the `node.starting` naming it is in the run's state.
+static PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The lowest port of `range` that no live node of any run holds (`except`: the node being
+/// started again). Every live node's port is in its run's state, read from the log, so the
+/// choice survives restarts. Call with [`PORTS`] held.
+fn free_port(
+    daemon: &Daemon,
+    range: bootstrap::PortRange,
+    except: Option<(&str, &str)>,
+) -> Result<u16, AppError> {
+    use octl_proto::NodeState::{Running, Starting, Waiting};
+    let mut taken = std::collections::BTreeSet::new();
+    for h in daemon.store.handles() {
+        for n in &h.view().nodes {
+            let this = except.is_some_and(|(run, node)| h.id == run && n.id == node);
+            if !this && matches!(n.state, Starting | Running | Waiting) {
+                taken.extend(n.port);
+            }
+        }
     }
-    Draft::daemon(Some(node), "node.starting", serde_json::Value::Object(data))
+    range.free(&taken).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "no free port in worktree.ports {range}: all {} are held by live nodes",
+                u32::from(range.last - range.first) + 1
+            ),
+        )
+        .with_hint("wait for a node to end, or widen worktree.ports")
+    })
 }
 
 pub fn branch_name(run: &str, node: &str) -> String {
     format!("octl/{run}/{node}")
+}
+
+/// Writes the intent `node.starting` with the port the node holds while live (the lowest free
+/// one of `[worktree] ports`, if the bootstrap names a range); a node that cannot get one
+/// fails with the reason.
+pub(super) async fn write_intent(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &str,
+    boot: Result<&Bootstrap, AppError>,
+    session: Option<&Session>,
+) -> Result<(), AppError> {
+    let ports = PORTS.lock().await;
+    let port = match boot {
+        Ok(Bootstrap {
+            ports: Some(range), ..
+        }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let port = match port {
+        Ok(p) => p,
+        Err(e) => {
+            drop(ports);
+            append(
+                daemon,
+                handle,
+                Some(node),
+                NodeFailed::because(format!("cannot start: {}", e.message)),
+            )
+            .await?;
+            return Err(e);
+        }
+    };
+    let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
+    daemon.store.append(handle, intent, false).await?;
+    Ok(())
 }
 
 /// Starts the agent of an added node: `node.starting` (the intent), the branch and worktree
@@ -325,20 +451,48 @@ pub async fn start_node(
     start_point: &str,
     launch: &Launch,
     session: Option<&Session>,
+    slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
     let planned = handle
         .view()
         .nodes
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
+    let boot = Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, repo));
     if !planned {
-        let intent = starting(&handle.id, node, &daemon.home.worktrees(), session);
-        daemon.store.append(handle, intent, false).await?;
+        write_intent(
+            daemon,
+            handle,
+            node,
+            boot.as_ref().map_err(Clone::clone),
+            session,
+        )
+        .await?;
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
     let resume = session.is_some_and(|s| s.resume);
-    bring_up(daemon, handle, node, repo, start_point, launch, resume).await
+    if boot.is_ok_and(|b| b.setup.is_some()) {
+        // A setup command may take minutes: the caller (a spawn's answer, the next node of a
+        // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
+        // or `failed` with the reason. The slot goes with it.
+        let (d, h, n, r, p, l) = (
+            daemon.clone(),
+            handle.clone(),
+            node.to_string(),
+            repo.to_path_buf(),
+            start_point.to_string(),
+            launch.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = bring_up(&d, &h, &n, &r, &p, &l, resume).await;
+            drop(slot);
+        });
+        return Ok(());
+    }
+    let started = bring_up(daemon, handle, node, repo, start_point, launch, resume).await;
+    drop(slot);
+    started
 }
 
 /// The side effects of starting a node, then `node.started`. Safe to repeat after a crash
@@ -390,6 +544,7 @@ pub async fn bring_up(
             } else {
                 git.worktree_add(&worktree, &branch, &start_point)?;
             }
+            prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();
             let window = open_window(&d, &h, &n, &worktree, &launch);
             tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
@@ -406,13 +561,12 @@ pub async fn bring_up(
                 daemon,
                 handle,
                 Some(node),
-                "node.started",
-                json!({
-                    "pane": pane,
-                    "pid": pid,
-                    "on_exit": launch.on_exit.as_str(),
-                    "report_on_exit": launch.hold_reports,
-                }),
+                NodeStarted {
+                    pane: Some(pane.clone()),
+                    pid: Some(pid),
+                    on_exit: Some(launch.on_exit.as_str().to_string()),
+                    report_on_exit: Some(launch.hold_reports),
+                },
             )
             .await;
             if confirmed.is_err() {
@@ -427,8 +581,10 @@ pub async fn bring_up(
                 daemon,
                 handle,
                 Some(node),
-                "node.failed",
-                json!({"reason": format!("could not start the agent: {}", e.message)}),
+                NodeFailed {
+                    reason: Some(format!("could not start the agent: {}", e.message)),
+                    ..NodeFailed::default()
+                },
             )
             .await;
             let kind = if e.kind == ErrorKind::ToolMissing {
@@ -439,6 +595,84 @@ pub async fn bring_up(
             Err(AppError::new(kind, e.message))
         }
     }
+}
+
+/// The worktree made ready before its agent starts ([`crate::bootstrap`]): the included
+/// ignored files, the links, then the setup command, its output in the node's log. Done again
+/// when healing: what the worktree already has is left as it is.
+fn prepare(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    repo: &Path,
+    worktree: &Path,
+) -> Result<(), AppError> {
+    let boot = Bootstrap::resolve(&Config::load(&daemon.home.config())?, repo)?;
+    let copied = boot.prepare(repo, worktree)?;
+    if copied > 0 {
+        tracing::info!(run = %handle.id, node, copied, "copied the files .worktreeinclude names");
+    }
+    if let Some(setup) = &boot.setup {
+        let log = handle.dir.join("logs").join(format!("{node}.log"));
+        let env = agent_env(daemon, handle, node, worktree);
+        // A cancel (or anything else that moved the node on) stops it.
+        let abandoned = || {
+            !handle
+                .view()
+                .nodes
+                .iter()
+                .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting)
+        };
+        bootstrap::run_setup(setup, worktree, &env, &log, boot.setup_timeout, &abandoned)?;
+    }
+    Ok(())
+}
+
+/// What an agent (and its worktree's setup command) finds in its environment.
+fn agent_env(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+) -> Vec<(String, String)> {
+    let exe = std::env::current_exe().ok();
+    // orchestratectl is installed next to octld; agents call it.
+    let mut path = exe
+        .as_deref()
+        .and_then(Path::parent)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(p) = std::env::var_os("PATH") {
+        path.push(':');
+        path.push_str(&p.to_string_lossy());
+    }
+    let mut env = vec![
+        (
+            "OCTL_HOME".to_string(),
+            daemon.home.root().display().to_string(),
+        ),
+        ("OCTL_RUN".to_string(), handle.id.clone()),
+        ("OCTL_NODE".to_string(), node.to_string()),
+        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
+        ("PATH".to_string(), path),
+    ];
+    let view = handle.view();
+    if let Some(port) = view
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.port)
+    {
+        env.push(("OCTL_PORT".to_string(), port.to_string()));
+    }
+    // Every fan-out child can read the manifest it is a unit of.
+    if let Some(file) = &view.manifest.settings.manifest_file {
+        env.push((
+            "OCTL_MANIFEST".to_string(),
+            handle.dir.join(file).display().to_string(),
+        ));
+    }
+    env
 }
 
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
@@ -468,32 +702,9 @@ fn open_window(
     } else {
         (launch.argv.clone(), log)
     };
-    // orchestratectl is installed next to octld; agents call it.
-    let mut path = exe
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    if let Some(p) = std::env::var_os("PATH") {
-        path.push(':');
-        path.push_str(&p.to_string_lossy());
-    }
-    let mut env = vec![
-        (
-            "OCTL_HOME".to_string(),
-            daemon.home.root().display().to_string(),
-        ),
-        ("OCTL_RUN".to_string(), handle.id.clone()),
-        ("OCTL_NODE".to_string(), node.to_string()),
-        ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
-        ("PATH".to_string(), path),
-    ];
-    // Every fan-out child can read the manifest it is a unit of.
-    if let Some(file) = handle.view().manifest.run_settings().manifest_file() {
-        env.push((
-            "OCTL_MANIFEST".to_string(),
-            handle.dir.join(file).display().to_string(),
-        ));
-    }
+    let env = agent_env(daemon, handle, node, worktree);
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
     let spec = AgentSpec {
         run: &handle.id,
         node,
@@ -501,8 +712,14 @@ fn open_window(
         env: &env,
         argv: &argv,
         log: &pane_log,
-        first: handle.view().nodes.iter().all(|n| n.pane.is_none()),
+        first: view.nodes.iter().all(|n| n.pane.is_none()),
+        // Each retry's cleanup kept the attempt before it as a snapshot.
+        attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
     };
-    let started = daemon.runner.start(&spec)?;
+    let runner = daemon.runners.of(
+        this.and_then(|n| n.runner.as_deref()),
+        &daemon.home.config(),
+    )?;
+    let started = runner.start(&spec)?;
     Ok((started.handle.into_string(), started.pid))
 }

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::SpinoffFailed;
 
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Spinoff;
@@ -28,7 +28,7 @@ pub fn default_agent(parent: &RunDetail, proposal: &Spinoff) -> Option<String> {
         .as_deref()
         .and_then(|id| parent.nodes.iter().find(|n| n.id == id))
         .and_then(|n| n.agent.clone())
-        .or_else(|| parent.manifest.run_settings().agent().map(str::to_string))
+        .or_else(|| parent.manifest.settings.agent.clone())
 }
 
 /// The spinoff run of a proposal: its task, in the parent's repository and base.
@@ -52,6 +52,7 @@ pub fn request(
         node: None,
         gate: None,
         max_budget_usd: None,
+        runner: None,
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })
 }
@@ -90,8 +91,11 @@ pub async fn create_child(
             daemon,
             parent,
             proposal.node.as_deref(),
-            "spinoff.failed",
-            json!({"id": proposal.id, "run": child, "reason": err.message}),
+            SpinoffFailed {
+                id: proposal.id.clone(),
+                run: Some(child.to_string()),
+                reason: Some(err.message.clone()),
+            },
         )
         .await;
     }

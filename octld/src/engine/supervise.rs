@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use octl_proto::event::{NodeDone, NodeExited, NodeFailed, NodePaused, Nullable, Payload};
 use octl_proto::projection::ListedStatus;
 use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
@@ -80,21 +81,46 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     if watched.is_empty() {
         return steps;
     }
-    let runner = daemon.runner.clone();
-    let (panes, server) = match blocking(move || runner.observe()).await {
-        Ok(o) => (o.agents, o.host),
-        Err(e) => {
-            tracing::warn!(error = %e.message, "cannot list tmux panes");
-            return steps;
+    // One look per runner the watched nodes use (local: one `tmux list-panes`; slurm: one
+    // `squeue`). A runner that cannot be looked at leaves its nodes as they are this tick.
+    let mut names: Vec<Option<String>> = watched.iter().map(|(_, n)| runner_name(n)).collect();
+    names.sort();
+    names.dedup();
+    let mut panes: HashMap<(Option<String>, String), AgentStatus> = HashMap::new();
+    let mut looked: Vec<Option<String>> = Vec::new();
+    for name in names {
+        let d = daemon.clone();
+        let n = name.clone();
+        let observed =
+            blocking(move || d.runners.of(n.as_deref(), &d.home.config())?.observe()).await;
+        match observed {
+            Ok(o) => {
+                if name.is_none() {
+                    let local = watched
+                        .iter()
+                        .filter(|(_, n)| runner_name(n).is_none())
+                        .count();
+                    note_server(daemon, o.host, local);
+                }
+                for a in o.agents {
+                    panes.insert((name.clone(), a.handle.as_str().to_string()), a);
+                }
+                looked.push(name);
+            }
+            Err(e) => {
+                tracing::warn!(runner = name.as_deref().unwrap_or("local"), error = %e.message, "cannot observe the agents of a runner");
+            }
         }
-    };
-    note_server(daemon, server, watched.len());
-    let by_id: HashMap<&str, &AgentStatus> = panes.iter().map(|p| (p.handle.as_str(), p)).collect();
+    }
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
+        let runner = runner_name(&node);
+        if !looked.contains(&runner) {
+            continue;
+        }
         // The pane must still be this node's: ids restart with a new tmux server.
-        let mine = by_id
-            .get(pane_id)
+        let mine = panes
+            .get(&(runner.clone(), pane_id.to_string()))
             .filter(|p| p.run == handle.id && p.node == node.id);
         let status = match mine {
             Some(p) if p.alive => {
@@ -131,6 +157,10 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let d = daemon.clone();
             steps.push(tokio::spawn(async move {
+                let status = match runner {
+                    Some(_) => collect(&d, &handle, &node, status).await,
+                    None => status,
+                };
                 if let Err(e) = on_exit(&d, &handle, &node, status).await {
                     tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
                 }
@@ -139,6 +169,49 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         }
     }
     steps
+}
+
+/// The runner a node's agent runs on; `None` is `local`.
+fn runner_name(node: &Node) -> Option<String> {
+    node.runner
+        .clone()
+        .filter(|r| r != crate::config::LOCAL_RUNNER)
+}
+
+/// A remote agent ended: its work is brought into the node's worktree before its exit is
+/// judged, so the exit is handled as a local agent's. What cannot be brought back makes the
+/// exit a kill (the node fails, its branch as it was).
+async fn collect(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    status: Option<i32>,
+) -> Option<i32> {
+    let (Some(worktree), Some(pane)) = (node.worktree.clone(), node.pane.clone()) else {
+        return status;
+    };
+    let (d, run, id, runner) = (
+        daemon.clone(),
+        handle.id.clone(),
+        node.id.clone(),
+        node.runner.clone(),
+    );
+    let brought = blocking(move || {
+        d.runners.of(runner.as_deref(), &d.home.config())?.collect(
+            &run,
+            &id,
+            &crate::runner::AgentHandle::new(pane),
+            Path::new(&worktree),
+        )
+    })
+    .await;
+    match brought {
+        Ok(()) => status,
+        Err(e) => {
+            tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "cannot bring the remote agent's work back");
+            None
+        }
+    }
 }
 
 /// Logs, once per server, that the tmux server the agents ran in is gone (no server
@@ -181,11 +254,6 @@ async fn on_exit(
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
     let lines = blocking(move || Ok(read_tail(&log))).await?;
     let outcome = outcome_of(&lines);
-    let mut data = Map::new();
-    data.insert("exit_status".into(), json!(status));
-    if let Some(o) = &outcome {
-        data.insert("outcome".into(), Value::Object(o.clone()));
-    }
     // A session stopped by a usage limit waits for the reset instead of failing; one that
     // reported before (done, or failed on purpose) is judged by its report.
     let now = crate::store::writer::now_ms();
@@ -193,71 +261,94 @@ async fn on_exit(
         node.report.as_deref(),
         super::decide::limits::rate_limit(&lines, now),
     ) {
-        data.insert(
-            "until".into(),
-            json!(octl_proto::time::format_millis(limit.until_ms)),
-        );
-        data.insert("reason".into(), json!(limit.reason));
-        tracing::info!(run = %handle.id, node = %node.id, until = %octl_proto::time::format_millis(limit.until_ms), "agent stopped at a usage limit; paused until its reset");
-        append(
-            daemon,
-            handle,
-            Some(&node.id),
-            "node.paused",
-            Value::Object(data),
-        )
-        .await?;
+        let until = octl_proto::time::format_millis(limit.until_ms);
+        tracing::info!(run = %handle.id, node = %node.id, until = %until, "agent stopped at a usage limit; paused until its reset");
+        let paused = NodePaused {
+            until,
+            reason: Some(limit.reason),
+            exit_status: status.map(i64::from),
+            outcome,
+        };
+        append(daemon, handle, Some(&node.id), paused).await?;
         super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
         return Ok(());
     }
-    let said = |data: &mut Map<String, Value>| {
-        if let Some(m) = &node.message {
-            data.insert("message".into(), json!(m));
-        }
-        if let Some(r) = &node.reason {
-            data.insert("reason".into(), json!(r));
-        }
+    // Written even when there is none (`null`: killed, or the window vanished).
+    let exit_status = Some(Nullable(status.map(i64::from)));
+    // What the agent said before it exited, when its report was held until now.
+    let said = || (node.message.clone(), node.reason.clone());
+    let failed = |reason| NodeFailed {
+        reason: Some(reason),
+        exit_status: exit_status.clone(),
+        outcome: outcome.clone(),
+        ..NodeFailed::default()
     };
-    let kind = match exit_verdict(node, status) {
+    let done = |message, reason, commit| NodeDone {
+        message,
+        reason,
+        exit_status: exit_status.clone(),
+        outcome: outcome.clone(),
+        commit,
+        ..NodeDone::default()
+    };
+    let id = Some(node.id.as_str());
+    let verdict = exit_verdict(node, status);
+    let vanished =
+        matches!(verdict, Verdict::Unreported(t) if t != NodeDone::TYPE) && died(node, status);
+    match verdict {
         Verdict::CommitThenDone => match commit_work(node).await {
             Ok(commit) => {
-                data.insert("commit".into(), json!(commit));
-                said(&mut data);
-                "node.done"
+                let (message, reason) = said();
+                append(
+                    daemon,
+                    handle,
+                    id,
+                    done(message, reason, Some(Nullable(commit))),
+                )
+                .await?
             }
             // Not left running for ever: the node fails with the reason, and can be
             // retried or merged as committed.
             Err(e) => {
-                data.insert(
-                    "reason".into(),
-                    json!(format!("could not commit its work: {}", e.message)),
-                );
-                "node.failed"
+                let reason = format!("could not commit its work: {}", e.message);
+                append(daemon, handle, id, failed(reason)).await?
             }
         },
-        Verdict::ShellFailed(reason) => {
-            data.insert("reason".into(), json!(reason));
-            "node.failed"
+        Verdict::ShellFailed(reason) => append(daemon, handle, id, failed(reason)).await?,
+        Verdict::Reported(NodeDone::TYPE) => {
+            let (message, reason) = said();
+            append(daemon, handle, id, done(message, reason, None)).await?
         }
-        Verdict::Reported(kind) => {
-            said(&mut data);
-            kind
+        Verdict::Reported(_) => {
+            let (message, reason) = said();
+            let report = NodeFailed {
+                message,
+                reason,
+                exit_status: exit_status.clone(),
+                outcome: outcome.clone(),
+                ..NodeFailed::default()
+            };
+            append(daemon, handle, id, report).await?
         }
-        Verdict::Unreported(kind) => kind,
+        Verdict::Unreported(NodeDone::TYPE) => {
+            append(daemon, handle, id, done(None, None, None)).await?
+        }
+        Verdict::Unreported(_) => {
+            let exited = NodeExited {
+                exit_status: status.map(i64::from),
+                outcome: outcome.clone(),
+                reason: vanished.then(|| {
+                    "the agent's process died before it reported (its window or tmux server is gone, or a signal killed it); `run retry --resume` continues its conversation".to_string()
+                }),
+            };
+            append(daemon, handle, id, exited).await?
+        }
     };
-    let died = kind == "node.exited" && died(node, status);
-    if died {
-        data.insert(
-            "reason".into(),
-            json!("the agent's process died before it reported (its window or tmux server is gone, or a signal killed it); `run retry --resume` continues its conversation"),
-        );
-    }
-    append(daemon, handle, Some(&node.id), kind, Value::Object(data)).await?;
     // The output is in the node's log; the dead window has nothing more to show.
     super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
     // An autonomous agent goes on by itself, once: not again if the resumed one dies too.
     let autonomous = handle.view().manifest.kind != Some(octl_proto::RunKind::Code);
-    if died && autonomous && !node.resume {
+    if vanished && autonomous && !node.resume {
         tracing::info!(run = %handle.id, node = %node.id, "resuming the conversation of an agent that died");
         if let Err(e) = super::retry::resume(daemon, handle, &node.id, "its agent died").await {
             tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "could not resume");

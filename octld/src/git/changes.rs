@@ -1,8 +1,8 @@
 //! What changed: a worktree's status, the paths between two commits, what a snapshot would not
-//! hold, and committing everything.
+//! hold, the ignored files `.worktreeinclude` names, and committing everything.
 
-use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
 use super::command::split_z;
 use super::{Git, GitError, Result};
@@ -93,6 +93,52 @@ impl Git {
                 .filter(|p| p.as_os_str().as_bytes().ends_with(b"/")),
         );
         Ok(paths)
+    }
+
+    /// The files `.worktreeinclude` names, as Claude Code reads it: untracked files matching
+    /// one of its gitignore-style patterns (`include`, a file) that the repository's own rules
+    /// also ignore, each as a path relative to this directory. Both judgements are git's own.
+    pub fn included_ignored(&self, include: &Path) -> Result<Vec<PathBuf>> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let mut from = OsString::from("--exclude-from=");
+        from.push(include);
+        let matching = self
+            .call([
+                OsStr::new("ls-files"),
+                OsStr::new("-z"),
+                OsStr::new("--others"),
+                OsStr::new("--ignored"),
+                &from,
+            ])
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdout()?;
+        if matching.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Exit 1: none of them is ignored.
+        let (_, out) = self
+            .call(["check-ignore", "-z", "--stdin"])
+            .run_allowing(&[0, 1], Some(&matching))?;
+        Ok(out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| PathBuf::from(OsString::from_vec(s.to_vec())))
+            .filter(|p| !p.as_os_str().as_bytes().ends_with(b"/"))
+            .collect())
+    }
+
+    /// Whether git ignores `path` (relative to this directory) as it is on disk now.
+    pub fn is_ignored(&self, path: &Path) -> Result<bool> {
+        let (code, _) = self
+            .call([
+                OsStr::new("check-ignore"),
+                OsStr::new("-q"),
+                OsStr::new("--"),
+                path.as_os_str(),
+            ])
+            .run_allowing(&[0, 1], None)?;
+        Ok(code == 0)
     }
 
     /// `git add -A` then `git commit -m <message>` in this directory's worktree. Returns the

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::{DiscussionOpened, DiscussionResolved, Payload};
 use octl_proto::ids::{validate_node_id, MIN_PREFIX};
 use octl_proto::method;
 use octl_proto::projection::RunDetail;
@@ -127,41 +128,35 @@ pub async fn ask(daemon: &Arc<Daemon>, p: AskParams) -> Result<Value, AppError> 
     if let Some(b) = &p.body {
         text("body", b, MAX_BODY)?;
     }
-    let mut data = Map::new();
-    data.insert("title".into(), json!(p.title));
-    if let Some(b) = p.body {
-        data.insert("body".into(), json!(b));
-    }
-    open_record(daemon, &p.run, p.node, "discussion.opened", data).await
+    let (title, body) = (p.title, p.body);
+    open_record(daemon, &p.run, p.node, |id| DiscussionOpened {
+        id,
+        title,
+        body,
+        ..DiscussionOpened::default()
+    })
+    .await
 }
 
 /// Appends a new record (a question, a proposal) under a fresh id, said by the node's agent
 /// when a node is named, else by a human; answers `{id, run}`.
-pub async fn open_record(
+pub async fn open_record<P: Payload>(
     daemon: &Arc<Daemon>,
     run: &str,
     node: Option<String>,
-    kind: &str,
-    mut data: Map<String, Value>,
+    record: impl FnOnce(String) -> P,
 ) -> Result<Value, AppError> {
     if let Some(n) = &node {
         validate_node_id("node", n)?;
     }
     let handle = daemon.store.resolve("run", run)?;
     let id = new_id();
-    data.insert("id".into(), json!(id));
     let actor = if node.is_some() {
         Actor::Agent
     } else {
         Actor::Human
     };
-    let draft = Draft {
-        node,
-        kind: kind.into(),
-        actor,
-        data,
-        idempotency_key: None,
-    };
+    let draft = Draft::said(node, actor, record(id.clone()));
     daemon.store.append(&handle, draft, true).await?;
     Ok(json!({"id": id, "run": handle.id}))
 }
@@ -192,16 +187,15 @@ pub async fn answer(daemon: &Arc<Daemon>, p: AnswerParams) -> Result<Value, AppE
     let (handle, disc) = find::<Discussion>(daemon, "id", &p.id)?;
     if disc.open {
         refuse_merge_question(&handle.id, &handle.view(), &disc)?;
-        let draft = Draft {
-            node: disc.node.clone(),
-            kind: "discussion.resolved".into(),
-            actor: Actor::Human,
-            data: json!({"id": disc.id, "answer": p.text})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-            idempotency_key: None,
-        };
+        let draft = Draft::said(
+            disc.node.clone(),
+            Actor::Human,
+            DiscussionResolved {
+                id: disc.id.clone(),
+                answer: Some(p.text.clone()),
+                ..DiscussionResolved::default()
+            },
+        );
         // The log decides between answers given at once: the first written wins, and the
         // reducer refuses the others, naming the answer that won.
         return match daemon.store.append(&handle, draft, true).await {

@@ -10,12 +10,14 @@ use serde_json::{json, Value};
 
 use octl_proto::method;
 use octl_proto::projection;
-use octl_proto::rpc::{DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunsResult};
+use octl_proto::rpc::{
+    DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunner, DoctorRunnersResult, DoctorRunsResult,
+};
 use octl_proto::{AppError, RunState};
 
 use super::{to_value, Answer, Handle, NoParams};
 use crate::agents::{self, Mode};
-use crate::config::Config;
+use crate::config::{Config, LOCAL_RUNNER};
 use crate::daemon::Daemon;
 use crate::engine::blocking;
 use crate::store::log::{self, CORRUPT_FILE};
@@ -239,6 +241,93 @@ impl Handle for method::DoctorRuns {
 impl Handle for method::DoctorOrphans {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
         orphans(daemon, p).await.map(Answer::Value)
+    }
+}
+
+/// `local` and every runner of config.toml, each probed (all at once: an SSH host that does
+/// not answer costs its connect timeout once, not once per runner).
+pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+    let (config, config_error) = match Config::load(&daemon.home.config()) {
+        Ok(c) => (c, None),
+        Err(e) => (Config::default(), Some(e.message)),
+    };
+    let default = config
+        .defaults
+        .runner
+        .clone()
+        .unwrap_or_else(|| LOCAL_RUNNER.to_string());
+    let mut names = vec![LOCAL_RUNNER.to_string()];
+    names.extend(
+        config
+            .runners
+            .keys()
+            .filter(|n| *n != LOCAL_RUNNER)
+            .cloned(),
+    );
+    let mut users: Vec<(String, String)> = Vec::new();
+    for h in daemon.store.handles() {
+        let view = h.view();
+        if view.manifest.status.is_ended() {
+            continue;
+        }
+        for n in view.nodes.iter().filter(|n| !n.state.is_terminal()) {
+            let runner = n.runner.clone().unwrap_or_else(|| LOCAL_RUNNER.to_string());
+            users.push((runner, h.id.clone()));
+        }
+    }
+    let probes = names.into_iter().map(|name| {
+        let wanted = config.runner(&name).unwrap_or_default();
+        let local = daemon.runner.clone();
+        async move {
+            let kind = wanted.kind.as_str().to_string();
+            let answer = blocking(move || Ok(crate::runner::probe(&*local, &wanted))).await;
+            (name, kind, answer.and_then(|a| a))
+        }
+    });
+    let mut out = Vec::new();
+    for (name, kind, answer) in futures_join(probes).await {
+        let mut used_by: Vec<String> = users
+            .iter()
+            .filter(|(r, _)| *r == name)
+            .map(|(_, run)| run.clone())
+            .collect();
+        used_by.dedup();
+        let (ok, message) = match answer {
+            Ok(m) => (true, m),
+            Err(e) => (false, e.message),
+        };
+        out.push(DoctorRunner {
+            default: name == default,
+            name,
+            kind,
+            ok,
+            message,
+            used_by,
+        });
+    }
+    to_value(&DoctorRunnersResult {
+        runners: out,
+        config_error,
+    })
+}
+
+/// Awaits every future, concurrently, in order.
+async fn futures_join<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.expect("a doctor probe panicked"));
+    }
+    out
+}
+
+impl Handle for method::DoctorRunners {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        runners(daemon, p).await.map(Answer::Value)
     }
 }
 

@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::settings::AutoParallel;
+use octl_proto::event::{NodeAdded, RunCreated, RunSettings};
 use octl_proto::method;
 use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
@@ -33,7 +35,7 @@ fn format(given: &str) -> Result<Format, AppError> {
 }
 
 /// The cap and, for `auto`, what it was derived from (recorded in `run.created`).
-fn cap(given: Option<Value>, settings: &mut Map<String, Value>) -> Result<(), AppError> {
+fn cap(given: Option<Value>, settings: &mut RunSettings) -> Result<(), AppError> {
     let text = match given {
         None => "auto".to_string(),
         Some(Value::String(s)) => s,
@@ -49,55 +51,57 @@ fn cap(given: Option<Value>, settings: &mut Map<String, Value>) -> Result<(), Ap
         MaxParallel::Auto => {
             let (cores, mem) = machine::resources();
             let n = plan::auto_parallel(cores, mem);
-            settings.insert(
-                "max_parallel_auto".into(),
-                json!({
-                    "cores": cores,
-                    "mem_available_mib": if mem == u64::MAX { Value::Null } else { json!(mem / (1024 * 1024)) },
-                    "formula": "max(1, min(2 × cores, MemAvailable in GiB)), at most 32",
-                }),
-            );
+            settings.max_parallel_auto = Some(AutoParallel {
+                cores: cores as u64,
+                mem_available_mib: (mem != u64::MAX).then_some(mem / (1024 * 1024)),
+                formula: "max(1, min(2 × cores, MemAvailable in GiB)), at most 32".into(),
+            });
             n
         }
     };
-    settings.insert("max_parallel".into(), json!(n));
+    settings.max_parallel = Some(n as u64);
     Ok(())
 }
 
-/// Checks the repository, base and every profile named, before anything is created.
+/// Checks the repository, base and every (profile, runner) named, before anything is created;
+/// gives each profile's name and the runner its node starts on.
 async fn check(
     daemon: &Arc<Daemon>,
     repo: String,
     base: Option<String>,
-    profiles: Vec<Option<String>>,
-) -> Result<(PathBuf, String, Vec<String>), AppError> {
+    wanted: Vec<(Option<String>, Option<String>)>,
+) -> Result<(PathBuf, String, Vec<(String, String)>), AppError> {
     let d = daemon.clone();
     blocking(move || {
         let config = Config::load(&d.home.config())?;
-        let names = profiles
+        let names = wanted
             .iter()
-            .map(|p| spawn::check_profile(&config, p.as_deref(), Mode::Autonomous).map(|p| p.name))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(profile, runner)| {
+                let profile = spawn::check_profile(&config, profile.as_deref(), Mode::Autonomous)?;
+                let runner = spawn::check_runner(&d, &config, runner.as_deref(), &profile.name)?;
+                Ok((profile.name, runner))
+            })
+            .collect::<Result<Vec<_>, AppError>>()?;
         let (repo, base) = spawn::check_repo(&d, &PathBuf::from(repo), base.as_deref())?;
         Ok((repo, base, names))
     })
     .await
 }
 
-fn base_settings(title: String, repo: &std::path::Path, base: &str) -> Map<String, Value> {
-    let mut s = Map::new();
-    s.insert("title".into(), json!(title));
-    s.insert("repo".into(), json!(repo.display().to_string()));
-    s.insert("base".into(), json!(base));
-    s
+fn created(kind: RunKind, title: String, repo: &std::path::Path, base: &str) -> RunCreated {
+    RunCreated {
+        kind,
+        title: Some(title),
+        repo: Some(repo.display().to_string()),
+        base: Some(base.to_string()),
+        settings: RunSettings::default(),
+    }
 }
 
 /// The run's budget into its settings, checked.
-fn budget(usd: Option<f64>, settings: &mut serde_json::Map<String, Value>) -> Result<(), AppError> {
+fn budget(usd: Option<f64>, settings: &mut RunSettings) -> Result<(), AppError> {
     octl_proto::rpc::check_budget("max_budget_usd", usd)?;
-    if let Some(u) = usd {
-        settings.insert("max_budget_usd".into(), json!(u));
-    }
+    settings.max_budget_usd = usd;
     Ok(())
 }
 
@@ -110,39 +114,40 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         blocking(move || plan::parse_manifest(&text, fmt).map_err(|e| e.into_error(&what))).await?;
     let agent = p.agent.clone().or_else(|| manifest.agent.clone());
     let gate = p.gate.clone().or_else(|| manifest.gate.clone());
+    let runner = p.runner.clone().or_else(|| manifest.runner.clone());
     spawn::check_gate(gate.as_deref())?;
-    let (repo, base, names) = check(daemon, p.repo, p.base, vec![agent]).await?;
+    let (repo, base, names) = check(daemon, p.repo, p.base, vec![(agent, runner)]).await?;
+    let (agent, runner) = &names[0];
     let title = manifest
         .title
         .clone()
         .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
-    let mut settings = base_settings(title, &repo, &base);
-    cap(p.max_parallel, &mut settings)?;
-    budget(p.max_budget_usd, &mut settings)?;
-    settings.insert("agent".into(), json!(names[0]));
-    if let Some(g) = &gate {
-        settings.insert("gate".into(), json!(g));
-    }
+    let mut created = created(RunKind::Fanout, title, &repo, &base);
+    let settings = &mut created.settings;
+    cap(p.max_parallel, settings)?;
+    budget(p.max_budget_usd, settings)?;
+    settings.agent = Some(agent.clone());
+    settings.gate = gate.clone();
     let file = format!(
         "fanout.{}",
         if fmt == Format::Json { "json" } else { "toml" }
     );
-    settings.insert("manifest_file".into(), json!(file));
-    if let Some(path) = &p.manifest_path {
-        settings.insert("manifest_path".into(), json!(path));
-    }
-    settings.insert(
-        "order".into(),
-        json!(manifest.units.iter().map(|u| &u.id).collect::<Vec<_>>()),
-    );
+    settings.manifest_file = Some(file.clone());
+    settings.manifest_path = p.manifest_path.clone();
+    settings.order = Some(manifest.units.iter().map(|u| u.id.clone()).collect());
     let initial = manifest
         .units
         .iter()
         .map(|u| {
             Draft::daemon(
                 Some(&u.id),
-                "node.added",
-                json!({"agent": names[0], "task": manifest.render(u), "gate": gate}),
+                NodeAdded {
+                    agent: Some(agent.clone()),
+                    task: Some(manifest.render(u)),
+                    gate: gate.clone(),
+                    runner: Some(runner.clone()),
+                    ..NodeAdded::default()
+                },
             )
         })
         .collect();
@@ -150,8 +155,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         .store
         .create_run(NewRun {
             id: ids::new_ulid(),
-            kind: RunKind::Fanout,
-            settings,
+            created,
             initial,
             files: vec![(file, p.manifest.into_bytes())],
         })
@@ -165,8 +169,9 @@ pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppEr
     let view = handle.view();
     let file = view
         .manifest
-        .run_settings()
-        .manifest_file()
+        .settings
+        .manifest_file
+        .as_deref()
         .ok_or_else(|| {
             AppError::invalid(format!(
                 "run {} is a {} run, not a fan-out",
@@ -194,10 +199,15 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     for n in &plan.nodes {
         spawn::check_gate(n.gate.as_deref())?;
     }
-    let wanted: Vec<Option<String>> = plan
+    let wanted = plan
         .nodes
         .iter()
-        .map(|n| n.agent.clone().or_else(|| p.agent.clone()))
+        .map(|n| {
+            (
+                n.agent.clone().or_else(|| p.agent.clone()),
+                n.runner.clone().or_else(|| p.runner.clone()),
+            )
+        })
         .collect();
     let (repo, base, names) = check(daemon, p.repo, p.base, wanted).await?;
     let id = ids::new_ulid();
@@ -206,26 +216,31 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .title
         .clone()
         .unwrap_or_else(|| plural(plan.nodes.len(), "plan of", "node"));
-    let mut settings = base_settings(title, &repo, &base);
-    cap(p.max_parallel, &mut settings)?;
-    budget(p.max_budget_usd, &mut settings)?;
-    settings.insert("integration".into(), json!(integration));
-    settings.insert("auto_merge".into(), json!(p.auto_merge));
+    let mut created = created(RunKind::Orchestrate, title, &repo, &base);
+    let settings = &mut created.settings;
+    cap(p.max_parallel, settings)?;
+    budget(p.max_budget_usd, settings)?;
+    settings.integration = Some(integration.clone());
+    settings.auto_merge = Some(p.auto_merge);
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });
-    settings.insert("plan_file".into(), json!(file));
-    if let Some(path) = &p.plan_path {
-        settings.insert("plan_path".into(), json!(path));
-    }
-    settings.insert("order".into(), json!(plan.order()));
+    settings.plan_file = Some(file.clone());
+    settings.plan_path = p.plan_path.clone();
+    settings.order = Some(plan.order().into_iter().map(str::to_string).collect());
     let initial = plan
         .nodes
         .iter()
         .zip(&names)
-        .map(|(n, agent)| {
+        .map(|(n, (agent, runner))| {
             Draft::daemon(
                 Some(&n.id),
-                "node.added",
-                json!({"agent": agent, "task": n.task, "gate": n.gate, "deps": n.deps}),
+                NodeAdded {
+                    agent: Some(agent.clone()),
+                    task: Some(n.task.clone()),
+                    gate: n.gate.clone(),
+                    deps: Some(n.deps.clone()),
+                    runner: Some(runner.clone()),
+                    ..NodeAdded::default()
+                },
             )
         })
         .collect();
@@ -233,8 +248,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .store
         .create_run(NewRun {
             id,
-            kind: RunKind::Orchestrate,
-            settings,
+            created,
             initial,
             files: vec![(file, p.plan.into_bytes())],
         })

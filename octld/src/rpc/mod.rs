@@ -13,7 +13,7 @@
 //! - [`discussion`]: `discussion.ask`, `discussion.list`, `discussion.answer`.
 //! - [`spinoff`]: `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`.
 //! - [`gc`]: `run.gc`, `recover` (garbage and recovery).
-//! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents` (the daemon's side of doctor).
+//! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents`, `doctor.runners` (the daemon's side of doctor).
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
@@ -72,14 +72,13 @@ pub async fn dispatch(
     };
     macro_rules! dispatch {
         ($($ty:ident),*) => {
-            match id {
-                $(MethodId::$ty => {
-                    <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await
-                })*
-            }
+            $(if id == <method::$ty as Method>::ID {
+                return <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await;
+            })*
         };
     }
-    octl_proto::for_each_method!(dispatch)
+    octl_proto::for_each_method!(dispatch);
+    unreachable!("{method} is declared but in no table")
 }
 
 /// Parses method `M`'s params as it declares them.

@@ -1,4 +1,5 @@
-//! `node.done`, `node.fail`, `node.progress`: what an agent says about its own node.
+//! `node.done`, `node.fail`, `node.progress`: what an agent says about its own node; and
+//! `node.send`, `node.screen`: a line of input to a live interactive agent, its screen now.
 //!
 //! An agent whose outcome is read from its output when it ends (Claude Code in stream-json)
 //! has its done/fail report held as a `node.progress` with `report`; the supervisor turns it
@@ -6,15 +7,17 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
+use octl_proto::event::{NodeDone, NodeFailed, NodeProgress, Report as Held};
 use octl_proto::ids::validate_node_id;
-use octl_proto::method::{self, MethodId};
-use octl_proto::rpc::NodeReportParams;
-use octl_proto::{Actor, AppError};
+use octl_proto::method;
+use octl_proto::rpc::{NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen};
+use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
+use crate::engine::blocking;
 use crate::store::Draft;
 
 const MAX_TEXT: usize = 4096;
@@ -31,19 +34,27 @@ fn text(field: &str, v: Option<String>, required: bool) -> Result<Option<String>
     }
 }
 
+/// Which report an agent makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    Done,
+    Fail,
+    Progress,
+}
+
 pub async fn report(
     daemon: &Arc<Daemon>,
-    method: MethodId,
+    method: Report,
     p: NodeReportParams,
 ) -> Result<Value, AppError> {
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {
-        MethodId::NodeFail => (
+        Report::Fail => (
             text("message", p.message, false)?,
             text("reason", p.reason, true)?,
         ),
-        MethodId::NodeProgress => (
+        Report::Progress => (
             text("message", p.message, true)?,
             text("reason", p.reason, false)?,
         ),
@@ -56,57 +67,200 @@ pub async fn report(
     let held = node
         .as_ref()
         .is_some_and(|n| n.report_on_exit && n.state.is_alive())
-        && method != MethodId::NodeProgress;
-    let mut data = Map::new();
-    if let Some(m) = message {
-        data.insert("message".into(), json!(m));
-    }
-    if let Some(r) = reason {
-        data.insert("reason".into(), json!(r));
-    }
-    let kind = match (method, held) {
-        (MethodId::NodeDone, true) => {
-            data.insert("report".into(), json!("done"));
-            "node.progress"
-        }
-        (MethodId::NodeFail, true) => {
-            data.insert("report".into(), json!("failed"));
-            "node.progress"
-        }
-        (MethodId::NodeDone, false) => "node.done",
-        (MethodId::NodeFail, false) => "node.failed",
-        _ => "node.progress",
+        && method != Report::Progress;
+    // A held report waits in a node.progress until the agent's process exits.
+    let progress = |report| NodeProgress {
+        message: message.clone(),
+        reason: reason.clone(),
+        report,
+        ..NodeProgress::default()
     };
-    let draft = Draft {
-        node: Some(p.node),
-        kind: kind.to_string(),
-        actor: Actor::Agent,
-        data,
-        idempotency_key: None,
+    let node = Some(p.node);
+    let draft = match (method, held) {
+        (Report::Done, true) => Draft::said(node, Actor::Agent, progress(Some(Held::Done))),
+        (Report::Fail, true) => Draft::said(node, Actor::Agent, progress(Some(Held::Failed))),
+        (Report::Done, false) => Draft::said(
+            node,
+            Actor::Agent,
+            NodeDone {
+                message,
+                reason,
+                ..NodeDone::default()
+            },
+        ),
+        (Report::Fail, false) => Draft::said(
+            node,
+            Actor::Agent,
+            NodeFailed {
+                message,
+                reason,
+                ..NodeFailed::default()
+            },
+        ),
+        _ => Draft::said(node, Actor::Agent, progress(None)),
     };
     to_value(&daemon.store.append(&handle, draft, true).await?)
 }
 
 impl Handle for method::NodeProgress {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeProgress, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Progress, p).await.map(Answer::Value)
     }
 }
 
 impl Handle for method::NodeDone {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeDone, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Done, p).await.map(Answer::Value)
     }
 }
 
 impl Handle for method::NodeFail {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, MethodId::NodeFail, p)
-            .await
-            .map(Answer::Value)
+        report(daemon, Report::Fail, p).await.map(Answer::Value)
+    }
+}
+
+/// Largest line `node.send` types.
+const MAX_LINE: usize = 4096;
+/// Lines `node.screen` returns unless told otherwise, and at most.
+const SCREEN_LINES: u32 = 200;
+const SCREEN_LINES_MAX: u32 = 10_000;
+
+/// The live agent of `node`: its run, the node's agent handle. Refused, naming the state,
+/// when the node is not running or waiting (`interactive`: or its agent reads no input —
+/// only a `code` run's agent works with a human).
+fn live_agent(
+    daemon: &Arc<Daemon>,
+    run: &str,
+    node: &str,
+    interactive: bool,
+) -> Result<(String, crate::runner::AgentHandle), AppError> {
+    validate_node_id("node", node)?;
+    let handle = daemon.store.resolve("run", run)?;
+    let view = handle.view();
+    let Some(n) = view.nodes.iter().find(|n| n.id == node) else {
+        return Err(
+            AppError::not_found(format!("run {} has no node {node:?}", handle.id))
+                .with_hint(format!("see `orchestratectl run show {}`", handle.id)),
+        );
+    };
+    let live = matches!(n.state, NodeState::Running | NodeState::Waiting);
+    let (true, Some(pane)) = (live, n.pane.as_ref()) else {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {node} of run {} is {}: only a running or waiting node's agent takes input or has a screen",
+                handle.id,
+                n.state.as_str()
+            ),
+        ));
+    };
+    if interactive && view.manifest.kind != Some(RunKind::Code) {
+        let kind = view.manifest.kind.map_or("unknown", RunKind::as_str);
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {node} of run {} is {} in a {kind} run, whose agent works alone and reads no input: only a code run's agent is interactive",
+                handle.id,
+                n.state.as_str()
+            ),
+        ));
+    }
+    Ok((
+        handle.id.clone(),
+        crate::runner::AgentHandle::new(pane.clone()),
+    ))
+}
+
+/// Types one line into an interactive agent. Not recorded in the run's log: the line may
+/// hold a secret (the log is permanent and readable by anyone who can read the home), and it
+/// changes nothing the daemon decides — like typing after `run attach`; what the agent does
+/// with it, it reports itself. A send racing the agent's end lands in the pane or is refused
+/// by the runner's check that the handle still is this node's.
+pub async fn send(daemon: &Arc<Daemon>, p: NodeSendParams) -> Result<NodeSent, AppError> {
+    let bad = |why: &str| {
+        AppError::invalid(format!(
+            "invalid text: {why}; give one line of 1 to {MAX_LINE} bytes without newlines or control characters (tab allowed)"
+        ))
+    };
+    if p.text.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if p.text.len() > MAX_LINE {
+        return Err(bad(&format!("it is {} bytes", p.text.len())));
+    }
+    if let Some(c) = p.text.chars().find(|c| c.is_control() && *c != '\t') {
+        return Err(bad(&format!("it holds the control character {c:?}")));
+    }
+    let (run, agent) = live_agent(daemon, &p.run, &p.node, true)?;
+    let runner = daemon.runner.clone();
+    let (r, n, text) = (run.clone(), p.node.clone(), p.text.clone());
+    let sent = blocking(move || runner.send_line(&r, &n, &agent, &text)).await?;
+    if !sent {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {} of run {run} has no agent any more (it just ended): nothing was typed",
+                p.node
+            ),
+        ));
+    }
+    Ok(NodeSent {
+        run,
+        node: p.node,
+        bytes: p.text.len(),
+    })
+}
+
+/// The last lines of a live node's agent terminal, for a preview.
+pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<Screen, AppError> {
+    let lines = p.lines.unwrap_or(SCREEN_LINES);
+    if !(1..=SCREEN_LINES_MAX).contains(&lines) {
+        return Err(AppError::invalid(format!(
+            "invalid lines {lines}: give 1 to {SCREEN_LINES_MAX}"
+        )));
+    }
+    let (run, agent) = live_agent(daemon, &p.run, &p.node, false)?;
+    let runner = daemon.runner.clone();
+    let captured = blocking(move || runner.capture(&agent)).await?;
+    Ok(Screen {
+        run,
+        node: p.node,
+        screen: last_lines(&captured, lines as usize),
+    })
+}
+
+/// The last `n` lines of `text` after its trailing blank ones, each with its newline.
+fn last_lines(text: &str, n: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let end = all
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    let start = end.saturating_sub(n);
+    all[start..end].iter().map(|l| format!("{l}\n")).collect()
+}
+
+impl Handle for method::NodeSend {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        to_value(&send(daemon, p).await?).map(Answer::Value)
+    }
+}
+
+impl Handle for method::NodeScreen {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        to_value(&screen(daemon, p).await?).map(Answer::Value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_lines;
+
+    #[test]
+    fn the_screen_is_its_last_lines_without_the_blank_tail() {
+        assert_eq!(last_lines("a\nb\nc\n\n  \n", 2), "b\nc\n");
+        assert_eq!(last_lines("a\nb\n", 10), "a\nb\n");
+        assert_eq!(last_lines("\n\n", 3), "");
     }
 }

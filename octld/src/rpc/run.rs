@@ -3,10 +3,13 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::RunCreated;
 use octl_proto::method;
 use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
+
+use crate::store::ListFilter;
 use octl_proto::{AppError, RunKind};
 
 use super::{to_value, Answer, Handle};
@@ -33,21 +36,20 @@ pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, A
             )))
         }
     }
-    let mut settings = Map::new();
+    let mut created = RunCreated::default();
     if let Some(title) = p.title {
         if title.chars().count() > MAX_TITLE || title.chars().any(char::is_control) {
             return Err(AppError::invalid(format!(
                 "invalid title: use at most {MAX_TITLE} characters without control characters"
             )));
         }
-        settings.insert("title".into(), json!(title));
+        created.title = Some(title);
     }
     let handle = daemon
         .store
         .create_run(NewRun {
             id: octl_proto::ids::new_ulid(),
-            kind: RunKind::Generic,
-            settings,
+            created,
             initial: Vec::new(),
             files: Vec::new(),
         })
@@ -56,16 +58,51 @@ pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, A
 }
 
 pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, AppError> {
-    let status = match p.status.as_deref() {
+    let statuses = match &p.status {
         None => None,
-        Some(s) => Some(ListedStatus::parse(s).ok_or_else(|| {
-            AppError::invalid(format!(
-                "invalid status {s:?}: use one of {}",
-                ListedStatus::ALL.map(ListedStatus::as_str).join(", ")
-            ))
-        })?),
+        Some(given) => {
+            let names = given.names();
+            if names.is_empty() {
+                return Err(AppError::invalid(format!(
+                    "invalid status []: give at least one of {}",
+                    ListedStatus::ALL.map(ListedStatus::as_str).join(", ")
+                )));
+            }
+            let parsed = names
+                .iter()
+                .map(|s| {
+                    ListedStatus::parse(s).ok_or_else(|| {
+                        AppError::invalid(format!(
+                            "invalid status {s:?}: use one of {}",
+                            ListedStatus::ALL.map(ListedStatus::as_str).join(", ")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(parsed)
+        }
     };
-    Ok(daemon.store.list_json(status))
+    let repo = match &p.repo {
+        None => None,
+        Some(r) if !std::path::Path::new(r).is_absolute() => {
+            return Err(AppError::invalid(format!(
+                "invalid repo {r:?}: give an absolute path (the repository or a directory in it)"
+            )))
+        }
+        // As the runs record it (spawn canonicalizes); a repository gone from disk keeps
+        // the path as given.
+        Some(r) => Some(std::fs::canonicalize(r).unwrap_or_else(|_| r.into())),
+    };
+    if p.limit == Some(0) {
+        return Err(AppError::invalid(
+            "invalid limit 0: give a whole number of runs, at least 1",
+        ));
+    }
+    Ok(daemon.store.list_json(&ListFilter {
+        statuses,
+        repo,
+        limit: p.limit,
+    }))
 }
 
 pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {

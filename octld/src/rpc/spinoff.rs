@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use octl_proto::event::{SpinoffAccepted, SpinoffProposed, SpinoffRejected};
 use octl_proto::method;
 use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
 use octl_proto::state::{Spinoff, SpinoffStatus};
@@ -25,12 +26,14 @@ pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, Ap
     if let Some(w) = &p.why {
         text("why", w, 16 * 1024)?;
     }
-    let mut data = Map::new();
-    data.insert("task".into(), json!(p.task));
-    if let Some(w) = p.why {
-        data.insert("why".into(), json!(w));
-    }
-    open_record(daemon, &p.run, p.node, "spinoff.proposed", data).await
+    let (task, why) = (p.task, p.why);
+    open_record(daemon, &p.run, p.node, |id| SpinoffProposed {
+        id,
+        task,
+        why,
+        ..SpinoffProposed::default()
+    })
+    .await
 }
 
 pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
@@ -115,8 +118,11 @@ pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Value, AppE
     // Recorded even after the parent run ended: the decision is a human's.
     let decision = Draft::daemon(
         proposal.node.as_deref(),
-        "spinoff.accepted",
-        json!({"id": proposal.id, "run": child, "agent": checked.profile.name}),
+        SpinoffAccepted {
+            id: proposal.id.clone(),
+            run: Some(child.clone()),
+            agent: Some(checked.profile.name.clone()),
+        },
     );
     // A decision that lost is refused by the reducer, naming the one that won.
     daemon.store.append(&parent, decision, false).await?;
@@ -141,8 +147,10 @@ pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Value, AppE
     }
     let draft = Draft::daemon(
         proposal.node.as_deref(),
-        "spinoff.rejected",
-        json!({"id": proposal.id, "reason": p.reason}),
+        SpinoffRejected {
+            id: proposal.id.clone(),
+            reason: Some(p.reason.clone()),
+        },
     );
     daemon.store.append(&parent, draft, false).await?;
     proposal_json(&parent.id, &current(&parent, &proposal))

@@ -126,6 +126,7 @@ mod tests {
             argv: &argv,
             log: Path::new("/dev/null"),
             first: false,
+            attempt: 0,
         })
         .unwrap()
     }

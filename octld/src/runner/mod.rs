@@ -9,16 +9,25 @@
 //!
 //! The calls are synchronous; the engine runs them in `blocking(...)`.
 //!
+//! Which runner a node uses is chosen when it is added (`--runner`, the manifest or plan, the
+//! profile's `runner`, `[defaults] runner`, else `local`) and recorded in its `node.added`;
+//! [`Runners`] gives the runner of that name.
+//!
 //! `orchestratectl run attach` is the client's, not the daemon's: it execs `tmux attach` on
 //! the daemon's socket, so it stays tmux-only until a runner has its own way to show an agent.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
 use octl_proto::AppError;
 
+use crate::config::{Config, RunnerConfig, RunnerKind};
+
 #[cfg(test)]
 pub mod fake;
+pub mod slurm;
+pub mod ssh;
 pub mod tmux;
 
 pub type Result<T> = std::result::Result<T, AppError>;
@@ -66,6 +75,9 @@ pub struct AgentSpec<'a> {
     pub log: &'a Path,
     /// Most likely the run's first agent (a hint: the runner may prepare the run's place).
     pub first: bool,
+    /// How many attempts of the node came before this one (remote runners name their refs
+    /// and jobs by it).
+    pub attempt: u32,
 }
 
 /// An agent just started.
@@ -138,9 +150,114 @@ pub trait Runner: Send + Sync {
         Err(AppError::internal("this runner has no agent screen"))
     }
 
+    /// Brings the work of the ended agent `handle` into its node's `worktree`, before the
+    /// engine judges its exit: a remote runner fetches what the attempt pushed (its commits
+    /// onto the node's branch, what it left uncommitted as changes). Local agents worked in
+    /// the worktree itself: nothing to do.
+    fn collect(&self, run: &str, node: &str, handle: &AgentHandle, worktree: &Path) -> Result<()> {
+        let _ = (run, node, handle, worktree);
+        Ok(())
+    }
+
     /// Presses one named key (`Enter`, `Down`, …) in the agent's terminal. Optional.
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         let _ = (handle, key);
         Err(AppError::internal("this runner cannot type into an agent"))
+    }
+
+    /// Types `text` literally, then Enter, into the agent's terminal if `handle` still is
+    /// `node` of `run` (as [`Runner::stop`] checks). `false` if it was not. Optional.
+    fn send_line(&self, run: &str, node: &str, handle: &AgentHandle, text: &str) -> Result<bool> {
+        let _ = (run, node, handle, text);
+        Err(AppError::internal("this runner cannot type into an agent"))
+    }
+}
+
+/// The daemon's runners by name: `local` (the tmux runner) always, the others of config.toml's
+/// `[runners]` built on first use and rebuilt when their configuration changes (the file is
+/// read at each use).
+pub struct Runners {
+    local: std::sync::Arc<dyn Runner>,
+    home: std::path::PathBuf,
+    built: std::sync::Mutex<BTreeMap<String, Built>>,
+}
+
+/// A remote runner and the configuration it was built from.
+type Built = (RunnerConfig, std::sync::Arc<dyn Runner>);
+
+impl Runners {
+    pub fn new(local: std::sync::Arc<dyn Runner>, home: &Path) -> Runners {
+        Runners {
+            local,
+            home: home.to_path_buf(),
+            built: Default::default(),
+        }
+    }
+
+    /// The runner called `name` in `config`, or why agents cannot be started on it.
+    pub fn get(&self, config: &Config, name: &str) -> Result<std::sync::Arc<dyn Runner>> {
+        let wanted = config.runner(name)?;
+        if wanted.kind == RunnerKind::Local {
+            return Ok(self.local.clone());
+        }
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((had, runner)) = built.get(name) {
+            if *had == wanted {
+                return Ok(runner.clone());
+            }
+        }
+        let runner = build(name, &wanted, &self.home)?;
+        built.insert(name.to_string(), (wanted, runner.clone()));
+        Ok(runner)
+    }
+
+    /// The runner a node's agent runs on (its `node.added` names it; none is `local`): the
+    /// one built already, even if config.toml changed since (it still hosts that agent), else
+    /// the one config.toml describes now.
+    pub fn of(&self, name: Option<&str>, config: &Path) -> Result<std::sync::Arc<dyn Runner>> {
+        let Some(name) = name.filter(|n| *n != crate::config::LOCAL_RUNNER) else {
+            return Ok(self.local.clone());
+        };
+        let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, runner)) = built.get(name) {
+            return Ok(runner.clone());
+        }
+        drop(built);
+        self.get(&Config::load(config)?, name)
+    }
+
+    /// The runners built so far besides `local`, by name (the supervisor observes each).
+    pub fn remote(&self) -> Vec<(String, std::sync::Arc<dyn Runner>)> {
+        let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        built
+            .iter()
+            .map(|(n, (_, r))| (n.clone(), r.clone()))
+            .collect()
+    }
+}
+
+/// A remote runner from its configuration.
+fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Arc<dyn Runner>> {
+    match config.kind {
+        RunnerKind::Slurm => Ok(std::sync::Arc::new(slurm::SlurmRunner::new(
+            config.clone(),
+            home,
+        ))),
+        kind => Err(AppError::invalid(format!(
+            "runner {name:?} is of kind {}, which this octld cannot start agents on yet (local and slurm; see docs/RUNNERS.md)",
+            kind.as_str()
+        ))),
+    }
+}
+
+/// Whether the runner `config` describes answers (for `doctor`): the local tmux, every SSH
+/// host, Slurm's `sinfo`. Ok: what answered.
+pub fn probe(local: &dyn Runner, config: &RunnerConfig) -> Result<String> {
+    match config.kind {
+        RunnerKind::Local => local
+            .check()
+            .map(|()| "this machine's tmux server".to_string()),
+        RunnerKind::Ssh => ssh::check_hosts(config.hosts.as_deref().unwrap_or_default()),
+        RunnerKind::Slurm => slurm::check_cluster(config.partition.as_deref()),
     }
 }

@@ -97,4 +97,19 @@ impl Runner for TmuxRunner {
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         Ok(self.tmux.send_key(handle.as_str(), key)?)
     }
+
+    fn send_line(&self, run: &str, node: &str, handle: &AgentHandle, text: &str) -> Result<bool> {
+        let pane = handle.as_str();
+        let owned = self
+            .tmux
+            .list_panes()?
+            .iter()
+            .any(|p| p.pane_id == pane && p.session == run && p.window == node);
+        if !owned {
+            return Ok(false);
+        }
+        self.tmux.send_keys_literal(pane, text)?;
+        self.tmux.send_enter(pane)?;
+        Ok(true)
+    }
 }

@@ -3,10 +3,12 @@
 //! - [`routes`]: `POST /rpc` and `GET /v1/runs/<RUN>/events`, limits and HTTP error bodies.
 //! - [`jsonrpc`]: JSON-RPC 2.0 envelopes: batches, notifications, standard errors.
 //! - [`stream`]: the event stream of one run (past events, then new ones as they land).
+//! - [`feed`]: the change feed, every run's events in one stream (`GET /v1/events`).
 //!
 //! Every connection's peer uid is checked against ours before any byte is parsed; another
 //! uid is answered 403 (`unauthorized`) whatever the socket's mode.
 
+pub mod feed;
 pub mod jsonrpc;
 pub mod routes;
 pub mod stream;

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use octl_proto::rpc::{self, MAX_BODY_BYTES, RPC_PATH};
 use octl_proto::{AppError, ErrorKind};
 
-use super::{jsonrpc, stream};
+use super::{feed, jsonrpc, stream};
 use crate::daemon::Daemon;
 
 /// How long one JSON-RPC request (reading the body and answering) may take.
@@ -31,6 +31,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
         .route(RPC_PATH, post(rpc_handler))
         .route("/v1/runs/{run}/events", get(stream_handler))
+        .route(octl_proto::feed::FEED_PATH, get(feed_handler))
         .fallback(fallback)
         .layer(middleware::from_fn(check_peer))
         .with_state(daemon)
@@ -77,7 +78,7 @@ pub fn error_response(err: &AppError) -> Response {
 
 async fn fallback() -> Response {
     error_response(&AppError::not_found(
-        "no such endpoint: use POST /rpc or GET /v1/runs/<RUN>/events",
+        "no such endpoint: use POST /rpc, GET /v1/runs/<RUN>/events or GET /v1/events",
     ))
 }
 
@@ -153,10 +154,46 @@ async fn stream_handler(
         q.since.unwrap_or(0),
         q.follow.unwrap_or(false),
     ) {
-        Ok(body) => Response::builder()
-            .header(header::CONTENT_TYPE, "application/x-ndjson")
-            .body(Body::from_stream(body))
-            .expect("static response parts"),
+        Ok(body) => ndjson(Body::from_stream(body)),
         Err(e) => error_response(&e),
     }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedQuery {
+    since: Option<String>,
+    follow: Option<bool>,
+}
+
+async fn feed_handler(
+    State(daemon): State<Arc<Daemon>>,
+    query: Result<Query<FeedQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => {
+            return error_response(&AppError::invalid(format!(
+                "invalid query: {}; accepted: since=now|<CURSOR>&follow=true|false",
+                e.body_text()
+            )))
+        }
+    };
+    match feed::open(&daemon, q.since.as_deref(), q.follow.unwrap_or(false)) {
+        Ok((start, body)) => {
+            let mut resp = ndjson(Body::from_stream(body));
+            if let Ok(v) = header::HeaderValue::from_str(&start) {
+                resp.headers_mut().insert(feed::CURSOR_HEADER, v);
+            }
+            resp
+        }
+        Err(e) => error_response(&e),
+    }
+}
+
+fn ndjson(body: Body) -> Response {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(body)
+        .expect("static response parts")
 }

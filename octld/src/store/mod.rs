@@ -5,9 +5,11 @@
 //! - [`projections`]: atomic writes of the derived files.
 //! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 //! - [`fault`]: the errors of a full or failing disk (`storage_full`, `io_error`).
+//! - [`feed`]: every run's committed events in one durable order, for the change feed.
 
 pub mod corrupt;
 pub mod fault;
+pub mod feed;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -21,16 +23,17 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use octl_proto::notice::Notice;
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use octl_proto::event::RunCreated;
 use octl_proto::ids::{self, RunRef};
 use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::rpc::{AppendResult, RebuildResult};
-use octl_proto::{AppError, ErrorKind, Event, RunKind, RunState};
+use octl_proto::{AppError, ErrorKind, Event, RunState};
 
 use crate::home::Home;
+use feed::{Committed, Feed};
 use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
 pub use writer::Draft;
 use writer::{Command, Writer};
@@ -40,8 +43,8 @@ pub struct NewRun {
     /// From [`ids::new_ulid`]; known before creation so that settings and first events can
     /// name things after it (branches, worktrees).
     pub id: String,
-    pub kind: RunKind,
-    pub settings: Map<String, Value>,
+    /// Its first event: kind, title, repository, base and settings.
+    pub created: RunCreated,
     pub initial: Vec<Draft>,
     /// Input files kept in the run directory, by name.
     pub files: Vec<(String, Vec<u8>)>,
@@ -51,6 +54,7 @@ pub struct NewRun {
 /// bytes instead of building and serializing every run's values on each call.
 struct Listing {
     status: ListedStatus,
+    repo: Option<PathBuf>,
     json: String,
 }
 
@@ -62,6 +66,7 @@ impl Listing {
             .unwrap_or_else(|_| "null".to_string());
         Listing {
             status: summary.status,
+            repo: summary.repo.as_deref().map(PathBuf::from),
             json,
         }
     }
@@ -78,6 +83,8 @@ pub struct Syncing {
     /// The last seq of the first write.
     seq: u64,
     first: FirstWrite,
+    /// The events of the first write, for the feed.
+    events: Arc<Vec<Event>>,
 }
 
 impl Syncing {
@@ -103,6 +110,7 @@ impl Syncing {
             _ => {
                 // Readers of committed events (streams, `event.list`) see them from now on.
                 self.handle.committed.fetch_max(self.seq, Ordering::AcqRel);
+                self.handle.feed(&self.events);
                 Ok(())
             }
         }
@@ -140,10 +148,20 @@ pub struct RunHandle {
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Where the notices its committed events call for go (the notifier's queue).
     notices: Mutex<Option<mpsc::Sender<Notice>>>,
+    /// Where to say what this run committed, for the change feed.
+    tap: Mutex<Tap>,
+}
+
+/// A run's link to the feed's indexer.
+struct Tap {
+    tx: Option<mpsc::UnboundedSender<Committed>>,
+    /// The last seq told to the feed.
+    fed: u64,
 }
 
 impl RunHandle {
     fn new(id: String, dir: PathBuf, view: RunDetail, corrupt: Option<String>) -> RunHandle {
+        let view_seq = view.manifest.last_seq;
         RunHandle {
             id,
             dir,
@@ -156,7 +174,37 @@ impl RunHandle {
             untrusted: OnceLock::new(),
             changes: Mutex::new(None),
             notices: Mutex::new(None),
+            tap: Mutex::new(Tap {
+                tx: None,
+                fed: view_seq,
+            }),
         }
+    }
+
+    /// Tells the feed that `events` (a committed group) are durable in the log. Events
+    /// already told are left out (a new run's first write is reported by two paths); the
+    /// lock keeps the run's groups in commit order on the way to the indexer.
+    pub(crate) fn feed(&self, events: &Arc<Vec<Event>>) {
+        let mut tap = self.tap.lock().expect("tap lock");
+        let Some(last) = events.last().map(|e| e.seq) else {
+            return;
+        };
+        if last <= tap.fed {
+            return;
+        }
+        if let Some(tx) = &tap.tx {
+            let fed = tap.fed;
+            let new = if events.first().is_some_and(|e| e.seq > fed) {
+                events.clone()
+            } else {
+                Arc::new(events.iter().filter(|e| e.seq > fed).cloned().collect())
+            };
+            let _ = tx.send(Committed {
+                run: self.id.clone(),
+                events: new,
+            });
+        }
+        tap.fed = last;
     }
 
     /// The state as of the last committed group.
@@ -268,6 +316,27 @@ fn corrupt_error(id: &str, reason: &str) -> AppError {
         ))
 }
 
+/// What `run.list` keeps: every field given must match.
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    /// Runs in one of these statuses.
+    pub statuses: Option<Vec<ListedStatus>>,
+    /// Runs on the repository at this path or containing it.
+    pub repo: Option<PathBuf>,
+    /// The newest this many of the others.
+    pub limit: Option<u64>,
+}
+
+impl ListFilter {
+    fn passes(&self, l: &Listing) -> bool {
+        self.statuses.as_ref().is_none_or(|s| s.contains(&l.status))
+            && self
+                .repo
+                .as_ref()
+                .is_none_or(|path| l.repo.as_ref().is_some_and(|repo| path.starts_with(repo)))
+    }
+}
+
 pub struct Store {
     home: Home,
     runs: RwLock<BTreeMap<String, Arc<RunHandle>>>,
@@ -277,6 +346,8 @@ pub struct Store {
     notices: Mutex<Option<mpsc::Sender<Notice>>>,
     closing: AtomicBool,
     writers: Mutex<Vec<JoinHandle<()>>>,
+    /// The change feed; set once every run is loaded.
+    feed: OnceLock<Arc<Feed>>,
 }
 
 impl Store {
@@ -290,6 +361,7 @@ impl Store {
             notices: Mutex::new(None),
             closing: AtomicBool::new(false),
             writers: Mutex::new(Vec::new()),
+            feed: OnceLock::new(),
         };
         let mut ids: Vec<String> = fs::read_dir(store.home.runs())?
             .filter_map(|e| e.ok())
@@ -300,7 +372,27 @@ impl Store {
         for id in ids {
             store.load(id)?;
         }
+        // Nothing appends before the store is returned, so what each run has committed is
+        // what the feed must have indexed.
+        let handles = store.handles();
+        let committed: Vec<(String, u64)> = handles
+            .iter()
+            .filter(|h| h.corrupt.is_none())
+            .map(|h| (h.id.clone(), h.committed()))
+            .collect();
+        let feed = Feed::open(store.home.root(), &store.home.runs(), &committed)?;
+        for h in &handles {
+            let mut tap = h.tap.lock().expect("tap lock");
+            tap.tx = Some(feed.sender());
+            tap.fed = h.committed();
+        }
+        let _ = store.feed.set(feed);
         Ok(store)
+    }
+
+    /// The change feed (every run's committed events in one order).
+    pub fn feed(&self) -> &Arc<Feed> {
+        self.feed.get().expect("the feed opens with the store")
     }
 
     fn load(&self, id: String) -> io::Result<()> {
@@ -374,7 +466,7 @@ impl Store {
             nodes: BTreeMap::new(),
             activity: BTreeMap::new(),
             last_seq: 0,
-            settings: Map::new(),
+            settings: Default::default(),
             merge: None,
             merge_commit: None,
             error: Some(reason.clone()),
@@ -426,7 +518,7 @@ impl Store {
         id: String,
         dir: PathBuf,
         state: RunState,
-        first: Option<FirstWrite>,
+        first: Option<(FirstWrite, Arc<Vec<Event>>)>,
         stale: bool,
     ) -> io::Result<Arc<RunHandle>> {
         let log = LogWriter::open(&dir.join(LOG_FILE))?;
@@ -436,9 +528,14 @@ impl Store {
             projection::detail(&state),
             None,
         ));
-        if first.is_some() {
-            // Nothing is on disk yet; the writer says so once the first write is.
-            handle.committed.store(0, Ordering::Release);
+        {
+            let mut tap = handle.tap.lock().expect("tap lock");
+            tap.tx = self.feed.get().map(|f| f.sender());
+            if first.is_some() {
+                // Nothing is on disk yet; the writer says so once the first write is.
+                handle.committed.store(0, Ordering::Release);
+                tap.fed = 0;
+            }
         }
         let (tx, rx) = mpsc::channel(QUEUE);
         *handle.tx.lock().expect("tx lock") = Some(tx);
@@ -489,11 +586,11 @@ impl Store {
     pub async fn begin_run(&self, new: NewRun) -> Result<(Arc<RunHandle>, Syncing), AppError> {
         let NewRun {
             id,
-            kind,
-            settings,
+            created,
             initial,
             files,
         } = new;
+        let kind = created.kind;
         if self.closing.load(Ordering::Acquire) {
             return Err(AppError::new(
                 ErrorKind::ShuttingDown,
@@ -501,16 +598,14 @@ impl Store {
             ));
         }
         let dir = self.home.run_dir(&id);
-        let mut data = settings;
-        data.insert("kind".into(), json!(kind.as_str()));
-        let draft = Draft::daemon(None, "run.created", Value::Object(data));
+        let draft = Draft::daemon(None, created);
         let seed = RunState {
             id: id.clone(),
             kind,
             title: None,
             repo: None,
             base: None,
-            settings: Map::new(),
+            settings: Default::default(),
             created_at: String::new(),
             updated_at: String::new(),
             last_seq: 0,
@@ -527,12 +622,15 @@ impl Store {
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;
         let mut line = format!("{}\n", ev.to_line());
+        let mut events = vec![ev];
         for draft in initial {
             let ev = writer::new_event(&state, draft);
             state.apply(&ev)?;
             line.push_str(&ev.to_line());
             line.push('\n');
+            events.push(ev);
         }
+        let events = Arc::new(events);
         let runs_dir = self.home.runs();
         let created = state.clone();
         let dir2 = dir.clone();
@@ -587,10 +685,24 @@ impl Store {
             let _ = done.send(Some(result.map(|_| projected).map_err(|e| e.to_string())));
         });
         let handle = self
-            .start(id.clone(), dir, state, Some(first.clone()), false)
+            .start(
+                id.clone(),
+                dir,
+                state,
+                Some((first.clone(), events.clone())),
+                false,
+            )
             .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
         let seq = handle.view().manifest.last_seq;
-        Ok((handle.clone(), Syncing { handle, seq, first }))
+        Ok((
+            handle.clone(),
+            Syncing {
+                handle,
+                seq,
+                first,
+                events,
+            },
+        ))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).
@@ -627,23 +739,25 @@ impl Store {
         }
     }
 
-    /// Every run's summary, oldest first (ULIDs sort by creation time).
-    /// Every run's summary (those with `status`, if given) as one JSON array.
-    pub fn list_json(&self, status: Option<ListedStatus>) -> Box<RawValue> {
-        let listings: Vec<Arc<Listing>> = self
+    /// The summaries of the runs that pass `filter` as one JSON array, oldest first (ULIDs
+    /// sort by creation time).
+    pub fn list_json(&self, filter: &ListFilter) -> Box<RawValue> {
+        let mut listings: Vec<Arc<Listing>> = self
             .runs
             .read()
             .expect("runs lock")
             .values()
             .map(|h| h.listing.read().expect("listing lock").clone())
+            .filter(|l| filter.passes(l))
             .collect();
+        if let Some(limit) = filter.limit {
+            let keep = usize::try_from(limit).unwrap_or(usize::MAX);
+            listings.drain(..listings.len().saturating_sub(keep));
+        }
         let mut out =
             String::with_capacity(2 + listings.iter().map(|l| l.json.len() + 1).sum::<usize>());
         out.push('[');
-        for l in listings
-            .iter()
-            .filter(|l| status.is_none_or(|s| l.status == s))
-        {
+        for l in &listings {
             if out.len() > 1 {
                 out.push(',');
             }

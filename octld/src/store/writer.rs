@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use octl_proto::event::Payload;
 use octl_proto::projection::{self, ProjectionFile};
 use octl_proto::reducer::{client_may_append, client_types};
 use octl_proto::rpc::{AppendResult, RebuildResult};
@@ -36,16 +37,18 @@ pub struct Draft {
 }
 
 impl Draft {
-    /// A daemon event.
-    pub fn daemon(node: Option<&str>, kind: &str, data: Value) -> Draft {
+    /// A daemon event: its typed payload, written as its type's data.
+    pub fn daemon<P: Payload>(node: Option<&str>, payload: P) -> Draft {
+        Draft::said(node.map(str::to_string), Actor::Daemon, payload)
+    }
+
+    /// An event said by `actor` (a client's report, built by the daemon from its request).
+    pub fn said<P: Payload>(node: Option<String>, actor: Actor, payload: P) -> Draft {
         Draft {
-            node: node.map(str::to_string),
-            kind: kind.to_string(),
-            actor: Actor::Daemon,
-            data: match data {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            },
+            node,
+            kind: P::TYPE.to_string(),
+            actor,
+            data: payload.to_data(),
             idempotency_key: None,
         }
     }
@@ -126,7 +129,7 @@ pub struct Writer {
     pub log: Option<LogWriter>,
     /// A new run's first write, still being synced: waited for before the first commit, so
     /// its projections can never land over a later group's.
-    pub first: Option<super::FirstWrite>,
+    pub first: Option<(super::FirstWrite, Arc<Vec<Event>>)>,
     /// The projections on disk are behind the state (their write failed, e.g. on a full
     /// disk): every one is written again with the next group, or after [`HEAL_EVERY`].
     pub stale: bool,
@@ -145,7 +148,7 @@ enum Outcome {
 
 impl Writer {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        if let Some(mut first) = self.first.take() {
+        if let Some((mut first, events)) = self.first.take() {
             let ended = first
                 .wait_for(Option::is_some)
                 .await
@@ -157,6 +160,7 @@ impl Writer {
                     self.handle
                         .committed
                         .fetch_max(self.state.last_seq, Ordering::AcqRel);
+                    self.handle.feed(&events);
                     self.stale = !projected;
                 }
                 Some(Err(e)) => self
@@ -347,7 +351,9 @@ impl Writer {
                 .committed
                 .store(self.state.last_seq, Ordering::Release);
             self.handle.publish(&self.state);
-            let _ = self.handle.events.send(Arc::new(events));
+            let events = Arc::new(events);
+            self.handle.feed(&events);
+            let _ = self.handle.events.send(events);
             self.handle.tell(notices);
         }
         for ack in acks {

@@ -5,7 +5,9 @@
 //! target/release/bench all   # or: run-list | appends | rebuild [--events N] | spawn | fanout | memory | memory-burst
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
+//! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
 //! target/release/bench hook      # the Claude Code hook entry, daemon up and down
+//! target/release/bench spawn-big [--files 100000] [--rounds 5]   # spawn in a big repository
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -25,6 +27,8 @@ use serde_json::{json, Value};
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
 #[path = "bench/tmux.rs"]
 mod tmux;
+#[path = "bench/tui.rs"]
+mod tui;
 
 const ROUNDS: usize = 3;
 const SECONDS_PER_POINT: f64 = 2.0;
@@ -710,6 +714,107 @@ fn spawn(rows: &mut Vec<Row>) {
     });
 }
 
+/// Spawn in a big repository (`files` files of a few bytes in 1,000 directories, one commit)
+/// next to a bare `git worktree add -b … main` of the same repository, interleaved: both
+/// check out every file, which is what the time goes to.
+fn spawn_big(rows: &mut Vec<Row>, files: usize, rounds: usize) {
+    let env = TestEnv::new();
+    // Its debug lines time the worktree step inside each spawn (`side effects`, worktree_ms).
+    let _d = env.start_daemon_with(&[("RUST_LOG", "octld=debug")]);
+    let repo = octl_tests::TestRepo::new(&env, "big");
+    let t0 = Instant::now();
+    for i in 0..files {
+        let dir = repo.path.join(format!("src/d{:03}", i % 1000));
+        if i < 1000 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(dir.join(format!("f{i:06}.txt")), format!("file {i}\n")).unwrap();
+    }
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "big"]);
+    eprintln!(
+        "spawn-big: made {files} files in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let (mut ours, mut bare) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let ours_run = || {
+            let start = Instant::now();
+            let r = env.spawn(
+                "spinoff",
+                &repo,
+                "sleep 600",
+                json!({"agent": "shell", "node": format!("n{i}")}),
+            );
+            assert!(r.is_ok(), "{r:?}");
+            start.elapsed().as_secs_f64() * 1000.0
+        };
+        let bare_run = || {
+            let wt = env.root.path().join(format!("bare-wt-{i}"));
+            let start = Instant::now();
+            repo.git(&[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &format!("bare/{i}"),
+                wt.to_str().unwrap(),
+                "main",
+            ]);
+            start.elapsed().as_secs_f64() * 1000.0
+        };
+        // Alternating which goes first, so neither always meets the warmer page cache.
+        let (o, b) = if i % 2 == 0 {
+            let o = ours_run();
+            (o, bare_run())
+        } else {
+            let b = bare_run();
+            (ours_run(), b)
+        };
+        ours.push(o);
+        bare.push(b);
+        eprintln!("spawn-big round {i}: ours {o:.0} ms, bare {b:.0} ms");
+    }
+    // Inside each spawn: the worktree step as the daemon timed it; the rest is our own cost.
+    let log = std::fs::read_to_string(env.home.join("octld.log")).unwrap_or_default();
+    let inside: Vec<f64> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            v["fields"]["worktree_ms"]
+                .as_f64()
+                .or(v["worktree_ms"].as_f64())
+        })
+        .collect();
+    eprintln!("spawn-big: the worktree step inside each spawn: {inside:.0?} ms");
+    if inside.len() == ours.len() {
+        let over: Vec<f64> = ours.iter().zip(&inside).map(|(o, w)| o - w).collect();
+        rows.push(Row {
+            metric: format!(
+                "spawn in a {files}-file repository: all but the worktree step (median of {rounds})"
+            ),
+            ours: median(over),
+            baseline: None,
+            unit: "ms",
+            target: "—".into(),
+            pass: true,
+            skipped: None,
+        });
+    }
+    let (o, b) = (median(ours), median(bare));
+    rows.push(Row {
+        metric: format!(
+            "spawn in a {files}-file repository vs bare `git worktree add` (median of {rounds})"
+        ),
+        ours: o,
+        baseline: Some(b),
+        unit: "ms",
+        target: "≤ 1.0× bare (aim 0.3× with a pool)".into(),
+        pass: o <= b,
+        skipped: None,
+    });
+}
+
 /// Fan-out of 50 `shell` units at cap 8, next to a plain script doing the same git work in
 /// sequence (worktree add, commit, merge, worktree remove).
 fn fanout(rows: &mut Vec<Row>) {
@@ -959,9 +1064,15 @@ fn main() {
         "run-list" => run_list(&mut rows),
         "rebuild" => rebuild(&mut rows, events),
         "spawn" => spawn(&mut rows),
+        "spawn-big" => {
+            let files = opt("--files").map_or(100_000, |n| n.parse().expect("--files N"));
+            let rounds = opt("--rounds").map_or(5, |n| n.parse().expect("--rounds N"));
+            spawn_big(&mut rows, files, rounds);
+        }
         "fanout" => fanout(&mut rows),
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
+        "tui" => tui::timings(&mut rows),
         "hook" => hook(&mut rows),
         "memory-burst" => {
             let burst = after_burst(100, 1000);
@@ -988,7 +1099,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 fanout, memory, memory-burst, scaling, hook or tmux"
+                 spawn-big, fanout, memory, memory-burst, scaling, hook, tmux or tui"
             );
             std::process::exit(2);
         }

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use octl_proto::rpc::{DaemonStatus, DoctorAgentsResult, DoctorRunsResult, Orphan};
+use octl_proto::rpc::{
+    DaemonStatus, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, Orphan,
+};
 use octl_proto::PROTOCOL_VERSION;
 use serde_json::Value;
 
@@ -125,6 +127,60 @@ pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {
                 hints.push(install_hint(&a.profile, &a.program));
             }
         }
+    }
+    let message = parts.join("; ");
+    let hint = hints.join("; ");
+    match status {
+        Status::Ok => Check::ok(id, message),
+        Status::Warn => Check::warn(id, message, hint),
+        Status::Fail => Check::fail(id, message, hint),
+    }
+    .with_details(details)
+}
+
+/// Each runner and whether it answered. One that does not is a warning, and a failure when an
+/// unfinished run has a node on it.
+pub(super) fn runners_check(r: &DoctorRunnersResult) -> Check {
+    let id = "runners";
+    let details: Vec<Value> = r
+        .runners
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
+        .collect();
+    if let Some(e) = &r.config_error {
+        return Check::fail(
+            id,
+            format!("config.toml cannot be used: {e}"),
+            "fix $OCTL_HOME/config.toml (see [runners.NAME] in the README)",
+        )
+        .with_details(details);
+    }
+    let mut parts = Vec::new();
+    let mut status = Status::Ok;
+    let mut hints = Vec::new();
+    for a in &r.runners {
+        let default = if a.default { ", default" } else { "" };
+        parts.push(format!("{} ({}{default}): {}", a.name, a.kind, a.message));
+        if a.ok {
+            continue;
+        }
+        status = status.max(if a.used_by.is_empty() {
+            Status::Warn
+        } else {
+            Status::Fail
+        });
+        if !a.used_by.is_empty() {
+            hints.push(format!(
+                "runner {} is needed by unfinished run {}",
+                a.name,
+                a.used_by.join(", ")
+            ));
+        }
+        hints.push(match a.kind.as_str() {
+            "ssh" => format!("check that `ssh -o BatchMode=yes HOST true` works from the daemon's machine for each host of [runners.{}]", a.name),
+            "slurm" => format!("check that `sinfo` answers on the daemon's machine and [runners.{}] names a partition it has", a.name),
+            _ => "install tmux ≥ 3.0 on the daemon's PATH".to_string(),
+        });
     }
     let message = parts.join("; ");
     let hint = hints.join("; ");

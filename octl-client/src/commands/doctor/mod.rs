@@ -15,6 +15,9 @@
 //!   down, the built-ins on this PATH. A missing program is a warning (e.g. no Claude Code on
 //!   a machine that only runs shell agents), and a failure only when an unfinished run has a
 //!   node on that profile; an unreadable config.toml fails;
+//! - `runners`: `local` and each `[runners.*]` of config.toml answers (`doctor.runners`): the
+//!   tmux server, every SSH host (`ssh -o BatchMode=yes HOST true`), Slurm's `sinfo` with the
+//!   partition; one that does not is a warning, a failure when an unfinished run needs it;
 //! - `runs`: every run's log replays and its projections are what the log derives
 //!   (`doctor.runs`); a corrupt run fails;
 //! - `orphans`: worktrees, branches and windows under the daemon's names that no run owns
@@ -41,9 +44,13 @@ use serde_json::Value;
 
 use super::{decode, Ctx};
 use crate::client::result_of;
-use octl_proto::method::{DoctorAgents, DoctorOrphans, DoctorRuns, Method, NoParams};
+use octl_proto::method::{
+    DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, Method, NoParams,
+};
 
-use daemon::{agents_check, agents_check_here, check_daemon, orphans_check, runs_check};
+use daemon::{
+    agents_check, agents_check_here, check_daemon, orphans_check, runners_check, runs_check,
+};
 use install::{check_service, check_skills};
 use system::{check_disk, check_git, check_home, check_socket, check_tmux};
 
@@ -166,6 +173,18 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
             },
         );
         checks.push(
+            match ctx
+                .client
+                .try_call_method::<DoctorRunners>(&NoParams {})
+                .await
+            {
+                Ok(v) => result_of::<DoctorRunners>(&v)
+                    .map(|r| runners_check(&r))
+                    .unwrap_or_else(|e| rpc_failed("runners", e)),
+                Err(e) => rpc_failed("runners", e.into()),
+            },
+        );
+        checks.push(
             match ctx.client.try_call_method::<DoctorRuns>(&NoParams {}).await {
                 Ok(v) => result_of::<DoctorRuns>(&v)
                     .map(|r| runs_check(&r))
@@ -188,6 +207,10 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
         );
     } else {
         checks.push(agents_check_here(&home.dir().join("config.toml")));
+        checks.push(not_running(
+            "runners",
+            "whether each runner answers (it asks them)",
+        ));
         checks.push(not_running("runs", "whether each run's log replays"));
         checks.push(not_running(
             "orphans",

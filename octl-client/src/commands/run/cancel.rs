@@ -10,7 +10,6 @@ use octl_proto::rpc::CancelParams;
 use octl_proto::rpc::RunParams;
 use octl_proto::AppError;
 use octl_proto::RunKind;
-use serde_json::Value;
 
 use super::run_param;
 use crate::commands::Ctx;
@@ -86,12 +85,7 @@ pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
         }
     }
     if d.manifest.kind == Some(RunKind::Orchestrate) {
-        if let Some(i) = d
-            .manifest
-            .settings
-            .get("integration")
-            .and_then(Value::as_str)
-        {
+        if let Some(i) = &d.manifest.settings.integration {
             if d.manifest.merge.as_deref() != Some("merged") {
                 out.push_str(&format!("\n    integration branch {i} (kept)"));
             }
@@ -105,6 +99,7 @@ pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
     use std::time::Duration;
 
     use super::*;

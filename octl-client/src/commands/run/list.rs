@@ -1,4 +1,4 @@
-//! `run list [--status STATUS]`: the runs table, with the nodes of small unfinished runs under
+//! `run list [--status S[,S]] [--repo PATH] [--limit N]`: the runs table, with the nodes of small unfinished runs under
 //! their row.
 
 use crate::commands::result_of;
@@ -7,9 +7,11 @@ use octl_proto::rpc::RunParams;
 use std::collections::HashMap;
 
 use clap::Args;
+use octl_proto::projection::ListedStatus;
 use octl_proto::projection::{RunDetail, RunSummary};
-use octl_proto::rpc::RunListParams;
+use octl_proto::rpc::{RunListParams, Statuses};
 use octl_proto::AppError;
+use std::path::{Path, PathBuf};
 
 use super::show::{activity_cell, elapsed_cell, node_extras, NodeExtra};
 use crate::commands::Ctx;
@@ -18,18 +20,74 @@ use crate::output::{cell, node_counts, short_time, table};
 
 #[derive(Debug, Args)]
 pub struct RunListArgs {
-    /// Only runs in this status: active, waiting, completed, failed or cancelled
-    #[arg(long, value_name = "STATUS")]
-    pub status: Option<String>,
+    /// Only runs in one of these statuses (comma-separated): active, waiting, completed,
+    /// failed, cancelled, corrupt
+    #[arg(long, value_name = "STATUS", value_delimiter = ',')]
+    pub status: Vec<String>,
+
+    /// Only runs on the repository at or containing this directory
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+
+    /// Only the newest N runs of those (still listed oldest first)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+}
+
+/// The `run.list` params of the flags, each checked (a bad one named by its flag).
+pub fn list_params(args: &RunListArgs, cwd: &Path) -> Result<RunListParams, AppError> {
+    let accepted = || ListedStatus::ALL.map(ListedStatus::as_str).join(", ");
+    for s in &args.status {
+        if ListedStatus::parse(s).is_none() {
+            return Err(AppError::invalid(format!(
+                "invalid --status {s:?}: use one or more of {}, comma-separated",
+                accepted()
+            )));
+        }
+    }
+    let status = match args.status.as_slice() {
+        [] => None,
+        [one] => Some(Statuses::One(one.clone())),
+        many => Some(Statuses::Many(many.to_vec())),
+    };
+    let repo = match &args.repo {
+        None => None,
+        Some(p) if p.as_os_str().is_empty() => {
+            return Err(AppError::invalid(
+                "invalid --repo \"\": give the repository's directory or one inside it",
+            ))
+        }
+        Some(p) => {
+            let abs = cwd.join(p);
+            let path = std::fs::canonicalize(&abs).unwrap_or(abs);
+            Some(path.into_os_string().into_string().map_err(|p| {
+                AppError::invalid(format!(
+                    "invalid --repo {:?}: the path is not valid UTF-8",
+                    PathBuf::from(p).display().to_string()
+                ))
+            })?)
+        }
+    };
+    if args.limit == Some(0) {
+        return Err(AppError::invalid(
+            "invalid --limit 0: give a whole number of runs, at least 1",
+        ));
+    }
+    Ok(RunListParams {
+        status,
+        repo,
+        limit: args.limit,
+    })
 }
 
 /// `run list` shows the nodes of an unfinished run with at most this many nodes.
 pub const LIST_NODES_MAX: usize = 20;
 
 pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
-    let params = RunListParams {
-        status: args.status.clone(),
-    };
+    let cwd = std::env::current_dir()
+        .map_err(|e| AppError::invalid(format!("cannot read the current directory: {e}")))?;
+    let params = list_params(&args, &cwd)?;
+    let filtered = params.status.is_some() || params.repo.is_some();
     if ctx.out.json {
         // Passed through as the daemon wrote it: scripts poll this, so it skips building values.
         let raw = ctx
@@ -53,12 +111,12 @@ pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
         }
     }
     ctx.out
-        .result(&value, || match (&args.status, runs.is_empty()) {
-            (None, true) => {
+        .result(&value, || match (filtered, runs.is_empty()) {
+            (false, true) => {
                 "No runs yet. Create one with `orchestratectl run create --kind generic`."
                     .to_string()
             }
-            (Some(status), true) => format!("No runs with status {status}."),
+            (true, true) => "No runs pass these filters.".to_string(),
             _ => runs_text(&runs, &nodes),
         });
     Ok(())

@@ -46,11 +46,12 @@ Examples:
   orchestratectl --json run create --kind generic   # prints the run summary")]
     Create(RunCreateArgs),
 
-    /// List runs, oldest first
+    /// List runs, oldest first (all of them, or those that pass every filter given)
     #[command(after_help = "\
 Examples:
   orchestratectl run list
   orchestratectl run list --status waiting
+  orchestratectl run list --status waiting,failed --repo . --limit 20
   orchestratectl --json run list")]
     List(list::RunListArgs),
 

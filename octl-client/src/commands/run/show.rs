@@ -254,16 +254,12 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
     if let Some(base) = &m.base {
         pairs.push(("Base", base.clone()));
     }
-    let setting = |key: &str| match m.settings.get(key) {
-        Some(Value::String(t)) => Some(t.clone()),
-        Some(Value::Null) | None => None,
-        Some(other) => Some(other.to_string()),
-    };
-    if let Some(cap) = setting("max_parallel") {
+    let settings = &m.settings;
+    if let Some(cap) = settings.max_parallel {
         pairs.push(("Parallel", format!("at most {cap} at once")));
     }
-    if let Some(integration) = setting("integration") {
-        pairs.push(("Integration", integration));
+    if let Some(integration) = &settings.integration {
+        pairs.push(("Integration", integration.clone()));
     }
     if let Some(merge) = &m.merge {
         let at = m
@@ -273,8 +269,10 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             .unwrap_or_default();
         pairs.push(("Merge", format!("{merge}{at}")));
     }
-    if let Some(parent) = setting("parent_run") {
-        let from = setting("proposal")
+    if let Some(parent) = &settings.parent_run {
+        let from = settings
+            .proposal
+            .as_ref()
             .map(|p| format!(" (spin-off proposal {p})"))
             .unwrap_or_default();
         pairs.push(("Parent", format!("{parent}{from}")));
@@ -283,7 +281,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
     pairs.push(("Updated", short_time(&m.updated_at)));
     pairs.push(("Events", m.last_seq.to_string()));
     pairs.push(("Nodes", node_counts(&m.nodes)));
-    let budget = m.run_settings().max_budget_usd();
+    let budget = m.settings.max_budget_usd;
     if m.cost_usd.is_some() || budget.is_some() {
         let mut cost = super::list::cost_cell(m.cost_usd);
         if let Some(b) = budget {

@@ -110,7 +110,7 @@ pub fn may_start(node: &Node, pauses: &BTreeMap<String, u64>) -> bool {
 
 /// The run's budget and what it has spent, once the spending reached the budget.
 pub fn budget_spent(view: &RunDetail) -> Option<(f64, f64)> {
-    let budget = view.manifest.run_settings().max_budget_usd()?;
+    let budget = view.manifest.settings.max_budget_usd?;
     let spent = view.manifest.cost_usd.unwrap_or(0.0);
     (spent >= budget).then_some((spent, budget))
 }
@@ -120,8 +120,8 @@ pub fn budget_spent(view: &RunDetail) -> Option<(f64, f64)> {
 pub fn node_budget(view: &RunDetail, per_node: Option<f64>) -> Option<f64> {
     let left = view
         .manifest
-        .run_settings()
-        .max_budget_usd()
+        .settings
+        .max_budget_usd
         .map(|b| (b - view.manifest.cost_usd.unwrap_or(0.0)).max(0.0));
     match (left, per_node) {
         (Some(a), Some(b)) => Some(a.min(b)),

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::KeptDeleted;
 
 use octl_proto::rpc::{GcItem, GcResult};
 use octl_proto::AppError;
@@ -83,8 +83,7 @@ pub(super) async fn delete_old_kept(
                     daemon,
                     &handle,
                     Some(&node.id),
-                    "kept.deleted",
-                    json!({"dir": k.dir}),
+                    KeptDeleted { dir: k.dir.clone() },
                 )
                 .await;
                 if let Err(e) = won {

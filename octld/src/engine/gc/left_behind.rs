@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{CleanupDone, Nullable};
 
 use octl_proto::rpc::{GcItem, GcResult};
 use octl_proto::NodeState;
@@ -138,14 +138,14 @@ pub(super) async fn left_behind(
                         daemon,
                         handle,
                         Some(&node.id),
-                        "cleanup.done",
-                        json!({
-                            "snapshot_ref": i.snapshot_ref,
-                            "snapshot_commit": i.snapshot_commit,
-                            "worktree_removed": false,
-                            "branch_deleted": true,
-                            "by": "gc",
-                        }),
+                        CleanupDone {
+                            snapshot_ref: Some(Nullable(i.snapshot_ref.clone())),
+                            snapshot_commit: Some(Nullable(i.snapshot_commit.clone())),
+                            worktree_removed: Some(false),
+                            branch_deleted: Some(true),
+                            by: Some("gc".into()),
+                            ..CleanupDone::default()
+                        },
                     )
                     .await;
                 }
@@ -164,10 +164,7 @@ pub(super) async fn left_behind(
         }
     }
     if let (Some(integration), Some(r), Some(base)) = (
-        view.manifest
-            .run_settings()
-            .integration()
-            .map(str::to_string),
+        view.manifest.settings.integration.clone(),
         repo.clone(),
         view.manifest.base.clone(),
     ) {

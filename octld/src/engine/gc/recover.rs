@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::KeptRestored;
 
 use octl_proto::rpc::{RecoverParams, RecoverResult};
 use octl_proto::{AppError, ErrorKind};
@@ -251,8 +251,10 @@ pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<RecoverRe
             daemon,
             h,
             Some(&src.node),
-            "kept.restored",
-            json!({"dir": k.dir, "worktree": w.display().to_string()}),
+            KeptRestored {
+                dir: k.dir.clone(),
+                worktree: w.display().to_string(),
+            },
         )
         .await?;
     }

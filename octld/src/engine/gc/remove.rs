@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use octl_proto::event::{CleanupDone, Nullable};
 
 use octl_proto::rpc::{GcItem, GcResult, Orphan};
 use octl_proto::AppError;
@@ -161,16 +161,15 @@ pub(super) async fn remove_orphan_worktree(
                     daemon,
                     &handle,
                     Some(&node),
-                    "cleanup.done",
-                    json!({
-                        "snapshot_ref": snap.refname,
-                        "snapshot_commit": snap.commit,
-                        "snapshot_dirty": snap.dirty,
-                        "worktree_removed": true,
-                        "branch_deleted": false,
-                        "kept": kept_set.map(|(d, t)| cleanup::kept_record(&d, t)),
-                        "by": "gc",
-                    }),
+                    CleanupDone {
+                        snapshot_ref: Some(Nullable(Some(snap.refname.clone()))),
+                        snapshot_commit: Some(Nullable(Some(snap.commit.clone()))),
+                        snapshot_dirty: Some(Nullable(Some(snap.dirty))),
+                        worktree_removed: Some(true),
+                        branch_deleted: Some(false),
+                        kept: Some(Nullable(kept_set.map(|(d, t)| cleanup::kept_record(&d, t)))),
+                        by: Some("gc".into()),
+                    },
                 )
                 .await;
             }

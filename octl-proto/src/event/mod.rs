@@ -60,47 +60,41 @@ impl Event {
         Ok(ev)
     }
 
+    /// The event's typed payload. The caller has matched its type.
+    pub fn payload<P: Payload>(&self) -> Result<P, AppError> {
+        debug_assert_eq!(self.kind, P::TYPE, "payload of the wrong type");
+        P::from_data(&self.data)
+    }
+
     pub fn str_field(&self, key: &str) -> Option<&str> {
         self.data.get(key).and_then(Value::as_str)
     }
 }
 
-/// Every event type the system knows; custom ones are `x.<name>`.
-pub const KNOWN_TYPES: &[&str] = &[
-    "run.created",
-    "run.completed",
-    "run.failed",
-    "run.cancelled",
-    "run.budget_spent",
-    "node.added",
-    "node.ready",
-    "node.starting",
-    "node.started",
-    "node.progress",
-    "node.activity",
-    "node.waiting",
-    "node.done",
-    "node.failed",
-    "node.exited",
-    "node.paused",
-    "node.blocked",
-    "node.unblocked",
-    "node.retried",
-    "node.cancelled",
-    "merge.started",
-    "merge.succeeded",
-    "merge.conflict",
-    "merge.blocked",
-    "cleanup.done",
-    "kept.restored",
-    "kept.deleted",
-    "discussion.opened",
-    "discussion.resolved",
-    "spinoff.proposed",
-    "spinoff.accepted",
-    "spinoff.rejected",
-    "spinoff.failed",
-];
+pub mod field;
+pub mod payload;
+pub mod settings;
+
+pub use field::Nullable;
+pub use payload::*;
+pub use settings::RunSettings;
+
+/// The `data` of one event type ([`payload`] declares them all), bound to its type name.
+pub trait Payload: Serialize + Sized {
+    const TYPE: &'static str;
+
+    /// Reads the payload from an event's data; the error names the field and the form it
+    /// accepts. Keys it does not name are ignored (or kept, for events a client may append).
+    fn from_data(data: &Map<String, Value>) -> Result<Self, AppError>;
+
+    /// The data as written to the log.
+    fn to_data(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m,
+            other => unreachable!("a payload serializes to an object, not {other:?}"),
+        }
+    }
+}
 
 /// Is this a custom type, `x.<name>` with name `[a-z0-9][a-z0-9._-]{0,62}`?
 pub fn is_custom_type(t: &str) -> bool {

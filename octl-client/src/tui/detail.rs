@@ -1,0 +1,416 @@
+//! What the TUI loads on demand for one node, off the UI thread: the agent's screen, its log,
+//! its diff against the merge base (and the added/removed counts of the tree), its events.
+
+use std::path::{Path, PathBuf};
+
+use octl_proto::event::Event;
+use octl_proto::method;
+use octl_proto::rpc::EventListParams;
+use tokio::process::Command;
+
+use crate::client::{find_on_path, result_of, CallError, Client};
+use crate::log_file::LogFile;
+use octl_proto::rpc::NodeScreenParams;
+use octl_proto::ErrorKind;
+
+/// At most this much of the end of a log is shown.
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
+/// At most this many lines of a diff are kept.
+const DIFF_MAX_LINES: usize = 5000;
+/// The last this many lines of an agent's screen are asked for.
+const SCREEN_LINES: u32 = 200;
+/// The last this many events of a node are shown.
+const EVENTS_MAX: usize = 500;
+
+/// One thing to load, with what it needs to find it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Load {
+    /// The agent's window as it is now (`target`: the tmux target `run attach` uses).
+    Screen {
+        run: String,
+        node: String,
+        target: String,
+    },
+    Log {
+        run: String,
+        node: String,
+    },
+    Diff {
+        run: String,
+        node: String,
+        worktree: String,
+        base: String,
+    },
+    Numstat {
+        run: String,
+        node: String,
+        worktree: String,
+        base: String,
+    },
+    Events {
+        run: String,
+        node: String,
+    },
+}
+
+impl Load {
+    pub fn node(&self) -> (&str, &str) {
+        match self {
+            Load::Screen { run, node, .. }
+            | Load::Log { run, node }
+            | Load::Diff { run, node, .. }
+            | Load::Numstat { run, node, .. }
+            | Load::Events { run, node } => (run, node),
+        }
+    }
+}
+
+/// What a load gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    Lines(Vec<String>),
+    Numstat {
+        added: u64,
+        removed: u64,
+    },
+    /// Why it could not be loaded (shown as such, never as an empty result).
+    Unavailable(String),
+}
+
+pub async fn load(client: &Client, live: bool, what: &Load) -> Loaded {
+    match what {
+        Load::Screen { run, node, target } => {
+            screen(
+                client,
+                live,
+                run,
+                node,
+                &client.home().tmux_socket(),
+                target,
+            )
+            .await
+        }
+        Load::Log { run, node } => log_tail(&client.home().runs().join(run).join("logs"), node),
+        Load::Diff { worktree, base, .. } => diff(worktree, base).await,
+        Load::Numstat { worktree, base, .. } => numstat(worktree, base).await,
+        Load::Events { run, node } => events(client, live, run, node).await,
+    }
+}
+
+/// The agent's window as text: `node.screen` from the daemon (through its runner); with the
+/// daemon down (or older than `node.screen`), `tmux capture-pane` on its private server, the
+/// window `run attach` reaches: agents keep running without the daemon.
+async fn screen(
+    client: &Client,
+    live: bool,
+    run: &str,
+    node: &str,
+    socket: &Path,
+    target: &str,
+) -> Loaded {
+    if live {
+        let params = NodeScreenParams {
+            run: run.to_string(),
+            node: node.to_string(),
+            lines: Some(SCREEN_LINES),
+        };
+        match client.try_call_method::<method::NodeScreen>(&params).await {
+            Ok(v) => {
+                return match result_of::<method::NodeScreen>(&v) {
+                    Ok(s) => Loaded::Lines(text_lines(s.screen.as_bytes())),
+                    Err(e) => Loaded::Unavailable(e.message),
+                }
+            }
+            Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => {
+                return Loaded::Unavailable(e.message)
+            }
+            Err(_) => {}
+        }
+    }
+    capture(socket, target).await
+}
+
+async fn capture(socket: &Path, target: &str) -> Loaded {
+    let Some(tmux) = find_on_path("tmux") else {
+        return Loaded::Unavailable("tmux is not installed".into());
+    };
+    let out = Command::new(tmux)
+        .arg("-S")
+        .arg(socket)
+        .args(["capture-pane", "-p", "-J", "-t", target])
+        .output()
+        .await;
+    match out {
+        Ok(o) if o.status.success() => Loaded::Lines(text_lines(&o.stdout)),
+        Ok(o) => Loaded::Unavailable(format!(
+            "no window to show: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Loaded::Unavailable(format!("cannot run tmux: {e}")),
+    }
+}
+
+/// The log a node's agent printed: `NODE.pane.log` (Claude Code's readable rendering) if
+/// there is one, else `NODE.log`; its last [`LOG_TAIL_BYTES`].
+pub fn log_path(logs: &Path, node: &str) -> PathBuf {
+    let pane = logs.join(format!("{node}.pane.log"));
+    if pane.exists() {
+        pane
+    } else {
+        logs.join(format!("{node}.log"))
+    }
+}
+
+fn log_tail(logs: &Path, node: &str) -> Loaded {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = log_path(logs, node);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => return Loaded::Unavailable(format!("no log at {}: {e}", path.display())),
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(LOG_TAIL_BYTES);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start))
+        .and_then(|_| f.read_to_end(&mut buf))
+        .is_err()
+    {
+        return Loaded::Unavailable(format!("cannot read {}", path.display()));
+    }
+    let mut lines = text_lines(&buf);
+    if start > 0 && !lines.is_empty() {
+        // The first line is cut.
+        lines.remove(0);
+    }
+    let mut out = vec![format!("── {} ──", path.display())];
+    out.extend(lines);
+    Loaded::Lines(out)
+}
+
+/// Lines of text for a terminal: escape sequences and other control characters removed (an
+/// agent's output must not move our cursor or change our colours).
+pub fn text_lines(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut clean = String::with_capacity(line.len());
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\x1b' => {
+                    // CSI: ESC [ params final(0x40..=0x7e); OSC: ESC ] … BEL or ESC \.
+                    match chars.peek() {
+                        Some('[') => {
+                            chars.next();
+                            for c in chars.by_ref() {
+                                if ('\x40'..='\x7e').contains(&c) {
+                                    break;
+                                }
+                            }
+                        }
+                        Some(']') => {
+                            for c in chars.by_ref() {
+                                if c == '\x07' || c == '\\' {
+                                    break;
+                                }
+                            }
+                        }
+                        _ => {
+                            chars.next();
+                        }
+                    }
+                }
+                '\t' => clean.push_str("    "),
+                c if c.is_control() => {}
+                c => clean.push(c),
+            }
+        }
+        out.push(clean);
+    }
+    while out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    out
+}
+
+async fn git(worktree: &str, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The commit the node's branch forked from its base.
+async fn merge_base(worktree: &str, base: &str) -> Result<String, String> {
+    if !Path::new(worktree).is_dir() {
+        return Err(format!("its worktree {worktree} is gone"));
+    }
+    let out = git(worktree, &["merge-base", base, "HEAD"]).await?;
+    Ok(String::from_utf8_lossy(&out).trim().to_string())
+}
+
+/// The worktree (committed and not) against the merge base: what merging it would bring.
+async fn diff(worktree: &str, base: &str) -> Loaded {
+    let mb = match merge_base(worktree, base).await {
+        Ok(mb) => mb,
+        Err(e) => return Loaded::Unavailable(e),
+    };
+    match git(worktree, &["diff", "--no-color", "--no-ext-diff", &mb]).await {
+        Ok(out) => {
+            let mut lines = text_lines(&out);
+            for (path, text) in untracked(worktree).await {
+                lines.push(format!("+++ {path} (new, not added to git yet)"));
+                lines.extend(text.lines().map(|l| format!("+{l}")));
+            }
+            if lines.is_empty() {
+                lines.push(format!("no changes against {base} (merge base {mb:.12})"));
+            }
+            lines.truncate(DIFF_MAX_LINES);
+            Loaded::Lines(lines)
+        }
+        Err(e) => Loaded::Unavailable(e),
+    }
+}
+
+async fn numstat(worktree: &str, base: &str) -> Loaded {
+    let mb = match merge_base(worktree, base).await {
+        Ok(mb) => mb,
+        Err(e) => return Loaded::Unavailable(e),
+    };
+    match git(worktree, &["diff", "--numstat", "--no-ext-diff", &mb]).await {
+        Ok(out) => {
+            let (mut added, removed) = parse_numstat(&String::from_utf8_lossy(&out));
+            added += untracked(worktree)
+                .await
+                .iter()
+                .map(|(_, t)| t.lines().count() as u64)
+                .sum::<u64>();
+            Loaded::Numstat { added, removed }
+        }
+        Err(e) => Loaded::Unavailable(e),
+    }
+}
+
+/// Files the agent made and has not added (git's diff does not see them; a merge of the
+/// snapshot would): their paths and text, at most 50 files of at most 256 KiB each.
+async fn untracked(worktree: &str) -> Vec<(String, String)> {
+    let Ok(out) = git(
+        worktree,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+    )
+    .await
+    else {
+        return Vec::new();
+    };
+    out.split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .take(50)
+        .filter_map(|p| {
+            let path = String::from_utf8_lossy(p).into_owned();
+            let full = Path::new(worktree).join(&path);
+            let meta = std::fs::metadata(&full).ok()?;
+            if !meta.is_file() || meta.len() > 256 * 1024 {
+                return None;
+            }
+            let bytes = std::fs::read(&full).ok()?;
+            // A binary file adds no lines, as in numstat.
+            let text = if bytes.contains(&0) {
+                String::new()
+            } else {
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            Some((path, text))
+        })
+        .collect()
+}
+
+/// Sums `git diff --numstat` (binary files, `-\t-`, count as nothing).
+pub fn parse_numstat(text: &str) -> (u64, u64) {
+    text.lines().fold((0, 0), |(a, r), line| {
+        let mut parts = line.split('\t');
+        let add = parts
+            .next()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        let rem = parts
+            .next()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        (a + add, r + rem)
+    })
+}
+
+/// The node's events, from the daemon or (when it is down) the log on disk.
+async fn events(client: &Client, live: bool, run: &str, node: &str) -> Loaded {
+    let all: Vec<Event> = if live {
+        let params = EventListParams {
+            run: run.to_string(),
+            since: None,
+            limit: None,
+        };
+        match client.try_call_method::<method::EventList>(&params).await {
+            Ok(v) => match result_of::<method::EventList>(&v) {
+                Ok(e) => e,
+                Err(e) => return Loaded::Unavailable(e.message),
+            },
+            Err(e) => return Loaded::Unavailable(crate::AppError::from(e).message),
+        }
+    } else {
+        let mut log = LogFile::new(&client.home().runs().join(run));
+        match log.read_new() {
+            Ok(lines) => lines
+                .iter()
+                .filter_map(|l| Event::from_line(l).ok())
+                .collect(),
+            Err(e) => return Loaded::Unavailable(e.message),
+        }
+    };
+    let mut lines: Vec<String> = all
+        .iter()
+        .filter(|e| e.node.as_deref() == Some(node) || about(e, node))
+        .map(|e| {
+            let v = serde_json::to_value(e).unwrap_or_default();
+            crate::output::event_line(&v)
+        })
+        .collect();
+    let skip = lines.len().saturating_sub(EVENTS_MAX);
+    lines.drain(..skip);
+    Loaded::Lines(lines)
+}
+
+/// A run-level event about this node (a discussion or proposal it opened names it in data).
+fn about(e: &Event, node: &str) -> bool {
+    e.node.is_none() && e.str_field("node") == Some(node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numstat_sums_and_skips_binaries() {
+        assert_eq!(
+            parse_numstat("3\t1\ta.rs\n-\t-\tlogo.png\n10\t0\tb.rs\n"),
+            (13, 1)
+        );
+        assert_eq!(parse_numstat(""), (0, 0));
+    }
+
+    #[test]
+    fn agent_output_cannot_drive_the_terminal() {
+        let lines = text_lines(b"\x1b[31mred\x1b[0m ok\n\x1b]0;title\x07bell\tx\r\n\n\n");
+        assert_eq!(lines, ["red ok", "bell    x"]);
+    }
+}

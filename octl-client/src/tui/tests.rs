@@ -1,0 +1,438 @@
+//! Each view drawn on ratatui's test backend, asserting on the buffer: who needs you comes
+//! first, the tree keeps plan order and shows deps, NO_COLOR draws no colour, 80×24 fits.
+
+use octl_proto::event::{Actor, Event};
+use octl_proto::projection::RunSummary;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+use ratatui::Terminal;
+use serde_json::{json, Value};
+
+use super::app::{App, Effect, View};
+use super::keys::Cmd;
+use super::source::{Link, Request, Update};
+use super::views;
+
+const A: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6A";
+const B: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6B";
+const C: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6C";
+const D: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6D";
+
+fn summary(id: &str, kind: &str, status: &str, nodes: Value) -> RunSummary {
+    serde_json::from_value(json!({
+        "id": id, "kind": kind, "status": status, "title": format!("title {}", &id[25..]),
+        "repo": "/src/app", "base": "main", "created_at": "2026-11-30T10:00:00.000Z",
+        "updated_at": "2026-11-30T10:05:00.000Z", "nodes": nodes, "last_seq": 0
+    }))
+    .unwrap()
+}
+
+fn ev(run: &str, seq: u64, node: Option<&str>, t: &str, data: Value) -> Event {
+    Event {
+        v: 1,
+        seq,
+        id: format!("01JDXK00000000000000000{seq:03}"),
+        ts: format!("2026-11-30T10:00:{:02}.000Z", seq % 60),
+        run: run.into(),
+        node: node.map(str::to_string),
+        kind: t.into(),
+        actor: Actor::Human,
+        data: data.as_object().unwrap().clone(),
+        idempotency_key: None,
+    }
+}
+
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        for x in 0..area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn draw(app: &App, w: u16, h: u16) -> Buffer {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| views::draw(f, app)).unwrap();
+    term.backend().buffer().clone()
+}
+
+fn app(color: bool) -> App {
+    let mut a = App::new(color, "/h/tmux.sock".into());
+    a.update(Update::Link(Link::Live));
+    a.now_ms = octl_proto::time::parse_millis("2026-11-30T10:10:00.000Z").unwrap();
+    a
+}
+
+/// Four runs: one active, one completed, one failed, one waiting on a conflict.
+fn four_runs(a: &mut App) {
+    a.update(Update::Summaries(vec![
+        summary(A, "spinoff", "active", json!({"running": 1})),
+        summary(B, "spinoff", "completed", json!({"merged": 1})),
+        summary(C, "fanout", "failed", json!({"failed": 2})),
+        summary(D, "spinoff", "waiting", json!({"conflict": 1})),
+    ]));
+}
+
+/// The row of a run, by its title (`title X`, X its id's last letter, as [`summary`] makes it).
+fn row_of(screen: &str, id: &str) -> usize {
+    let title = format!("title {}", &id[25..]);
+    screen
+        .lines()
+        .position(|l| l.contains(&title) || (l.contains(&id[..8]) && l.contains("asks")))
+        .unwrap_or_else(|| panic!("{id} not on screen:\n{screen}"))
+}
+
+#[test]
+fn the_runs_that_need_you_come_first_most_urgent_first() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    let screen = text(&draw(&a, 80, 24));
+    let (d, c, ac, b) = (
+        row_of(&screen, D),
+        row_of(&screen, C),
+        row_of(&screen, A),
+        row_of(&screen, B),
+    );
+    assert!(
+        d < c && c < ac && ac < b,
+        "conflict, failed, active, ended:\n{screen}"
+    );
+    assert!(
+        screen.lines().nth(d).unwrap().starts_with("conflict"),
+        "{screen}"
+    );
+    assert!(
+        screen.lines().nth(c).unwrap().starts_with("failed"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("2 runs need you") || screen.contains("2 need you"),
+        "{screen}"
+    );
+    // A question outranks a conflict once it is known from the log.
+    let mut q = app(true);
+    q.update(Update::Summaries(vec![summary(
+        D,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    q.update(Update::Events(vec![
+        ev(
+            D,
+            1,
+            None,
+            "run.created",
+            json!({"kind": "generic", "title": "asks"}),
+        ),
+        ev(D, 2, Some("a"), "node.added", json!({})),
+        ev(
+            D,
+            3,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "a", "title": "Which colour?"}),
+        ),
+    ]));
+    let screen = text(&draw(&q, 80, 24));
+    assert!(
+        screen
+            .lines()
+            .nth(row_of(&screen, D))
+            .unwrap()
+            .starts_with("question"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn the_list_fits_80_by_24_and_wide_screens_show_more() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    let screen = text(&draw(&a, 80, 24));
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert!(
+        lines[0].contains("orchestratectl") && lines[0].contains("● live"),
+        "{screen}"
+    );
+    assert!(
+        lines[1].starts_with("NEEDS") && lines[1].contains("COST"),
+        "{screen}"
+    );
+    assert!(
+        lines[23].contains("? help"),
+        "the keys are on the last line:\n{screen}"
+    );
+    assert!(
+        !lines[1].contains("REPO"),
+        "80 columns leave the repo out:\n{screen}"
+    );
+    let wide = text(&draw(&a, 140, 30));
+    assert!(wide.lines().nth(1).unwrap().contains("REPO"), "{wide}");
+    // Resizing down again draws it whole.
+    let small = text(&draw(&a, 80, 24));
+    assert_eq!(small, screen);
+}
+
+#[test]
+fn no_color_draws_no_colour() {
+    let mut a = app(false);
+    four_runs(&mut a);
+    let buf = draw(&a, 80, 24);
+    for cell in buf.content() {
+        assert_eq!(
+            cell.fg,
+            Color::Reset,
+            "a coloured cell under NO_COLOR: {cell:?}"
+        );
+        assert_eq!(cell.bg, Color::Reset);
+    }
+    let mut c = app(true);
+    four_runs(&mut c);
+    let buf = draw(&c, 80, 24);
+    assert!(
+        buf.content().iter().any(|c| c.fg == Color::Red),
+        "conflict is red with colour"
+    );
+}
+
+/// An orchestrate-like DAG folded from a log: plan order kept, deps indented and named.
+fn dag_app() -> App {
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    a.update(Update::Events(vec![
+        ev(
+            A,
+            1,
+            None,
+            "run.created",
+            json!({"kind": "generic", "title": "dag"}),
+        ),
+        ev(A, 2, Some("schema"), "node.added", json!({})),
+        ev(A, 3, Some("api"), "node.added", json!({"deps": ["schema"]})),
+        ev(A, 4, Some("ui"), "node.added", json!({"deps": ["api"]})),
+        ev(A, 5, Some("docs"), "node.added", json!({})),
+        ev(A, 6, Some("schema"), "node.done", json!({})),
+        ev(
+            A,
+            7,
+            Some("api"),
+            "node.progress",
+            json!({"message": "half"}),
+        ),
+    ]));
+    a.key(Some(Cmd::Open), None);
+    a
+}
+
+#[test]
+fn the_node_tree_keeps_plan_order_with_deps_under_their_parents() {
+    let a = dag_app();
+    assert_eq!(a.view, View::Run(A.to_string()));
+    let screen = text(&draw(&a, 80, 24));
+    let row = |id: &str| {
+        screen
+            .lines()
+            .position(|l| l.contains(&format!("│{id} ")) || l.contains(&format!("└ {id} ")))
+            .unwrap_or_else(|| panic!("{id} not in the tree:\n{screen}"))
+    };
+    assert!(
+        row("schema") < row("api") && row("api") < row("ui") && row("ui") < row("docs"),
+        "{screen}"
+    );
+    let api = screen.lines().nth(row("api")).unwrap();
+    assert!(api.contains("└ api") && api.contains("running"), "{screen}");
+    let ui = screen.lines().nth(row("ui")).unwrap();
+    assert!(ui.contains("  └ ui"), "ui is under api:\n{screen}");
+    // A generic node's agent is not ours: no activity is claimed for it but unknown.
+    assert!(api.contains("unknown"), "{screen}");
+    assert!(
+        screen.contains("screen") && screen.contains("diff"),
+        "the detail tabs:\n{screen}"
+    );
+}
+
+#[test]
+fn moving_in_the_tree_asks_for_the_selected_nodes_detail() {
+    let mut a = dag_app();
+    let effects = a.key(Some(Cmd::Down), None);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Request(Request::Load(l)) if l.node() == (A, "api"))),
+        "{effects:?}"
+    );
+    let effects = a.key(Some(Cmd::Log), None);
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::Request(Request::Load(super::detail::Load::Log { node, .. })) if node == "api")),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn the_inbox_shows_the_question_inline_and_answers_it() {
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    a.update(Update::Events(vec![
+        ev(A, 1, None, "run.created", json!({"kind": "generic"})),
+        ev(A, 2, Some("a"), "node.added", json!({})),
+        ev(
+            A,
+            3,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "a", "title": "Which colour?", "body": "blue or green"}),
+        ),
+        ev(
+            A,
+            4,
+            None,
+            "spinoff.proposed",
+            json!({"id": "p1", "node": "a", "task": "fix the docs", "why": "separate"}),
+        ),
+    ]));
+    a.key(Some(Cmd::Inbox), None);
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.contains("question") && screen.contains("Which colour?"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("blue or green"),
+        "the context, inline:\n{screen}"
+    );
+    assert!(
+        screen.contains("proposal") && screen.contains("fix the docs"),
+        "{screen}"
+    );
+    assert!(screen.contains("next: a: answer"), "{screen}");
+    a.key(Some(Cmd::Answer), Some('a'));
+    for c in "green".chars() {
+        a.key(None, Some(c));
+    }
+    let screen = text(&draw(&a, 80, 24));
+    assert!(screen.contains("> green"), "{screen}");
+    let effects = a.key(Some(Cmd::Open), None);
+    assert_eq!(
+        effects,
+        [Effect::Request(Request::Act(
+            super::actions::Action::Answer {
+                id: "q1".into(),
+                text: "green".into()
+            }
+        ))]
+    );
+    // The proposal: y accepts at once.
+    a.key(Some(Cmd::Down), None);
+    let effects = a.key(Some(Cmd::Accept), Some('y'));
+    assert_eq!(
+        effects,
+        [Effect::Request(Request::Act(
+            super::actions::Action::Accept { id: "p1".into() }
+        ))]
+    );
+}
+
+#[test]
+fn destroying_asks_and_discard_asks_twice() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    assert!(a.key(Some(Cmd::Cancel), Some('x')).is_empty());
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.contains("cancel run") && screen.contains("d: discard too"),
+        "{screen}"
+    );
+    assert!(a.key(None, Some('d')).is_empty(), "discard asks once more");
+    let screen = text(&draw(&a, 80, 24));
+    assert!(screen.contains("DISCARD"), "{screen}");
+    let effects = a.key(None, Some('y'));
+    assert!(
+        matches!(
+            &effects[..],
+            [Effect::Request(Request::Act(
+                super::actions::Action::Cancel { discard: true, .. }
+            ))]
+        ),
+        "{effects:?}"
+    );
+    // Anything but y says no.
+    a.key(Some(Cmd::Merge), Some('m'));
+    assert!(a.key(None, Some('n')).is_empty());
+    assert_eq!(a.status.as_ref().unwrap().1, "nothing done");
+}
+
+#[test]
+fn the_link_is_shown_honestly() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    a.update(Update::Link(Link::Offline {
+        why: "no socket".into(),
+    }));
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.lines().next().unwrap().contains("read-only"),
+        "{screen}"
+    );
+    a.update(Update::Link(Link::Reconnecting {
+        since: std::time::Instant::now(),
+        why: "x".into(),
+    }));
+    let screen = text(&draw(&a, 100, 24));
+    assert!(
+        screen.lines().next().unwrap().contains("reconnecting"),
+        "{screen}"
+    );
+    // Before the first answer the list says it is loading, not that there are no runs.
+    let fresh = App::new(true, "/h/tmux.sock".into());
+    let screen = text(&draw(&fresh, 80, 24));
+    assert!(
+        screen.contains("loading the runs") && screen.contains("connecting"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_fold_that_does_not_fit_is_read_again() {
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    let effects = a.update(Update::Events(vec![ev(
+        A,
+        3,
+        Some("a"),
+        "node.done",
+        json!({}),
+    )]));
+    assert_eq!(effects, [Effect::Request(Request::Refold(A.into()))]);
+}
+
+#[test]
+fn help_lists_every_key() {
+    let mut a = app(true);
+    a.key(Some(Cmd::Help), Some('?'));
+    let screen = text(&draw(&a, 80, 30));
+    for (k, _, _) in super::keys::KEYS {
+        assert!(screen.contains(k), "{k} missing from help:\n{screen}");
+    }
+}

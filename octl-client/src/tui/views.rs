@@ -1,0 +1,626 @@
+//! Drawing the state: the header (with the link's state), the runs list, a run's node tree and
+//! the selected node's detail, the inbox, and the modal boxes (help, a prompt, a confirmation).
+//! Only the rows that fit on the screen are built; nothing here walks the whole model.
+
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use octl_proto::state::{ActivityState, Node};
+use octl_proto::NodeState;
+
+use super::app::{App, InboxItem, Modal, Pane, Tab, Typing, View};
+use super::detail::Loaded;
+use super::keys::KEYS;
+use super::model::{self, Attention, RunEntry};
+use super::source::Link;
+use crate::output::clock;
+
+/// Colours, or none at all under `NO_COLOR` (emphasis that is not colour stays).
+struct Paint {
+    color: bool,
+}
+
+impl Paint {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn bold(&self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    fn attention(&self, a: Attention) -> Style {
+        self.fg(match a {
+            Attention::Discussion | Attention::Input => Color::Yellow,
+            Attention::Conflict | Attention::MergeBlocked | Attention::Failed => Color::Red,
+            Attention::AwaitingMerge => Color::Cyan,
+        })
+    }
+    fn state(&self, s: NodeState) -> Style {
+        self.fg(match s {
+            NodeState::Running | NodeState::Starting | NodeState::Merging => Color::Green,
+            NodeState::Waiting => Color::Yellow,
+            NodeState::Merged | NodeState::Done => Color::Blue,
+            NodeState::Failed
+            | NodeState::Exited
+            | NodeState::Conflict
+            | NodeState::MergeBlocked
+            | NodeState::Blocked => Color::Red,
+            _ => Color::Reset,
+        })
+    }
+}
+
+/// Cuts or pads `s` to `w` columns (counted in chars: ids, states and paths are ASCII).
+fn fit(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n > w {
+        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    } else {
+        format!("{s:<w$}")
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let p = Paint { color: app.color };
+    let area = f.area();
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .split(area);
+    header(f, app, &p, rows[0]);
+    match &app.view {
+        View::Runs => runs_list(f, app, &p, rows[1]),
+        View::Inbox => inbox(f, app, &p, rows[1]),
+        View::Run(id) => match app.runs.get(id) {
+            Some(e) => run_view(f, app, &p, e, rows[1]),
+            None => f.render_widget(
+                Paragraph::new(format!("run {id} is not in the list (any more)")),
+                rows[1],
+            ),
+        },
+    }
+    footer(f, app, &p, rows[2]);
+    match &app.modal {
+        Some(Modal::Help) => help(f, &p, area),
+        Some(Modal::Confirm { action, discard }) => {
+            let mut lines = vec![
+                Line::from(Span::styled(format!("{}?", action.describe()), p.bold())),
+                Line::from(""),
+            ];
+            lines.push(Line::from(match discard {
+                Some(_) => "y: cancel (keeps worktrees and branches) · d: discard too… · n/esc: no",
+                None => "y: yes · n/esc: no",
+            }));
+            boxed(f, &p, area, "confirm", lines, 64);
+        }
+        Some(Modal::Input { purpose, text }) => prompt(f, &p, area, purpose, text),
+        None => {}
+    }
+}
+
+fn link_text(link: &Link) -> (String, Color) {
+    match link {
+        Link::Connecting => ("connecting to octld…".into(), Color::Yellow),
+        Link::Live => ("● live".into(), Color::Green),
+        Link::Reconnecting { since, .. } => (
+            format!(
+                "reconnecting to octld ({}s): showing the logs on disk, read-only",
+                since.elapsed().as_secs()
+            ),
+            Color::Yellow,
+        ),
+        Link::Offline { .. } => (
+            "octld is not running: read-only from the logs on disk".into(),
+            Color::Red,
+        ),
+    }
+}
+
+fn header(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
+    let need = app
+        .runs
+        .order
+        .iter()
+        .take_while(|id| app.runs.get(id).is_some_and(|e| e.attention.is_some()))
+        .count();
+    let view = match &app.view {
+        View::Runs => "runs".to_string(),
+        View::Inbox => format!("inbox ({})", app.inbox.len()),
+        View::Run(id) => format!("run {}", &id[..id.len().min(10)]),
+    };
+    let left = format!(
+        " orchestratectl · {view} · {} runs, {need} need you",
+        app.runs.by_id.len()
+    );
+    let (link, color) = link_text(&app.link);
+    let w = area.width as usize;
+    let pad = w.saturating_sub(left.chars().count() + link.chars().count() + 1);
+    let line = Line::from(vec![
+        Span::styled(left, p.bold()),
+        Span::raw(" ".repeat(pad)),
+        Span::styled(link, p.fg(color).add_modifier(Modifier::BOLD)),
+    ]);
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn footer(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
+    let line = match &app.status {
+        Some((ok, text)) => Line::from(Span::styled(
+            format!(" {text}"),
+            p.fg(if *ok { Color::Green } else { Color::Red }),
+        )),
+        None => Line::from(match &app.view {
+            View::Runs => " enter open · tab inbox · / filter · m merge · x cancel · t attach · ? help · q quit",
+            View::Inbox => " a answer · y/n accept/reject · m merge · r retry · enter open · esc back · ? help",
+            View::Run(_) => " p screen · l log · d diff · e events · t attach · s send · m merge · r retry · esc back · ?",
+        }),
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+/// The first row shown so that `selected` is on screen.
+fn offset(selected: usize, height: usize) -> usize {
+    if height == 0 {
+        0
+    } else {
+        selected.saturating_sub(height - 1)
+    }
+}
+
+fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
+    let wide = area.width >= 110;
+    let cols: &[(&str, usize)] = if wide {
+        &[
+            ("NEEDS", 9),
+            ("RUN", 8),
+            ("KIND", 11),
+            ("STATUS", 9),
+            ("NODES", 28),
+            ("ELAPSED", 7),
+            ("COST", 7),
+            ("REPO", 14),
+        ]
+    } else {
+        &[
+            ("NEEDS", 9),
+            ("RUN", 8),
+            ("STATUS", 9),
+            ("NODES", 18),
+            ("ELAPSED", 7),
+            ("COST", 7),
+        ]
+    };
+    let mut head = String::new();
+    for (name, w) in cols {
+        head.push_str(&fit(name, *w));
+        head.push(' ');
+    }
+    head.push_str("TITLE");
+    let mut lines = vec![Line::from(Span::styled(head, p.bold()))];
+    if app.visible.is_empty() {
+        let text = if !app.loaded {
+            "loading the runs…".to_string()
+        } else if app.filter.is_empty() {
+            "No runs yet. Start one with `orchestratectl spawn code 'a task'`.".to_string()
+        } else {
+            format!("No run matches {:?} (esc clears the filter).", app.filter)
+        };
+        lines.push(Line::from(text));
+        f.render_widget(Paragraph::new(lines), area);
+        return;
+    }
+    let height = area.height.saturating_sub(1) as usize;
+    let sel = app
+        .sel_run
+        .as_ref()
+        .and_then(|id| app.visible.iter().position(|v| v == id))
+        .unwrap_or(0);
+    let first = offset(sel, height);
+    for (i, id) in app.visible.iter().enumerate().skip(first).take(height) {
+        let Some(e) = app.runs.get(id) else { continue };
+        let s = &e.summary;
+        let mut spans = Vec::new();
+        for (name, w) in cols {
+            let (text, style) = match *name {
+                "NEEDS" => match e.attention {
+                    Some(a) => (a.label().to_string(), p.attention(a)),
+                    None => (String::new(), Style::default()),
+                },
+                "RUN" => (s.id.chars().take(8).collect(), Style::default()),
+                "KIND" => (s.kind_name().to_string(), Style::default()),
+                "STATUS" => (s.status.as_str().to_string(), Style::default()),
+                "NODES" => (model::counts_cell(s), Style::default()),
+                "ELAPSED" => (
+                    model::run_elapsed_s(s, app.now_ms).map_or("-".into(), clock),
+                    Style::default(),
+                ),
+                "COST" => (
+                    e.cost_usd.map_or("-".into(), |c| format!("${c:.2}")),
+                    Style::default(),
+                ),
+                "REPO" => (
+                    s.repo
+                        .as_deref()
+                        .map(|r| r.rsplit('/').next().unwrap_or(r).to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    Style::default(),
+                ),
+                _ => (String::new(), Style::default()),
+            };
+            spans.push(Span::styled(fit(&text, *w), style));
+            spans.push(Span::raw(" "));
+        }
+        let mut title = s.title.clone().unwrap_or_default();
+        if e.broken.is_some() {
+            title = format!("(log unreadable) {title}");
+        }
+        spans.push(Span::raw(title));
+        let mut line = Line::from(spans);
+        if i == sel {
+            line = line.style(p.selected());
+        }
+        lines.push(line);
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn activity_text(n: &Node) -> String {
+    match &n.activity {
+        // Only an alive agent's activity means anything now.
+        Some(a) if n.state.is_alive() => match a.state {
+            ActivityState::Working => "working",
+            ActivityState::NeedsPermission => "needs permission",
+            ActivityState::WaitingInput => "waiting input",
+            ActivityState::Idle => "idle",
+            ActivityState::Unknown => "unknown",
+        }
+        .to_string(),
+        None if n.state.is_alive() => "unknown".to_string(),
+        _ => "-".to_string(),
+    }
+}
+
+fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
+    let s = &e.summary;
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Length(2), Constraint::Min(3)])
+        .split(area);
+    let mut top = format!(
+        " {} · {} · {} · {}",
+        s.id,
+        s.kind_name(),
+        s.status,
+        s.repo.as_deref().unwrap_or("-")
+    );
+    if let Some(b) = &s.base {
+        top.push_str(&format!(" @ {b}"));
+    }
+    if let Some(c) = e.cost_usd {
+        top.push_str(&format!(" · ${c:.2}"));
+    }
+    let mut second = format!(" {}", s.title.as_deref().unwrap_or(""));
+    if let Some(a) = e.attention {
+        second = format!(" needs you: {} ·{second}", a.label());
+    }
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled(top, p.bold())),
+            Line::from(Span::styled(
+                second,
+                e.attention.map_or(Style::default(), |a| p.attention(a)),
+            )),
+        ]),
+        rows[0],
+    );
+    let left_w = if area.width >= 120 { 64 } else { 44 }.min(area.width * 3 / 5);
+    let cols = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints([Constraint::Length(left_w), Constraint::Min(20)])
+        .split(rows[1]);
+    let list_style = if app.pane == Pane::List {
+        p.fg(Color::Cyan)
+    } else {
+        Style::default()
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(list_style)
+        .title(" nodes ");
+    let inner = block.inner(cols[0]);
+    f.render_widget(block, cols[0]);
+    let Some(state) = &e.state else {
+        let why = e
+            .broken
+            .clone()
+            .unwrap_or_else(|| "reading its log…".to_string());
+        f.render_widget(Paragraph::new(why).wrap(Wrap { trim: false }), inner);
+        return;
+    };
+    let depths = model::depths(state);
+    let wide = inner.width >= 56;
+    let sel_id = app.node_in_view().map(|n| n.id.clone()).unwrap_or_default();
+    let height = inner.height as usize;
+    let sel = state
+        .node_order
+        .iter()
+        .position(|n| *n == sel_id)
+        .unwrap_or(0);
+    let first = offset(sel, height);
+    let mut lines = Vec::new();
+    for (i, n) in state.nodes_in_order().enumerate().skip(first).take(height) {
+        let depth = depths.get(n.id.as_str()).copied().unwrap_or(0);
+        let tree = if depth == 0 {
+            n.id.clone()
+        } else {
+            format!("{}└ {}", "  ".repeat(depth - 1), n.id)
+        };
+        let stat = match app
+            .stats
+            .get(&(state.id.clone(), n.id.clone()))
+            .and_then(|s| s.value.as_ref())
+        {
+            Some(Loaded::Numstat { added, removed }) => format!("+{added} -{removed}"),
+            _ => "-".into(),
+        };
+        let elapsed = model::node_elapsed_s(n, app.now_ms).map_or("-".into(), clock);
+        let mut spans = vec![
+            Span::raw(fit(&tree, if wide { 14 } else { 10 })),
+            Span::raw(" "),
+            Span::styled(fit(n.state.as_str(), 9), p.state(n.state)),
+            Span::raw(" "),
+            Span::raw(fit(&activity_text(n), if wide { 13 } else { 7 })),
+            Span::raw(" "),
+            Span::raw(fit(&elapsed, if wide { 6 } else { 5 })),
+            Span::raw(" "),
+            Span::styled(stat, p.fg(Color::Green)),
+        ];
+        if wide {
+            spans.push(Span::raw(" "));
+            spans.push(Span::raw(n.branch.clone().unwrap_or_default()));
+        }
+        let mut line = Line::from(spans);
+        if i == sel {
+            line = line.style(p.selected());
+        }
+        lines.push(line);
+    }
+    if state.nodes.is_empty() {
+        lines.push(Line::from("no nodes"));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+    if let Some(n) = app.node_in_view() {
+        node_detail(f, app, p, n, cols[1]);
+    }
+}
+
+fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
+    let tabs: Vec<Span> = Tab::ALL
+        .iter()
+        .flat_map(|t| {
+            let style = if *t == app.tab {
+                p.bold().add_modifier(Modifier::UNDERLINED)
+            } else {
+                Style::default()
+            };
+            [Span::raw(" "), Span::styled(t.title(), style)]
+        })
+        .collect();
+    let border = if app.pane == Pane::Detail {
+        p.fg(Color::Cyan)
+    } else {
+        Style::default()
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(border)
+        .title(Line::from(tabs));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let mut lines = Vec::new();
+    let mut facts = vec![format!("{} {}", n.id, n.state.as_str())];
+    if let Some(b) = &n.branch {
+        facts.push(b.clone());
+    }
+    if !n.deps.is_empty() {
+        facts.push(format!("after {}", n.deps.join(", ")));
+    }
+    lines.push(Line::from(Span::styled(facts.join(" · "), p.bold())));
+    if let Some(why) = n.reason.as_deref().or(n.message.as_deref()) {
+        lines.push(Line::from(why.to_string()));
+    }
+    if !n.conflict_files.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!("conflicts: {}", n.conflict_files.join(", ")),
+            p.fg(Color::Red),
+        )));
+    }
+    match &app.detail {
+        None => lines.push(Line::from("loading…")),
+        Some(Loaded::Unavailable(why)) => lines.push(Line::from(format!("unavailable: {why}"))),
+        Some(Loaded::Numstat { .. }) => {}
+        Some(Loaded::Lines(text)) if text.is_empty() => lines.push(Line::from("(empty)")),
+        Some(Loaded::Lines(text)) => {
+            let room = (inner.height as usize).saturating_sub(lines.len());
+            // The end is what is new (screen, log, events); a diff is read from its start.
+            let start = if app.tab == Tab::Diff {
+                0
+            } else {
+                text.len().saturating_sub(room)
+            };
+            for l in text.iter().skip(start).take(room) {
+                let style = if app.tab == Tab::Diff {
+                    if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") {
+                        p.bold()
+                    } else if l.starts_with('+') {
+                        p.fg(Color::Green)
+                    } else if l.starts_with('-') {
+                        p.fg(Color::Red)
+                    } else if l.starts_with("@@") {
+                        p.fg(Color::Cyan)
+                    } else {
+                        Style::default()
+                    }
+                } else {
+                    Style::default()
+                };
+                lines.push(Line::from(Span::styled(l.clone(), style)));
+            }
+        }
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}
+
+fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
+    let mut lines = Vec::new();
+    if app.inbox.is_empty() {
+        lines.push(Line::from(
+            " Nothing waits for you: no open questions, proposals, conflicts or merges.",
+        ));
+        f.render_widget(Paragraph::new(lines), area);
+        return;
+    }
+    for (i, item) in app.inbox.iter().enumerate() {
+        let short: String = item.run().chars().take(8).collect();
+        let (kind, style, head, body) = match item {
+            InboxItem::Question { d, .. } => (
+                "question",
+                p.attention(Attention::Discussion),
+                format!("{short}/{} {}", d.node.as_deref().unwrap_or("-"), d.title),
+                d.body.clone(),
+            ),
+            InboxItem::Proposal { s, .. } => (
+                "proposal",
+                p.attention(Attention::Input),
+                format!("{short}/{} {}", s.node.as_deref().unwrap_or("-"), s.task),
+                s.why.clone().map(|w| format!("why: {w}")),
+            ),
+            InboxItem::Merge {
+                node, state, files, ..
+            } => (
+                "merge",
+                if state == "awaiting merge" {
+                    p.attention(Attention::AwaitingMerge)
+                } else {
+                    p.attention(Attention::Conflict)
+                },
+                format!(
+                    "{short}/{} {state}",
+                    node.as_deref().unwrap_or("integration")
+                ),
+                (!files.is_empty()).then(|| format!("files: {}", files.join(", "))),
+            ),
+        };
+        let mut line = Line::from(vec![
+            Span::styled(fit(kind, 9), style),
+            Span::raw(" "),
+            Span::raw(head),
+        ]);
+        if i == app.sel_item {
+            line = line.style(p.selected());
+            lines.push(line);
+            if let Some(b) = body {
+                for l in b.lines() {
+                    lines.push(Line::from(format!("          {l}")));
+                }
+            }
+            lines.push(Line::from(Span::styled(
+                format!("          next: {}", item.next_step()),
+                p.bold(),
+            )));
+        } else {
+            lines.push(line);
+        }
+    }
+    let sel_line = lines
+        .iter()
+        .position(|l| l.style.add_modifier.contains(Modifier::REVERSED))
+        .unwrap_or(0);
+    let first = offset(sel_line + 2, area.height as usize);
+    f.render_widget(
+        Paragraph::new(lines.into_iter().skip(first).collect::<Vec<_>>())
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn boxed(f: &mut Frame, p: &Paint, area: Rect, title: &str, lines: Vec<Line>, w: u16) {
+    let h = lines.len() as u16 + 2;
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(p.fg(Color::Yellow))
+                .title(format!(" {title} ")),
+        ),
+        r,
+    );
+}
+
+fn help(f: &mut Frame, p: &Paint, area: Rect) {
+    let lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, _, what)| {
+            Line::from(vec![
+                Span::styled(fit(k, 8), p.bold()),
+                Span::raw(" "),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    boxed(f, p, area, "keys (esc closes)", lines, 62);
+}
+
+fn prompt(f: &mut Frame, p: &Paint, area: Rect, purpose: &Typing, text: &str) {
+    let (title, what) = match purpose {
+        Typing::Filter => {
+            // The filter is typed on the footer line, the list filtering as one types.
+            let r = Rect {
+                y: area.y + area.height.saturating_sub(1),
+                height: 1,
+                ..area
+            };
+            f.render_widget(Clear, r);
+            f.render_widget(Paragraph::new(format!("/{text}█")), r);
+            return;
+        }
+        Typing::Answer { question, .. } => ("answer", question.clone()),
+        Typing::Reject { .. } => ("reject: why?", "the reason goes to the agent's run".into()),
+        Typing::Send { node, .. } => ("send a line", format!("to the agent of node {node}")),
+    };
+    let lines = vec![
+        Line::from(what),
+        Line::from(""),
+        Line::from(Span::styled(format!("> {text}█"), p.bold())),
+        Line::from("enter: send · esc: cancel"),
+    ];
+    boxed(f, p, area, title, lines, 70);
+}

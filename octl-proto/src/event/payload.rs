@@ -1,0 +1,508 @@
+//! The `data` of every event type, declared once: a struct per type, bound to its name.
+//! The daemon builds these to write an event ([`Payload::to_data`]) and the reducer reads them
+//! back ([`Event::payload`](super::Event::payload)); [`KNOWN_TYPES`](super::KNOWN_TYPES) is this
+//! list. Custom `x.<name>` events have no payload type: their data is the client's.
+//!
+//! Each struct writes exactly the bytes the `json!` it replaced wrote (the data is a sorted
+//! `Map`, so only which keys appear and their values matter): `Option` fields the daemon
+//! leaves out are `skip_serializing_if`, those it writes as `null` are not, and
+//! [`Nullable`] marks the few that are sometimes absent and sometimes `null`
+//! (`tests/corpus.rs` replays recorded logs to check it). Events a client may append keep
+//! the rest of the client's object in `rest`; reading never refuses a key it does not name.
+//!
+//! Adding an event type: a declaration here, its fold in `reducer/`, and the README's Events
+//! section (docs/ARCHITECTURE.md, "Adding an event type").
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::field::{Bad, Field, Nullable};
+use super::settings::RunSettings;
+use crate::state::RunKind;
+
+/// The kept set of ignored files a cleanup moved aside: `cleanup.done`'s `kept`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct KeptRecord {
+    pub dir: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Field for KeptRecord {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "an object {dir: string, files: integer, bytes: integer}";
+        let o = v.and_then(Value::as_object).ok_or(Bad::Invalid(FORM))?;
+        let get = |k: &str| o.get(k);
+        Ok(KeptRecord {
+            dir: String::decode(get("dir")).map_err(|_| Bad::Invalid(FORM))?,
+            files: u64::decode(get("files")).map_err(|_| Bad::Invalid(FORM))?,
+            bytes: u64::decode(get("bytes")).map_err(|_| Bad::Invalid(FORM))?,
+        })
+    }
+}
+
+/// What an agent reports with `node.progress`: it is done or failed, but its process goes on
+/// (the daemon settles the node when it exits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Report {
+    Done,
+    Failed,
+}
+
+impl Report {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Report::Done => "done",
+            Report::Failed => "failed",
+        }
+    }
+}
+
+impl Field for Report {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "\"done\" or \"failed\"";
+        match v.and_then(Value::as_str) {
+            Some("done") => Ok(Report::Done),
+            Some("failed") => Ok(Report::Failed),
+            _ => Err(Bad::Invalid(FORM)),
+        }
+    }
+}
+
+crate::declare_payloads! {
+    /// `run.created`, a run's first event: its kind, title, repository and base, and its
+    /// settings (every other key).
+    RunCreated = "run.created" {
+        kind: RunKind,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repo: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        base: Option<String>,
+        ..settings: RunSettings
+    }
+
+    /// `run.completed`; an orchestrate run's names the merge of its integration branch. A
+    /// generic run's client may append it with data of its own.
+    RunCompleted = "run.completed" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        merge_commit: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        integration_deleted: Option<bool>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `run.failed` (by the daemon, or a generic run's client).
+    RunFailed = "run.failed" {
+        ..rest: Map<String, Value>
+    }
+
+    /// `run.cancelled`: `discard` when the nodes' work was thrown away.
+    RunCancelled = "run.cancelled" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        discard: Option<bool>,
+    }
+
+    /// `run.budget_spent`, once per run: its agents have cost `spent_usd` of its
+    /// `max_budget_usd` (`budget_usd`), so `next` and every node after it do not start.
+    RunBudgetSpent = "run.budget_spent" {
+        spent_usd: f64,
+        budget_usd: f64,
+        next: String,
+    }
+
+    /// `node.added`: a node, its agent, task, gate and dependencies. The daemon always writes
+    /// `gate` (`null` without one); a generic run's client may add nodes with data of its own.
+    NodeAdded = "node.added" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        gate: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deps: Option<Vec<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
+        /// The runner the node starts on (`[runners.NAME]`); absent in logs from before runners.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        runner: Option<String>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.ready`.
+    NodeReady = "node.ready" {}
+
+    /// `node.starting`: the intent to start an agent on this branch in this worktree, written
+    /// before either exists.
+    NodeStarting = "node.starting" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
+        /// A Claude Code agent's conversation, chosen by the daemon (`--session-id`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        /// Only ever `true`: this attempt continues `session_id` in the old worktree.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<bool>,
+        /// The port (`OCTL_PORT`) the node holds while it is live (`[worktree] ports`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        port: Option<u64>,
+    }
+
+    /// `node.started`: the agent runs, in this window (`pane`, its runner handle) as process
+    /// `pid`; what its exit means, and whether its reports wait for it.
+    NodeStarted = "node.started" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pane: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        on_exit: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        report_on_exit: Option<bool>,
+    }
+
+    /// `node.progress`: what an agent says while working; `report` holds a done or failed
+    /// until its process exits.
+    NodeProgress = "node.progress" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_status: Option<Nullable<i64>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        report: Option<Report>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.activity`: what the agent says it is doing, from its own hooks: `state` (working,
+    /// needs_permission, waiting_input, idle, unknown), the tool or message, the hook, the
+    /// conversation it is in. It never moves the node.
+    NodeActivity = "node.activity" {
+        state: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hook: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.waiting`: the agent waits for an answer.
+    NodeWaiting = "node.waiting" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_status: Option<Nullable<i64>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.done`: by the agent, or by the daemon when its process exits (then with its
+    /// exit status, the outcome Claude Code printed, and the commit of its work).
+    NodeDone = "node.done" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_status: Option<Nullable<i64>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<Nullable<String>>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.failed`: by the agent, or by the daemon (a start, a gate or a commit failed).
+    NodeFailed = "node.failed" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_status: Option<Nullable<i64>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `node.exited`: the agent's process ended without a report; `null` when killed.
+    NodeExited = "node.exited" {
+        exit_status: Option<i64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+        /// Why, when the process died without reporting (its conversation can be resumed).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
+    /// `node.paused`: the agent stopped at a usage or rate limit and waits for its reset
+    /// (`until`, RFC 3339) instead of failing; written with the exit status (`null`: killed).
+    NodePaused = "node.paused" {
+        until: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        exit_status: Option<i64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
+    }
+
+    /// `node.blocked`: a dependency cannot merge.
+    NodeBlocked = "node.blocked" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
+    /// `node.unblocked`: why the block no longer holds.
+    NodeUnblocked = "node.unblocked" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    }
+
+    /// `node.retried`: the node starts over.
+    NodeRetried = "node.retried" {
+        /// The conversation the retry continues, when it resumes (`resume`, only ever `true`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<bool>,
+        /// Why it resumes ("its agent died", or a person's retry).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    }
+
+    /// `node.cancelled`.
+    NodeCancelled = "node.cancelled" {}
+
+    /// `merge.started`, of a node (its branch into the target) or of a run (its integration
+    /// branch into the base); `accept_failed` (only ever `true`) merges a failed node as
+    /// committed.
+    MergeStarted = "merge.started" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        accept_failed: Option<bool>,
+    }
+
+    /// `merge.succeeded`: the target moved from `old` to `commit`.
+    MergeSucceeded = "merge.succeeded" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fast_forward: Option<bool>,
+    }
+
+    /// `merge.conflict`: nothing moved; these files conflict.
+    MergeConflict = "merge.conflict" {
+        files: Vec<String>,
+    }
+
+    /// `merge.blocked`: nothing moved; `reason` is `target_dirty` (with the target's worktree
+    /// and its changed paths) or `error`.
+    MergeBlocked = "merge.blocked" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target_worktree: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        paths: Option<Vec<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    }
+
+    /// `cleanup.done`: the node's window, worktree and branch are gone; what was saved
+    /// (snapshot ref, kept ignored files) and what was removed. `by` is `gc` when gc did it.
+    CleanupDone = "cleanup.done" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot_ref: Option<Nullable<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot_commit: Option<Nullable<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot_dirty: Option<Nullable<bool>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree_removed: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch_deleted: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept: Option<Nullable<KeptRecord>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    }
+
+    /// `kept.restored`: a kept set of ignored files moved back into a worktree.
+    KeptRestored = "kept.restored" {
+        dir: String,
+        worktree: String,
+    }
+
+    /// `kept.deleted`: gc deleted a kept set.
+    KeptDeleted = "kept.deleted" {
+        dir: String,
+    }
+
+    /// `discussion.opened`: a question, by an agent (its node waits) or the daemon.
+    DiscussionOpened = "discussion.opened" {
+        id: String,
+        title: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body: Option<String>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `discussion.resolved`: its answer.
+    DiscussionResolved = "discussion.resolved" {
+        id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `spinoff.proposed`: an agent proposes a task for a run of its own.
+    SpinoffProposed = "spinoff.proposed" {
+        id: String,
+        task: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+        ..rest: Map<String, Value>
+    }
+
+    /// `spinoff.accepted`: the proposal becomes run `run` with this agent.
+    SpinoffAccepted = "spinoff.accepted" {
+        id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+    }
+
+    /// `spinoff.rejected`.
+    SpinoffRejected = "spinoff.rejected" {
+        id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
+    /// `spinoff.failed`: the accepted run `run` could not be made.
+    SpinoffFailed = "spinoff.failed" {
+        id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+}
+
+impl NodeFailed {
+    /// The daemon's `node.failed` for this reason.
+    pub fn because(reason: impl Into<String>) -> NodeFailed {
+        NodeFailed {
+            reason: Some(reason.into()),
+            ..NodeFailed::default()
+        }
+    }
+}
+
+impl MergeBlocked {
+    /// The target is checked out in `worktree` with uncommitted changes to `paths`.
+    pub fn target_dirty(worktree: String, paths: Vec<String>) -> MergeBlocked {
+        MergeBlocked {
+            reason: Some("target_dirty".into()),
+            target_worktree: Some(worktree),
+            paths: Some(paths),
+            error: None,
+        }
+    }
+
+    /// The merge failed with this error.
+    pub fn error(message: String) -> MergeBlocked {
+        MergeBlocked {
+            reason: Some("error".into()),
+            error: Some(message),
+            ..MergeBlocked::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{retyped, Payload, KNOWN_TYPES};
+    use serde_json::json;
+
+    fn data(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_with_the_form_it_accepts() {
+        let err = |ty: &str, v: Value| retyped(ty, &data(v)).unwrap().unwrap_err().message;
+        assert_eq!(
+            err("node.started", json!({"pane": 7})),
+            "invalid data.pane: a string is accepted"
+        );
+        assert_eq!(
+            err("discussion.opened", json!({"id": "q1"})),
+            "missing data.title: discussion.opened needs title, a string"
+        );
+        assert_eq!(
+            err("run.created", json!({"kind": "batch"})),
+            "invalid data.kind: one of generic, spinoff, code, fanout, orchestrate is accepted"
+        );
+        assert_eq!(
+            err("cleanup.done", json!({"kept": {"dir": "/k"}})),
+            "invalid data.kept: an object {dir: string, files: integer, bytes: integer} is accepted"
+        );
+        assert_eq!(
+            err("merge.conflict", json!({"files": ["a", 1]})),
+            "invalid data.files: an array of strings is accepted"
+        );
+        assert_eq!(
+            err("node.progress", json!({"report": "maybe"})),
+            "invalid data.report: \"done\" or \"failed\" is accepted"
+        );
+        assert!(retyped("x.anything", &Map::new()).is_none());
+    }
+
+    #[test]
+    fn null_absent_and_a_client_s_own_keys_write_back_as_read() {
+        for v in [
+            json!({}),
+            json!({"exit_status": null}),
+            json!({"exit_status": 0, "commit": null, "outcome": {"a": 1}}),
+            json!({"message": "m", "extra": [1, {"b": null}]}),
+        ] {
+            assert_eq!(
+                retyped(NodeDone::TYPE, &data(v.clone())).unwrap().unwrap(),
+                data(v)
+            );
+        }
+        let done = NodeDone::from_data(&data(json!({"exit_status": null, "x": 1}))).unwrap();
+        assert_eq!(done.exit_status, Some(Nullable(None)));
+        assert_eq!(done.rest, data(json!({"x": 1})));
+        // Every known type has a payload, and an empty one is what the daemon writes for
+        // an event without data.
+        for t in KNOWN_TYPES {
+            assert!(retyped(t, &Map::new()).is_some(), "{t}");
+        }
+        assert!(NodeRetried::default().to_data().is_empty());
+    }
+}

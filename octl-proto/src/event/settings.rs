@@ -1,0 +1,167 @@
+//! A run's settings: the keys of its `run.created` data besides kind, title, repository and
+//! base. Typed fields for what this version knows; every other key (from a newer version, or a
+//! value of a shape this one does not read) is kept in `other` and written back as it was, so
+//! `manifest.json` and `run show` keep their bytes.
+
+use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::error::AppError;
+
+/// What `--max-parallel auto` was derived from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AutoParallel {
+    pub cores: u64,
+    /// `null` where the machine does not say.
+    pub mem_available_mib: Option<u64>,
+    pub formula: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunSettings {
+    /// The agent profile the run's nodes use unless a node says otherwise.
+    pub agent: Option<String>,
+    /// The gate command a done node must pass before it merges.
+    pub gate: Option<String>,
+    /// A spin-off's parent run and the proposal it was accepted from.
+    pub parent_run: Option<String>,
+    pub proposal: Option<String>,
+    /// The parallelism cap of a fan-out or orchestrate run, and how `auto` chose it.
+    pub max_parallel: Option<u64>,
+    pub max_parallel_auto: Option<AutoParallel>,
+    /// A fan-out's manifest (relative to the run directory) and where it was read from.
+    pub manifest_file: Option<String>,
+    pub manifest_path: Option<String>,
+    /// An orchestrate run's plan (relative to the run directory) and where it was read from.
+    pub plan_file: Option<String>,
+    pub plan_path: Option<String>,
+    /// The order nodes start in: the manifest's or plan's.
+    pub order: Option<Vec<String>>,
+    /// An orchestrate run's integration branch.
+    pub integration: Option<String>,
+    /// An orchestrate run merges its integration branch by itself once every node merged.
+    pub auto_merge: Option<bool>,
+    /// The run's budget (USD): no new node starts once its agents have cost this much.
+    pub max_budget_usd: Option<f64>,
+    /// Every other key, as it was written.
+    pub other: Map<String, Value>,
+}
+
+/// Takes `key` out of `m` if its value reads as `T` and writes back identically; otherwise
+/// it stays in `m` (kept as it was, and read as absent, as a key-by-key reader would).
+fn take<T: Serialize + DeserializeOwned>(m: &mut Map<String, Value>, key: &str) -> Option<T> {
+    let v = m.get(key)?;
+    let t: T = serde_json::from_value(v.clone()).ok()?;
+    if serde_json::to_value(&t).ok().as_ref() != Some(v) {
+        return None;
+    }
+    m.remove(key);
+    Some(t)
+}
+
+fn put<T: Serialize>(m: &mut Map<String, Value>, key: &str, v: &Option<T>) {
+    if let Some(v) = v {
+        m.insert(
+            key.to_string(),
+            serde_json::to_value(v).expect("settings serialize"),
+        );
+    }
+}
+
+impl RunSettings {
+    pub fn from_map(mut m: Map<String, Value>) -> RunSettings {
+        RunSettings {
+            agent: take(&mut m, "agent"),
+            gate: take(&mut m, "gate"),
+            parent_run: take(&mut m, "parent_run"),
+            proposal: take(&mut m, "proposal"),
+            max_parallel: take(&mut m, "max_parallel"),
+            max_parallel_auto: take(&mut m, "max_parallel_auto"),
+            manifest_file: take(&mut m, "manifest_file"),
+            manifest_path: take(&mut m, "manifest_path"),
+            plan_file: take(&mut m, "plan_file"),
+            plan_path: take(&mut m, "plan_path"),
+            order: take(&mut m, "order"),
+            integration: take(&mut m, "integration"),
+            auto_merge: take(&mut m, "auto_merge"),
+            max_budget_usd: take(&mut m, "max_budget_usd"),
+            other: m,
+        }
+    }
+
+    /// The settings as one object, keys sorted as every `Map` here is.
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut m = self.other.clone();
+        put(&mut m, "agent", &self.agent);
+        put(&mut m, "gate", &self.gate);
+        put(&mut m, "parent_run", &self.parent_run);
+        put(&mut m, "proposal", &self.proposal);
+        put(&mut m, "max_parallel", &self.max_parallel);
+        put(&mut m, "max_parallel_auto", &self.max_parallel_auto);
+        put(&mut m, "manifest_file", &self.manifest_file);
+        put(&mut m, "manifest_path", &self.manifest_path);
+        put(&mut m, "plan_file", &self.plan_file);
+        put(&mut m, "plan_path", &self.plan_path);
+        put(&mut m, "order", &self.order);
+        put(&mut m, "integration", &self.integration);
+        put(&mut m, "auto_merge", &self.auto_merge);
+        put(&mut m, "max_budget_usd", &self.max_budget_usd);
+        m
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == RunSettings::default()
+    }
+
+    /// Whether an orchestrate run merges by itself.
+    pub fn auto_merges(&self) -> bool {
+        self.auto_merge == Some(true)
+    }
+}
+
+impl Serialize for RunSettings {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunSettings {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(RunSettings::from_map)
+    }
+}
+
+impl super::field::Rest for RunSettings {
+    fn from_rest(rest: Map<String, Value>) -> Result<Self, AppError> {
+        Ok(RunSettings::from_map(rest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn known_keys_are_typed_and_the_rest_is_kept_as_written() {
+        let m = json!({
+            "agent": "shell", "max_parallel": 4, "order": ["a", "b"], "auto_merge": true,
+            "max_parallel_auto": {"cores": 2, "mem_available_mib": null, "formula": "f"},
+            "from_a_newer_version": {"x": 1}, "gate": 7, "integration": null
+        });
+        let s: RunSettings = serde_json::from_value(m.clone()).unwrap();
+        assert_eq!(s.agent.as_deref(), Some("shell"));
+        assert_eq!(s.max_parallel, Some(4));
+        assert!(s.auto_merges());
+        assert_eq!(
+            s.max_parallel_auto.as_ref().unwrap().mem_available_mib,
+            None
+        );
+        // A shape this version does not read is kept, not lost or refused.
+        assert_eq!(s.gate, None);
+        assert_eq!(s.other.get("gate"), Some(&json!(7)));
+        assert_eq!(s.other.get("integration"), Some(&Value::Null));
+        assert_eq!(serde_json::to_string(&s).unwrap(), m.to_string());
+        assert!(RunSettings::from_map(Map::new()).is_empty());
+    }
+}

@@ -1,0 +1,68 @@
+#!/bin/bash
+# The job side of the slurm runner (docs/RUNNERS.md): runs one node's agent in a clone of its
+# own and brings its work back by pushing to this attempt's refs in the exchange repository.
+#   slurm_shim.sh EXCHANGE BASE_REF PREFIX BRANCH CHECKPOINT_S -- AGENT ARGV...
+# PREFIX is refs/octl/remote/<run>/<node>/<attempt>; this copy (Slurm's restart count) pushes
+# PREFIX/<copy>/head (the branch) and PREFIX/<copy>/wip (its work tree and index as a commit on
+# top of head, made with a private index: the agent's branch gets no checkpoint commits):
+# every CHECKPOINT_S seconds, on exit, and on TERM/USR1. Exit 90: the clone failed, 91: the
+# start point is missing, 92: a push was refused, 143: stopped after a checkpoint.
+set -uo pipefail
+EXCHANGE=$1 BASE=$2 PREFIX=$3 BRANCH=$4 EVERY=$5
+shift 5
+[ "${1:-}" = -- ] && shift
+COPY=${SLURM_RESTART_COUNT:-0}
+REF=$PREFIX/$COPY
+WD=${TMPDIR:-/tmp}/octl-job-${SLURM_JOB_ID:-$$}-$COPY
+export GIT_AUTHOR_NAME=${GIT_AUTHOR_NAME:-octl} GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL:-octl@localhost}
+export GIT_COMMITTER_NAME=${GIT_COMMITTER_NAME:-octl} GIT_COMMITTER_EMAIL=${GIT_COMMITTER_EMAIL:-octl@localhost}
+
+rm -rf "$WD"
+git clone -q --no-checkout "$EXCHANGE" "$WD" && cd "$WD" || exit 90
+git fetch -q origin "+$PREFIX/*:$PREFIX/*" "+$BASE:$BASE" 2>/dev/null
+# Resume from the newest checkpoint of an earlier copy of this attempt, else from the base.
+HEAD0=$(git rev-parse -q --verify "$BASE^{commit}") || exit 91
+WIP0=
+for ((c = COPY - 1; c >= 0; c--)); do
+  h=$(git rev-parse -q --verify "$PREFIX/$c/head^{commit}") || continue
+  HEAD0=$h; WIP0=$(git rev-parse -q --verify "$PREFIX/$c/wip^{commit}")
+  break
+done
+git checkout -q -B "$BRANCH" "$HEAD0" || exit 91
+[ -z "$WIP0" ] || git read-tree -u -m HEAD "$WIP0" || exit 91
+echo "octl: job ${SLURM_JOB_ID:-?} copy $COPY on $(hostname) in $WD from ${WIP0:-$HEAD0}"
+
+LAST_HEAD= LAST_WIP=
+push() { # push WHAT SHA LAST: SHA to $REF/WHAT, only over what this copy pushed last
+  git push -q --force-with-lease="$REF/$1:$3" origin "$2:$REF/$1"
+}
+checkpoint() {
+  local head tree wip idx
+  head=$(git rev-parse HEAD) || return 1
+  if [ "$head" != "$LAST_HEAD" ]; then push head "$head" "$LAST_HEAD" || return 1; LAST_HEAD=$head; fi
+  idx=$(mktemp) || return 1
+  GIT_INDEX_FILE=$idx git read-tree HEAD && GIT_INDEX_FILE=$idx git add -A . &&
+    tree=$(GIT_INDEX_FILE=$idx git write-tree)
+  rm -f "$idx"
+  [ -n "${tree:-}" ] || return 1
+  if [ "$tree" = "$(git rev-parse "HEAD^{tree}")" ]; then
+    wip=$head                       # nothing uncommitted: the checkpoint is the branch
+  else
+    wip=$(git commit-tree -p HEAD -m "octl checkpoint of copy $COPY" "$tree") || return 1
+  fi
+  if [ "$wip" != "$LAST_WIP" ]; then push wip "$wip" "$LAST_WIP" || return 1; LAST_WIP=$wip; fi
+}
+
+export OCTL_WORKTREE=$WD
+"$@" &
+AGENT=$!
+stopped() { kill -TERM "$AGENT" 2>/dev/null; wait "$AGENT"; checkpoint; echo "octl: stopped"; exit 143; }
+trap stopped TERM USR1
+while kill -0 "$AGENT" 2>/dev/null; do
+  sleep "$EVERY" & wait $!
+  kill -0 "$AGENT" 2>/dev/null && checkpoint
+done
+wait "$AGENT"
+RC=$?
+checkpoint || { echo "octl: the push of the result was refused"; exit 92; }
+exit $RC

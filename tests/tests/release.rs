@@ -1,0 +1,133 @@
+//! Ready to publish: `orchestratectl version` names the commit and the build date, from a
+//! clone (git), from a crate tarball without `.git` (what `cargo package` recorded) and when
+//! a packager says so (`OCTL_BUILD_COMMIT`). The client's real `build.rs` is compiled and run
+//! as cargo runs it, on each kind of source tree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use octl_tests::{bin, TestEnv, TestRepo};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The client's build script, compiled once per test into `dir`.
+fn build_script(dir: &Path) -> PathBuf {
+    let exe = dir.join("build-script");
+    let out = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .args(["--edition", "2021", "-O", "-o"])
+        .arg(&exe)
+        .arg(workspace().join("octl-client/build.rs"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs the build script on the crate at `manifest_dir`; its `OCTL_BUILD_*` values.
+fn build_env(script: &Path, manifest_dir: &Path, extra: &[(&str, &str)]) -> (String, String) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(script);
+    cmd.env("CARGO_MANIFEST_DIR", manifest_dir)
+        .env("OUT_DIR", out_dir.path())
+        .env_remove("OCTL_BUILD_COMMIT")
+        .env_remove("SOURCE_DATE_EPOCH")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR");
+    cmd.envs(extra.iter().copied());
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("cargo:rustc-env={key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+            .to_string()
+    };
+    assert!(out_dir.path().join("skills.rs").is_file());
+    (value("OCTL_BUILD_COMMIT"), value("OCTL_BUILD_DATE"))
+}
+
+/// A crate directory as a tarball unpacks: `build.rs`, the skills, maybe `.cargo_vcs_info.json`.
+fn tarball_tree(root: &Path, vcs_sha: Option<&str>) -> PathBuf {
+    let dir = root.join("octl-client-0.1.0");
+    let skill = dir.join("skills/demo");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: demo\ndescription: d\n---\nbody\n",
+    )
+    .unwrap();
+    if let Some(sha) = vcs_sha {
+        std::fs::write(
+            dir.join(".cargo_vcs_info.json"),
+            format!("{{\n  \"git\": {{\n    \"sha1\": \"{sha}\"\n  }},\n  \"path_in_vcs\": \"octl-client\"\n}}"),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn the_build_is_named_from_a_clone_a_tarball_or_the_packager() {
+    let env = TestEnv::new();
+    let script = build_script(env.root.path());
+    // Outside any repository (the temp dir is not in one).
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let tar = tarball_tree(&env.root.path().join("tar"), Some(sha));
+    let (commit, date) = build_env(&script, &tar, &[]);
+    assert_eq!(commit, "0123456789ab");
+    assert!(date.len() == 10 && date.as_bytes()[4] == b'-', "{date}");
+    let bare = tarball_tree(&env.root.path().join("plain"), None);
+    assert_eq!(build_env(&script, &bare, &[]).0, "unknown");
+    assert_eq!(
+        build_env(&script, &bare, &[("OCTL_BUILD_COMMIT", "v0.1.0-debian1")]).0,
+        "v0.1.0-debian1"
+    );
+    // Reproducible builds: 2026-12-01T00:00:00Z.
+    assert_eq!(
+        build_env(&script, &bare, &[("SOURCE_DATE_EPOCH", "1796083200")]).1,
+        "2026-12-01"
+    );
+    assert_eq!(
+        build_env(&script, &bare, &[("SOURCE_DATE_EPOCH", "951782400")]).1,
+        "2000-02-29"
+    );
+
+    // A fresh clone: git's HEAD, whatever the packaged file says.
+    let repo = TestRepo::new(&env, "clone");
+    let head = repo.rev("HEAD");
+    let crate_dir = tarball_tree(&repo.path, Some(sha));
+    let (commit, _) = build_env(&script, &crate_dir, &[]);
+    assert_eq!(commit, head[..12]);
+}
+
+#[test]
+fn version_names_the_commit_and_the_build_date() {
+    let out = Command::new(bin("orchestratectl"))
+        .args(["--json", "version"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let commit = v["commit"].as_str().unwrap();
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "built from this repository: {v}"
+    );
+    assert_eq!(v["build_date"].as_str().unwrap().len(), 10, "{v}");
+    let human = Command::new(bin("orchestratectl"))
+        .arg("version")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains(&format!("commit {commit}, built ")), "{text}");
+}

@@ -1,0 +1,540 @@
+//! Runners in config.toml: `--runner`, the manifest's and the plan's `runner`, a profile's
+//! default, what the log records, what is refused (naming the field and the accepted form,
+//! changing nothing), and `doctor`'s check of each runner — on SSH hosts and a Slurm cluster
+//! for real in the `#[ignore]`d test (tests/cluster/up.sh).
+
+use serde_json::{json, Value};
+
+use octl_tests::cluster::Cluster;
+use octl_tests::{TestEnv, TestRepo};
+
+fn write_config(env: &TestEnv, text: &str) {
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(env.home.join("config.toml"), text).unwrap();
+}
+
+/// The `data.runner` of each `node.added` of the run.
+fn runners_added(env: &TestEnv, run: &str) -> Vec<Value> {
+    env.log_events(run)
+        .into_iter()
+        .filter(|e| e["type"] == "node.added")
+        .map(|e| e["data"]["runner"].clone())
+        .collect()
+}
+
+fn run_id(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_string()
+}
+
+const SLURM_AND_LOCAL: &str = "\
+[agents.sh]\n\
+autonomous = [\"sh\", \"-c\", \"{prompt}\"]\n\
+on_exit = \"done\"\n\
+runner = \"here\"\n\
+[runners.here]\n\
+kind = \"local\"\n\
+[runners.hpc]\n\
+kind = \"slurm\"\n\
+partition = \"nosuch\"\n\
+[runners.big]\n\
+kind = \"ssh\"\n\
+hosts = [\"build1\"]\n";
+
+#[test]
+fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
+    let env = TestEnv::new();
+    write_config(&env, SLURM_AND_LOCAL);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+
+    // Nothing asked: local, recorded.
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo a > a.txt",
+            json!({"agent": "shell", "node": "a"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("local")]);
+    env.wait_status(&run, &["completed"]);
+    let node = &env.rpc("run.show", json!({"run": run}))["nodes"][0];
+    assert_eq!(node["runner"], "local", "{node}");
+
+    // The profile's runner when --runner is not given; --runner over it.
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo b > b.txt",
+            json!({"agent": "sh", "node": "b"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("here")]);
+    env.wait_status(&run, &["completed"]);
+    let cli = env.cli([
+        "--json",
+        "spawn",
+        "spinoff",
+        "--repo",
+        &repo.path.display().to_string(),
+        "--agent",
+        "sh",
+        "--runner",
+        "local",
+        "--node",
+        "c",
+        "echo c > c.txt",
+    ]);
+    let run = run_id(&cli.ok().json());
+    assert_eq!(runners_added(&env, &run), [json!("local")]);
+    env.wait_status(&run, &["completed"]);
+
+    // Unknown: not_found naming the known ones; a kind this daemon cannot run yet: invalid.
+    // Neither creates a run.
+    let before = env.rpc("run.list", json!({}));
+    let e = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "true",
+            json!({"agent": "shell", "runner": "nope"}),
+        )
+        .unwrap_err();
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("no runner \"nope\"; known: local, big, here, hpc"),
+        "{e}"
+    );
+    // A kind this daemon cannot run yet (ssh): invalid_params; a Slurm cluster that does not
+    // answer (none here, or no such partition): tool_failed or tool_missing.
+    let spawn_on = |runner: &str| {
+        let repo_dir = repo.path.display().to_string();
+        let cli = env.cli([
+            "--json", "spawn", "spinoff", "--repo", &repo_dir, "--agent", "shell", "--runner",
+            runner, "true",
+        ]);
+        assert_ne!(cli.code, 0, "{cli:?}");
+        cli.error()
+    };
+    let e = spawn_on("big");
+    assert_eq!(e["kind"], "invalid_params", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("runner \"big\" is of kind ssh"),
+        "{e}"
+    );
+    let e = spawn_on("hpc");
+    assert!(
+        e["kind"] == "tool_failed" || e["kind"] == "tool_missing",
+        "{e}"
+    );
+    let cli = env.cli(["--json", "spawn", "spinoff", "--runner", "Bad Name", "true"]);
+    assert!(
+        cli.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("--runner"),
+        "{cli:?}"
+    );
+    assert_eq!(
+        env.rpc("run.list", json!({})),
+        before,
+        "a refused spawn changes nothing"
+    );
+}
+
+#[test]
+fn manifests_and_plans_name_runners_and_the_flag_decides_where_they_do_not() {
+    let env = TestEnv::new();
+    write_config(&env, SLURM_AND_LOCAL);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+
+    let manifest = "prompt = \"echo {x} > {x}.txt\"\nagent = \"shell\"\nrunner = \"here\"\n\
+                    [[units]]\nid = \"u1\"\nvars = { x = \"one\" }\n\
+                    [[units]]\nid = \"u2\"\nvars = { x = \"two\" }\n";
+    let fan = |runner: Option<&str>| {
+        let mut p = json!({"manifest": manifest, "format": "toml",
+                           "repo": repo.path.display().to_string()});
+        if let Some(r) = runner {
+            p["runner"] = json!(r);
+        }
+        env.try_rpc("fanout.start", p)
+    };
+    let run = run_id(&fan(None).unwrap());
+    assert_eq!(runners_added(&env, &run), [json!("here"), json!("here")]);
+    env.wait_status(&run, &["completed"]);
+    let run = run_id(&fan(Some("local")).unwrap());
+    assert_eq!(runners_added(&env, &run), [json!("local"), json!("local")]);
+    env.wait_status(&run, &["completed"]);
+    let e = fan(Some("big")).unwrap_err();
+    assert!(e["message"].as_str().unwrap().contains("kind ssh"), "{e}");
+
+    // A plan node's runner stands; the others take --runner.
+    let plan = "[[nodes]]\nid = \"p1\"\ntask = \"echo 1 > p1.txt\"\nrunner = \"here\"\n\
+                [[nodes]]\nid = \"p2\"\ntask = \"echo 2 > p2.txt\"\n";
+    let run = run_id(&env.rpc(
+        "orchestrate.start",
+        json!({"plan": plan, "format": "toml", "repo": repo.path.display().to_string(),
+               "agent": "shell", "runner": "local"}),
+    ));
+    assert_eq!(runners_added(&env, &run), [json!("here"), json!("local")]);
+
+    // A bad name in a manifest is reported with its field.
+    let bad = manifest.replace("runner = \"here\"", "runner = \"No Good\"");
+    let e = env
+        .try_rpc(
+            "fanout.start",
+            json!({"manifest": bad, "format": "toml", "repo": repo.path.display().to_string()}),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("runner \\\"No Good\\\""), "{e}");
+}
+
+#[test]
+fn a_bad_runner_in_config_is_refused_naming_the_field() {
+    let env = TestEnv::new();
+    write_config(&env, "[runners.big]\nkind = \"ssh\"\n");
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let e = env
+        .spawn("spinoff", &repo, "true", json!({"agent": "shell"}))
+        .unwrap_err();
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("runners.big.hosts: missing"),
+        "{e}"
+    );
+}
+
+/// `doctor` asks each runner: the SSH hosts of the test cluster answer, Slurm's `sinfo` knows
+/// the partition; a host cut off and an unknown partition are warnings naming them.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn doctor_checks_each_runner_for_real() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    // The daemon's plain `ssh HOST` uses the cluster's ssh config (host names, key).
+    env.set_env("PATH", &c.path());
+    write_config(
+        &env,
+        &format!(
+            "[runners.hosts]\nkind = \"ssh\"\nhosts = [{}]\n\
+             [runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n\
+             [runners.wrong]\nkind = \"slurm\"\npartition = \"nosuch\"\n",
+            c.ssh_hosts
+                .iter()
+                .map(|h| format!("\"{h}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let doctor = || -> Value {
+        let r = env.rpc("doctor.runners", json!({}));
+        r["runners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let r = doctor();
+    assert_eq!(r["local"]["ok"], true, "{r}");
+    assert_eq!(r["hosts"]["ok"], true, "{r}");
+    assert!(
+        r["hosts"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 hosts answered"),
+        "{r}"
+    );
+    assert_eq!(r["hpc"]["ok"], true, "{r}");
+    assert!(
+        r["hpc"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("partition agents up"),
+        "{r}"
+    );
+    assert_eq!(r["wrong"]["ok"], false, "{r}");
+    assert!(
+        r["wrong"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no partition \"nosuch\""),
+        "{r}"
+    );
+
+    c.fault("cut", "s2");
+    let r = doctor();
+    c.fault("join", "s2");
+    assert_eq!(r["hosts"]["ok"], false, "{r}");
+    assert!(
+        r["hosts"]["message"].as_str().unwrap().contains("s2:"),
+        "{r}"
+    );
+
+    let cli = env.cli(["--json", "doctor"]);
+    let checks = cli.json()["checks"].clone();
+    let runners = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "runners")
+        .unwrap()
+        .clone();
+    assert_eq!(runners["status"], "warn", "{runners}");
+    assert!(
+        runners["hint"]
+            .as_str()
+            .unwrap()
+            .contains("[runners.wrong]"),
+        "{runners}"
+    );
+}
+
+/// A spinoff on the Slurm runner: the job runs the shell agent on a compute node in a clone of
+/// its own (not the daemon's worktree, though the node sees it), pushes the work back, and the
+/// daemon fetches it and merges it into base.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_spinoff_on_slurm_comes_back_and_merges() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "2");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "hostname > where.txt; pwd > pwd.txt; git add where.txt; git commit -qm 'where it ran'",
+            json!({"agent": "shell", "node": "far", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(runners_added(&env, &run), [json!("hpc")]);
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    let node = &show["nodes"][0];
+    let log = std::fs::read_to_string(env.run_dir(&run).join("logs/far.log")).unwrap_or_default();
+    let job = node["pane"]
+        .as_str()
+        .unwrap_or("")
+        .split(':')
+        .nth(1)
+        .unwrap_or("0")
+        .to_string();
+    let log = format!(
+        "{log}\n{}",
+        c.slurm("scontrol", &["-o", "show", "job", &job])
+    );
+    assert_eq!(
+        show["manifest"]["status"], "completed",
+        "{show}\nthe job's output:\n{log}"
+    );
+    assert!(
+        node["pane"].as_str().unwrap().starts_with("slurm:"),
+        "{node}"
+    );
+
+    // Both files reached base: the commit the agent made and what it left uncommitted.
+    let host = repo.show("main", "where.txt").expect("where.txt merged");
+    assert!(
+        c.nodes.contains(&host.trim().to_string()),
+        "ran on {host:?}"
+    );
+    let pwd = repo.show("main", "pwd.txt").expect("pwd.txt merged");
+    let worktree = node["worktree"].as_str().unwrap();
+    assert_ne!(
+        pwd.trim(),
+        worktree,
+        "the job worked in the daemon's worktree"
+    );
+    assert!(
+        !pwd.trim().starts_with(&env.home.display().to_string()),
+        "{pwd}"
+    );
+    assert!(repo
+        .git(&["log", "--format=%s", "main"])
+        .contains("where it ran"));
+}
+
+/// The node running a Slurm agent dies (`kill -9` of everything on it): Slurm requeues the
+/// job, the next copy resumes from the last checkpoint the dead one pushed (its uncommitted
+/// work included), and what both copies did merges: nothing the first copy checkpointed is lost.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "1");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    // Where the test sees that the first copy runs (the nodes share this filesystem).
+    let mark = env.root.path().join("first-copy-ran");
+    env.set_env("OCTL_MARK", &mark.display().to_string());
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    // First copy: leaves first.txt uncommitted and waits to be killed. A later copy finds
+    // first.txt (restored from the checkpoint) and finishes.
+    let task = "if [ -f first.txt ]; then hostname > second.txt; else hostname > first.txt; \
+                touch \"$OCTL_MARK\"; sleep 600; fi";
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "durable", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    octl_tests::wait_until(
+        "the first copy to run",
+        std::time::Duration::from_secs(60),
+        || mark.exists().then_some(()),
+    );
+    let exchange = env.home.join("exchange");
+    let first_host = octl_tests::wait_until(
+        "the first copy's checkpoint with first.txt",
+        std::time::Duration::from_secs(60),
+        || {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "for g in {}/*.git; do git --git-dir=$g show 'refs/octl/remote/{run}/durable/0/0/wip:first.txt' 2>/dev/null; done",
+                    exchange.display()
+                ))
+                .output()
+                .unwrap();
+            let host = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (!host.is_empty()).then_some(host)
+        },
+    );
+    c.fault("kill", &first_host);
+    let show = octl_tests::wait_until(
+        "the requeued copy to finish and merge",
+        std::time::Duration::from_secs(180),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            matches!(
+                show["manifest"]["status"].as_str(),
+                Some("completed" | "failed")
+            )
+            .then_some(show)
+        },
+    );
+    c.fault("start", &first_host);
+    let log =
+        std::fs::read_to_string(env.run_dir(&run).join("logs/durable.log")).unwrap_or_default();
+    assert_eq!(show["manifest"]["status"], "completed", "{show}\n{log}");
+    let first = repo
+        .show("main", "first.txt")
+        .expect("the first copy's work merged");
+    let second = repo
+        .show("main", "second.txt")
+        .expect("the second copy's work merged");
+    assert_eq!(first.trim(), first_host);
+    assert_ne!(second.trim(), first_host, "the job ran again elsewhere");
+    assert!(log.contains("copy 1"), "{log}");
+}
+
+/// `run cancel` of a run on Slurm cancels its job; the agent's trap pushes a last checkpoint
+/// first, so what it had written is kept in the exchange repository.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn cancelling_a_slurm_run_cancels_its_job_after_a_last_checkpoint() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    // No periodic checkpoint before the cancel: the one found must be the trap's.
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "3600");
+    let mark = env.root.path().join("written");
+    env.set_env("OCTL_MARK", &mark.display().to_string());
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo draft > draft.txt; touch \"$OCTL_MARK\"; sleep 600",
+            json!({"agent": "shell", "node": "long", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    octl_tests::wait_until(
+        "the agent to write its draft",
+        std::time::Duration::from_secs(60),
+        || mark.exists().then_some(()),
+    );
+    let job = env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    env.cli(["run", "cancel", &run]).ok();
+    octl_tests::wait_until(
+        "the job to be cancelled",
+        std::time::Duration::from_secs(60),
+        || {
+            let state = c.slurm("squeue", &["-h", "-t", "all", "-j", &job, "-o", "%T"]);
+            (state.trim() == "CANCELLED").then_some(())
+        },
+    );
+    let draft = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for g in {}/*.git; do git --git-dir=$g show 'refs/octl/remote/{run}/long/0/0/wip:draft.txt' 2>/dev/null; done",
+            env.home.join("exchange").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&draft.stdout).trim(), "draft");
+    assert_eq!(
+        env.rpc("run.show", json!({"run": run}))["manifest"]["status"],
+        "cancelled"
+    );
+}

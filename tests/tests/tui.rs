@@ -1,0 +1,223 @@
+//! `orchestratectl tui` in a real terminal (a tmux pane on a private socket) against the real
+//! daemon and real git, with shell agents: a person answers a question, accepts a proposal,
+//! merges a code run and cancels a run with keys, and each is checked in the run's event log.
+//! With the daemon down the TUI shows the runs read-only from their logs, and says so.
+
+use std::time::Duration;
+
+use octl_tests::{bin, wait_until, Pane, TestEnv, TestRepo};
+use serde_json::{json, Value};
+
+fn tui(env: &TestEnv, extra: &[(&str, &str)]) -> Pane {
+    let home = env.home.display().to_string();
+    Pane::start(
+        env,
+        120,
+        40,
+        extra,
+        &bin("orchestratectl"),
+        &["--home", &home, "tui"],
+    )
+}
+
+fn code_run(env: &TestEnv, repo: &TestRepo, task: &str) -> String {
+    env.spawn(
+        "code",
+        repo,
+        task,
+        json!({"agent": "shell", "node": "main"}),
+    )
+    .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Waits until the run's log has an event of type `ty`; returns it.
+fn logged(env: &TestEnv, run: &str, ty: &str) -> Value {
+    wait_until(
+        &format!("{ty} in the log of {run}"),
+        Duration::from_secs(30),
+        || {
+            env.log_events(run)
+                .into_iter()
+                .find(|e| e["type"] == json!(ty))
+        },
+    )
+}
+
+#[test]
+fn answering_a_question_from_the_inbox() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(&env, &repo, "sleep 600");
+    env.wait_node(&run, "main", "running");
+    env.rpc(
+        "discussion.ask",
+        json!({"run": run, "node": "main", "title": "Which colour?", "body": "blue or green"}),
+    );
+    let pane = tui(&env, &[]);
+    // The runs list says why the run needs you.
+    pane.wait_for("question");
+    pane.keys(&["i"]);
+    let screen = pane.wait_for("Which colour?");
+    assert!(
+        screen.contains("blue or green"),
+        "the context is shown:\n{screen}"
+    );
+    pane.keys(&["a"]);
+    pane.wait_for("enter: send");
+    pane.type_text("green, please");
+    pane.keys(&["Enter"]);
+    let ev = logged(&env, &run, "discussion.resolved");
+    assert_eq!(ev["data"]["answer"], json!("green, please"));
+    // The inbox empties once the answer is folded in.
+    pane.wait_for("Nothing waits for you");
+    pane.keys(&["q"]);
+    wait_until("the tui to quit", Duration::from_secs(10), || {
+        (!pane.alive()).then_some(())
+    });
+}
+
+#[test]
+fn accepting_a_proposal_starts_its_run() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(&env, &repo, "sleep 600");
+    env.wait_node(&run, "main", "running");
+    env.rpc(
+        "spinoff.propose",
+        json!({"run": run, "node": "main", "task": "printf side > side.txt", "why": "separate work"}),
+    );
+    let pane = tui(&env, &[]);
+    pane.wait_for("● live");
+    pane.keys(&["i"]);
+    pane.wait_for("printf side > side.txt");
+    pane.keys(&["y"]);
+    let ev = logged(&env, &run, "spinoff.accepted");
+    let child = ev["data"]["run"]
+        .as_str()
+        .or_else(|| ev["data"]["child_run"].as_str())
+        .map(str::to_string);
+    pane.wait_for("accept proposal");
+    // The new run shows up in the list.
+    pane.keys(&["Escape"]);
+    if let Some(child) = child {
+        pane.wait_for(&child[..8]);
+    }
+}
+
+#[test]
+fn merging_a_code_run_after_confirming() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(&env, &repo, "printf 'reviewed\\n' > review.txt");
+    env.wait_status(&run, &["waiting"]);
+    let pane = tui(&env, &[]);
+    // First in the list, and why.
+    pane.wait_for("to merge");
+    pane.keys(&["m"]);
+    pane.wait_for("merge run");
+    pane.keys(&["y"]);
+    logged(&env, &run, "merge.succeeded");
+    assert_eq!(
+        repo.show("main", "review.txt").as_deref(),
+        Some("reviewed\n")
+    );
+    pane.wait_for("completed");
+}
+
+#[test]
+fn cancelling_a_run_asks_first_and_discard_asks_twice() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(&env, &repo, "sleep 600");
+    env.wait_node(&run, "main", "running");
+    let pane = tui(&env, &[]);
+    pane.wait_for(&run[..8]);
+    pane.wait_for("1 running");
+    // Discard is offered, and asks once more; saying no there does nothing.
+    pane.keys(&["x"]);
+    pane.wait_for("d: discard too");
+    pane.keys(&["d"]);
+    pane.wait_for("DISCARD");
+    pane.keys(&["n"]);
+    pane.wait_for("nothing done");
+    assert!(!env.event_types(&run).contains(&"run.cancelled".to_string()));
+    // Cancel without discard.
+    pane.keys(&["x"]);
+    pane.wait_for("d: discard too");
+    pane.keys(&["y"]);
+    let ev = logged(&env, &run, "run.cancelled");
+    assert_ne!(ev["data"]["discard"], json!(true), "{ev}");
+    pane.wait_for("cancelled");
+}
+
+#[test]
+fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
+    let env = TestEnv::new();
+    let d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(&env, &repo, "printf 'x\\n' > x.txt");
+    env.wait_status(&run, &["waiting"]);
+    let pane = tui(&env, &[]);
+    pane.wait_for("● live");
+    pane.wait_for(&run[..8]);
+    // Stopped while the TUI looks: it says so and keeps the runs (from their logs).
+    d.signal_and_wait(libc::SIGTERM);
+    let screen = pane.wait_for("read-only");
+    assert!(screen.contains(&run[..8]), "{screen}");
+    // An action is refused, saying why, and changes nothing.
+    pane.keys(&["m"]);
+    pane.wait_for("merge run");
+    pane.keys(&["y"]);
+    pane.wait_for("nothing can be changed now");
+    // Back when the daemon is.
+    let _d = env.start_daemon();
+    pane.wait_for("● live");
+    assert!(!env.event_types(&run).contains(&"merge.started".to_string()));
+    drop(pane);
+
+    // Opened with the daemon down and autostart off: read-only from the start, not started.
+    drop(_d);
+    wait_until("octld to stop", Duration::from_secs(10), || {
+        env.try_rpc("daemon.status", json!({}))
+            .is_err()
+            .then_some(())
+    });
+    let pane = tui(&env, &[("OCTL_NO_AUTOSTART", "1")]);
+    let screen = pane.wait_for("octld is not running: read-only");
+    pane.wait_for(&run[..8]);
+    assert!(screen.contains("to merge") || pane.wait_for("to merge").contains("to merge"));
+    assert!(env.try_rpc("daemon.status", json!({})).is_err());
+}
+
+#[test]
+fn the_agents_screen_is_shown_and_a_line_of_input_reaches_it() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = code_run(
+        &env,
+        &repo,
+        "echo 'ready for input'; read line; echo \"got:$line\"; sleep 600",
+    );
+    env.wait_node(&run, "main", "running");
+    let pane = tui(&env, &[]);
+    pane.wait_for(&run[..8]);
+    // The run's node, its live screen (node.screen) beside the tree.
+    pane.keys(&["Enter"]);
+    pane.wait_for("ready for input");
+    pane.keys(&["s"]);
+    pane.wait_for("send a line");
+    pane.type_text("hello agent");
+    pane.keys(&["Enter"]);
+    pane.wait_for("got:hello agent");
+    // The line itself is not written to the run's log.
+    let log = std::fs::read_to_string(env.run_dir(&run).join("events.jsonl")).unwrap();
+    assert!(!log.contains("hello agent"));
+}
