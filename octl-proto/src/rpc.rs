@@ -588,6 +588,16 @@ pub struct DoctorAgent {
     /// A profile that cannot be used as configured (e.g. no argv template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The first line `PROGRAM --version` printed (built-in agent CLIs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Found, configured, and (for a built-in agent CLI) answered `--version`.
+    #[serde(default)]
+    pub usable: bool,
+    /// A built-in profile nobody needs unless they choose it (codex, gemini, opencode,
+    /// aider): its absence is no warning.
+    #[serde(default)]
+    pub optional: bool,
 }
 
 /// One runner as `doctor.runners` found it: `local`, and each `[runners.NAME]` of config.toml.

@@ -158,6 +158,9 @@ pub enum ExitPolicy {
     Done,
     /// The end of the process means the agent exited unfinished.
     Exited,
+    /// Judged by the final result in the agent's output stream (and its exit status): a
+    /// success is committed, then done; anything else fails with the reason.
+    Stream,
 }
 
 impl ExitPolicy {
@@ -166,13 +169,19 @@ impl ExitPolicy {
             ExitPolicy::Shell => "shell",
             ExitPolicy::Done => "done",
             ExitPolicy::Exited => "exited",
+            ExitPolicy::Stream => "stream",
         }
     }
 
     pub fn parse(s: &str) -> Option<ExitPolicy> {
-        [ExitPolicy::Shell, ExitPolicy::Done, ExitPolicy::Exited]
-            .into_iter()
-            .find(|p| p.as_str() == s)
+        [
+            ExitPolicy::Shell,
+            ExitPolicy::Done,
+            ExitPolicy::Exited,
+            ExitPolicy::Stream,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! Built in: `shell` (the task is a shell script; exit 0 → its changes are committed and the
 //! node is done, else failed) and `claude` (Claude Code: interactive for `code` runs,
-//! `claude -p` with stream-json output for autonomous ones). Any other agent is an argv
-//! template in `config.toml` (see [`crate::config`]).
+//! `claude -p` with stream-json output for autonomous ones), and the autonomous-only
+//! [`Builtin`]s `codex`, `gemini`, `opencode` and `aider` (argv, what the daemon reads:
+//! README, "Agent profiles"). Any other agent is an argv template in `config.toml` (see
+//! [`crate::config`]).
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,7 @@ use octl_proto::state::ExitPolicy;
 use octl_proto::{AppError, ErrorKind};
 
 use crate::config::{AgentConfig, Config, OnExit};
+use crate::streams::Stream;
 
 /// The profile used when neither `--agent` nor `[defaults] agent` says otherwise.
 pub const DEFAULT_PROFILE: &str = "claude";
@@ -34,13 +37,128 @@ pub enum ProfileKind {
         interactive: Option<Vec<String>>,
         autonomous: Option<Vec<String>>,
     },
+    /// A built-in profile of another agent CLI, run headless.
+    Builtin {
+        agent: Builtin,
+        program: String,
+        /// Put before the prompt (`[agents.NAME] args`).
+        args: Vec<String>,
+    },
 }
+
+/// The agent CLIs with a built-in autonomous profile besides Claude Code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Codex,
+    Gemini,
+    Opencode,
+    Aider,
+}
+
+/// How long a built-in agent may go without output before it is failed as stuck.
+pub const DEFAULT_SILENCE_LIMIT_SECS: u64 = 900;
+
+impl Builtin {
+    pub const ALL: [Builtin; 4] = [
+        Builtin::Codex,
+        Builtin::Gemini,
+        Builtin::Opencode,
+        Builtin::Aider,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Codex => "codex",
+            Builtin::Gemini => "gemini",
+            Builtin::Opencode => "opencode",
+            Builtin::Aider => "aider",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// The output it reports in.
+    pub fn stream(self) -> Stream {
+        match self {
+            Builtin::Codex => Stream::Codex,
+            Builtin::Gemini => Stream::Gemini,
+            Builtin::Opencode => Stream::Opencode,
+            Builtin::Aider => Stream::Aider,
+        }
+    }
+
+    /// The headless argv for `prompt`, `args` before it.
+    fn argv(self, program: &str, args: &[String], prompt: &str) -> Vec<String> {
+        let mut argv = vec![program.to_string()];
+        let fixed: &[&str] = match self {
+            // stdin is closed by `octld agent-wrap` (codex waits for more input on an open
+            // one). The workspace-write sandbox keeps the git directory read-only — a linked
+            // worktree's is in the main repository — so the daemon commits after a success.
+            Builtin::Codex => &[
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "--skip-git-repo-check",
+                "--color",
+                "never",
+            ],
+            // yolo: its tools run without asking; the worktree is new, so trusted explicitly.
+            Builtin::Gemini => &[
+                "--output-format",
+                "stream-json",
+                "--approval-mode",
+                "yolo",
+                "--skip-trust",
+            ],
+            // --auto: permissions not explicitly denied are granted (nobody is there to ask).
+            Builtin::Opencode => &["run", "--format", "json", "--auto"],
+            // No commits of its own (the daemon commits after exit 0), no files of its own in
+            // the worktree (histories, repo-map cache, .gitignore edits), no questions.
+            Builtin::Aider => &[
+                "--yes-always",
+                "--no-auto-commits",
+                "--no-dirty-commits",
+                "--no-gitignore",
+                "--no-check-update",
+                "--no-show-model-warnings",
+                "--no-analytics",
+                "--no-pretty",
+                "--no-stream",
+                "--map-tokens",
+                "0",
+                "--input-history-file",
+                "/dev/null",
+                "--chat-history-file",
+                "/dev/null",
+            ],
+        };
+        argv.extend(fixed.iter().map(|a| a.to_string()));
+        argv.extend(args.iter().cloned());
+        match self {
+            Builtin::Gemini => argv.extend(["-p".into(), prompt.to_string()]),
+            Builtin::Aider => argv.extend(["--message".into(), prompt.to_string()]),
+            // `--` keeps a prompt that starts with '-' a prompt.
+            Builtin::Codex | Builtin::Opencode => argv.extend(["--".into(), prompt.to_string()]),
+        }
+        argv
+    }
+}
+
+/// Appended to the task of a built-in agent other than Claude: they have no skills or system
+/// prompt flag, so the prompt itself says how to report (through their shell tool). An
+/// agent that does not report is judged by its stream and exit status.
+pub const CLI_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree; your changes are committed for you when you finish. If you cannot finish, say why and run `orchestratectl node fail --reason \"<why>\"` with your shell tool. When the task is finished, run `orchestratectl node done --message \"<one-line summary>\"` as your last action. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If your shell does not find orchestratectl, run \"$OCTL_CLI\" instead.";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
     pub kind: ProfileKind,
     pub on_exit: Option<OnExit>,
+    /// An autonomous agent silent (no output) this long is failed as stuck.
+    pub silence_limit_secs: Option<u64>,
 }
 
 /// How to run one agent: its argv, and how its output and exit are read.
@@ -60,6 +178,9 @@ pub struct Launch {
     pub answers_trust: bool,
     /// The built-in Claude Code profile: [`Launch::with`] adds its flags.
     pub claude: bool,
+    /// The conversation this launch starts (`--session-id`) or continues (`--resume`),
+    /// recorded in the node's `node.starting`.
+    pub session: Option<Session>,
 }
 
 /// What a node adds to its profile's launch.
@@ -200,6 +321,7 @@ impl Profile {
             ProfileKind::Shell => "sh".to_string(),
             ProfileKind::Claude { program, .. } => program.clone(),
             ProfileKind::Argv { .. } => self.template(mode)?[0].clone(),
+            ProfileKind::Builtin { program, .. } => program.clone(),
         })
     }
 
@@ -257,6 +379,7 @@ impl Profile {
                 hold_reports: autonomous,
                 answers_trust: false,
                 claude: false,
+                session: session.cloned(),
             },
             (
                 ProfileKind::Claude {
@@ -290,6 +413,7 @@ impl Profile {
                 hold_reports: false,
                 answers_trust: true,
                 claude: true,
+                session: session.cloned(),
             },
             (
                 ProfileKind::Claude {
@@ -328,8 +452,34 @@ impl Profile {
                     hold_reports: true,
                     answers_trust: false,
                     claude: true,
+                    session: session.cloned(),
                 }
             }
+            (ProfileKind::Builtin { agent, .. }, Mode::Interactive) => {
+                return Err(AppError::invalid(format!(
+                    "the built-in {} profile runs autonomously only (spinoff, fanout, orchestrate); for `code`, define agents.{}.interactive in config.toml",
+                    agent.name(),
+                    self.name
+                )))
+            }
+            (
+                ProfileKind::Builtin {
+                    agent,
+                    program,
+                    args,
+                },
+                Mode::Autonomous,
+            ) => Launch {
+                argv: agent.argv(program, args, &format!("{task}\n\n{CLI_REPORTING}")),
+                on_exit: exited(ExitPolicy::Stream),
+                // Aider has no JSON output; its pane's output is its log.
+                stream_json: *agent != Builtin::Aider,
+                hold_reports: true,
+                answers_trust: false,
+                // Conversations the daemon can continue are Claude Code's only.
+                session: None,
+                claude: false,
+            },
             (ProfileKind::Argv { .. }, _) => Launch {
                 argv: self
                     .template(mode)?
@@ -341,6 +491,7 @@ impl Profile {
                 hold_reports: autonomous,
                 answers_trust: false,
                 claude: false,
+                session: session.cloned(),
             },
         })
     }
@@ -357,6 +508,7 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
         "shell" => ProfileKind::Shell,
         "claude" => claude(user),
         _ => match user {
+            // A template of one's own replaces a built-in profile of the same name.
             Some(AgentConfig {
                 interactive,
                 autonomous,
@@ -365,9 +517,19 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
                 interactive: interactive.clone(),
                 autonomous: autonomous.clone(),
             },
+            _ if Builtin::parse(&name).is_some() => ProfileKind::Builtin {
+                agent: Builtin::parse(&name).expect("checked"),
+                program: user
+                    .and_then(|u| u.program.clone())
+                    .unwrap_or_else(|| name.clone()),
+                args: user.and_then(|u| u.args.clone()).unwrap_or_default(),
+            },
             _ => {
                 let mut known: Vec<&str> = vec!["claude", "shell"];
+                known.extend(Builtin::ALL.map(Builtin::name));
                 known.extend(config.agents.keys().map(String::as_str));
+                known.sort_unstable();
+                known.dedup();
                 return Err(AppError::not_found(format!(
                     "no agent profile {name:?}; known: {}",
                     known.join(", ")
@@ -376,10 +538,15 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
             }
         },
     };
+    let silence_limit_secs = user
+        .and_then(|u| u.silence_limit_secs)
+        .or(matches!(kind, ProfileKind::Builtin { .. }).then_some(DEFAULT_SILENCE_LIMIT_SECS))
+        .filter(|s| *s > 0);
     Ok(Profile {
         name,
         kind,
         on_exit: user.and_then(|u| u.on_exit),
+        silence_limit_secs,
     })
 }
 
@@ -421,6 +588,42 @@ pub fn find_program(program: &str, path_var: Option<&std::ffi::OsStr>) -> Option
     std::env::split_paths(path_var?)
         .map(|dir| dir.join(program))
         .find(|p| executable(p))
+}
+
+/// The first line `program --version` prints (within 20 s; agent CLIs on node or python
+/// take seconds to start), or why it did not.
+pub fn version(program: &str) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(_) => break,
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("no answer within 20 s".into());
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+    match (out.status.success(), first) {
+        (true, Some(line)) => Ok(line.to_string()),
+        (_, _) => Err(format!(
+            "{}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
 }
 
 /// A missing agent program: kind `tool_missing` (exit 6), before anything is created.
@@ -554,6 +757,68 @@ mod tests {
                 id: "s".into(),
                 resume: true
             })
+        );
+    }
+
+    #[test]
+    fn builtin_agent_clis() {
+        let config = Config::parse(
+            "[agents.codex]\nargs = [\"-m\", \"m1\"]\nsilence_limit_secs = 60\n[agents.gemini]\nprogram = \"/opt/gemini\"\nsilence_limit_secs = 0\n",
+        )
+        .unwrap();
+        let codex = resolve(&config, Some("codex")).unwrap();
+        assert_eq!(codex.silence_limit_secs, Some(60));
+        let l = codex.launch(Mode::Autonomous, "-fix it", None).unwrap();
+        assert_eq!(
+            l.argv[..10],
+            [
+                "codex",
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "--skip-git-repo-check",
+                "--color",
+                "never",
+                "-m",
+                "m1"
+            ]
+        );
+        assert_eq!(l.argv[10], "--");
+        assert!(l.argv[11].starts_with("-fix it\n\n") && l.argv[11].ends_with(CLI_REPORTING));
+        assert_eq!(l.on_exit, ExitPolicy::Stream);
+        assert!(l.stream_json && l.hold_reports);
+        assert!(codex.launch(Mode::Interactive, "x", None).is_err());
+
+        let gemini = resolve(&config, Some("gemini")).unwrap();
+        assert_eq!(gemini.silence_limit_secs, None, "0 turns the watchdog off");
+        let argv = gemini.launch(Mode::Autonomous, "t", None).unwrap().argv;
+        assert_eq!(argv[0], "/opt/gemini");
+        assert_eq!(argv[argv.len() - 2], "-p");
+
+        let opencode = resolve(&config, Some("opencode")).unwrap();
+        assert_eq!(
+            opencode.silence_limit_secs,
+            Some(DEFAULT_SILENCE_LIMIT_SECS)
+        );
+        let argv = opencode.launch(Mode::Autonomous, "t", None).unwrap().argv;
+        assert_eq!(argv[..5], ["opencode", "run", "--format", "json", "--auto"]);
+
+        let aider = resolve(&config, Some("aider"))
+            .unwrap()
+            .launch(Mode::Autonomous, "t", None)
+            .unwrap();
+        assert!(
+            !aider.stream_json,
+            "aider writes no JSON; its exit status decides"
+        );
+        assert!(aider.argv.contains(&"--no-auto-commits".to_string()));
+        assert_eq!(aider.argv[aider.argv.len() - 2], "--message");
+
+        // The claude and shell profiles have no watchdog unless configured.
+        assert_eq!(
+            resolve(&config, Some("claude")).unwrap().silence_limit_secs,
+            None
         );
     }
 }

@@ -10,9 +10,14 @@
 //! permission_mode = "acceptEdits"
 //! allowed_tools = ["Bash(git *)", "Bash(orchestratectl *)"]
 //!
-//! [agents.aider]              # any other agent: argv templates with {prompt}
-//! interactive = ["aider", "--message", "{prompt}"]
-//! autonomous = ["aider", "--yes-always", "--message", "{prompt}"]
+//! [agents.codex]              # tune a built-in codex, gemini, opencode or aider profile
+//! program = "codex"
+//! args = ["-m", "gpt-5-codex"]   # before the prompt
+//! silence_limit_secs = 900    # fail an agent silent this long (0: never)
+//!
+//! [agents.mine]               # any other agent: argv templates with {prompt}
+//! interactive = ["my-agent", "{prompt}"]
+//! autonomous = ["my-agent", "--batch", "{prompt}"]
 //! on_exit = "done"            # an agent that ends without `node done`: done or exited
 //! runner = "cluster"          # where this profile's agents run unless --runner says
 //!
@@ -212,8 +217,14 @@ pub struct AgentConfig {
     /// argv template for `spinoff`, fan-out and orchestrate nodes.
     pub autonomous: Option<Vec<String>>,
     pub on_exit: Option<OnExit>,
-    /// The built-in claude profile only: the program to run.
+    /// The built-in claude, codex, gemini, opencode and aider profiles: the program to run.
     pub program: Option<String>,
+    /// The built-in codex, gemini, opencode and aider profiles: arguments put before the
+    /// prompt (a model, a provider, `-c key=value` settings).
+    pub args: Option<Vec<String>>,
+    /// Seconds an autonomous agent may go without output before it is failed as stuck
+    /// (0: never). Built-in codex, gemini, opencode and aider: 900.
+    pub silence_limit_secs: Option<u64>,
     /// The built-in claude profile only: `--permission-mode` of autonomous runs.
     pub permission_mode: Option<String>,
     /// The built-in claude profile only: tools granted to autonomous runs.

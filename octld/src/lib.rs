@@ -10,7 +10,9 @@
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
 //! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
-//! - [`agents`]: agent profiles (`shell`, `claude`, user argv templates) and their launch.
+//! - [`agents`]: agent profiles (`shell`, `claude`, `codex`, `gemini`, `opencode`, `aider`,
+//!   user argv templates) and their launch.
+//! - [`streams`]: how Codex, Gemini CLI and opencode's JSON-lines output says they ended.
 //! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners and worktree bootstrap.
 //! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
@@ -37,6 +39,7 @@ pub mod rpc;
 pub mod runner;
 pub mod server;
 pub mod store;
+pub mod streams;
 pub mod tmux;
 pub mod wrap;
 

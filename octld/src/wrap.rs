@@ -1,7 +1,8 @@
 //! `octld agent-wrap --raw-log FILE -- PROGRAM ARGS…`: runs an agent whose output is a stream
-//! of JSON lines (Claude Code's `--output-format stream-json`), keeps every raw line in the
-//! node's log, and shows a person a readable line per step in the pane. Exits with the
-//! agent's status, which the supervisor reads from the pane.
+//! of JSON lines (Claude Code's `--output-format stream-json`, Codex's, Gemini CLI's and
+//! opencode's JSON output), keeps every raw line in the node's log, and shows a person a
+//! readable line per step in the pane. Its stdin is closed (Codex waits for more input on an
+//! open one). Exits with the agent's status, which the supervisor reads from the pane.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -115,11 +116,53 @@ pub fn render(line: &str) -> Option<String> {
                 format!("  ← {}", if err { "tool error" } else { "tool result" })
             })
         }
+        // Gemini CLI's result has a status, Claude Code's a subtype.
+        "result" if v["status"].is_string() => Some(format!("■ {}", s(&v["status"]))),
         "result" => Some(format!(
             "■ {} after {} turns, ${:.4}",
             s(&v["subtype"]),
             v["num_turns"].as_u64().unwrap_or(0),
             v["total_cost_usd"].as_f64().unwrap_or(0.0)
+        )),
+        // Codex (`exec --json`).
+        "item.completed" => {
+            let item = &v["item"];
+            match item["type"].as_str()? {
+                "agent_message" => Some(format!("◆ {}", short(&s(&item["text"]), 300))),
+                "command_execution" => Some(format!("→ {}", short(&s(&item["command"]), 200))),
+                "file_change" => Some("→ file change".to_string()),
+                _ => None,
+            }
+        }
+        "turn.completed" => Some("■ turn completed".to_string()),
+        "turn.failed" => Some(format!(
+            "■ failed: {}",
+            short(&s(&v["error"]["message"]), 300)
+        )),
+        // Gemini CLI (`stream-json`) and opencode (`--format json`).
+        "message" if v["role"] == "assistant" && v["delta"] != true => {
+            Some(format!("◆ {}", short(&s(&v["content"]), 300)))
+        }
+        "tool_use" if v["part"].is_object() => Some(format!(
+            "→ {}: {}",
+            s(&v["part"]["tool"]),
+            short(&v["part"]["state"]["input"].to_string(), 200)
+        )),
+        "tool_use" => Some(format!(
+            "→ {}: {}",
+            s(&v["tool_name"]),
+            short(&v["parameters"].to_string(), 200)
+        )),
+        "text" => Some(format!("◆ {}", short(&s(&v["part"]["text"]), 300))),
+        "error" => Some(format!(
+            "■ error: {}",
+            short(
+                &v["message"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v["error"].to_string()),
+                300
+            )
         )),
         _ => None,
     }
@@ -137,5 +180,12 @@ mod tests {
         assert_eq!(render(result).unwrap(), "■ success after 3 turns, $0.5000");
         assert_eq!(render(r#"{"type":"stream_event"}"#), None);
         assert_eq!(render("not json").unwrap(), "not json");
+        let codex = r#"{"type":"item.completed","item":{"type":"command_execution","command":"bash -lc ls"}}"#;
+        assert_eq!(render(codex).unwrap(), "→ bash -lc ls");
+        let opencode =
+            r#"{"type":"tool_use","part":{"tool":"bash","state":{"input":{"command":"ls"}}}}"#;
+        assert_eq!(render(opencode).unwrap(), r#"→ bash: {"command":"ls"}"#);
+        let gemini = r#"{"type":"result","status":"success","stats":{}}"#;
+        assert_eq!(render(gemini).unwrap(), "■ success");
     }
 }

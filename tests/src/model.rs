@@ -76,6 +76,9 @@ pub enum Step {
     },
     /// A final text; the turn ends (`stop_reason: end_turn`).
     Text(String),
+    /// An API error (HTTP 400 with this message) instead of a reply: the agent's request
+    /// fails for good (no retry).
+    Error(String),
 }
 
 impl Step {
@@ -556,6 +559,39 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 (RequestKind::Side, side_reply(&body).into_response(&body, n))
             }
         }
+        ("POST", "/v1/responses") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            (
+                RequestKind::Main,
+                responses::reply(&body, &shared.script, n),
+            )
+        }
+        ("POST", p) if p.starts_with("/v1beta/models/") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            gemini::reply(p, &body, &shared.script, n)
+        }
+        ("POST", "/v1/chat/completions") => {
+            let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+                return (
+                    RequestKind::Side,
+                    error_response(400, "invalid_request_error", "body is not JSON"),
+                );
+            };
+            let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            chat::reply(&body, &shared.script, n)
+        }
         ("POST", "/v1/messages/count_tokens") => {
             let tokens = (request.body.len() / 4).max(1);
             (
@@ -636,6 +672,7 @@ pub fn script_position(body: &Value) -> usize {
 
 enum Reply {
     Text(String),
+    Error(String),
     ToolUse {
         id: String,
         name: String,
@@ -655,6 +692,7 @@ fn main_reply(body: &Value, script: &[Step], n: u64) -> Reply {
             input: json!({"command": command, "description": description}),
         },
         Some(Step::Text(text)) => Reply::Text(text.clone()),
+        Some(Step::Error(message)) => Reply::Error(message.clone()),
         None => Reply::Text(final_text(script)),
     }
 }
@@ -765,7 +803,7 @@ fn schema_instance(schema: &Value, depth: usize) -> Value {
 impl Reply {
     fn stop_reason(&self) -> &'static str {
         match self {
-            Reply::Text(_) => "end_turn",
+            Reply::Text(_) | Reply::Error(_) => "end_turn",
             Reply::ToolUse { .. } => "tool_use",
         }
     }
@@ -776,12 +814,15 @@ impl Reply {
             .and_then(Value::as_str)
             .unwrap_or("claude-stand-in")
             .to_string();
+        if let Reply::Error(message) = &self {
+            return error_response(400, "invalid_request_error", message);
+        }
         let id = format!("msg_standin_{n:05}");
         let stop_reason = self.stop_reason();
         let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
         if !stream {
             let block = match &self {
-                Reply::Text(text) => json!({"type": "text", "text": text}),
+                Reply::Text(text) | Reply::Error(text) => json!({"type": "text", "text": text}),
                 Reply::ToolUse { id, name, input } => {
                     json!({"type": "tool_use", "id": id, "name": name, "input": input})
                 }
@@ -807,7 +848,7 @@ impl Reply {
             ("ping", json!({"type": "ping"})),
         ];
         match &self {
-            Reply::Text(text) => {
+            Reply::Text(text) | Reply::Error(text) => {
                 events.push((
                     "content_block_start",
                     json!({"type": "content_block_start", "index": 0,
@@ -862,6 +903,371 @@ fn usage(output_tokens: u64) -> Value {
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
         "output_tokens": output_tokens,
+    })
+}
+
+/// The OpenAI Responses API (`POST /v1/responses`, Codex's wire API), playing the same script:
+/// a [`Step::Bash`] is a call of the shell function the request offers (`exec_command`,
+/// `shell_command` or `shell`), a [`Step::Text`] an assistant message, a [`Step::Error`] an
+/// HTTP 400. The position is read from the conversation: `function_call_output` items plus
+/// earlier assistant messages in `input`. Streamed as server-sent events (`response.created`,
+/// `response.output_item.done`, `response.completed` with usage) when `"stream": true`.
+mod responses {
+    use super::*;
+
+    pub fn position(body: &Value) -> usize {
+        let items = body.get("input").and_then(Value::as_array);
+        items.map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| {
+                    let t = i.get("type").and_then(Value::as_str);
+                    t == Some("function_call_output")
+                        || (t == Some("message") && i["role"] == "assistant")
+                })
+                .count()
+        })
+    }
+
+    /// The name of the shell function offered, and the arguments it takes for `command`.
+    fn shell_call(body: &Value, command: &str) -> (String, Value) {
+        let names: Vec<&str> = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().filter_map(|t| t.get("name")?.as_str()).collect())
+            .unwrap_or_default();
+        if names.contains(&"exec_command") {
+            ("exec_command".into(), json!({"cmd": command}))
+        } else if names.contains(&"shell_command") {
+            ("shell_command".into(), json!({"command": command}))
+        } else {
+            ("shell".into(), json!({"command": ["bash", "-lc", command]}))
+        }
+    }
+
+    pub fn reply(body: &Value, script: &[Step], n: u64) -> HttpResponse {
+        let position = position(body);
+        let item = match script.get(position) {
+            Some(Step::Error(message)) => {
+                return json_response(
+                    400,
+                    &json!({"error": {"message": message, "type": "invalid_request_error", "code": null, "param": null}}),
+                )
+            }
+            Some(Step::Bash { command, .. }) => {
+                let (name, arguments) = shell_call(body, command);
+                json!({"type": "function_call", "id": format!("fc_{n:05}"),
+                       "call_id": format!("call_standin_{position:03}_{n:05}"),
+                       "name": name, "arguments": arguments.to_string(), "status": "completed"})
+            }
+            Some(Step::Text(text)) => message(text, n),
+            None => message(&final_text(script), n),
+        };
+        let id = format!("resp_standin_{n:05}");
+        let usage = json!({"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                           "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
+                           "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS});
+        let response = |status: &str, output: Value| {
+            json!({"id": id, "object": "response", "status": status, "model": body["model"],
+                   "output": output, "usage": usage})
+        };
+        if body.get("stream").and_then(Value::as_bool) != Some(true) {
+            return json_response(200, &response("completed", json!([item])));
+        }
+        let events = [
+            json!({"type": "response.created", "sequence_number": 0, "response": response("in_progress", json!([]))}),
+            json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}),
+            json!({"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item}),
+            json!({"type": "response.completed", "sequence_number": 3, "response": response("completed", json!([item]))}),
+        ];
+        let mut text = String::new();
+        for e in events {
+            text.push_str(&format!(
+                "event: {}\ndata: {e}\n\n",
+                e["type"].as_str().unwrap()
+            ));
+        }
+        HttpResponse {
+            status: 200,
+            content_type: "text/event-stream",
+            body: text.into_bytes(),
+            headers: Vec::new(),
+        }
+    }
+
+    fn message(text: &str, n: u64) -> Value {
+        json!({"type": "message", "id": format!("msg_{n:05}"), "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    }
+}
+
+/// The Gemini API (`POST /v1beta/models/<model>:generateContent` and
+/// `:streamGenerateContent`, Gemini CLI's), playing the same script for the main agent (a
+/// request offering `run_shell_command`): a [`Step::Bash`] is a `functionCall` of it, a
+/// [`Step::Text`] a text part, a [`Step::Error`] an HTTP 400. The position is read from the
+/// conversation: `functionResponse` parts plus earlier model turns without a call. Other
+/// requests (its routing and next-speaker checks) get an instance of their JSON schema, or a
+/// short text. `:countTokens` gets an estimate. Streamed as `data:` events (`alt=sse`).
+mod gemini {
+    use super::*;
+
+    fn is_main(body: &Value) -> bool {
+        body["tools"].as_array().is_some_and(|tools| {
+            tools.iter().any(|t| {
+                t["functionDeclarations"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|d| d["name"] == "run_shell_command"))
+            })
+        })
+    }
+
+    pub fn position(body: &Value) -> usize {
+        let contents = body["contents"].as_array();
+        contents.map_or(0, |contents| {
+            contents
+                .iter()
+                .map(|c| {
+                    let parts = c["parts"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                    let responses = parts
+                        .iter()
+                        .filter(|p| p.get("functionResponse").is_some())
+                        .count();
+                    let model_text = c["role"] == "model"
+                        && !parts.iter().any(|p| p.get("functionCall").is_some());
+                    responses + usize::from(model_text)
+                })
+                .sum()
+        })
+    }
+
+    pub fn reply(path: &str, body: &Value, script: &[Step], n: u64) -> (RequestKind, HttpResponse) {
+        if path.ends_with(":countTokens") {
+            let tokens = (body.to_string().len() / 4).max(1);
+            return (
+                RequestKind::CountTokens,
+                json_response(200, &json!({"totalTokens": tokens})),
+            );
+        }
+        let main = is_main(body);
+        let part = if main {
+            match script.get(position(body)) {
+                Some(Step::Error(message)) => {
+                    return (
+                        RequestKind::Main,
+                        json_response(
+                            400,
+                            &json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
+                        ),
+                    )
+                }
+                Some(Step::Bash {
+                    command,
+                    description,
+                }) => json!({"functionCall": {
+                    "name": "run_shell_command",
+                    "args": {"command": command, "description": description}}}),
+                Some(Step::Text(text)) => json!({"text": text}),
+                None => json!({"text": final_text(script)}),
+            }
+        } else {
+            let config = &body["generationConfig"];
+            let schema = config
+                .get("responseJsonSchema")
+                .or(config.get("responseSchema"));
+            match schema {
+                Some(schema) => {
+                    json!({"text": schema_instance(&lowercase_types(schema), 0).to_string()})
+                }
+                None => json!({"text": SIDE_REPLY_TEXT}),
+            }
+        };
+        let chunk = json!({
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": INPUT_TOKENS, "candidatesTokenCount": OUTPUT_TOKENS,
+                              "totalTokenCount": INPUT_TOKENS + OUTPUT_TOKENS},
+            "modelVersion": "stand-in",
+            "responseId": format!("gemini_standin_{n:05}"),
+        });
+        let kind = if main {
+            RequestKind::Main
+        } else {
+            RequestKind::Side
+        };
+        if !path.ends_with(":streamGenerateContent") {
+            return (kind, json_response(200, &chunk));
+        }
+        (
+            kind,
+            HttpResponse {
+                status: 200,
+                content_type: "text/event-stream",
+                body: format!("data: {chunk}\r\n\r\n").into_bytes(),
+                headers: Vec::new(),
+            },
+        )
+    }
+
+    /// Gemini schemas spell types in capitals (`OBJECT`); [`schema_instance`] reads JSON Schema.
+    fn lowercase_types(schema: &Value) -> Value {
+        match schema {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| match (k.as_str(), v) {
+                        ("type", Value::String(t)) => (k.clone(), json!(t.to_ascii_lowercase())),
+                        _ => (k.clone(), lowercase_types(v)),
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(lowercase_types).collect()),
+            v => v.clone(),
+        }
+    }
+}
+
+/// OpenAI-compatible Chat Completions (`POST /v1/chat/completions`, opencode's and aider's),
+/// playing the same script for the main agent (a request offering a `bash` function, or
+/// aider's, which offers none and reads edits from the text): a [`Step::Bash`]
+/// is a `tool_calls` entry, a [`Step::Text`] a content reply, a [`Step::Error`] an HTTP 400.
+/// The position is read from the conversation: `tool` messages plus earlier assistant
+/// messages without tool calls. Other requests (its session title) get a short text.
+/// Streamed as `data:` chunks ending in `data: [DONE]` when `"stream": true`.
+mod chat {
+    use super::*;
+
+    /// opencode's agent offers `bash`; aider offers no tools (it edits through its replies'
+    /// text), and only opencode's title request speaks of a title.
+    fn is_main(body: &Value) -> bool {
+        match body["tools"].as_array() {
+            Some(tools) if !tools.is_empty() => {
+                tools.iter().any(|t| t["function"]["name"] == "bash")
+            }
+            _ => !body["messages"][0]
+                .to_string()
+                .to_lowercase()
+                .contains("title"),
+        }
+    }
+
+    /// aider opens with example exchanges: the conversation counted starts at the task (the
+    /// first message naming `orchestratectl`, as every built-in profile's prompt does), or
+    /// with the first message when none does.
+    pub fn position(body: &Value) -> usize {
+        body["messages"].as_array().map_or(0, |messages| {
+            let task = messages
+                .iter()
+                .position(|m| m["role"] == "user" && m.to_string().contains("orchestratectl"))
+                .unwrap_or(0);
+            messages[task..]
+                .iter()
+                .filter(|m| {
+                    m["role"] == "tool"
+                        || (m["role"] == "assistant"
+                            && m["tool_calls"].as_array().is_none_or(Vec::is_empty))
+                })
+                .count()
+        })
+    }
+
+    pub fn reply(body: &Value, script: &[Step], n: u64) -> (RequestKind, HttpResponse) {
+        let main = is_main(body);
+        let kind = if main {
+            RequestKind::Main
+        } else {
+            RequestKind::Side
+        };
+        let step = if main {
+            script.get(position(body)).cloned()
+        } else {
+            Some(Step::Text(SIDE_REPLY_TEXT.into()))
+        };
+        let (message, finish) = match step {
+            Some(Step::Error(message)) => {
+                return (
+                    kind,
+                    json_response(
+                        400,
+                        &json!({"error": {"message": message, "type": "invalid_request_error", "code": null, "param": null}}),
+                    ),
+                )
+            }
+            Some(Step::Bash {
+                command,
+                description,
+            }) => (
+                json!({"role": "assistant", "content": null, "tool_calls": [{
+                    "index": 0, "id": format!("call_standin_{n:05}"), "type": "function",
+                    "function": {"name": "bash",
+                                 "arguments": json!({"command": command, "description": description}).to_string()}}]}),
+                "tool_calls",
+            ),
+            Some(Step::Text(text)) => (json!({"role": "assistant", "content": text}), "stop"),
+            None => (
+                json!({"role": "assistant", "content": final_text(script)}),
+                "stop",
+            ),
+        };
+        let usage = json!({"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
+                           "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS});
+        let id = format!("chatcmpl-standin-{n:05}");
+        let model = body["model"].clone();
+        if body.get("stream").and_then(Value::as_bool) != Some(true) {
+            return (
+                kind,
+                json_response(
+                    200,
+                    &json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}),
+                ),
+            );
+        }
+        let chunk = |delta: Value, finish: Value, usage: Value| {
+            json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage})
+        };
+        let text = [
+            chunk(message, Value::Null, Value::Null),
+            chunk(json!({}), json!(finish), usage),
+        ]
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .collect::<String>()
+            + "data: [DONE]\n\n";
+        (
+            kind,
+            HttpResponse {
+                status: 200,
+                content_type: "text/event-stream",
+                body: text.into_bytes(),
+                headers: Vec::new(),
+            },
+        )
+    }
+}
+
+/// The pinned agent CLI `name` (`codex`, `gemini`, `opencode`, `aider`) for tests:
+/// `OCTL_TEST_<NAME>_BIN`, else `.ci/node/node_modules/.bin/<name>` (`.ci/aider/bin/aider`),
+/// as `.ci/run` installs them; `None` when missing.
+pub fn agent_cli(name: &str) -> Option<PathBuf> {
+    let var = format!("OCTL_TEST_{}_BIN", name.to_ascii_uppercase());
+    if let Some(p) = std::env::var_os(&var) {
+        return Some(PathBuf::from(p));
+    }
+    let p = match name {
+        "aider" => workspace_root().join(".ci/aider/bin/aider"),
+        _ => workspace_root()
+            .join(".ci/node/node_modules/.bin")
+            .join(name),
+    };
+    p.exists().then_some(p)
+}
+
+/// [`agent_cli`], or a panic saying how to install it.
+pub fn require_agent_cli(name: &str) -> PathBuf {
+    agent_cli(name).unwrap_or_else(|| {
+        panic!(
+            "the {name} CLI is missing: set OCTL_TEST_{}_BIN or run .ci/run (it npm-installs the pinned version under .ci/node)",
+            name.to_ascii_uppercase()
+        )
     })
 }
 

@@ -254,6 +254,51 @@ fn an_agent_that_exits_three_fails_with_status_three_and_keeps_its_worktree() {
 }
 
 #[test]
+fn a_silent_agent_is_failed_by_the_watchdog_with_the_reason_and_its_window_closed() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[agents.shell]\nsilence_limit_secs = 1\n",
+    )
+    .unwrap();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo started; sleep 600",
+            json!({"agent": "shell", "node": "quiet"}),
+        )
+        .unwrap(),
+    );
+    let show = env.wait_status(&run, &["failed"]);
+    let node = node0(&show);
+    assert_eq!(node["state"], json!("failed"), "{show}");
+    let reason = node["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("silent (no output)") && reason.contains("agents.shell.silence_limit_secs"),
+        "{reason}"
+    );
+    let failed: Vec<Value> = env
+        .log_events(&run)
+        .into_iter()
+        .filter(|e| e["type"] == json!("node.failed"))
+        .collect();
+    assert_eq!(
+        failed.len(),
+        1,
+        "one decision, not a second one at the exit: {failed:?}"
+    );
+    octl_tests::wait_until(
+        "the silent agent's window closed",
+        std::time::Duration::from_secs(20),
+        || (!env.tmux_windows().iter().any(|w| w.ends_with(":quiet"))).then_some(()),
+    );
+}
+
+#[test]
 fn cancel_keeps_worktrees_and_discard_snapshots_them_first() {
     let env = TestEnv::new();
     let _d = env.start_daemon();

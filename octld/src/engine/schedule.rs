@@ -165,10 +165,10 @@ pub async fn start(
                     .or(view.manifest.settings.gate.as_deref()),
                 max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
             });
-        Ok((launch, session))
+        Ok(launch)
     });
     let result = match launch {
-        Ok((launch, session)) => {
+        Ok(launch) => {
             spawn::start_node(
                 daemon,
                 handle,
@@ -176,7 +176,6 @@ pub async fn start(
                 std::path::Path::new(&repo),
                 &start_point,
                 &launch,
-                session.as_ref(),
                 Some(slot),
             )
             .await

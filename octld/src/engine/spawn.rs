@@ -51,8 +51,6 @@ pub struct Checked {
     pub node: String,
     /// The runner the node starts on, checked to be configured and usable.
     pub runner: String,
-    /// The agent's conversation, for Claude Code.
-    pub session: Option<Session>,
     pub bootstrap: Bootstrap,
 }
 
@@ -126,7 +124,6 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         launch,
         node,
         runner,
-        session,
         bootstrap,
     })
 }
@@ -313,7 +310,7 @@ pub async fn create(
                     &id,
                     &checked.node,
                     &worktrees,
-                    checked.session.as_ref(),
+                    checked.launch.session.as_ref(),
                     port,
                 ),
             ],
@@ -333,7 +330,6 @@ pub async fn create(
         &checked.repo,
         &checked.base,
         &checked.launch,
-        checked.session.as_ref(),
         slot,
     )
     .await;
@@ -450,7 +446,6 @@ pub async fn start_node(
     repo: &Path,
     start_point: &str,
     launch: &Launch,
-    session: Option<&Session>,
     slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
     let planned = handle
@@ -465,13 +460,13 @@ pub async fn start_node(
             handle,
             node,
             boot.as_ref().map_err(Clone::clone),
-            session,
+            launch.session.as_ref(),
         )
         .await?;
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
-    let resume = session.is_some_and(|s| s.resume);
+    let resume = launch.session.as_ref().is_some_and(|s| s.resume);
     if boot.is_ok_and(|b| b.setup.is_some()) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
         // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
@@ -656,6 +651,13 @@ fn agent_env(
         ("OCTL_WORKTREE".to_string(), worktree.display().to_string()),
         ("PATH".to_string(), path),
     ];
+    // For agents whose shell tool runs a login shell, which resets PATH (Codex).
+    if let Some(exe) = &exe {
+        env.push((
+            "OCTL_CLI".to_string(),
+            exe.with_file_name("orchestratectl").display().to_string(),
+        ));
+    }
     let view = handle.view();
     if let Some(port) = view
         .nodes

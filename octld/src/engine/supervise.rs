@@ -13,6 +13,7 @@ use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
 
 use super::{append, blocking, Engine};
+use crate::agents::Builtin;
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::AgentStatus;
@@ -112,6 +113,8 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }
     }
+    // Read once per tick, and only when an agent runs (for its profile's silence limit).
+    let mut config = None;
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         let runner = runner_name(&node);
@@ -124,6 +127,20 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
             .filter(|p| p.run == handle.id && p.node == node.id);
         let status = match mine {
             Some(p) if p.alive => {
+                if node.report.is_none() {
+                    if let Some(reason) = silent(daemon, &mut config, &handle, &node) {
+                        if let Some(slot) =
+                            Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id))
+                        {
+                            let d = daemon.clone();
+                            steps.push(tokio::spawn(async move {
+                                stop_silent(&d, &handle, &node, reason).await;
+                                drop(slot);
+                            }));
+                        }
+                        continue;
+                    }
+                }
                 if node.report.is_some() && overdue(&node.updated_at) {
                     // It reported but does not leave: close its window; the exit that follows
                     // turns the report into the node's event.
@@ -236,6 +253,58 @@ fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
     tracing::warn!(tmux_pid = ours, now_answering = ?server, agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
 }
 
+/// Why `node`'s agent counts as stuck: it wrote nothing to its log for longer than its
+/// profile's silence limit (`None`: it did not, or it has no limit).
+fn silent(
+    daemon: &Daemon,
+    config: &mut Option<crate::config::Config>,
+    handle: &RunHandle,
+    node: &Node,
+) -> Option<String> {
+    if !node.report_on_exit {
+        return None; // a human works with interactive agents
+    }
+    let config = config.get_or_insert_with(|| {
+        crate::config::Config::load(&daemon.home.config()).unwrap_or_default()
+    });
+    let profile = crate::agents::resolve(config, node.agent.as_deref()).ok()?;
+    let limit = profile.silence_limit_secs?;
+    let log = handle.dir.join("logs").join(format!("{}.log", node.id));
+    let written = std::fs::metadata(&log)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64);
+    let started = node
+        .started_at
+        .as_deref()
+        .and_then(octl_proto::time::parse_millis);
+    let last = written.max(started)?;
+    let silent_ms = crate::store::writer::now_ms().saturating_sub(last);
+    (silent_ms > limit * 1000).then(|| {
+        format!(
+            "the agent was silent (no output) for {} s, longer than its limit of {limit} s (agents.{}.silence_limit_secs): stopped as stuck",
+            silent_ms / 1000,
+            profile.name
+        )
+    })
+}
+
+/// A stuck agent: its failure is decided in the log first, then its window is closed.
+async fn stop_silent(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, reason: String) {
+    tracing::warn!(run = %handle.id, node = %node.id, %reason, "stopping a silent agent");
+    let failed = NodeFailed {
+        reason: Some(reason),
+        ..NodeFailed::default()
+    };
+    match append(daemon, handle, Some(&node.id), failed).await {
+        Ok(_) => super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await,
+        Err(e) => {
+            tracing::info!(run = %handle.id, node = %node.id, error = %e.message, "a silent agent's node moved on first")
+        }
+    }
+}
+
 /// How long an agent that reported done or failed may take to leave.
 pub const REPORT_GRACE_MS: u64 = 30_000;
 
@@ -252,8 +321,25 @@ async fn on_exit(
     status: Option<i32>,
 ) -> Result<(), AppError> {
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
-    let lines = blocking(move || Ok(read_tail(&log))).await?;
-    let outcome = outcome_of(&lines);
+    // A built-in CLI profile is judged by its stream; others keep Claude's result line.
+    let stream = (node.exit_policy() == Some(ExitPolicy::Stream))
+        .then(|| node.agent.as_deref().and_then(Builtin::parse))
+        .flatten()
+        .map(Builtin::stream);
+    let (lines, outcome, end) = blocking(move || {
+        Ok(match stream {
+            Some(s) => {
+                let o = crate::streams::read(&log, s);
+                (Vec::new(), Some(o.fields), o.end)
+            }
+            None => {
+                let lines = read_tail(&log);
+                let outcome = outcome_of(&lines);
+                (lines, outcome, None)
+            }
+        })
+    })
+    .await?;
     // A session stopped by a usage limit waits for the reset instead of failing; one that
     // reported before (done, or failed on purpose) is judged by its report.
     let now = crate::store::writer::now_ms();
@@ -292,7 +378,11 @@ async fn on_exit(
         ..NodeDone::default()
     };
     let id = Some(node.id.as_str());
-    let verdict = exit_verdict(node, status);
+    let verdict = if node.exit_policy() == Some(ExitPolicy::Stream) {
+        stream_verdict(node, status, stream.is_some(), end)
+    } else {
+        exit_verdict(node, status)
+    };
     let vanished =
         matches!(verdict, Verdict::Unreported(t) if t != NodeDone::TYPE) && died(node, status);
     match verdict {
@@ -314,7 +404,9 @@ async fn on_exit(
                 append(daemon, handle, id, failed(reason)).await?
             }
         },
-        Verdict::ShellFailed(reason) => append(daemon, handle, id, failed(reason)).await?,
+        Verdict::ShellFailed(reason) | Verdict::Failed(reason) => {
+            append(daemon, handle, id, failed(reason)).await?
+        }
         Verdict::Reported(NodeDone::TYPE) => {
             let (message, reason) = said();
             append(daemon, handle, id, done(message, reason, None)).await?
@@ -364,6 +456,8 @@ pub enum Verdict {
     CommitThenDone,
     /// A shell task that failed, with the reason.
     ShellFailed(String),
+    /// An agent judged by its stream and exit status failed, with the reason.
+    Failed(String),
     /// The agent's held report (`node.done` / `node.failed`), with what it said.
     Reported(&'static str),
     /// No report: what the profile says an unreported exit means.
@@ -405,6 +499,30 @@ pub fn exit_verdict(node: &Node, status: Option<i32>) -> Verdict {
 /// vanished (`None`) or whose process a signal killed (128 + N)?
 pub fn died(node: &Node, status: Option<i32>) -> bool {
     node.session_id.is_some() && status.is_none_or(|s| s >= 128)
+}
+
+/// How the exit of a node whose profile judges it by its stream (`on_exit: stream`) is
+/// interpreted: `end` is how its stream ended (`None`: without a final result; `has_stream`
+/// false: no stream is known for its agent, and its exit status alone decides). What the agent
+/// committed or left uncommitted is committed by the daemon on success.
+pub fn stream_verdict(
+    node: &Node,
+    status: Option<i32>,
+    has_stream: bool,
+    end: Option<Result<(), String>>,
+) -> Verdict {
+    match (node.report.as_deref(), status, end) {
+        (Some("failed"), _, _) => Verdict::Reported("node.failed"),
+        (Some("done"), _, _) => Verdict::CommitThenDone,
+        (_, None, _) => Verdict::Failed("the agent was killed or its window closed".into()),
+        (_, Some(_), Some(Err(reason))) => Verdict::Failed(reason),
+        (_, Some(0), Some(Ok(()))) => Verdict::CommitThenDone,
+        (_, Some(0), None) if !has_stream => Verdict::CommitThenDone,
+        (_, Some(0), None) => {
+            Verdict::Failed("the agent exited with status 0 without a final result".into())
+        }
+        (_, Some(code), _) => Verdict::Failed(format!("the agent exited with status {code}")),
+    }
 }
 
 /// A `shell` agent's work: everything in its worktree, committed with the task's first line.

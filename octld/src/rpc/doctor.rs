@@ -164,12 +164,14 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
         .clone()
         .unwrap_or_else(|| agents::DEFAULT_PROFILE.to_string());
     let mut names: Vec<String> = vec!["claude".into(), "shell".into()];
+    names.extend(agents::Builtin::ALL.map(|b| b.name().to_string()));
     names.extend(
         config
             .agents
             .keys()
-            .filter(|k| !matches!(k.as_str(), "claude" | "shell"))
-            .cloned(),
+            .filter(|k| !names.contains(k))
+            .cloned()
+            .collect::<Vec<_>>(),
     );
     if !names.contains(&default) {
         names.push(default.clone());
@@ -190,24 +192,30 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
     let path = std::env::var_os("PATH");
     let mut out = Vec::new();
     for name in names {
-        let builtin = matches!(name.as_str(), "claude" | "shell");
+        let cli = agents::Builtin::parse(&name).is_some();
+        let builtin = cli || matches!(name.as_str(), "claude" | "shell");
         let mut used_by: Vec<String> = users
             .iter()
             .filter(|(a, _)| *a == name)
             .map(|(_, r)| r.clone())
             .collect();
         used_by.dedup();
-        let entry = |program: String, problem: Option<String>| DoctorAgent {
-            profile: name.clone(),
-            found: (!program.is_empty())
+        let entry = |program: String, problem: Option<String>| {
+            let found = (!program.is_empty())
                 .then(|| agents::find_program(&program, path.as_deref()))
-                .flatten()
-                .map(|p| p.display().to_string()),
-            program,
-            builtin,
-            default: name == default,
-            used_by: used_by.clone(),
-            problem,
+                .flatten();
+            DoctorAgent {
+                profile: name.clone(),
+                usable: found.is_some() && problem.is_none(),
+                found: found.map(|p| p.display().to_string()),
+                program,
+                builtin,
+                default: name == default,
+                optional: cli && name != default && used_by.is_empty(),
+                used_by: used_by.clone(),
+                problem,
+                version: None,
+            }
         };
         let profile = match agents::resolve(&config, Some(&name)) {
             Ok(p) => p,
@@ -224,6 +232,30 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
         programs.dedup();
         for program in programs {
             out.push(entry(program, None));
+        }
+    }
+    // The agent CLIs' versions, asked all at once (node and python CLIs take seconds).
+    let asks: Vec<_> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| agents::Builtin::parse(&a.profile).is_some() && a.usable)
+        .map(|(i, a)| {
+            let program = a.found.clone().unwrap_or_default();
+            (
+                i,
+                tokio::task::spawn_blocking(move || agents::version(&program)),
+            )
+        })
+        .collect();
+    for (i, ask) in asks {
+        let answer = ask.await.unwrap_or_else(|e| Err(e.to_string()));
+        let a = &mut out[i];
+        match answer {
+            Ok(v) => a.version = Some(v),
+            Err(e) => {
+                a.usable = false;
+                a.problem = Some(format!("`{} --version` failed: {e}", a.program));
+            }
         }
     }
     to_value(&DoctorAgentsResult {

@@ -93,7 +93,9 @@ pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {
     for a in &r.agents {
         let default = if a.default { " (default)" } else { "" };
         if let Some(problem) = &a.problem {
-            let s = if a.used_by.is_empty() {
+            let s = if a.optional {
+                Status::Ok
+            } else if a.used_by.is_empty() {
                 Status::Warn
             } else {
                 Status::Fail
@@ -106,8 +108,15 @@ pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {
             ));
             continue;
         }
+        let version = a
+            .version
+            .as_deref()
+            .map(|v| format!(" ({v})"))
+            .unwrap_or_default();
         match &a.found {
-            Some(path) => parts.push(format!("{}{default}: {path}", a.profile)),
+            Some(path) => parts.push(format!("{}{default}: {path}{version}", a.profile)),
+            // An agent CLI nobody chose: its absence is information, not a warning.
+            None if a.optional => parts.push(format!("{}: {} not installed", a.profile, a.program)),
             None => {
                 let s = if a.used_by.is_empty() {
                     Status::Warn
@@ -212,6 +221,10 @@ pub(super) fn agents_check_here(config: &Path) -> Check {
     for (profile, program, missing) in [
         ("claude", "claude", Status::Warn),
         ("shell", "sh", Status::Fail),
+        ("codex", "codex", Status::Ok),
+        ("gemini", "gemini", Status::Ok),
+        ("opencode", "opencode", Status::Ok),
+        ("aider", "aider", Status::Ok),
     ] {
         match find_on_path(program) {
             Some(p) => parts.push(format!("{profile}: {}", p.display())),

@@ -10,11 +10,13 @@
 //!   when full (appends are then refused with `storage_full`);
 //! - `daemon`: it answers `daemon.status` with this CLI's version and protocol;
 //! - `socket-mode`: the socket is a socket of ours with mode 0600;
-//! - `agents`: each profile's program (built-ins `claude` and `shell`, and `[agents.*]` of
+//! - `agents`: each profile's program (built-ins `claude`, `shell`, `codex`, `gemini`,
+//!   `opencode`, `aider` — with the version the agent CLIs print — and `[agents.*]` of
 //!   config.toml), as the daemon finds it on its own PATH (`doctor.agents`); with the daemon
 //!   down, the built-ins on this PATH. A missing program is a warning (e.g. no Claude Code on
-//!   a machine that only runs shell agents), and a failure only when an unfinished run has a
-//!   node on that profile; an unreadable config.toml fails;
+//!   a machine that only runs shell agents; none for the other agent CLIs unless chosen), and
+//!   a failure only when an unfinished run has a node on that profile; an unreadable
+//!   config.toml fails;
 //! - `runners`: `local` and each `[runners.*]` of config.toml answers (`doctor.runners`): the
 //!   tmux server, every SSH host (`ssh -o BatchMode=yes HOST true`), Slurm's `sinfo` with the
 //!   partition; one that does not is a warning, a failure when an unfinished run needs it;

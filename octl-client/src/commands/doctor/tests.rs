@@ -96,6 +96,9 @@ fn agent_rules() {
         default: profile == "claude",
         used_by: if used { vec!["01R".into()] } else { vec![] },
         problem: None,
+        version: found.then(|| "1.0".into()),
+        usable: found,
+        optional: profile == "codex" && !used,
     };
     let r = DoctorAgentsResult {
         agents: vec![agent("claude", false, false), agent("shell", true, false)],
@@ -113,6 +116,22 @@ fn agent_rules() {
     let c = agents_check(&r);
     assert_eq!(c.status, Status::Fail, "an unfinished run needs it");
     assert!(c.message.contains("01R"), "{}", c.message);
+    let r = DoctorAgentsResult {
+        agents: vec![agent("shell", true, false), agent("codex", false, false)],
+        config_error: None,
+    };
+    let c = agents_check(&r);
+    assert_eq!(c.status, Status::Ok, "an optional CLI nobody chose");
+    assert!(
+        c.message.contains("codex: codex not installed"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains("shell: /bin/shell (1.0)"),
+        "{}",
+        c.message
+    );
     let r = DoctorAgentsResult {
         agents: vec![agent("shell", true, false)],
         config_error: Some("bad".into()),

@@ -751,3 +751,45 @@ fn a_fan_out_starts_no_node_of_a_paused_profile() {
         Some("b")
     );
 }
+
+#[test]
+fn stream_agents_are_judged_by_their_final_result() {
+    use crate::engine::supervise::stream_verdict;
+    let n = exited("stream", None);
+    assert_eq!(
+        stream_verdict(&n, Some(0), true, Some(Ok(()))),
+        Verdict::CommitThenDone
+    );
+    assert_eq!(
+        stream_verdict(&n, Some(0), true, None),
+        Verdict::Failed("the agent exited with status 0 without a final result".into())
+    );
+    assert_eq!(
+        stream_verdict(&n, Some(0), true, Some(Err("quota".into()))),
+        Verdict::Failed("quota".into())
+    );
+    assert_eq!(
+        stream_verdict(&n, Some(1), true, Some(Ok(()))),
+        Verdict::Failed("the agent exited with status 1".into())
+    );
+    // No stream known for the agent: exit 0 is success.
+    assert_eq!(
+        stream_verdict(&n, Some(0), false, None),
+        Verdict::CommitThenDone
+    );
+    assert_eq!(
+        stream_verdict(&n, None, true, Some(Ok(()))),
+        Verdict::Failed("the agent was killed or its window closed".into())
+    );
+    // A report wins; done is committed by the daemon (codex cannot commit in its sandbox).
+    let done = exited("stream", Some(("done", "x")));
+    assert_eq!(
+        stream_verdict(&done, Some(1), true, None),
+        Verdict::CommitThenDone
+    );
+    let failed = exited("stream", Some(("failed", "x")));
+    assert_eq!(
+        stream_verdict(&failed, Some(0), true, Some(Ok(()))),
+        Verdict::Reported("node.failed")
+    );
+}

@@ -1,0 +1,466 @@
+//! The real Codex, Gemini CLI, opencode and aider as agents (the built-in profiles), each in
+//! its tmux window against the harness's scripted stand-in for the model API it speaks
+//! (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
+//! under `.ci/node`, aider in the venv `.ci/aider`); run them with
+//! `cargo test -p octl-tests -- --ignored`.
+
+use octl_tests::model::{require_agent_cli, ModelStandIn, Step};
+use octl_tests::{TestEnv, TestRepo};
+use serde_json::{json, Value};
+
+/// A world whose `codex` profile runs the pinned Codex against `model` (the Responses API).
+fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let codex = require_agent_cli("codex");
+    let mut env = TestEnv::new();
+    let codex_home = env.user_home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    env.set_env("CODEX_HOME", &codex_home.display().to_string());
+    env.set_env("OPENAI_API_KEY", "sk-test");
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    let settings = [
+        "model_provider=local".to_string(),
+        "model_providers.local.name=\"local\"".to_string(),
+        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
+        "model_providers.local.wire_api=\"responses\"".to_string(),
+        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
+    ];
+    let mut args: Vec<String> = settings
+        .iter()
+        .flat_map(|s| ["-c".to_string(), s.clone()])
+        .collect();
+    args.extend(["-m".to_string(), "stand-in".to_string()]);
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.codex]\nprogram = {:?}\nargs = {}\n",
+            codex.display().to_string(),
+            serde_json::to_string(&args).unwrap()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+/// A world whose `gemini` profile runs the pinned Gemini CLI against `model` (the Gemini API).
+fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let gemini = require_agent_cli("gemini");
+    let mut env = TestEnv::new();
+    // Without a chosen auth method it says "Invalid auth method selected" and exits 0.
+    let settings = env.user_home.join(".gemini");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"disableAutoUpdate":true},"privacy":{"usageStatisticsEnabled":false}}"#,
+    )
+    .unwrap();
+    env.set_env("GEMINI_API_KEY", "test");
+    env.set_env("GOOGLE_GEMINI_BASE_URL", &model.url());
+    env.set_env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.gemini]\nprogram = {:?}\nargs = [\"-m\", \"gemini-2.5-flash\"]\n",
+            gemini.display().to_string()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+/// A world whose `opencode` profile runs the pinned opencode against `model` (Chat
+/// Completions, through its `@ai-sdk/openai-compatible` provider).
+fn opencode_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let opencode = require_agent_cli("opencode");
+    let mut env = TestEnv::new();
+    let config = env.user_home.join("opencode.json");
+    std::fs::write(
+        &config,
+        json!({"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
+               "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
+                 "options": {"baseURL": format!("{}/v1", model.url()), "apiKey": "x"},
+                 "models": {"m1": {"name": "m1"}}}}})
+        .to_string(),
+    )
+    .unwrap();
+    env.set_env("OPENCODE_CONFIG", &config.display().to_string());
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.opencode]\nprogram = {:?}\nargs = [\"-m\", \"local/m1\"]\n",
+            opencode.display().to_string()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+/// A world whose `aider` profile runs the pinned aider against `model` (Chat Completions,
+/// through litellm), in its "whole" edit format: a reply names a file, then its content.
+fn aider_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let aider = require_agent_cli("aider");
+    let env = TestEnv::new();
+    let repo = TestRepo::new(&env, "repo");
+    std::fs::create_dir_all(&env.home).unwrap();
+    let args = [
+        "--model".to_string(),
+        "openai/m1".to_string(),
+        "--openai-api-base".to_string(),
+        format!("{}/v1", model.url()),
+        "--openai-api-key".to_string(),
+        "x".to_string(),
+        "--edit-format".to_string(),
+        "whole".to_string(),
+    ];
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[agents.aider]\nprogram = {:?}\nargs = {}\n",
+            aider.display().to_string(),
+            serde_json::to_string(&args).unwrap()
+        ),
+    )
+    .unwrap();
+    (env, repo)
+}
+
+fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
+    let out = env.cli_with(
+        [
+            "--json", "spawn", "spinoff", task, "--node", "writer", "--agent", agent,
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    out.json()["id"].as_str().unwrap().to_string()
+}
+
+fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == json!(kind))
+        .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+}
+
+fn raw_log(env: &TestEnv, run: &str) -> String {
+    std::fs::read_to_string(env.run_dir(run).join("logs/writer.log")).unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by codex\\n' > codex.txt"),
+        Step::bash("git add codex.txt && git commit -q -m 'codex: add codex.txt'"),
+        // Its sandbox keeps the git directory read-only: this commit fails, and the daemon
+        // commits. Its shell is a login shell (PATH reset): $OCTL_CLI names the CLI, but the
+        // socket's owner check refuses the sandboxed peer; it is judged by its stream.
+        Step::bash("\"$OCTL_CLI\" node done --message 'added codex.txt'"),
+        Step::text("Added codex.txt."),
+    ]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model.log().iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "codex.txt").as_deref(),
+        Some("written by codex\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("codex"), "{done}");
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert_eq!(outcome["result"], json!("Added codex.txt."), "{done}");
+    assert!(outcome["output_tokens"].as_u64().unwrap() > 0, "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+    // The prompt told the agent how to report.
+    let first = model.requests()[0].to_string();
+    assert!(first.contains("orchestratectl node done"), "{first}");
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    let reason = failed["data"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("stand-in quota exceeded"),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+    assert_eq!(failed["data"]["outcome"]["is_error"], json!(true));
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by gemini\\n' > gemini.txt"),
+        Step::bash("orchestratectl node done --message 'added gemini.txt'"),
+        Step::text("Added gemini.txt."),
+    ]);
+    let (env, repo) = gemini_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "gemini.txt").as_deref(),
+        Some("written by gemini\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("gemini"), "{done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!("added gemini.txt"),
+        "it reported through its shell tool, as its prompt says: {done}"
+    );
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = gemini_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by opencode\\n' > opencode.txt"),
+        Step::bash("orchestratectl node done --message 'added opencode.txt'"),
+        Step::text("Added opencode.txt."),
+    ]);
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "opencode", "Add a file named opencode.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "opencode.txt").as_deref(),
+        Some("written by opencode\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("opencode"), "{done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!("added opencode.txt"),
+        "it reported through its shell tool, as its prompt says: {done}"
+    );
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_failing_opencode_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "opencode", "Add a file named opencode.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned aider: set OCTL_TEST_AIDER_BIN or pip-install it into .ci/aider (see .ci/run)"]
+fn aider_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    let model = ModelStandIn::start(vec![Step::text("aider.txt\n```\nwritten by aider\n```\n")]);
+    let (env, repo) = aider_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "aider", "Add a file named aider.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model
+            .log()
+            .iter()
+            .map(|r| (&r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        repo.show("main", "aider.txt").as_deref(),
+        Some("written by aider\n")
+    );
+    let events = env.log_events(&run);
+    let done = node_event(&events, "node.done");
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["agent"], json!("aider"), "{done}");
+    let tree = std::process::Command::new("git")
+        .args(["ls-tree", "-r", "--name-only", "main"])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    assert!(
+        !tree
+            .lines()
+            .any(|f| f.starts_with(".aider") || f == ".gitignore"),
+        "aider left none of its own files in the work: {tree}"
+    );
+    assert_eq!(outcome["is_error"], json!(false), "{done}");
+    assert!(
+        done["data"]["commit"].is_string(),
+        "the daemon committed: {done}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned aider: set OCTL_TEST_AIDER_BIN or pip-install it into .ci/aider (see .ci/run)"]
+fn a_failing_aider_is_recorded_as_failed_with_its_reason() {
+    let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
+    let (env, repo) = aider_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "aider", "Add a file named aider.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("failed"),
+        "{show}\nlog: {}\nrequests: {:?}",
+        raw_log(&env, &run),
+        model.log()
+    );
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    assert!(
+        failed["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("quota exceeded")),
+        "the model's error is the reason, though aider exits 0: {failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned Codex, Gemini CLI, opencode and aider (see .ci/run)"]
+fn doctor_shows_each_agent_clis_program_version_and_usability() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let mut config = String::new();
+    for name in ["codex", "gemini", "opencode", "aider"] {
+        let bin = require_agent_cli(name);
+        config.push_str(&format!(
+            "[agents.{name}]\nprogram = {:?}\n",
+            bin.display().to_string()
+        ));
+    }
+    config.push_str("[agents.mine]\nautonomous = [\"/nonexistent/my-agent\", \"{prompt}\"]\n");
+    std::fs::write(env.home.join("config.toml"), config).unwrap();
+    let _d = env.start_daemon();
+    let out = env.cli(["--json", "doctor"]);
+    let agents = out.json()["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!("agents"))
+        .cloned()
+        .unwrap();
+    let detail = |name: &str| {
+        agents["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["profile"] == json!(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {agents}"))
+    };
+    for (name, version) in [
+        ("codex", "codex-cli 0.169.0"),
+        ("gemini", "0.61.0"),
+        ("opencode", "1.18.33"),
+        ("aider", "aider 0.86.2"),
+    ] {
+        let d = detail(name);
+        assert_eq!(d["version"], json!(version), "{d}");
+        assert_eq!(d["usable"], json!(true), "{d}");
+        assert_eq!(d["builtin"], json!(true), "{d}");
+    }
+    let mine = detail("mine");
+    assert_eq!(mine["usable"], json!(false), "{mine}");
+    assert!(
+        agents["message"].as_str().unwrap().contains("codex: "),
+        "{agents}"
+    );
+}
