@@ -96,12 +96,14 @@ fn a_question_and_a_failure_are_told_once_each_even_across_a_restart() {
     .unwrap();
     let d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
-    // The agent asks a question (without waiting for the answer), then fails.
+    // The agent asks a question (without waiting for the answer), then fails. It asks once
+    // its start is recorded: a report that beats `node.started` makes the daemon refuse the
+    // start and close the window (a race of its own, not what this test is about).
     let spawned = env
         .spawn(
             "spinoff",
             &repo,
-            "orchestratectl discussion ask --title 'which db?' && exit 3",
+            "until orchestratectl --json run show \"$OCTL_RUN\" | grep -q started_at; do :; done; orchestratectl discussion ask --title 'which db?' && exit 3",
             json!({"agent": "shell", "node": "asker"}),
         )
         .unwrap();
