@@ -19,6 +19,7 @@ pub mod feed;
 pub mod home;
 pub mod ids;
 pub mod method;
+pub mod notice;
 pub mod plan;
 pub mod projection;
 pub mod reducer;

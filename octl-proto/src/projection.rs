@@ -148,6 +148,12 @@ pub struct RunSummary {
     pub merge_commit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run's agents cost so far (USD): every node's sessions summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The run's `max_budget_usd` is spent (`run.budget_spent`): no new node starts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_spent: bool,
 }
 
 pub use crate::event::RunSettings;
@@ -189,6 +195,8 @@ pub fn summary(state: &RunState) -> RunSummary {
         merge: state.merge.clone(),
         merge_commit: state.merge_commit.clone(),
         error: None,
+        cost_usd: state.cost_usd(),
+        budget_spent: state.budget_spent,
     }
 }
 

@@ -184,6 +184,10 @@ pub struct SpawnParams {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<String>,
+    /// The run's budget in USD: no new node starts once its agents have cost this much;
+    /// each Claude Code session gets what is left (`--max-budget-usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
     /// Where the agent runs: a runner of config.toml, or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
@@ -241,6 +245,10 @@ pub struct FanoutParams {
     /// A number, or the string `auto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<Value>,
+    /// The run's budget in USD: no new node starts once its agents have cost this much;
+    /// each Claude Code session gets what is left (`--max-budget-usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
     /// Where every unit's agent runs, over the manifest's `runner`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
@@ -272,9 +280,23 @@ pub struct OrchestrateParams {
     pub max_parallel: Option<Value>,
     #[serde(default)]
     pub auto_merge: bool,
+    /// The run's budget in USD: no new node starts once its agents have cost this much;
+    /// each Claude Code session gets what is left (`--max-budget-usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
     /// Where the agents of the nodes the plan gives no `runner` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+}
+
+/// A budget as given: a finite amount above zero, or an error naming the field.
+pub fn check_budget(field: &str, usd: Option<f64>) -> Result<(), crate::AppError> {
+    match usd {
+        Some(u) if !(u.is_finite() && u > 0.0) => Err(crate::AppError::invalid(format!(
+            "invalid {field} {u}: give an amount in USD above 0, e.g. 2.50"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `run.retry`

@@ -57,10 +57,13 @@ pub enum NodeState {
     Cancelled,
     Conflict,
     MergeBlocked,
+    /// Stopped by a usage or rate limit until its reset (`Node::paused_until`); the daemon
+    /// starts it again then, continuing its conversation.
+    Paused,
 }
 
 impl NodeState {
-    pub const ALL: [NodeState; 14] = [
+    pub const ALL: [NodeState; 15] = [
         NodeState::Pending,
         NodeState::Ready,
         NodeState::Starting,
@@ -75,6 +78,7 @@ impl NodeState {
         NodeState::Cancelled,
         NodeState::Conflict,
         NodeState::MergeBlocked,
+        NodeState::Paused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +97,7 @@ impl NodeState {
             NodeState::Cancelled => "cancelled",
             NodeState::Conflict => "conflict",
             NodeState::MergeBlocked => "merge_blocked",
+            NodeState::Paused => "paused",
         }
     }
 
@@ -247,6 +252,13 @@ pub struct Node {
     /// starts the agent, so a later attempt can continue it (`--resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Until when a `paused` node waits for its usage limit to reset (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_until: Option<String>,
+    /// What the agent's sessions cost so far, every attempt summed (USD, from each
+    /// outcome's `total_cost_usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// The runner its agent runs on (`[runners.NAME]` of config.toml), from `node.added`;
     /// absent means `local`, the daemon's own tmux server (and every log older than runners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -456,6 +468,8 @@ pub struct RunState {
     pub spinoffs: BTreeMap<String, Spinoff>,
     /// Idempotency key → (seq, id) of the first append that carried it.
     pub idempotency: HashMap<String, (u64, String)>,
+    /// `run.budget_spent`: the run's `max_budget_usd` is spent; no new node starts.
+    pub budget_spent: bool,
 }
 
 impl RunState {
@@ -466,11 +480,13 @@ impl RunState {
             return end;
         }
         let progressing = self.nodes.values().any(|n| match n.state {
-            NodeState::Pending
-            | NodeState::Ready
-            | NodeState::Starting
+            // A spent budget starts no new node: a human must decide.
+            NodeState::Pending | NodeState::Ready => !self.budget_spent,
+            NodeState::Starting
             | NodeState::Running
-            | NodeState::Merging => true,
+            | NodeState::Merging
+            // It starts again by itself after the limit's reset.
+            | NodeState::Paused => true,
             // Only spinoff, fan-out and orchestrate runs have a daemon that merges done nodes.
             NodeState::Done => !matches!(self.kind, RunKind::Code | RunKind::Generic),
             _ => false,
@@ -502,6 +518,7 @@ impl RunState {
                 .values()
                 .any(|n| matches!(n.state, NodeState::Failed | NodeState::Exited));
         let human = retryable
+            || self.budget_spent
             || self.discussions.values().any(|d| d.open)
             || self.nodes.values().any(|n| {
                 matches!(
@@ -523,6 +540,14 @@ impl RunState {
     /// The nodes in the order they were added.
     pub fn nodes_in_order(&self) -> impl Iterator<Item = &Node> {
         self.node_order.iter().filter_map(|id| self.nodes.get(id))
+    }
+
+    /// What the run's agents cost so far (USD), if any reported a cost.
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.nodes
+            .values()
+            .filter_map(|n| n.cost_usd)
+            .reduce(|a, b| a + b)
     }
 
     /// Node counts by state, only the states that occur.

@@ -122,10 +122,12 @@ fn recorded_logs_replay_to_the_same_bytes() {
     assert_eq!(
         missing,
         [
+            &"run.budget_spent",
             &"node.ready",
             &"node.activity",
             &"node.waiting",
-            &"node.exited"
+            &"node.exited",
+            &"node.paused"
         ],
         "event types the recorded logs cover changed"
     );

@@ -533,7 +533,7 @@ fn guide(state: Option<NodeState>) -> &'static [&'static str] {
             "node.cancelled",
         ],
         Some(Ready) => &["node.starting", "node.blocked"],
-        Some(Starting) => &["node.started", "node.exited", "node.failed"],
+        Some(Starting) => &["node.started", "node.exited", "node.failed", "node.paused"],
         Some(Running) => &[
             "node.progress",
             "node.waiting",
@@ -556,6 +556,7 @@ fn guide(state: Option<NodeState>) -> &'static [&'static str] {
         Some(Conflict | MergeBlocked) => &["merge.started", "node.retried", "node.cancelled"],
         Some(Failed | Exited) => &["node.retried", "cleanup.done", "run.failed"],
         Some(Blocked) => &["node.unblocked", "node.ready", "node.cancelled"],
+        Some(Paused) => &["node.starting", "node.cancelled"],
         Some(Merged | Cancelled) => &[
             "cleanup.done",
             "x.note",

@@ -176,9 +176,48 @@ pub struct Launch {
     pub hold_reports: bool,
     /// Claude Code's workspace-trust question may come up in the window: answer it.
     pub answers_trust: bool,
+    /// The built-in Claude Code profile: [`Launch::with`] adds its flags.
+    pub claude: bool,
     /// The conversation this launch starts (`--session-id`) or continues (`--resume`),
     /// recorded in the node's `node.starting`.
     pub session: Option<Session>,
+}
+
+/// What a node adds to its profile's launch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra<'a> {
+    /// The node's gate: Claude Code may run it (`Bash(<gate>)`), so it can test its work as
+    /// the merge will.
+    pub gate: Option<&'a str>,
+    /// What the session may spend (`--max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+}
+
+impl Launch {
+    /// The launch with the node's extras; only Claude Code takes them (other agents'
+    /// argv is exactly their template).
+    pub fn with(mut self, extra: &Extra) -> Launch {
+        if !self.claude || self.argv.is_empty() {
+            return self;
+        }
+        // Inserted right after the program, before the first flag of the profile's argv,
+        // so they end no variadic list and are ended by the next flag.
+        let mut flags: Vec<String> = Vec::new();
+        if let Some(gate) = extra.gate.map(str::trim).filter(|g| !g.is_empty()) {
+            let tool = format!("Bash({gate})");
+            // Into the profile's own list when it has one: one list, whatever the CLI does
+            // with a flag given twice.
+            match self.argv.iter().position(|a| a == "--allowedTools") {
+                Some(i) => self.argv.insert(i + 1, tool),
+                None => flags.extend(["--allowedTools".into(), tool]),
+            }
+        }
+        if let Some(usd) = extra.max_budget_usd {
+            flags.extend(["--max-budget-usd".into(), usd.to_string()]);
+        }
+        self.argv.splice(1..1, flags);
+        self
+    }
 }
 
 /// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
@@ -339,6 +378,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                claude: false,
                 session: session.cloned(),
             },
             (
@@ -372,6 +412,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: false,
                 answers_trust: true,
+                claude: true,
                 session: session.cloned(),
             },
             (
@@ -410,6 +451,7 @@ impl Profile {
                     stream_json: true,
                     hold_reports: true,
                     answers_trust: false,
+                    claude: true,
                     session: session.cloned(),
                 }
             }
@@ -436,6 +478,7 @@ impl Profile {
                 answers_trust: false,
                 // Conversations the daemon can continue are Claude Code's only.
                 session: None,
+                claude: false,
             },
             (ProfileKind::Argv { .. }, _) => Launch {
                 argv: self
@@ -447,6 +490,7 @@ impl Profile {
                 stream_json: false,
                 hold_reports: autonomous,
                 answers_trust: false,
+                claude: false,
                 session: session.cloned(),
             },
         })
@@ -504,6 +548,14 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
         on_exit: user.and_then(|u| u.on_exit),
         silence_limit_secs,
     })
+}
+
+/// What one node of this profile may spend, from config (`agents.<name>.max_budget_usd`).
+pub fn node_budget(config: &Config, profile: &Profile) -> Option<f64> {
+    config
+        .agents
+        .get(&profile.name)
+        .and_then(|a| a.max_budget_usd)
 }
 
 fn claude(user: Option<&AgentConfig>) -> ProfileKind {
@@ -641,6 +693,26 @@ mod tests {
                 "hi"
             ]
         );
+
+        let extra = Extra {
+            gate: Some("cargo test -p x"),
+            max_budget_usd: Some(0.5),
+        };
+        let l = claude
+            .launch(Mode::Autonomous, "fix it", None)
+            .unwrap()
+            .with(&extra);
+        assert_eq!(
+            l.argv[..5],
+            ["claude", "--max-budget-usd", "0.5", "-p", "--output-format"]
+        );
+        let tools = l.argv.iter().position(|a| a == "--allowedTools").unwrap();
+        assert_eq!(l.argv[tools + 1], "Bash(cargo test -p x)");
+        assert_eq!(l.argv[tools + 2], "Bash(git *)");
+        assert_eq!(l.argv.last().unwrap(), "fix it");
+        // Other agents' argv is their template, whatever the node adds.
+        let aider = p.launch(Mode::Autonomous, "fix it", None).unwrap();
+        assert_eq!(aider.clone().with(&extra).argv, aider.argv);
 
         let err = resolve(&config, Some("nope")).unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotFound);

@@ -34,6 +34,11 @@
 //!
 //! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
 //! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
+//!
+//! [notify]                    # when a node starts needing a person (see crate::notify)
+//! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
+//! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON
+//! timeout_secs = 10                             # per notifier and notice
 //! ```
 //!
 //! `local` (this machine's private tmux server) is always there and is the default.
@@ -57,6 +62,66 @@ pub struct Config {
     /// Every repository's worktree bootstrap, under what a repository's own file says.
     #[serde(default)]
     pub worktree: crate::bootstrap::WorktreeConfig,
+    #[serde(default)]
+    pub notify: NotifyConfig,
+}
+
+/// `[notify]`: who is told when a node starts needing a person.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// A program and its arguments, run with the notice as JSON on stdin.
+    pub command: Option<Vec<String>>,
+    /// A plain-HTTP URL that receives the notice as a JSON POST.
+    pub webhook: Option<String>,
+    /// How long each notifier may take per notice (default 10 s).
+    pub timeout_secs: Option<u64>,
+}
+
+/// A plain `http://host[:port][/path]` URL: what a webhook may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl HttpUrl {
+    pub fn parse(url: &str) -> Result<HttpUrl, AppError> {
+        let bad = |why: &str| {
+            AppError::invalid(format!(
+                "invalid notify.webhook {url:?}: {why}; give a plain HTTP URL such as \"http://127.0.0.1:9000/hook\""
+            ))
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| bad("only http:// is supported"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse::<u16>()
+                    .map_err(|_| bad("the port is not a number from 1 to 65535"))?,
+            ),
+            None => (authority, 80),
+        };
+        if host.is_empty() || port == 0 || host.contains(['@', ' ']) {
+            return Err(bad("it names no host"));
+        }
+        Ok(HttpUrl {
+            host: host.to_string(),
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    /// `host:port`, for the `Host` header.
+    pub fn authority(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -164,6 +229,9 @@ pub struct AgentConfig {
     pub permission_mode: Option<String>,
     /// The built-in claude profile only: tools granted to autonomous runs.
     pub allowed_tools: Option<Vec<String>>,
+    /// The built-in claude profile only: what one node's session may spend
+    /// (`--max-budget-usd`); a run's own budget caps it further.
+    pub max_budget_usd: Option<f64>,
     /// The runner this profile's agents use unless `--runner` (or the manifest, the plan)
     /// names one.
     pub runner: Option<String>,
@@ -189,6 +257,10 @@ impl Config {
             .map_err(|e| AppError::invalid(e.to_string().trim().to_string()))?;
         for (name, agent) in &config.agents {
             octl_proto::ids::validate_node_id("agent profile name", name)?;
+            octl_proto::rpc::check_budget(
+                &format!("agents.{name}.max_budget_usd"),
+                agent.max_budget_usd,
+            )?;
             for (field, argv) in [
                 ("interactive", &agent.interactive),
                 ("autonomous", &agent.autonomous),
@@ -201,6 +273,22 @@ impl Config {
                     }
                 }
             }
+        }
+        let n = &config.notify;
+        if let Some(argv) = &n.command {
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(AppError::invalid(
+                    "notify.command: give the program and its arguments, e.g. [\"notify-send\", \"orchestratectl\"]",
+                ));
+            }
+        }
+        if let Some(url) = &n.webhook {
+            HttpUrl::parse(url)?;
+        }
+        if n.timeout_secs == Some(0) {
+            return Err(AppError::invalid(
+                "notify.timeout_secs: give a number of seconds above 0, e.g. 10",
+            ));
         }
         for (name, runner) in &config.runners {
             octl_proto::ids::validate_node_id("runner name", name)?;
@@ -364,6 +452,41 @@ mod tests {
         assert!(err.message.contains("bogus"), "{}", err.message);
         assert!(Config::parse("[agents.x]\ninteractive = []\n").is_err());
         assert!(Config::parse("[agents.\"Bad Name\"]\n").is_err());
+    }
+
+    #[test]
+    fn notify_and_budgets_name_the_field() {
+        let c = Config::parse(
+            "[notify]\ncommand = [\"notify-send\", \"x\"]\nwebhook = \"http://127.0.0.1:9000/hook\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.notify.command.unwrap()[0], "notify-send");
+        assert_eq!(
+            HttpUrl::parse(&c.notify.webhook.unwrap()).unwrap(),
+            HttpUrl {
+                host: "127.0.0.1".into(),
+                port: 9000,
+                path: "/hook".into()
+            }
+        );
+        assert_eq!(HttpUrl::parse("http://h").unwrap().path, "/");
+        for (text, field) in [
+            ("[notify]\ncommand = []\n", "notify.command"),
+            ("[notify]\nwebhook = \"https://x\"\n", "notify.webhook"),
+            (
+                "[notify]\nwebhook = \"http://h:99999/\"\n",
+                "notify.webhook",
+            ),
+            ("[notify]\ntimeout_secs = 0\n", "notify.timeout_secs"),
+            ("[notify]\nbogus = 1\n", "bogus"),
+            (
+                "[agents.claude]\nmax_budget_usd = -1\n",
+                "agents.claude.max_budget_usd",
+            ),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(e.message.contains(field), "{text}: {}", e.message);
+        }
     }
 
     fn refused(text: &str) -> String {

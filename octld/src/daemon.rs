@@ -93,6 +93,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
 
     let store = Store::open(home.clone()).map_err(io_err("cannot load runs"))?;
     let changes = store.watch_changes();
+    let notices = store.watch_notices(crate::notify::QUEUE);
     // A socket handed over by systemd or launchd is theirs: served, never unlinked.
     let (listener, activated) = match activation::take_listener(&home.socket())? {
         Some(handed) => (server::adopt(handed)?, true),
@@ -112,6 +113,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     // Agents that exited while the daemon was down are recorded before anyone is answered.
     engine::supervise::first_look(&daemon).await;
     let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
+    tokio::spawn(crate::notify::run(daemon.clone(), notices));
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");
 
     // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the

@@ -13,7 +13,8 @@
 //! - [`agents`]: agent profiles (`shell`, `claude`, `codex`, `gemini`, `opencode`, `aider`,
 //!   user argv templates) and their launch.
 //! - [`streams`]: how Codex, Gemini CLI and opencode's JSON-lines output says they ended.
-//! - [`config`]: `config.toml`: agent profiles and defaults.
+//! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners and worktree bootstrap.
+//! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
@@ -33,6 +34,7 @@ pub mod home;
 pub mod kept;
 pub mod lock;
 pub mod logging;
+pub mod notify;
 pub mod rpc;
 pub mod runner;
 pub mod server;

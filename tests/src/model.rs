@@ -140,7 +140,20 @@ impl Recorded {
     }
 }
 
+/// A usage limit the stand-in plays: main requests are refused with HTTP 429 until `reset`.
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    /// Unix seconds: `anthropic-ratelimit-unified-reset`; for a window, set by the first
+    /// main request.
+    reset: Option<u64>,
+    /// Seconds from the first main request to the reset (a window), when `reset` is unset.
+    window: u64,
+    /// The `retry-after` header, in seconds.
+    retry_after: u64,
+}
+
 struct Shared {
+    limit: Mutex<Option<Limit>>,
     script: Vec<Step>,
     log: Mutex<Vec<Recorded>>,
     stop: AtomicBool,
@@ -161,6 +174,7 @@ impl ModelStandIn {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model stand-in");
         let addr = listener.local_addr().expect("stand-in address");
         let shared = Arc::new(Shared {
+            limit: Mutex::new(None),
             script,
             log: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -177,6 +191,37 @@ impl ModelStandIn {
             shared,
             accept: Some(accept),
         }
+    }
+
+    /// Until `reset` (Unix seconds), refuses every main-agent request with HTTP 429 and the
+    /// headers of a spent usage limit: `anthropic-ratelimit-unified-status: rejected`,
+    /// `anthropic-ratelimit-unified-reset: <reset>`, `…-representative-claim: five_hour`,
+    /// `retry-after: <retry_after>`. Claude Code 2.1.328 with a subscription token
+    /// (`CLAUDE_CODE_OAUTH_TOKEN`) then prints a `rate_limit_event` with status `rejected`
+    /// and ends with a result whose `api_error` is `usage_limit_reached`; with an API key or
+    /// auth token it retries (up to 10 times, waiting about `retry_after`) and prints
+    /// `system`/`api_retry` lines.
+    pub fn limit_until(&self, reset: u64, retry_after: u64) {
+        *self.shared.limit.lock().unwrap() = Some(Limit {
+            reset: Some(reset),
+            window: 0,
+            retry_after,
+        });
+    }
+
+    /// Like [`ModelStandIn::limit_until`], with the reset `window` seconds after the first
+    /// main request, however late the CLI starts ([`ModelStandIn::limit_reset`] says when).
+    pub fn limit_for(&self, window: u64, retry_after: u64) {
+        *self.shared.limit.lock().unwrap() = Some(Limit {
+            reset: None,
+            window,
+            retry_after,
+        });
+    }
+
+    /// The reset of the limit being played, once known (Unix seconds).
+    pub fn limit_reset(&self) -> Option<u64> {
+        self.shared.limit.lock().unwrap().and_then(|l| l.reset)
     }
 
     /// `http://127.0.0.1:<port>`: the value for `ANTHROPIC_BASE_URL`.
@@ -281,6 +326,7 @@ struct HttpResponse {
     status: u16,
     content_type: &'static str,
     body: Vec<u8>,
+    headers: Vec<(&'static str, String)>,
 }
 
 fn serve_connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
@@ -422,6 +468,7 @@ fn write_response(
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
+        429 => "Too Many Requests",
         _ => "Status",
     };
     let mut head = format!(
@@ -431,6 +478,9 @@ fn write_response(
         response.content_type,
         response.body.len()
     );
+    for (k, v) in &response.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
     head.push_str(if close {
         "connection: close\r\n\r\n"
     } else {
@@ -448,6 +498,7 @@ fn json_response(status: u16, body: &Value) -> HttpResponse {
         status,
         content_type: "application/json",
         body: serde_json::to_vec(body).unwrap(),
+        headers: Vec::new(),
     }
 }
 
@@ -469,6 +520,38 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 );
             };
             let n = shared.counter.fetch_add(1, Ordering::SeqCst);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let limit = {
+                let mut limit = shared.limit.lock().unwrap();
+                if let Some(l) = limit.as_mut().filter(|_| is_main(&body)) {
+                    l.reset.get_or_insert(now + l.window);
+                }
+                *limit
+            };
+            let reset_of = |l: &Limit| l.reset.unwrap_or(0);
+            if let Some(limit) = limit.filter(|l| is_main(&body) && now < reset_of(l)) {
+                let mut r = error_response(
+                    429,
+                    "rate_limit_error",
+                    "This request would exceed your account's rate limit. Please try again later.",
+                );
+                r.headers = vec![
+                    ("anthropic-ratelimit-unified-status", "rejected".into()),
+                    (
+                        "anthropic-ratelimit-unified-reset",
+                        reset_of(&limit).to_string(),
+                    ),
+                    (
+                        "anthropic-ratelimit-unified-representative-claim",
+                        "five_hour".into(),
+                    ),
+                    ("retry-after", limit.retry_after.to_string()),
+                ];
+                return (RequestKind::Main, r);
+            }
             if is_main(&body) {
                 let reply = main_reply(&body, &shared.script, n);
                 (RequestKind::Main, reply.into_response(&body, n))
@@ -522,6 +605,7 @@ fn respond(request: &HttpRequest, shared: &Shared) -> (RequestKind, HttpResponse
                 status: 200,
                 content_type: "text/plain",
                 body: Vec::new(),
+                headers: Vec::new(),
             },
         ),
         _ => (
@@ -808,6 +892,7 @@ impl Reply {
             status: 200,
             content_type: "text/event-stream",
             body: body.into_bytes(),
+            headers: Vec::new(),
         }
     }
 }
@@ -906,6 +991,7 @@ mod responses {
             status: 200,
             content_type: "text/event-stream",
             body: text.into_bytes(),
+            headers: Vec::new(),
         }
     }
 
@@ -1016,6 +1102,7 @@ mod gemini {
                 status: 200,
                 content_type: "text/event-stream",
                 body: format!("data: {chunk}\r\n\r\n").into_bytes(),
+                headers: Vec::new(),
             },
         )
     }
@@ -1151,6 +1238,7 @@ mod chat {
                 status: 200,
                 content_type: "text/event-stream",
                 body: text.into_bytes(),
+                headers: Vec::new(),
             },
         )
     }

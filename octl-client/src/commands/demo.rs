@@ -151,6 +151,7 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
             agent: Some("shell".to_string()),
             node: Some(node.to_string()),
             gate: None,
+            max_budget_usd: None,
             runner: None,
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {

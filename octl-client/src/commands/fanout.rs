@@ -28,6 +28,7 @@ Examples:
   orchestratectl fan-out --manifest units.toml
   orchestratectl fan-out --manifest units.json --max-parallel 3 --agent shell --wait
   orchestratectl fan-out --manifest units.toml --max-parallel auto --gate 'cargo test'
+  orchestratectl fan-out --manifest units.toml --max-budget-usd 20
   orchestratectl fan-out --manifest units.toml --runner cluster --max-parallel 24
   orchestratectl --json fan-out --manifest units.toml    # the run summary
   orchestratectl fan-out manifest                        # inside a unit's agent window
@@ -74,6 +75,11 @@ pub struct StartArgs {
     /// what it came from are recorded in the run); default: auto
     #[arg(long, value_name = "N|auto")]
     pub max_parallel: Option<String>,
+
+    /// The run's budget in USD: once its agents have cost this much no new node starts
+    /// (`run show` says so); each Claude Code session gets what is left (--max-budget-usd)
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
 
     /// The git repository to work in (any directory inside it); default: the current directory
     #[arg(long, value_name = "DIR")]
@@ -230,6 +236,7 @@ pub struct CommonParams {
     pub agent: Option<String>,
     pub runner: Option<String>,
     pub max_parallel: Option<MaxParallel>,
+    pub max_budget_usd: Option<f64>,
 }
 
 /// Checks `--repo`, `--base`, `--agent`, `--max-parallel` as `spawn` does.
@@ -248,6 +255,7 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
             e.with_hint("built-in profiles are `claude` and `shell`; others are [agents.NAME] in $OCTL_HOME/config.toml")
         })?;
     }
+    octl_proto::rpc::check_budget("--max-budget-usd", args.max_budget_usd)?;
     if let Some(runner) = &args.runner {
         super::spawn::validate_runner(runner)?;
     }
@@ -257,6 +265,7 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
         agent: args.agent.clone(),
         runner: args.runner.clone(),
         max_parallel,
+        max_budget_usd: args.max_budget_usd,
     })
 }
 
@@ -326,6 +335,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         agent: common.agent,
         gate: args.gate.clone(),
         max_parallel: common.max_parallel.map(max_parallel_json),
+        max_budget_usd: common.max_budget_usd,
         runner: common.runner,
     })
 }
@@ -450,6 +460,7 @@ mod tests {
             manifest: Some(manifest.into()),
             common: StartArgs {
                 max_parallel: None,
+                max_budget_usd: None,
                 repo: None,
                 base: None,
                 agent: None,

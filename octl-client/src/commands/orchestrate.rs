@@ -89,6 +89,7 @@ pub fn orchestrate_params(
         agent: common.agent,
         max_parallel: common.max_parallel.map(max_parallel_json),
         auto_merge: args.auto_merge,
+        max_budget_usd: common.max_budget_usd,
         runner: common.runner,
     })
 }
@@ -144,6 +145,7 @@ mod tests {
             auto_merge,
             common: StartArgs {
                 max_parallel: None,
+                max_budget_usd: None,
                 repo: None,
                 base: None,
                 agent: None,

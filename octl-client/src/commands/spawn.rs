@@ -33,6 +33,7 @@ pub enum SpawnCmd {
 Examples:
   orchestratectl spawn spinoff 'fix the off-by-one in src/page.rs; add a test'
   orchestratectl spawn spinoff --node typo --gate 'cargo test' 'fix the typo in src/net.rs'
+  orchestratectl spawn spinoff --max-budget-usd 2 'port the parser to nom 8'
   orchestratectl spawn spinoff --agent shell 'printf hi > hi.txt' --wait
   orchestratectl spawn spinoff --runner cluster 'fix the flaky test in tests/net.rs'
   orchestratectl spawn spinoff --task-file task.md       # a long task, sent as written
@@ -95,6 +96,10 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "CMD")]
     pub gate: Option<String>,
 
+    /// What the run's agent may spend, in USD (Claude Code's --max-budget-usd); the run
+    /// shows its cost in `run list`
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
     /// Where the agent runs: `local` (this machine's tmux server) or a runner
     /// [runners.NAME] of $OCTL_HOME/config.toml (kind ssh or slurm); default: the profile's
     /// `runner`, else [defaults] runner, else local
@@ -221,6 +226,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
             "invalid --gate \"\": give a shell command such as 'cargo test', or leave --gate out",
         ));
     }
+    octl_proto::rpc::check_budget("--max-budget-usd", args.max_budget_usd)?;
     Ok(SpawnParams {
         task,
         repo,
@@ -228,6 +234,8 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         agent: args.agent.clone(),
         node: args.node.clone(),
         gate: args.gate.clone(),
+        max_budget_usd: args.max_budget_usd,
+
         runner: args.runner.clone(),
     })
 }
@@ -352,6 +360,7 @@ mod tests {
             agent: None,
             node: None,
             gate: None,
+            max_budget_usd: None,
             runner: None,
             wait: false,
         }

@@ -62,6 +62,7 @@ scalar!(u64, "a non-negative integer", Value::as_u64);
 scalar!(u32, "a non-negative integer", |v: &Value| v
     .as_u64()
     .and_then(|n| u32::try_from(n).ok()));
+scalar!(f64, "a number", Value::as_f64);
 scalar!(bool, "a boolean", Value::as_bool);
 scalar!(Map<String, Value>, "an object", |v: &Value| v.as_object().cloned());
 scalar!(

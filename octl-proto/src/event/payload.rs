@@ -105,6 +105,14 @@ crate::declare_payloads! {
         discard: Option<bool>,
     }
 
+    /// `run.budget_spent`, once per run: its agents have cost `spent_usd` of its
+    /// `max_budget_usd` (`budget_usd`), so `next` and every node after it do not start.
+    RunBudgetSpent = "run.budget_spent" {
+        spent_usd: f64,
+        budget_usd: f64,
+        next: String,
+    }
+
     /// `node.added`: a node, its agent, task, gate and dependencies. The daemon always writes
     /// `gate` (`null` without one); a generic run's client may add nodes with data of its own.
     NodeAdded = "node.added" {
@@ -239,6 +247,17 @@ crate::declare_payloads! {
         /// Why, when the process died without reporting (its conversation can be resumed).
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+    }
+
+    /// `node.paused`: the agent stopped at a usage or rate limit and waits for its reset
+    /// (`until`, RFC 3339) instead of failing; written with the exit status (`null`: killed).
+    NodePaused = "node.paused" {
+        until: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        exit_status: Option<i64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Map<String, Value>>,
     }
 
     /// `node.blocked`: a dependency cannot merge.

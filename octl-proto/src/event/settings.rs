@@ -41,6 +41,8 @@ pub struct RunSettings {
     pub integration: Option<String>,
     /// An orchestrate run merges its integration branch by itself once every node merged.
     pub auto_merge: Option<bool>,
+    /// The run's budget (USD): no new node starts once its agents have cost this much.
+    pub max_budget_usd: Option<f64>,
     /// Every other key, as it was written.
     pub other: Map<String, Value>,
 }
@@ -82,6 +84,7 @@ impl RunSettings {
             order: take(&mut m, "order"),
             integration: take(&mut m, "integration"),
             auto_merge: take(&mut m, "auto_merge"),
+            max_budget_usd: take(&mut m, "max_budget_usd"),
             other: m,
         }
     }
@@ -102,6 +105,7 @@ impl RunSettings {
         put(&mut m, "order", &self.order);
         put(&mut m, "integration", &self.integration);
         put(&mut m, "auto_merge", &self.auto_merge);
+        put(&mut m, "max_budget_usd", &self.max_budget_usd);
         m
     }
 

@@ -5,7 +5,7 @@
 //! the state exactly as it was.
 
 use crate::error::{AppError, ErrorKind};
-use crate::event::{is_custom_type, Actor, Event, RunCreated};
+use crate::event::{is_custom_type, Actor, Event, Payload, RunBudgetSpent, RunCreated};
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
@@ -95,6 +95,7 @@ impl RunState {
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
+            budget_spent: false,
         })
     }
 
@@ -200,6 +201,23 @@ impl RunState {
                     "run.failed" => RunStatus::Failed,
                     _ => RunStatus::Cancelled,
                 });
+                Ok(())
+            }
+            // Once per run: the daemon stops starting nodes when the run's budget is spent.
+            RunBudgetSpent::TYPE => {
+                if ev.node.is_some() {
+                    return Err(AppError::invalid(
+                        "run.budget_spent is a run-level event: give no node",
+                    ));
+                }
+                if self.budget_spent {
+                    return Err(transition(format!(
+                        "run {} already spent its budget",
+                        self.id
+                    )));
+                }
+                ev.payload::<RunBudgetSpent>()?;
+                self.budget_spent = true;
                 Ok(())
             }
             "node.added" => self.fold_node_added(ev),

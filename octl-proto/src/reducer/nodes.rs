@@ -52,6 +52,8 @@ pub(super) struct Said {
     pub resume: bool,
     /// `node.starting`: the port the node holds while live.
     pub port: Option<u64>,
+    /// `node.paused`: when its usage limit resets.
+    pub until: Option<String>,
 }
 
 /// Only `node.progress` carries a report; the others' clients are told so.
@@ -144,6 +146,16 @@ fn said(ev: &Event) -> Result<Said, AppError> {
                 exit_status: p.exit_status,
                 outcome: p.outcome,
                 reason: p.reason,
+                ..Said::default()
+            }
+        }
+        NodePaused::TYPE => {
+            let p: NodePaused = ev.payload()?;
+            Said {
+                until: Some(p.until),
+                reason: p.reason,
+                exit_status: p.exit_status,
+                outcome: p.outcome,
                 ..Said::default()
             }
         }
@@ -247,6 +259,8 @@ impl RunState {
             kept: Vec::new(),
             activity: None,
             session_id: None,
+            paused_until: None,
+            cost_usd: None,
             runner: added.runner,
             resume: false,
         };
@@ -271,7 +285,7 @@ impl RunState {
         };
         let rule = match t {
             "node.ready" => (vec![Pending, Blocked], Some(Ready)),
-            "node.starting" => (vec![Pending, Ready], Some(Starting)),
+            "node.starting" => (vec![Pending, Ready, Paused], Some(Starting)),
             "node.started" => (vec![Starting], Some(Running)),
             "node.progress" => (live(&[]), Some(Running)),
             "node.waiting" => (live(&[]), Some(Waiting)),
@@ -280,6 +294,8 @@ impl RunState {
             "node.failed" if actor == Actor::Daemon => (live(&[Done]), Some(Failed)),
             "node.failed" => (live(&[]), Some(Failed)),
             "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
+            // Its agent stopped at a usage or rate limit: it waits for the reset, not failed.
+            "node.paused" => (vec![Starting, Running, Waiting], Some(Paused)),
             "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
             // A dependency was retried: the node waits for it again.
             "node.unblocked" => (vec![Blocked], Some(Pending)),
@@ -351,6 +367,7 @@ impl RunState {
             session_id: session,
             resume,
             port,
+            until,
         } = said(ev)?;
         let kept = kept_change(t, kept, snapshot_commit, kept_dir, node, ev)?;
         if resume && session.is_none() && node.session_id.is_none() {
@@ -388,6 +405,13 @@ impl RunState {
         }
         if exit_status.is_some() {
             node.exit_status = exit_status;
+        }
+        if let Some(cost) = outcome
+            .as_ref()
+            .and_then(|o| o.get("total_cost_usd"))
+            .and_then(Value::as_f64)
+        {
+            node.cost_usd = Some(node.cost_usd.unwrap_or(0.0) + cost);
         }
         if outcome.is_some() {
             node.outcome = outcome;
@@ -434,6 +458,7 @@ impl RunState {
                 node.port = port;
                 node.pane = None;
                 node.cleaned = false;
+                node.paused_until = None;
                 // What the old attempt's agent last said is not this one's.
                 node.activity = None;
                 node.resume = resume;
@@ -441,6 +466,7 @@ impl RunState {
                     node.session_id = session;
                 }
             }
+            "node.paused" => node.paused_until = until,
             "node.started" => node.started_at = Some(ev.ts.clone()),
             // Why it was blocked no longer holds.
             "node.unblocked" => node.reason = None,

@@ -713,6 +713,110 @@ fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
 }
 
 #[test]
+fn a_paused_node_waits_for_its_reset_then_starts_again_and_costs_add_up() {
+    let mut s = started_spinoff();
+    // A client cannot pause a node; the daemon needs the reset time.
+    assert!(!client_may_append(RunKind::Spinoff, "node.paused"));
+    let err = s
+        .apply(&ev(5, Some("a"), "node.paused", Actor::Daemon, json!({})))
+        .unwrap_err();
+    assert!(err.message.contains("data.until"), "{}", err.message);
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "node.paused",
+        Actor::Daemon,
+        json!({"until": "2026-12-01T10:00:00.000Z", "reason": "limit",
+               "outcome": {"total_cost_usd": 0.25}}),
+    ))
+    .unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(a.state, Paused);
+    assert_eq!(a.paused_until.as_deref(), Some("2026-12-01T10:00:00.000Z"));
+    assert_eq!(a.cost_usd, Some(0.25));
+    assert!(!a.state.is_alive() && !a.state.is_terminal());
+    // It resumes by itself: the run is not waiting for a human.
+    assert_eq!(s.status(), RunStatus::Active);
+    // Only a start moves it on (or a cancel).
+    let err = s
+        .apply(&ev(6, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Starting);
+    assert_eq!(s.nodes["a"].paused_until, None);
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "node.started",
+        Actor::Daemon,
+        json!({"pane":"%2"}),
+    ))
+    .unwrap();
+    s.apply(&ev(
+        8,
+        Some("a"),
+        "node.done",
+        Actor::Daemon,
+        json!({"outcome": {"total_cost_usd": 0.5}}),
+    ))
+    .unwrap();
+    // Every attempt's cost, summed per node and per run.
+    assert_eq!(s.nodes["a"].cost_usd, Some(0.75));
+    assert_eq!(s.cost_usd(), Some(0.75));
+    assert_eq!(crate::projection::summary(&s).cost_usd, Some(0.75));
+}
+
+#[test]
+fn a_spent_budget_is_recorded_once_and_the_run_waits_for_a_human() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"fanout","max_budget_usd": 1.0}),
+    ))
+    .unwrap();
+    s.apply(&ev(2, Some("u1"), "node.added", Actor::Daemon, json!({})))
+        .unwrap();
+    assert_eq!(s.status(), RunStatus::Active);
+    assert!(!client_may_append(RunKind::Fanout, "run.budget_spent"));
+    let err = s
+        .apply(&ev(
+            3,
+            Some("u1"),
+            "run.budget_spent",
+            Actor::Daemon,
+            json!({}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidParams);
+    s.apply(&ev(
+        3,
+        None,
+        "run.budget_spent",
+        Actor::Daemon,
+        json!({"spent_usd": 1.2, "budget_usd": 1.0, "next": "u1"}),
+    ))
+    .unwrap();
+    assert!(s.budget_spent);
+    // A pending node that will not start leaves the run to a human.
+    assert_eq!(s.status(), RunStatus::Waiting);
+    let err = s
+        .apply(&ev(4, None, "run.budget_spent", Actor::Daemon, json!({})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(crate::projection::summary(&s).budget_spent);
+}
+
+#[test]
 fn a_start_holds_the_port_its_intent_names_and_a_bad_port_changes_nothing() {
     let mut s = RunState::from_created(&ev(
         1,

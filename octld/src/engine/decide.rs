@@ -64,6 +64,9 @@ pub enum Step {
     CleanStaleAttempt { node: String },
     /// A pending node of a spinoff or code run (retried): start it again from base.
     StartPending { node: String },
+    /// A node paused by a usage limit that has reset: start it again in its worktree,
+    /// continuing its conversation.
+    Resume { node: String },
     /// An orchestrate run's merge a crash cut short (`merge.started` without its end).
     ResumeRunMerge,
     /// A done node of a run that merges by itself: gate, merge, clean up.
@@ -83,6 +86,7 @@ impl Step {
             Step::HealStart { node } | Step::HealMerge { node } => StepKey::node(&node.id),
             Step::CleanStaleAttempt { node }
             | Step::StartPending { node }
+            | Step::Resume { node }
             | Step::Finish { node } => StepKey::node(node),
             Step::ResumeRunMerge | Step::AutoMergeRun => StepKey::RunMerge,
             Step::Schedule => StepKey::Schedule,
@@ -103,6 +107,8 @@ pub struct Facts<'a> {
     pub corrupt: bool,
     /// Whether a run of this id exists.
     pub run_exists: &'a dyn Fn(&str) -> bool,
+    /// The time now (ms since the epoch): paused nodes start again after their reset.
+    pub now_ms: u64,
 }
 
 /// Whether the daemon merges this kind's done nodes by itself.
@@ -181,6 +187,15 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
+    for node in view
+        .nodes
+        .iter()
+        .filter(|n| limits::resume_due(n, facts.now_ms))
+    {
+        steps.push(Step::Resume {
+            node: node.id.clone(),
+        });
+    }
     if kind == Some(RunKind::Orchestrate) && view.manifest.merge.as_deref() == Some("merging") {
         steps.push(Step::ResumeRunMerge);
     }
@@ -242,5 +257,6 @@ pub fn run_end(view: &RunDetail) -> Option<RunEnd> {
     }
 }
 
+pub mod limits;
 #[cfg(test)]
 mod tests;

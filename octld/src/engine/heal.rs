@@ -30,11 +30,23 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
     // In the conversation its `node.starting` recorded.
     let session = agents::Session::recorded(node);
     let launch = Config::load(&daemon.home.config()).and_then(|config| {
-        agents::resolve(&config, node.agent.as_deref())?.launch(
-            mode,
-            node.task.as_deref().unwrap_or_default(),
-            session.as_ref(),
-        )
+        let profile = agents::resolve(&config, node.agent.as_deref())?;
+        Ok(profile
+            .launch(
+                mode,
+                node.task.as_deref().unwrap_or_default(),
+                session.as_ref(),
+            )?
+            .with(&agents::Extra {
+                gate: node
+                    .gate
+                    .as_deref()
+                    .or(view.manifest.settings.gate.as_deref()),
+                max_budget_usd: super::decide::limits::node_budget(
+                    &view,
+                    agents::node_budget(&config, &profile),
+                ),
+            }))
     });
     let result = match (launch, view.manifest.repo.clone(), merge::target_of(&view)) {
         (Ok(launch), Some(repo), Some(start_point)) => {

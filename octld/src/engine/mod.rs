@@ -15,6 +15,7 @@
 //! - [`heal`]: finishing starts and merges a crash interrupted, from their intent events.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
 //! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
+//! - [`resume`]: a node paused by a usage limit, started again after the reset.
 //! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
 //! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
@@ -31,6 +32,7 @@ pub mod heal;
 pub mod machine;
 pub mod merge;
 pub mod orphans;
+pub mod resume;
 pub mod retry;
 pub mod schedule;
 pub mod spawn;
@@ -202,8 +204,29 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
                     reconcile(&daemon, &handle);
                 }
             }
-            _ = tick.tick() => { supervise::tick(&daemon).await; }
+            _ = tick.tick() => {
+                supervise::tick(&daemon).await;
+                wake_paused(&daemon);
+            }
             _ = &mut stop => return,
+        }
+    }
+}
+
+/// A limit's reset is no change in any log: once a paused node's reset has passed, every
+/// run is looked at again (the paused node resumes; nodes of its profile may start).
+fn wake_paused(daemon: &Arc<Daemon>) {
+    let now = crate::store::writer::now_ms();
+    let handles = daemon.store.handles();
+    let due = handles.iter().any(|h| {
+        h.view()
+            .nodes
+            .iter()
+            .any(|n| decide::limits::resume_due(n, now))
+    });
+    if due {
+        for h in handles {
+            daemon.store.notify(&h.id);
         }
     }
 }
@@ -216,6 +239,7 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     let facts = Facts {
         corrupt: handle.corrupt().is_some(),
         run_exists: &run_exists,
+        now_ms: crate::store::writer::now_ms(),
     };
     for step in decide::due(&view, &facts) {
         // The run ends only once no node step runs; each running one is asked to wake the
@@ -257,6 +281,7 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
                 return schedule::start(&d, &h, &now, n, slot).await;
             }
         }
+        Step::Resume { node } => resume::resume(&d, &h, &node).await,
         Step::ResumeRunMerge => {
             let _ = merge::merge_run(&d, &h).await;
         }

@@ -362,6 +362,8 @@ mod tests {
             kept: vec![],
             activity: None,
             session_id: None,
+            paused_until: None,
+            cost_usd: None,
             runner: None,
             resume: false,
         }

@@ -9,14 +9,15 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use octl_proto::event::{NodeBlocked, NodeFailed, NodeUnblocked};
+use octl_proto::event::{NodeBlocked, NodeFailed, NodeUnblocked, RunBudgetSpent};
 
 use octl_proto::projection::RunDetail;
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState};
 
+use super::decide::limits;
 use super::{append, spawn, Engine, Slot, StepKey};
-use crate::agents::{self, Mode};
+use crate::agents::{self, Extra, Mode};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
@@ -65,6 +66,15 @@ pub async fn passes(d: &Arc<Daemon>, h: &Arc<RunHandle>, slot: Slot) {
 /// The node to start next: the first pending one in order whose dependencies all merged,
 /// unless `max_parallel` agents are alive already.
 pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
+    next_startable(view, &Default::default())
+}
+
+/// [`next_to_start`], skipping nodes whose agent profile is paused by a usage limit
+/// (`pauses`: [`limits::profile_pauses`] of every run).
+pub fn next_startable<'a>(
+    view: &'a RunDetail,
+    pauses: &std::collections::BTreeMap<String, u64>,
+) -> Option<&'a Node> {
     let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
     if alive >= cap(view) {
         return None;
@@ -72,8 +82,11 @@ pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
     order(view).into_iter().find_map(|id| {
         let n = view.nodes.iter().find(|n| n.id == id)?;
         // A retried node whose old attempt is not cleaned up yet waits for that step.
-        (n.state == NodeState::Pending && !n.stale_attempt() && waiting_for(view, n).is_empty())
-            .then_some(n)
+        (n.state == NodeState::Pending
+            && !n.stale_attempt()
+            && waiting_for(view, n).is_empty()
+            && limits::may_start(n, pauses))
+        .then_some(n)
     })
 }
 
@@ -84,9 +97,30 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
             return Ok(());
         }
         block_dependents(daemon, handle, &view).await?;
-        let Some(node) = next_to_start(&view).cloned() else {
+        let now = crate::store::writer::now_ms();
+        let views: Vec<_> = daemon.store.handles().iter().map(|h| h.view()).collect();
+        let pauses = limits::profile_pauses(views.iter().map(|v| &**v), now);
+        let Some(node) = next_startable(&view, &pauses).cloned() else {
             return Ok(());
         };
+        // A spent budget starts no new node, and says so once.
+        if let Some((spent, budget)) = limits::budget_spent(&view) {
+            if !view.manifest.budget_spent {
+                tracing::info!(run = %handle.id, spent, budget, "the run's budget is spent; no new node starts");
+                append(
+                    daemon,
+                    handle,
+                    None,
+                    RunBudgetSpent {
+                        spent_usd: spent,
+                        budget_usd: budget,
+                        next: node.id.clone(),
+                    },
+                )
+                .await?;
+            }
+            return Ok(());
+        }
         // A step on the node itself (a retry's cleanup) goes first.
         let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
@@ -118,11 +152,20 @@ pub async fn start(
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
         let session = profile.session_for(node);
-        profile.launch(
-            mode,
-            node.task.as_deref().unwrap_or_default(),
-            session.as_ref(),
-        )
+        let launch = profile
+            .launch(
+                mode,
+                node.task.as_deref().unwrap_or_default(),
+                session.as_ref(),
+            )?
+            .with(&Extra {
+                gate: node
+                    .gate
+                    .as_deref()
+                    .or(view.manifest.settings.gate.as_deref()),
+                max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
+            });
+        Ok(launch)
     });
     let result = match launch {
         Ok(launch) => {

@@ -34,6 +34,8 @@ pub struct SpawnRequest {
     pub agent: Option<String>,
     pub node: Option<String>,
     pub gate: Option<String>,
+    /// The run's budget (USD), passed to its Claude Code session.
+    pub max_budget_usd: Option<f64>,
     /// The runner asked for (`--runner`); else the profile's, `[defaults] runner`, `local`.
     pub runner: Option<String>,
     /// The run and spin-off proposal this run was accepted from.
@@ -97,10 +99,20 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         validate_node_id("node", n)?;
     }
     check_gate(req.gate.as_deref())?;
+    octl_proto::rpc::check_budget("max_budget_usd", req.max_budget_usd)?;
     let config = Config::load(&daemon.home.config())?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
+    let per_node = agents::node_budget(&config, &profile);
     let session = matches!(profile.kind, agents::ProfileKind::Claude { .. }).then(Session::new);
-    let launch = profile.launch(mode, &req.task, session.as_ref())?;
+    let launch = profile
+        .launch(mode, &req.task, session.as_ref())?
+        .with(&agents::Extra {
+            gate: req.gate.as_deref(),
+            max_budget_usd: match (req.max_budget_usd, per_node) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        });
     let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
     let bootstrap = Bootstrap::resolve(&config, &repo)?;
@@ -264,6 +276,7 @@ pub async fn create(
         settings: RunSettings {
             agent: Some(checked.profile.name.clone()),
             gate: req.gate.clone(),
+            max_budget_usd: req.max_budget_usd,
             parent_run,
             proposal,
             ..RunSettings::default()
@@ -387,6 +400,43 @@ pub fn branch_name(run: &str, node: &str) -> String {
     format!("octl/{run}/{node}")
 }
 
+/// Writes the intent `node.starting` with the port the node holds while live (the lowest free
+/// one of `[worktree] ports`, if the bootstrap names a range); a node that cannot get one
+/// fails with the reason.
+pub(super) async fn write_intent(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &str,
+    boot: Result<&Bootstrap, AppError>,
+    session: Option<&Session>,
+) -> Result<(), AppError> {
+    let ports = PORTS.lock().await;
+    let port = match boot {
+        Ok(Bootstrap {
+            ports: Some(range), ..
+        }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let port = match port {
+        Ok(p) => p,
+        Err(e) => {
+            drop(ports);
+            append(
+                daemon,
+                handle,
+                Some(node),
+                NodeFailed::because(format!("cannot start: {}", e.message)),
+            )
+            .await?;
+            return Err(e);
+        }
+    };
+    let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
+    daemon.store.append(handle, intent, false).await?;
+    Ok(())
+}
+
 /// Starts the agent of an added node: `node.starting` (the intent), the branch and worktree
 /// from `start_point`, the tmux window, then `node.started`. A failed step fails the node.
 pub async fn start_node(
@@ -405,36 +455,14 @@ pub async fn start_node(
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
     let boot = Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, repo));
     if !planned {
-        let ports = PORTS.lock().await;
-        let port = match &boot {
-            Ok(Bootstrap {
-                ports: Some(range), ..
-            }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
-            Ok(_) => Ok(None),
-            Err(e) => Err(e.clone()),
-        };
-        let port = match port {
-            Ok(p) => p,
-            Err(e) => {
-                drop(ports);
-                append(
-                    daemon,
-                    handle,
-                    Some(node),
-                    NodeFailed::because(format!("cannot start: {}", e.message)),
-                )
-                .await?;
-                return Err(e);
-            }
-        };
-        let intent = starting(
-            &handle.id,
+        write_intent(
+            daemon,
+            handle,
             node,
-            &daemon.home.worktrees(),
+            boot.as_ref().map_err(Clone::clone),
             launch.session.as_ref(),
-            port,
-        );
-        daemon.store.append(handle, intent, false).await?;
+        )
+        .await?;
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.

@@ -51,6 +51,7 @@ pub fn request(
         agent,
         node: None,
         gate: None,
+        max_budget_usd: None,
         runner: None,
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::event::{NodeDone, NodeExited, NodeFailed, Nullable, Payload};
+use octl_proto::event::{NodeDone, NodeExited, NodeFailed, NodePaused, Nullable, Payload};
 use octl_proto::projection::ListedStatus;
 use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
@@ -326,16 +326,39 @@ async fn on_exit(
         .then(|| node.agent.as_deref().and_then(Builtin::parse))
         .flatten()
         .map(Builtin::stream);
-    let (outcome, end) = blocking(move || {
+    let (lines, outcome, end) = blocking(move || {
         Ok(match stream {
             Some(s) => {
                 let o = crate::streams::read(&log, s);
-                (Some(o.fields), o.end)
+                (Vec::new(), Some(o.fields), o.end)
             }
-            None => (read_outcome(&log), None),
+            None => {
+                let lines = read_tail(&log);
+                let outcome = outcome_of(&lines);
+                (lines, outcome, None)
+            }
         })
     })
     .await?;
+    // A session stopped by a usage limit waits for the reset instead of failing; one that
+    // reported before (done, or failed on purpose) is judged by its report.
+    let now = crate::store::writer::now_ms();
+    if let (None, Some(limit)) = (
+        node.report.as_deref(),
+        super::decide::limits::rate_limit(&lines, now),
+    ) {
+        let until = octl_proto::time::format_millis(limit.until_ms);
+        tracing::info!(run = %handle.id, node = %node.id, until = %until, "agent stopped at a usage limit; paused until its reset");
+        let paused = NodePaused {
+            until,
+            reason: Some(limit.reason),
+            exit_status: status.map(i64::from),
+            outcome,
+        };
+        append(daemon, handle, Some(&node.id), paused).await?;
+        super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
+        return Ok(());
+    }
     // Written even when there is none (`null`: killed, or the window vanished).
     let exit_status = Some(Nullable(status.map(i64::from)));
     // What the agent said before it exited, when its report was held until now.
@@ -516,21 +539,33 @@ async fn commit_work(node: &Node) -> Result<Option<String>, AppError> {
     blocking(move || Ok(Git::new(&worktree).commit_all(&message)?)).await
 }
 
-/// The final `{"type":"result",…}` line of a stream-json log: cost, turns and how it ended.
-pub fn read_outcome(log: &Path) -> Option<Map<String, Value>> {
+/// The JSON lines at the end of a stream-json log (the last 256 KiB: the result and what
+/// led to it; a long session's log need not be read whole), oldest first.
+pub fn read_tail(log: &Path) -> Vec<Value> {
     use std::io::{Read, Seek, SeekFrom};
-    // The result line is last; a long session's log need not be read whole.
-    let mut f = std::fs::File::open(log).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)))
-        .ok()?;
+    let Ok(mut f) = std::fs::File::open(log) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    let result: Value = text
+    if f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)))
+        .and_then(|_| f.read_to_end(&mut bytes))
+        .is_err()
+    {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&bytes)
         .lines()
-        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// The outcome in the last `{"type":"result",…}` line of a stream-json log: cost, turns,
+/// how it ended, and the tools it was denied.
+pub fn outcome_of(lines: &[Value]) -> Option<Map<String, Value>> {
+    let result = lines
+        .iter()
+        .rev()
         .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))?;
     let mut out = Map::new();
     for key in [
@@ -540,6 +575,7 @@ pub fn read_outcome(log: &Path) -> Option<Map<String, Value>> {
         "num_turns",
         "duration_ms",
         "session_id",
+        "api_error",
     ] {
         if let Some(v) = result.get(key) {
             out.insert(key.to_string(), v.clone());
@@ -550,6 +586,30 @@ pub fn read_outcome(log: &Path) -> Option<Map<String, Value>> {
             "result".into(),
             json!(r.chars().take(2000).collect::<String>()),
         );
+    }
+    // What the agent asked for and was not allowed, as `Tool(input)`: the way to grant it
+    // is to add that to `allowed_tools`.
+    let denied: Vec<Value> = result
+        .get("permission_denials")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take(20)
+        .filter_map(|d| {
+            let tool = d.get("tool_name")?.as_str()?;
+            let input = d.get("tool_input");
+            let what = input
+                .and_then(|i| i.get("command").or_else(|| i.get("file_path")))
+                .and_then(Value::as_str)
+                .map(|c| c.chars().take(200).collect::<String>());
+            Some(json!(match what {
+                Some(w) => format!("{tool}({w})"),
+                None => tool.to_string(),
+            }))
+        })
+        .collect();
+    if !denied.is_empty() {
+        out.insert("denied".into(), Value::Array(denied));
     }
     Some(out)
 }

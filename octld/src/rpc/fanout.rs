@@ -98,6 +98,13 @@ fn created(kind: RunKind, title: String, repo: &std::path::Path, base: &str) -> 
     }
 }
 
+/// The run's budget into its settings, checked.
+fn budget(usd: Option<f64>, settings: &mut RunSettings) -> Result<(), AppError> {
+    octl_proto::rpc::check_budget("max_budget_usd", usd)?;
+    settings.max_budget_usd = usd;
+    Ok(())
+}
+
 pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppError> {
     let fmt = format(&p.format)?;
     let what = p.manifest_path.clone().unwrap_or_else(|| "manifest".into());
@@ -118,6 +125,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
     let mut created = created(RunKind::Fanout, title, &repo, &base);
     let settings = &mut created.settings;
     cap(p.max_parallel, settings)?;
+    budget(p.max_budget_usd, settings)?;
     settings.agent = Some(agent.clone());
     settings.gate = gate.clone();
     let file = format!(
@@ -211,6 +219,7 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     let mut created = created(RunKind::Orchestrate, title, &repo, &base);
     let settings = &mut created.settings;
     cap(p.max_parallel, settings)?;
+    budget(p.max_budget_usd, settings)?;
     settings.integration = Some(integration.clone());
     settings.auto_merge = Some(p.auto_merge);
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });

@@ -23,6 +23,7 @@ pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Resul
             agent: p.agent,
             node: p.node,
             gate: p.gate,
+            max_budget_usd: p.max_budget_usd,
             runner: p.runner,
             parent: None,
         },

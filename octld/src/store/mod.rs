@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+use octl_proto::notice::Notice;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -145,6 +146,8 @@ pub struct RunHandle {
     untrusted: OnceLock<String>,
     /// Where to say that this run changed.
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Where the notices its committed events call for go (the notifier's queue).
+    notices: Mutex<Option<mpsc::Sender<Notice>>>,
     /// Where to say what this run committed, for the change feed.
     tap: Mutex<Tap>,
 }
@@ -170,6 +173,7 @@ impl RunHandle {
             corrupt,
             untrusted: OnceLock::new(),
             changes: Mutex::new(None),
+            notices: Mutex::new(None),
             tap: Mutex::new(Tap {
                 tx: None,
                 fed: view_seq,
@@ -266,6 +270,22 @@ impl RunHandle {
         self.changed();
     }
 
+    /// Hands committed events' notices to the notifier without waiting: a full queue drops
+    /// them (logged), so a stuck notifier never holds up the log.
+    fn tell(&self, notices: Vec<Notice>) {
+        let Some(tx) = self.notices.lock().expect("notices lock").clone() else {
+            return;
+        };
+        for n in notices {
+            if let Err(e) = tx.try_send(n) {
+                let n = match &e {
+                    mpsc::error::TrySendError::Full(n) | mpsc::error::TrySendError::Closed(n) => n,
+                };
+                tracing::warn!(run = %self.id, seq = n.event.seq, kind = n.kind.as_str(), "notification dropped: the notifier's queue is full");
+            }
+        }
+    }
+
     /// Tells the engine to look at this run again.
     fn changed(&self) {
         if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
@@ -322,6 +342,8 @@ pub struct Store {
     runs: RwLock<BTreeMap<String, Arc<RunHandle>>>,
     /// Told the id of every run whose state changed (the engine listens).
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Given the notices committed events call for (the notifier listens).
+    notices: Mutex<Option<mpsc::Sender<Notice>>>,
     closing: AtomicBool,
     writers: Mutex<Vec<JoinHandle<()>>>,
     /// The change feed; set once every run is loaded.
@@ -336,6 +358,7 @@ impl Store {
             home,
             runs: RwLock::new(BTreeMap::new()),
             changes: Mutex::new(None),
+            notices: Mutex::new(None),
             closing: AtomicBool::new(false),
             writers: Mutex::new(Vec::new()),
             feed: OnceLock::new(),
@@ -447,6 +470,8 @@ impl Store {
             merge: None,
             merge_commit: None,
             error: Some(reason.clone()),
+            cost_usd: None,
+            budget_spent: false,
         };
         let view = RunDetail {
             manifest: summary,
@@ -465,6 +490,17 @@ impl Store {
             *h.changes.lock().expect("changes lock") = Some(tx.clone());
         }
         *self.changes.lock().expect("changes lock") = Some(tx);
+        rx
+    }
+
+    /// Starts giving the returned receiver the notice of each committed event that calls
+    /// for one (`octl_proto::notice`), in each run's log order; at most `depth` wait.
+    pub fn watch_notices(&self, depth: usize) -> mpsc::Receiver<Notice> {
+        let (tx, rx) = mpsc::channel(depth);
+        for h in self.handles() {
+            *h.notices.lock().expect("notices lock") = Some(tx.clone());
+        }
+        *self.notices.lock().expect("notices lock") = Some(tx);
         rx
     }
 
@@ -505,6 +541,8 @@ impl Store {
         *handle.tx.lock().expect("tx lock") = Some(tx);
         *handle.changes.lock().expect("changes lock") =
             self.changes.lock().expect("changes lock").clone();
+        *handle.notices.lock().expect("notices lock") =
+            self.notices.lock().expect("notices lock").clone();
         let writer = Writer {
             handle: handle.clone(),
             state,
@@ -579,6 +617,7 @@ impl Store {
             discussions: Default::default(),
             spinoffs: Default::default(),
             idempotency: Default::default(),
+            budget_spent: false,
         };
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;

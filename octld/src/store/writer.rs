@@ -2,6 +2,7 @@
 //! from a queue, and commits them in groups. Everything queued while the previous group was
 //! syncing goes into the next one, so many clients share one `fdatasync`.
 
+use octl_proto::notice::Notice;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -229,6 +230,8 @@ impl Writer {
         let mut events: Vec<Event> = Vec::new();
         let mut acks: Vec<Ack> = Vec::new();
         let mut touched = Touched::default();
+        // Decided as each event is checked, told only once the group is durable.
+        let mut notices: Vec<Notice> = Vec::new();
         let write = |ev: Event, lines: &mut String, events: &mut Vec<Event>| {
             lines.push_str(&ev.to_line());
             lines.push('\n');
@@ -243,7 +246,7 @@ impl Writer {
             match item {
                 Item::One(draft, client, reply) => {
                     let ack = self
-                        .check_and_apply(draft, client, &mut touched)
+                        .check_and_apply(draft, client, &mut touched, &mut notices)
                         .map(|outcome| match outcome {
                             Outcome::Write(ev) => write(ev, &mut lines, &mut events),
                             Outcome::Repeat(ack) => ack,
@@ -253,12 +256,12 @@ impl Writer {
                 Item::All(drafts, reply) => {
                     // All or nothing: on a refusal, the state and the group go back to how
                     // they were before this request.
-                    let (before, n_lines, n_events) =
-                        (self.state.clone(), lines.len(), events.len());
+                    let (before, n_lines, n_events, n_notices) =
+                        (self.state.clone(), lines.len(), events.len(), notices.len());
                     let mut out = Vec::new();
                     let mut failed = None;
                     for draft in drafts {
-                        match self.check_and_apply(draft, false, &mut touched) {
+                        match self.check_and_apply(draft, false, &mut touched, &mut notices) {
                             Ok(Outcome::Write(ev)) => out.push(write(ev, &mut lines, &mut events)),
                             Ok(Outcome::Repeat(ack)) => out.push(ack),
                             Err(e) => {
@@ -272,6 +275,7 @@ impl Writer {
                             self.state = before;
                             lines.truncate(n_lines);
                             events.truncate(n_events);
+                            notices.truncate(n_notices);
                             Err(e)
                         }
                         None => Ok(out),
@@ -350,6 +354,7 @@ impl Writer {
             let events = Arc::new(events);
             self.handle.feed(&events);
             let _ = self.handle.events.send(events);
+            self.handle.tell(notices);
         }
         for ack in acks {
             ack.send(None);
@@ -361,6 +366,7 @@ impl Writer {
         draft: Draft,
         client: bool,
         touched: &mut Touched,
+        notices: &mut Vec<Notice>,
     ) -> Result<Outcome, AppError> {
         let kind = self.state.kind;
         if client && !client_may_append(kind, &draft.kind) {
@@ -384,7 +390,9 @@ impl Writer {
             }
         }
         let ev = new_event(&self.state, draft);
+        let told = octl_proto::notice::notice(&self.state, &ev);
         self.state.apply(&ev)?;
+        notices.extend(told);
         touched.note(&ev, &self.state);
         Ok(Outcome::Write(ev))
     }

@@ -154,7 +154,13 @@ pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<Str
         .collect()
 }
 
-/// The `run list` table: ID, KIND, STATUS, NODES, UPDATED, TITLE.
+/// What a run's agents cost so far, as `run list` and `run show` print it (`-` when none
+/// reported a cost).
+pub fn cost_cell(usd: Option<f64>) -> String {
+    usd.map_or_else(|| "-".to_string(), |c| format!("${c:.4}"))
+}
+
+/// The `run list` table: ID, KIND, STATUS, NODES, UPDATED, COST, TITLE.
 pub fn runs_table(runs: &[RunSummary]) -> String {
     let rows: Vec<Vec<String>> = runs
         .iter()
@@ -165,12 +171,13 @@ pub fn runs_table(runs: &[RunSummary]) -> String {
                 r.status.to_string(),
                 node_counts(&r.nodes),
                 short_time(&r.updated_at),
+                cost_cell(r.cost_usd),
                 cell(r.title.as_deref()),
             ]
         })
         .collect();
     table(
-        &["ID", "KIND", "STATUS", "NODES", "UPDATED", "TITLE"],
+        &["ID", "KIND", "STATUS", "NODES", "UPDATED", "COST", "TITLE"],
         &rows,
     )
 }
@@ -202,7 +209,7 @@ mod tests {
 
     #[test]
     fn the_run_table() {
-        let runs = vec![
+        let mut runs = vec![
             summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", Some("nightly"), json!({})),
             summary(
                 "01JDXJ5R8Q4M0ZK7P2W9TB3C6F",
@@ -210,19 +217,20 @@ mod tests {
                 json!({"done": 1, "running": 2}),
             ),
         ];
+        runs[1].cost_usd = Some(0.25);
         let t = runs_table(&runs);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[0],
-            "ID                          KIND     STATUS  NODES              UPDATED              TITLE"
+            "ID                          KIND     STATUS  NODES              UPDATED              COST     TITLE"
         );
         assert_eq!(
             lines[1],
-            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E  generic  active  -                  2026-11-30 10:05:00  nightly"
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E  generic  active  -                  2026-11-30 10:05:00  -        nightly"
         );
         assert_eq!(
             lines[2],
-            "01JDXJ5R8Q4M0ZK7P2W9TB3C6F  generic  active  2 running, 1 done  2026-11-30 10:05:00  -"
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6F  generic  active  2 running, 1 done  2026-11-30 10:05:00  $0.2500  -"
         );
     }
 

@@ -29,12 +29,46 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     ctx.out.result(&value, || {
         let mut text = detail_text(&detail, &node_extras(&value));
         text.push_str(&failures_text(&detail, &logs));
+        text.push_str(&denied_text(&detail));
         if let Some(c) = value.get("corrupt") {
             text.push_str(&corrupt_text(&detail.manifest.id, c));
         }
         text
     });
     Ok(())
+}
+
+/// A node's state; a paused one says until when (its usage limit's reset).
+pub fn state_cell(n: &Node) -> String {
+    match (&n.state, &n.paused_until) {
+        (NodeState::Paused, Some(until)) => format!("paused until {}", short_time(until)),
+        (state, _) => state.as_str().to_string(),
+    }
+}
+
+/// Under `run show`'s tables: the tools each agent asked for and was denied (to grant one,
+/// add it to `allowed_tools`).
+pub fn denied_text(d: &RunDetail) -> String {
+    let mut out = String::new();
+    for n in &d.nodes {
+        let denied: Vec<&str> = n
+            .outcome
+            .as_ref()
+            .and_then(|o| o.get("denied"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if !denied.is_empty() {
+            out.push_str(&format!("  {} was denied: {}\n", n.id, denied.join(", ")));
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\nDenied tools (grant one with [agents.<profile>] allowed_tools in config.toml):\n{out}")
+    }
 }
 
 /// Under `run show`'s tables: why each failed or exited node ended, and where its log is.
@@ -247,6 +281,17 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
     pairs.push(("Updated", short_time(&m.updated_at)));
     pairs.push(("Events", m.last_seq.to_string()));
     pairs.push(("Nodes", node_counts(&m.nodes)));
+    let budget = m.settings.max_budget_usd;
+    if m.cost_usd.is_some() || budget.is_some() {
+        let mut cost = super::list::cost_cell(m.cost_usd);
+        if let Some(b) = budget {
+            cost.push_str(&format!(" of a ${b:.2} budget"));
+        }
+        if m.budget_spent {
+            cost.push_str(": budget spent, no new node starts");
+        }
+        pairs.push(("Cost", cost));
+    }
     if let Some(error) = &m.error {
         pairs.push(("Error", error.clone()));
     }
@@ -263,7 +308,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                 let extra = extras.get(&n.id);
                 vec![
                     n.id.clone(),
-                    n.state.as_str().to_string(),
+                    state_cell(n),
                     activity_cell(n),
                     elapsed_cell(extra),
                     waiting_cell(extra),

@@ -105,6 +105,7 @@ fn steps_with(v: &RunDetail, corrupt: bool, exists: &dyn Fn(&str) -> bool) -> Ve
         &Facts {
             corrupt,
             run_exists: exists,
+            now_ms: 0,
         },
     )
 }
@@ -690,6 +691,65 @@ fn a_claude_conversation_killed_before_it_reported_exited_and_is_not_done() {
     let mut r = exited("done", Some(("done", "x")));
     r.session_id = n.session_id.clone();
     assert_eq!(exit_verdict(&r, None), Verdict::Reported("node.done"));
+}
+
+#[test]
+fn a_paused_node_is_due_to_resume_only_after_its_reset() {
+    let mut events = one("a", running);
+    events.push((
+        Some("a"),
+        "node.paused",
+        json!({"until": "2026-12-01T10:00:00.000Z"}),
+    ));
+    let v = view("spinoff", json!({}), events);
+    let reset = octl_proto::time::parse_millis("2026-12-01T10:00:00.000Z").unwrap();
+    let at = |now_ms| {
+        due(
+            &v,
+            &Facts {
+                corrupt: false,
+                run_exists: &|_| false,
+                now_ms,
+            },
+        )
+    };
+    assert!(at(reset - 1).is_empty(), "{:?}", at(reset - 1));
+    assert_eq!(at(reset), [Step::Resume { node: "a".into() }]);
+    assert_eq!(at(reset)[0].key(), StepKey::node("a"));
+    // Not before the node ends by itself, and not twice: the run does not end meanwhile.
+    assert_eq!(run_end(&v), None);
+}
+
+#[test]
+fn a_fan_out_starts_no_node_of_a_paused_profile() {
+    let mut events = added("a", &[]);
+    events.extend(added("b", &[]));
+    events.extend(running("a"));
+    events.push((
+        Some("a"),
+        "node.paused",
+        json!({"until": "2026-12-01T10:00:00.000Z"}),
+    ));
+    // The profile is recorded per node (node.added's agent).
+    let v = {
+        let mut v = view("fanout", json!({"max_parallel": 4}), events);
+        for n in v.nodes.iter_mut() {
+            n.agent = Some("claude".into());
+        }
+        v
+    };
+    let reset = octl_proto::time::parse_millis("2026-12-01T10:00:00.000Z").unwrap();
+    let pauses = limits::profile_pauses([&v], reset - 1);
+    assert_eq!(schedule::next_startable(&v, &pauses), None);
+    assert_eq!(
+        schedule::next_to_start(&v).map(|n| n.id.as_str()),
+        Some("b")
+    );
+    let after = limits::profile_pauses([&v], reset);
+    assert_eq!(
+        schedule::next_startable(&v, &after).map(|n| n.id.as_str()),
+        Some("b")
+    );
 }
 
 #[test]

@@ -1,0 +1,337 @@
+//! Notifications: the moments a node starts needing a person, decided from one event and the
+//! run's state just before it. The daemon decides them as it commits each event, in log
+//! order, so each transition is told once; replaying a log at a start decides nothing.
+//!
+//! The JSON a notifier receives (README, "Notifications"):
+//! `{"v":1,"kind":"question","run":"…","node":"api","run_kind":"fanout","title":"…",
+//! "message":"…","event":{…the event…}}`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{
+    Actor, DiscussionOpened, Event, MergeBlocked, MergeConflict, NodeActivity, NodeDone,
+    NodeExited, NodeFailed, Payload, RunFailed,
+};
+use crate::state::{ActivityState, NodeState, RunKind, RunState};
+
+/// Why a person is wanted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    /// The agent waits for a permission prompt to be answered (its hooks said so).
+    NeedsPermission,
+    /// The agent waits for input at its prompt.
+    WaitingInput,
+    /// An agent asked a question (`discussion.opened`).
+    Question,
+    /// A merge conflicted; the branch and worktree are kept.
+    Conflict,
+    /// A merge was refused (the target's worktree has changes on the merged paths).
+    MergeBlocked,
+    /// A node failed or exited unfinished, or the run failed.
+    Failed,
+    /// A code run's agent is done: its branch waits for review and `merge RUN`.
+    AwaitingMerge,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::NeedsPermission => "needs_permission",
+            NoticeKind::WaitingInput => "waiting_input",
+            NoticeKind::Question => "question",
+            NoticeKind::Conflict => "conflict",
+            NoticeKind::MergeBlocked => "merge_blocked",
+            NoticeKind::Failed => "failed",
+            NoticeKind::AwaitingMerge => "awaiting_merge",
+        }
+    }
+}
+
+/// One notification, as a notifier command reads it on stdin and a webhook receives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notice {
+    /// The format's version.
+    pub v: u32,
+    pub kind: NoticeKind,
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub run_kind: RunKind,
+    /// The run's title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// One line for a person.
+    pub message: String,
+    /// The event that made it so, as in the log.
+    pub event: Event,
+}
+
+/// The notification `ev` calls for, given the run's state before it (`None`: nobody needs
+/// telling). Called only for an event the reducer accepts.
+pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
+    let node = ev.node.as_deref();
+    let node_state = node.and_then(|n| before.nodes.get(n));
+    let who = node.map_or_else(|| format!("run {}", before.id), |n| format!("node {n}"));
+    let given = |s: Option<String>| s.filter(|s| !s.is_empty());
+    let (kind, message) = match ev.kind.as_str() {
+        NodeActivity::TYPE => {
+            let p: NodeActivity = ev.payload().ok()?;
+            let state = ActivityState::parse(&p.state)?;
+            let kind = match state {
+                ActivityState::NeedsPermission => NoticeKind::NeedsPermission,
+                ActivityState::WaitingInput => NoticeKind::WaitingInput,
+                _ => return None,
+            };
+            // Once per transition: the hooks may say the same thing several times.
+            if node_state
+                .and_then(|n| n.activity.as_ref())
+                .is_some_and(|a| a.state == state)
+            {
+                return None;
+            }
+            let what = match kind {
+                NoticeKind::NeedsPermission => "needs permission",
+                _ => "waits for input",
+            };
+            let message = match given(p.detail) {
+                Some(d) => format!("{who} {what}: {d}"),
+                None => format!("{who} {what}"),
+            };
+            (kind, message)
+        }
+        // A merge conflict's own question is told as the conflict.
+        DiscussionOpened::TYPE if ev.actor != Actor::Daemon => {
+            let title = given(ev.payload::<DiscussionOpened>().ok().map(|p| p.title));
+            (
+                NoticeKind::Question,
+                format!("{who} asks: {}", title.as_deref().unwrap_or("a question")),
+            )
+        }
+        MergeConflict::TYPE => (NoticeKind::Conflict, format!("{who} has a merge conflict")),
+        MergeBlocked::TYPE => {
+            let reason = given(ev.payload::<MergeBlocked>().ok().and_then(|p| p.reason));
+            (
+                NoticeKind::MergeBlocked,
+                format!(
+                    "{who} cannot merge: {}",
+                    reason
+                        .as_deref()
+                        .unwrap_or("the target has uncommitted changes")
+                ),
+            )
+        }
+        // A generic run's nodes are its client's own bookkeeping.
+        NodeFailed::TYPE | NodeExited::TYPE if before.kind != RunKind::Generic => {
+            let (ended, reason) = if ev.kind == NodeFailed::TYPE {
+                (
+                    "failed",
+                    ev.payload::<NodeFailed>().ok().and_then(|p| p.reason),
+                )
+            } else {
+                (
+                    "exited unfinished",
+                    ev.payload::<NodeExited>().ok().and_then(|p| p.reason),
+                )
+            };
+            let message = match given(reason) {
+                Some(r) => format!("{who} {ended}: {r}"),
+                None => format!("{who} {ended}"),
+            };
+            (NoticeKind::Failed, message)
+        }
+        // In an agent run, the failed node that failed the run was told already.
+        RunFailed::TYPE
+            if before.kind != RunKind::Generic
+                && !before
+                    .nodes
+                    .values()
+                    .any(|n| matches!(n.state, NodeState::Failed | NodeState::Exited)) =>
+        {
+            (NoticeKind::Failed, format!("run {} failed", before.id))
+        }
+        NodeDone::TYPE if before.kind == RunKind::Code => (
+            NoticeKind::AwaitingMerge,
+            format!(
+                "{who} is done; review it and run `orchestratectl merge {}`",
+                before.id
+            ),
+        ),
+        _ => return None,
+    };
+    Some(Notice {
+        v: 1,
+        kind,
+        run: before.id.clone(),
+        node: node.map(str::to_string),
+        run_kind: before.kind,
+        title: before.title.clone(),
+        message,
+        event: ev.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn ev(seq: u64, node: Option<&str>, kind: &str, actor: Actor, data: Value) -> Event {
+        Event {
+            v: 1,
+            seq,
+            id: format!("E{seq}"),
+            ts: "2026-12-01T10:00:00.000Z".into(),
+            run: "R".into(),
+            node: node.map(str::to_string),
+            kind: kind.into(),
+            actor,
+            data: data.as_object().cloned().unwrap_or_default(),
+            idempotency_key: None,
+        }
+    }
+
+    /// The run after `events`, and the notices each one called for, in order.
+    fn fold(kind: &str, events: &[(Option<&str>, &str, Actor, Value)]) -> Vec<Option<NoticeKind>> {
+        let created = ev(
+            1,
+            None,
+            "run.created",
+            Actor::Daemon,
+            json!({"kind": kind, "title": "t"}),
+        );
+        let mut state = RunState::from_created(&created).unwrap();
+        let mut out = Vec::new();
+        for (i, (node, t, actor, data)) in events.iter().enumerate() {
+            let e = ev(i as u64 + 2, *node, t, *actor, data.clone());
+            let n = notice(&state, &e);
+            state
+                .apply(&e)
+                .unwrap_or_else(|err| panic!("{t}: {}", err.message));
+            out.push(n.map(|n| n.kind));
+        }
+        out
+    }
+
+    const D: Actor = Actor::Daemon;
+    const A: Actor = Actor::Agent;
+
+    fn started() -> Vec<(Option<&'static str>, &'static str, Actor, Value)> {
+        vec![
+            (Some("a"), "node.added", D, json!({})),
+            (Some("a"), "node.starting", D, json!({"branch": "b"})),
+            (Some("a"), "node.started", D, json!({"pane": "%1"})),
+        ]
+    }
+
+    #[test]
+    fn a_question_and_a_failure_once_each() {
+        let mut evs = started();
+        evs.push((
+            Some("a"),
+            "discussion.opened",
+            A,
+            json!({"id": "q1", "title": "which db?"}),
+        ));
+        evs.push((Some("a"), "node.failed", D, json!({"reason": "exit 1"})));
+        evs.push((None, "run.failed", D, json!({})));
+        let got = fold("spinoff", &evs);
+        assert_eq!(
+            got,
+            [
+                None,
+                None,
+                None,
+                Some(NoticeKind::Question),
+                Some(NoticeKind::Failed),
+                // The node's failure was told; the run's end is not told again.
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn permission_once_per_transition() {
+        let mut evs = started();
+        for state in [
+            "working",
+            "needs_permission",
+            "needs_permission",
+            "working",
+            "needs_permission",
+        ] {
+            evs.push((
+                Some("a"),
+                "node.activity",
+                A,
+                json!({"state": state, "detail": "Bash"}),
+            ));
+        }
+        let got = fold("code", &evs);
+        assert_eq!(
+            got[3..],
+            [
+                None,
+                Some(NoticeKind::NeedsPermission),
+                None,
+                None,
+                Some(NoticeKind::NeedsPermission)
+            ]
+        );
+    }
+
+    #[test]
+    fn conflicts_and_code_runs() {
+        let mut evs = started();
+        evs.push((Some("a"), "node.done", A, json!({})));
+        evs.push((Some("a"), "merge.started", D, json!({})));
+        evs.push((Some("a"), "merge.conflict", D, json!({"files": ["x"]})));
+        // The conflict's own question is not told twice.
+        evs.push((
+            Some("a"),
+            "discussion.opened",
+            D,
+            json!({"id": "merge-1", "title": "Merge conflict"}),
+        ));
+        let got = fold("code", &evs);
+        assert_eq!(
+            got[3..],
+            [
+                Some(NoticeKind::AwaitingMerge),
+                None,
+                Some(NoticeKind::Conflict),
+                None
+            ]
+        );
+        // A spinoff's done node is the daemon's to merge: nobody is wanted.
+        let mut evs = started();
+        evs.push((Some("a"), "node.done", A, json!({})));
+        assert_eq!(fold("spinoff", &evs)[3], None);
+    }
+
+    #[test]
+    fn the_json_shape() {
+        let created = ev(
+            1,
+            None,
+            "run.created",
+            D,
+            json!({"kind": "fanout", "title": "docs"}),
+        );
+        let mut state = RunState::from_created(&created).unwrap();
+        for e in [
+            ev(2, Some("fr"), "node.added", D, json!({})),
+            ev(3, Some("fr"), "node.starting", D, json!({})),
+        ] {
+            state.apply(&e).unwrap();
+        }
+        let e = ev(4, Some("fr"), "node.failed", D, json!({"reason": "boom"}));
+        let v = serde_json::to_value(notice(&state, &e).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"v": 1, "kind": "failed", "run": "R", "node": "fr", "run_kind": "fanout",
+                   "title": "docs", "message": "node fr failed: boom",
+                   "event": serde_json::to_value(&e).unwrap()})
+        );
+    }
+}
