@@ -286,7 +286,22 @@ impl RunState {
         let rule = match t {
             "node.ready" => (vec![Pending, Blocked], Some(Ready)),
             "node.starting" => (vec![Pending, Ready, Paused], Some(Starting)),
-            "node.started" => (vec![Starting], Some(Running)),
+            // An agent may report (`discussion ask` → waiting, progress) before the daemon has
+            // recorded its start: the start is still recorded (its window and pid), and the
+            // state the agent reported stands.
+            // Once only: a node whose start is recorded (it has a window) is not started again.
+            "node.started" => {
+                let reported = ev
+                    .node
+                    .as_deref()
+                    .and_then(|id| self.nodes.get(id))
+                    .is_some_and(|n| matches!(n.state, Running | Waiting) && n.pane.is_none());
+                if reported {
+                    (vec![Running, Waiting], None)
+                } else {
+                    (vec![Starting], Some(Running))
+                }
+            }
             "node.progress" => (live(&[]), Some(Running)),
             "node.waiting" => (live(&[]), Some(Waiting)),
             "node.done" => (live(&[]), Some(Done)),

@@ -852,3 +852,51 @@ fn a_start_holds_the_port_its_intent_names_and_a_bad_port_changes_nothing() {
     .unwrap();
     assert_eq!(s.nodes["a"].port, Some(3100));
 }
+
+#[test]
+fn an_agent_that_reports_before_its_start_is_recorded_keeps_its_state_and_gets_its_window() {
+    let mut s = RunState::from_created(&ev(
+        1,
+        None,
+        "run.created",
+        Actor::Daemon,
+        json!({"kind":"spinoff"}),
+    ))
+    .unwrap();
+    s.apply(&ev(2, Some("a"), "node.added", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        3,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+    ))
+    .unwrap();
+    // The agent asks a question before the daemon has written node.started.
+    s.apply(&ev(4, Some("a"), "node.waiting", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "node.started",
+        Actor::Daemon,
+        json!({"pane":"%1"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Waiting, "what the agent said stands");
+    assert_eq!(s.nodes["a"].pane.as_deref(), Some("%1"));
+    // Started once only.
+    let before = s.clone();
+    let err = s
+        .apply(&ev(
+            6,
+            Some("a"),
+            "node.started",
+            Actor::Daemon,
+            json!({"pane":"%2"}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert_eq!(s, before);
+}
