@@ -339,11 +339,14 @@ fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_work
             said[asked + working..]
                 .iter()
                 .any(|(s, h)| s == "idle" && h == "Stop")
-                .then_some(())
+                .then_some(())?;
+            // The line is in the file a moment before its group is committed and folded:
+            // wait for the daemon's own view too.
+            (activity(&env, &run).0 == "idle").then_some(())
         },
     );
     let (state, node) = activity(&env, &run);
-    assert_eq!(state, "idle", "{node}");
+    assert_eq!(state, "idle", "{node}\n{:?}", activities(&env, &run));
     assert_eq!(node["state"], json!("running"));
     // The hooks went in through --settings only: no settings file was written.
     assert!(!repo.path.join(".claude/settings.json").exists());
