@@ -33,7 +33,7 @@ Examples:
 #[derive(Debug, Args)]
 pub struct HookArgs {
     /// The Claude Code hook that runs this: SessionStart, UserPromptSubmit, PreToolUse,
-    /// PostToolUse, PostToolUseFailure, PermissionRequest, Notification, Stop, SessionEnd
+    /// PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, Notification, Stop, SessionEnd
     #[arg(value_name = "EVENT")]
     pub event: Option<String>,
 }
@@ -109,6 +109,11 @@ pub fn activity(event: &str, input: &HookInput) -> Option<(ActivityState, Option
         "UserPromptSubmit" => (ActivityState::Working, None),
         "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => (ActivityState::Working, tool()),
         "PermissionRequest" => (ActivityState::NeedsPermission, tool()),
+        // A tool its rules deny: the agent goes on without it, and says which it was refused.
+        "PermissionDenied" => (
+            ActivityState::Working,
+            tool().map(|t| format!("denied: {t}")),
+        ),
         "Notification" => match input.notification_type.as_deref() {
             Some("permission_prompt") => (ActivityState::NeedsPermission, input.message.clone()),
             Some("auth_success") => return None,
@@ -155,10 +160,10 @@ fn record(event: Option<&str>) -> Result<(), String> {
         .read_to_end(&mut raw)
         .map_err(|e| format!("reading stdin: {e}"))?;
     let input: HookInput = serde_json::from_slice(&raw).unwrap_or_default();
-    let event = input
-        .hook_event_name
-        .as_deref()
-        .or(event)
+    // The daemon's argument first: it says what the hook means for this agent (in `-p` a
+    // permission request is a denial); the input's own name when there is none.
+    let event = event
+        .or(input.hook_event_name.as_deref())
         .ok_or("no hook event: give it as the argument")?;
     let Some((state, detail)) = activity(event, &input) else {
         return Ok(());
@@ -259,6 +264,11 @@ mod tests {
         assert_eq!(
             activity("PermissionRequest", &bash),
             Some((NeedsPermission, Some("Bash: python3 x.py".into())))
+        );
+        // An autonomous agent's request is reported as the denial it is.
+        assert_eq!(
+            activity("PermissionDenied", &bash),
+            Some((Working, Some("denied: Bash: python3 x.py".into())))
         );
         let ask = input(
             json!({"message": "Claude needs your permission to use Bash",

@@ -266,6 +266,7 @@ pub const HOOKS: &[(&str, bool)] = &[
     ("PostToolUse", true),
     ("PostToolUseFailure", true),
     ("PermissionRequest", true),
+    ("PermissionDenied", true),
     ("Notification", false),
     ("Stop", false),
     ("StopFailure", false),
@@ -278,13 +279,21 @@ const HOOK_TIMEOUT_S: u64 = 5;
 /// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
 /// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
 /// on the window's PATH, which starts with octld's own directory.
-pub fn hook_settings() -> String {
+///
+/// With `-p` (`mode` autonomous) no one can answer a permission prompt: Claude Code denies the
+/// tool and goes on, so its `PermissionRequest` is reported as the `PermissionDenied` it is —
+/// working, "denied: TOOL" — never as an agent waiting for a person.
+pub fn hook_settings(mode: Mode) -> String {
     let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
         .iter()
         .map(|(event, per_tool)| {
+            let said = match (*event, mode) {
+                ("PermissionRequest", Mode::Autonomous) => "PermissionDenied",
+                _ => event,
+            };
             let mut group = serde_json::json!({"hooks": [{
                 "type": "command",
-                "command": format!("orchestratectl hook {event}"),
+                "command": format!("orchestratectl hook {said}"),
                 "timeout": HOOK_TIMEOUT_S,
             }]});
             if *per_tool {
@@ -359,7 +368,7 @@ impl Profile {
         };
         // Claude Code's own hooks say what it does; its conversation is the daemon's choice.
         let conversation = |argv: &mut Vec<String>| {
-            argv.extend(["--settings".to_string(), hook_settings()]);
+            argv.extend(["--settings".to_string(), hook_settings(mode)]);
             if let Some(s) = session {
                 let flag = if s.resume { "--resume" } else { "--session-id" };
                 argv.extend([flag.to_string(), s.id.clone()]);
@@ -685,7 +694,7 @@ mod tests {
                 "--permission-mode",
                 "acceptEdits",
                 "--settings",
-                &hook_settings(),
+                &hook_settings(Mode::Interactive),
                 "--allowedTools",
                 "Bash(git *)",
                 "Bash(orchestratectl *)",

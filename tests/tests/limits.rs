@@ -250,6 +250,31 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
         json!(["Bash(npm --version)"]),
         "{node}"
     );
+    // …and said so as it happened, through its PermissionDenied hook.
+    let denied: Vec<String> = env
+        .log_events(&run)
+        .iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["data"]["hook"].as_str().unwrap_or(""),
+                e["data"]["state"].as_str().unwrap_or(""),
+                e["data"]["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        denied.contains(&"PermissionDenied working denied: Bash: npm --version".to_string()),
+        "{denied:?}"
+    );
+    // Nobody could have answered it: the node never showed as waiting for a permission.
+    assert!(
+        !env.log_events(&run)
+            .iter()
+            .any(|e| e["data"]["state"] == json!("needs_permission")),
+        "an autonomous agent never needs a person's permission"
+    );
     let text = env.cli(["run", "show", &run]);
     text.ok();
     assert!(
