@@ -145,6 +145,20 @@ fn a_full_disk_refuses_appends_and_the_log_holds_exactly_the_acknowledged_ones()
         hint.contains("MiB free") && hint.contains("run gc"),
         "says how much is free and what to clean: {hint}"
     );
+    // Other files on the disk (the change feed's index, the projections) give back what a
+    // failed write of theirs took, so a few more appends may fit: acknowledged, they are kept
+    // like any other. Fill that too; from then on the disk stays full.
+    for j in 0.. {
+        assert!(j < 20, "the disk never stayed full");
+        let k = format!("refill-{j}");
+        match append(&env, &run, &k, json!({"pad": pad})) {
+            Ok(r) => ok.push(acked(&r, &k)),
+            Err(e) => {
+                assert_eq!(e["data"]["kind"], json!("storage_full"), "{e}");
+                break;
+            }
+        }
+    }
     // Refused again and again while the disk stays full, the retry and new keys alike; the
     // CLI exits 7 with the stable kind.
     for j in 0..5 {
