@@ -353,17 +353,45 @@ impl TestEnv {
     /// session for its tmux control client (`octld::tmux::CONTROL_SESSION`), which belongs to
     /// no run.
     pub fn tmux_windows(&self) -> Vec<String> {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(self.home.join("tmux.sock"))
-            .args(["list-windows", "-a", "-F", "#{session_name}:#{window_name}"])
-            .output()
-            .expect("run tmux");
+        let out = self.tmux(&["list-windows", "-a", "-F", "#{session_name}:#{window_name}"]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|w| !w.starts_with("octl-control:"))
             .map(str::to_string)
             .collect()
+    }
+
+    /// Runs `tmux ARGS…` on the daemon's private tmux server (never the user's).
+    pub fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(self.home.join("tmux.sock"))
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    /// What tmux window `target` (`RUN:NODE`) shows now.
+    pub fn tmux_screen(&self, target: &str) -> String {
+        let out = self.tmux(&["capture-pane", "-p", "-t", target]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes the home's `config.toml` (the daemon reads it when it starts).
+    pub fn write_config(&self, toml: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        std::fs::write(self.home.join("config.toml"), toml).unwrap();
+    }
+
+    /// `orchestratectl --json spawn ARGS…` run in `repo`'s working tree, as a user does (the
+    /// run is on the repository it is run in); asserts that it succeeded and returns the id of
+    /// the run.
+    pub fn cli_spawn(&self, repo: &crate::TestRepo, args: &[&str]) -> String {
+        let out = self.cli_with(["--json", "spawn"].iter().chain(args), |c| {
+            c.current_dir(&repo.path);
+        });
+        out.ok();
+        out.json()["id"].as_str().unwrap().to_string()
     }
 }
 
