@@ -292,6 +292,15 @@ fn keep_logs(runs: &std::path::Path, dest: &std::path::Path) {
 }
 
 impl TestEnv {
+    /// The world most tests start from: a fresh env, its daemon started, and a repository
+    /// named `repo` in it. The daemon stops when the [`Daemon`] is dropped.
+    pub fn world() -> (TestEnv, Daemon, crate::TestRepo) {
+        let env = TestEnv::new();
+        let daemon = env.start_daemon();
+        let repo = crate::TestRepo::new(&env, "repo");
+        (env, daemon, repo)
+    }
+
     /// Spawns a run through the daemon (`spawn.spinoff` or `spawn.code`); the error object
     /// on failure.
     pub fn spawn(
