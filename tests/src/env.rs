@@ -171,12 +171,36 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let mut cmd = self.cli_command(args);
+        adjust(&mut cmd);
+        Cli::from(cmd.output().expect("run orchestratectl"))
+    }
+
+    /// Starts `orchestratectl --home <home> <args>` without waiting for it: stdin empty,
+    /// stdout and stderr piped (`adjust` may change that or the environment);
+    /// `Cli::from(child.wait_with_output())` reads what it said.
+    pub fn start_cli_with<I, S>(&self, args: I, adjust: impl FnOnce(&mut Command)) -> Child
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.cli_command(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        adjust(&mut cmd);
+        cmd.spawn().expect("start orchestratectl")
+    }
+
+    /// `orchestratectl --home <home> <args>` in this world, stdin empty.
+    fn cli_command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut cmd = Command::new(bin("orchestratectl"));
         cmd.arg("--home").arg(&self.home).args(args);
         self.isolate(&mut cmd);
         cmd.stdin(Stdio::null());
-        adjust(&mut cmd);
-        Cli::from(cmd.output().expect("run orchestratectl"))
+        cmd
     }
 
     /// One JSON-RPC call; returns the `result`, or the `error` object as Err.
