@@ -72,6 +72,8 @@ pub struct Engine {
     pub(crate) tmux_gone: std::sync::atomic::AtomicU32,
     /// git and tmux were found recent enough; checked again only after a failure.
     tools_ok: std::sync::atomic::AtomicBool,
+    /// Limit resets up to this time (ms since the epoch) have woken the runs already.
+    resets_seen: std::sync::atomic::AtomicU64,
 }
 
 /// Held while a step runs for a node; frees the slot when dropped.
@@ -214,15 +216,21 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
 }
 
 /// A limit's reset is no change in any log: once a paused node's reset has passed, every
-/// run is looked at again (the paused node resumes; nodes of its profile may start).
+/// run is looked at again (the paused node resumes; nodes of its profile may start). Once
+/// per reset: a resumed node that waits (for the cap, a port) is woken by what it waits for.
 fn wake_paused(daemon: &Arc<Daemon>) {
+    use std::sync::atomic::Ordering;
     let now = crate::store::writer::now_ms();
+    let since = daemon.engine.resets_seen.swap(now, Ordering::AcqRel);
     let handles = daemon.store.handles();
     let due = handles.iter().any(|h| {
-        h.view()
-            .nodes
-            .iter()
-            .any(|n| decide::limits::resume_due(n, now))
+        h.view().nodes.iter().any(|n| {
+            n.state == NodeState::Paused
+                && n.paused_until
+                    .as_deref()
+                    .and_then(octl_proto::time::parse_millis)
+                    .is_some_and(|t| since < t && t <= now)
+        })
     });
     if due {
         for h in handles {
