@@ -63,7 +63,9 @@ const NOTIFIERS: [&str; 2] = ["command", "webhook"];
 
 impl Record {
     fn outcomes(&self) -> std::sync::MutexGuard<'_, Outcomes> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn delivered(&self, notifier: usize) {

@@ -256,7 +256,12 @@ fn the_last_notifier_failure_shows_in_doctor_and_daemon_status_until_it_delivers
     let repo = TestRepo::new(&env, "repo");
     let failing = |node: &str| {
         let run = env
-            .spawn("spinoff", &repo, "exit 4", json!({"agent": "shell", "node": node}))
+            .spawn(
+                "spinoff",
+                &repo,
+                "exit 4",
+                json!({"agent": "shell", "node": node}),
+            )
             .unwrap()["id"]
             .as_str()
             .unwrap()
@@ -290,7 +295,10 @@ fn the_last_notifier_failure_shows_in_doctor_and_daemon_status_until_it_delivers
         text.contains("no display here") && text.contains(failure["at"].as_str().unwrap()),
         "{check}"
     );
-    assert!(check["hint"].as_str().unwrap().contains("[notify]"), "{check}");
+    assert!(
+        check["hint"].as_str().unwrap().contains("[notify]"),
+        "{check}"
+    );
     let status = env.cli(["daemon", "status"]).ok().stdout.clone();
     assert!(status.contains("last failure at"), "{status}");
     assert!(status.contains("no display here"), "{status}");

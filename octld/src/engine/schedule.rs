@@ -83,7 +83,11 @@ pub fn next_startable<'a>(
         return None;
     }
     let order = order(view);
-    let in_order = || order.iter().filter_map(|id| view.nodes.iter().find(|n| &n.id == id));
+    let in_order = || {
+        order
+            .iter()
+            .filter_map(|id| view.nodes.iter().find(|n| &n.id == id))
+    };
     in_order()
         .find(|n| limits::resume_due(n, now_ms))
         .or_else(|| {

@@ -145,7 +145,10 @@ fn the_notify_check_warns_while_the_notifier_that_failed_has_not_delivered_since
     use octl_proto::rpc::{NotifyFailure, NotifyStatus};
     let none = notify_check(&NotifyStatus::default());
     assert_eq!(none.status, Status::Ok);
-    assert!(none.message.starts_with("no notifier configured"), "{none:?}");
+    assert!(
+        none.message.starts_with("no notifier configured"),
+        "{none:?}"
+    );
     let mut n = NotifyStatus {
         command: Some("notify-send".into()),
         webhook: Some("http://127.0.0.1:9000/hook".into()),
