@@ -253,7 +253,7 @@ methods! {
     each: each_core_method;
     DaemonStatus(NoParams) -> rpc::DaemonStatus {
         name: "daemon.status",
-        summary: "The daemon's pid, version, protocol, home and uptime.",
+        summary: "The daemon's pid, version, protocol, home, uptime and notifiers (`notify`: their last failure).",
         params: &[],
         result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
     },

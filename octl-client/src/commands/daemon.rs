@@ -63,7 +63,7 @@ Examples:
   orchestratectl --json daemon restart")]
     Restart,
 
-    /// Show whether octld is running: pid, version, protocol, home, uptime (exit 5 if not)
+    /// Show whether octld is running: pid, version, protocol, home, uptime, notifiers and their last failure (exit 5 if not)
     #[command(after_help = "\
 Examples:
   orchestratectl daemon status
@@ -307,8 +307,34 @@ pub fn status_text(s: &DaemonStatus) -> String {
             ("home", s.home.clone()),
             ("uptime", duration(s.uptime_s)),
             ("runs", s.runs.to_string()),
+            ("notify", notify_text(&s.notify)),
         ])
     )
+}
+
+/// `command sh, webhook http://…; last failure at T (command): …`, or `none configured`.
+fn notify_text(n: &octl_proto::rpc::NotifyStatus) -> String {
+    let configured: Vec<String> = [("command", &n.command), ("webhook", &n.webhook)]
+        .into_iter()
+        .filter_map(|(what, v)| v.as_ref().map(|v| format!("{what} {v}")))
+        .collect();
+    let mut out = if configured.is_empty() {
+        "none configured".to_string()
+    } else {
+        configured.join(", ")
+    };
+    if let Some(f) = &n.last_failure {
+        out.push_str(&format!(
+            "; last failure at {} ({}): {}",
+            f.at,
+            f.notifier,
+            f.message.trim()
+        ));
+        if let Some(at) = &f.delivered_since {
+            out.push_str(&format!("; delivered since, at {at}"));
+        }
+    }
+    out
 }
 
 fn stop_service_hint() -> &'static str {
@@ -353,10 +379,11 @@ mod tests {
             home: "/h".into(),
             uptime_s: 65,
             runs: 3,
+            notify: Default::default(),
         };
         assert_eq!(
             status_text(&s),
-            "octld is running\npid       42\nversion   0.1.0\nprotocol  1\nhome      /h\nuptime    1m 5s\nruns      3\n"
+            "octld is running\npid       42\nversion   0.1.0\nprotocol  1\nhome      /h\nuptime    1m 5s\nruns      3\nnotify    none configured\n"
         );
     }
 
