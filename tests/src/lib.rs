@@ -23,4 +23,4 @@ pub use env::{bin, Cli, Daemon, TestEnv};
 pub use pane::Pane;
 pub use repo::TestRepo;
 pub use tmpfs::Tmpfs;
-pub use wait::wait_until;
+pub use wait::{wait_until, wait_until_describing};

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, TestEnv, TestRepo};
+use octl_tests::{bin, wait_until, TestEnv};
 use serde_json::{json, Value};
 
 /// `orchestratectl hook EVENT` as a hook runs it, in an agent's environment; its status and
@@ -78,9 +78,7 @@ fn with_the_daemon_down_a_hook_exits_0_at_once_and_starts_nothing() {
 
 #[test]
 fn hooks_set_a_live_nodes_activity_and_nothing_else_may() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let go = env.home.join("go");
     // The agent says what it does through the hook entry, then works until told to finish.
     let task = format!(
@@ -185,9 +183,7 @@ fn hooks_set_a_live_nodes_activity_and_nothing_else_may() {
 
 #[test]
 fn an_agent_without_hooks_is_unknown_since_it_started_never_done() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let go = env.home.join("go");
     let spawned = env
         .spawn(

@@ -14,9 +14,7 @@ fn run_id(v: &Value) -> String {
 
 #[test]
 fn a_spinoff_merges_and_leaves_no_window_worktree_or_branch() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let base_before = repo.rev("main");
     let spawned = env
         .spawn(
@@ -85,9 +83,7 @@ fn a_spinoff_merges_and_leaves_no_window_worktree_or_branch() {
 
 #[test]
 fn the_agent_window_has_the_octl_environment_and_its_output_is_logged() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let task = "echo \"run=$OCTL_RUN node=$OCTL_NODE wt=$OCTL_WORKTREE home=$OCTL_HOME\"; echo \"$OCTL_RUN $OCTL_NODE $OCTL_WORKTREE $OCTL_HOME\" > env.txt";
     let run = run_id(
         &env.spawn(
@@ -114,9 +110,7 @@ fn the_agent_window_has_the_octl_environment_and_its_output_is_logged() {
 
 #[test]
 fn a_code_run_waits_for_merge_then_merges() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = run_id(
         &env.spawn(
             "code",
@@ -158,9 +152,7 @@ fn a_code_run_waits_for_merge_then_merges() {
 
 #[test]
 fn a_conflict_keeps_branch_and_worktree_and_leaves_base_untouched() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     repo.write("shared.txt", "base\n");
     repo.commit_all("shared file");
     // The agent edits shared.txt after main has changed it too.
@@ -226,9 +218,7 @@ fn a_conflict_keeps_branch_and_worktree_and_leaves_base_untouched() {
 
 #[test]
 fn an_agent_that_exits_three_fails_with_status_three_and_keeps_its_worktree() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = run_id(
         &env.spawn(
             "spinoff",
@@ -256,12 +246,7 @@ fn an_agent_that_exits_three_fails_with_status_three_and_keeps_its_worktree() {
 #[test]
 fn a_silent_agent_is_failed_by_the_watchdog_with_the_reason_and_its_window_closed() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        "[agents.shell]\nsilence_limit_secs = 1\n",
-    )
-    .unwrap();
+    env.write_config("[agents.shell]\nsilence_limit_secs = 1\n");
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let run = run_id(
@@ -300,9 +285,7 @@ fn a_silent_agent_is_failed_by_the_watchdog_with_the_reason_and_its_window_close
 
 #[test]
 fn cancel_keeps_worktrees_and_discard_snapshots_them_first() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let slow = "echo draft > draft.txt; while true; do sleep 1; done";
     // Without --discard: agent stopped, branch and worktree kept.
     let keep = run_id(
@@ -363,9 +346,7 @@ fn cancel_keeps_worktrees_and_discard_snapshots_them_first() {
 
 #[test]
 fn a_dirty_checked_out_base_blocks_the_merge_and_keeps_the_users_change() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     repo.write("notes.txt", "v1\n");
     repo.commit_all("notes");
     // The user is editing notes.txt on main, uncommitted; the agent changes notes.txt too.
@@ -398,9 +379,7 @@ fn a_dirty_checked_out_base_blocks_the_merge_and_keeps_the_users_change() {
 
 #[test]
 fn a_base_that_is_not_checked_out_moves_by_compare_and_swap() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     repo.git(&["branch", "release"]);
     // The user's checkout stays on main, dirty; release is checked out nowhere.
     repo.write("README.md", "dirty on main\n");
@@ -434,9 +413,7 @@ fn a_base_that_is_not_checked_out_moves_by_compare_and_swap() {
 
 #[test]
 fn a_failing_gate_fails_the_node_and_keeps_the_branch() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = run_id(
         &env.spawn("spinoff", &repo, "printf 'broken\\n' > code.txt", json!({"agent": "shell", "node": "gated", "gate": "echo checking; grep -q fixed code.txt"})).unwrap(),
     );
@@ -468,12 +445,7 @@ fn a_failing_gate_fails_the_node_and_keeps_the_branch() {
 #[test]
 fn spawn_refuses_bad_input_and_missing_programs_creating_nothing() {
     let mut env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        "[agents.ghost]\nautonomous = [\"no-such-agent-program\", \"{prompt}\"]\n",
-    )
-    .unwrap();
+    env.write_config("[agents.ghost]\nautonomous = [\"no-such-agent-program\", \"{prompt}\"]\n");
     env.set_env("OCTL_UNUSED", "1");
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");

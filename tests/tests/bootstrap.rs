@@ -132,9 +132,7 @@ fn a_failing_or_overlong_setup_fails_the_node_and_keeps_everything() {
 
 #[test]
 fn bad_bootstrap_settings_are_refused_naming_the_field_and_nothing_is_created() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     for (file, text, field) in [
         (
             ".orchestratectl.toml",
@@ -171,9 +169,7 @@ fn bad_bootstrap_settings_are_refused_naming_the_field_and_nothing_is_created() 
 
 #[test]
 fn a_link_git_would_commit_is_refused_and_the_node_fails_with_the_reason() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     // `node_modules/` matches only a directory: git would see the link as a new file.
     repo.write(".gitignore", "node_modules/\n");
     repo.write(

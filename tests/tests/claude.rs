@@ -3,7 +3,7 @@
 //! `cargo test -p octl-tests -- --ignored`, as `.ci/run` does; a missing CLI then fails them.
 
 use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
-use octl_tests::TestEnv;
+use octl_tests::{wait_until_describing, TestEnv};
 use serde_json::{json, Value};
 
 /// More of `[agents.claude]`: the agent may run any Bash command (scripts that sleep and loop).
@@ -126,21 +126,22 @@ fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
     let (env, repo) = claude_world(&claude, &model, false, "");
     let _d = env.start_daemon();
     let run = env.cli_spawn(&repo, &["code", "Write review.txt", "--node", "ui"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(45);
-    let show = loop {
-        let show = env.rpc("run.show", json!({"run": run}));
-        if show["manifest"]["status"] != json!("active") {
-            break show;
-        }
-        if std::time::Instant::now() > deadline {
-            panic!(
-                "still active: {show}\nscreen:\n{}\nrequests: {}",
+    let show = wait_until_describing(
+        "the session to end",
+        std::time::Duration::from_secs(45),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            (show["manifest"]["status"] != json!("active")).then_some(show)
+        },
+        || {
+            format!(
+                "still active: {}\nscreen:\n{}\nrequests: {}",
+                env.rpc("run.show", json!({"run": run})),
                 env.tmux_screen(&format!("{run}:ui")),
                 model.requests().len()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+            )
+        },
+    );
     assert_eq!(show["nodes"][0]["state"], json!("done"), "{show}");
     env.cli(["merge", &run]).ok();
     assert_eq!(

@@ -271,18 +271,10 @@ fn an_ambiguous_prefix_is_refused_and_a_unique_one_resolves() {
 }
 
 fn spawn_tail(env: &TestEnv, run: &str) -> (std::process::Child, mpsc::Receiver<Value>) {
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home")
-        .arg(&env.home)
-        .args(["--json", "event", "tail", "--run", run, "--follow"]);
-    env.isolate(&mut cmd);
-    cmd.env("OCTL_NO_AUTOSTART", "1");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        env.start_cli_with(["--json", "event", "tail", "--run", run, "--follow"], |c| {
+            c.env("OCTL_NO_AUTOSTART", "1").stderr(Stdio::null());
+        });
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -14,9 +14,7 @@ fn id(v: &serde_json::Value) -> String {
 
 #[test]
 fn three_agents_survive_a_kill_nine_of_the_daemon_and_merge() {
-    let env = TestEnv::new();
-    let d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, d, repo) = TestEnv::world();
     let early = env.root.path().join("early");
     let late = env.root.path().join("late");
     let wait_for =
@@ -38,12 +36,7 @@ fn three_agents_survive_a_kill_nine_of_the_daemon_and_merge() {
     // Two agents finish while the daemon is down; the third is still running at the restart.
     std::fs::write(&early, "").unwrap();
     let windows_dead = || {
-        let out = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(env.home.join("tmux.sock"))
-            .args(["list-panes", "-a", "-F", "#{window_name} #{pane_dead}"])
-            .output()
-            .unwrap();
+        let out = env.tmux(&["list-panes", "-a", "-F", "#{window_name} #{pane_dead}"]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         (text.contains("a0 1") && text.contains("a1 1")).then_some(())
     };

@@ -4,10 +4,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, TestEnv, TestRepo};
+use octl_tests::{wait_until, TestEnv, TestRepo};
 use serde_json::{json, Value};
 
 fn fanout(env: &TestEnv, repo: &TestRepo, manifest: &str, cap: u64) -> String {
@@ -61,9 +60,7 @@ fn seq_of(events: &[Value], node: &str, kind: &str) -> u64 {
 
 #[test]
 fn twenty_units_under_a_cap_of_three_all_merge_and_leave_nothing() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let mut manifest = String::from(
         "title = \"twenty\"\nprompt = \"printf '%s\\\\n' {word} > {word}.txt && cp \\\"$OCTL_MANIFEST\\\" manifest-{word}.seen && sleep 0.2\"\n",
     );
@@ -98,9 +95,7 @@ fn twenty_units_under_a_cap_of_three_all_merge_and_leave_nothing() {
 
 #[test]
 fn a_unit_that_conflicts_stops_only_itself() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let manifest = "prompt = \"{script}\"\n\
         [[units]]\nid = \"one\"\nvars = { script = \"printf one > one.txt\" }\n\
         [[units]]\nid = \"left\"\nvars = { script = \"printf left > shared.txt\" }\n\
@@ -137,9 +132,7 @@ const DIAMOND: &str = "title = \"diamond\"\n\
 
 #[test]
 fn a_diamond_runs_in_dependency_order_through_the_integration_branch() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let r = orchestrate(&env, &repo, DIAMOND, json!({})).unwrap();
     let run = r["id"].as_str().unwrap().to_string();
     let integration = format!("octl/{run}/integration");
@@ -175,9 +168,7 @@ fn a_diamond_runs_in_dependency_order_through_the_integration_branch() {
 
 #[test]
 fn a_failed_node_blocks_only_its_dependents_and_a_retry_lets_them_run() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let flag = env.root.path().join("b-may-pass");
     let plan = DIAMOND.replace(
         "test -e a.txt && printf b > b.txt",
@@ -221,9 +212,7 @@ fn a_failed_node_blocks_only_its_dependents_and_a_retry_lets_them_run() {
 
 #[test]
 fn a_plan_with_a_cycle_and_an_unknown_dep_is_refused_whole() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let plan = "[[nodes]]\nid = \"x\"\ntask = \"true\"\ndeps = [\"z\"]\n\
         [[nodes]]\nid = \"y\"\ntask = \"true\"\ndeps = [\"x\"]\n\
         [[nodes]]\nid = \"z\"\ntask = \"true\"\ndeps = [\"y\"]\n\
@@ -263,23 +252,18 @@ fn discussion_ask_wait_returns_the_answer() {
     let env = TestEnv::new();
     let _d = env.start_daemon();
     let run = env.create_run("questions");
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home").arg(&env.home).args([
-        "discussion",
-        "ask",
-        "--run",
-        &run,
-        "--title",
-        "Which database?",
-        "--wait",
-    ]);
-    env.isolate(&mut cmd);
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = env.start_cli_with(
+        [
+            "discussion",
+            "ask",
+            "--run",
+            &run,
+            "--title",
+            "Which database?",
+            "--wait",
+        ],
+        |_| {},
+    );
     let id = wait_until("the question", Duration::from_secs(20), || {
         let list = env.rpc("discussion.list", json!({"open": true}));
         list.as_array()
@@ -309,9 +293,7 @@ fn discussion_ask_wait_returns_the_answer() {
 
 #[test]
 fn spinoff_accept_starts_a_linked_run() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let parent = env
         .spawn(
             "code",

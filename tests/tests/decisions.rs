@@ -7,25 +7,14 @@
 //! decided again.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, Cli, TestEnv, TestRepo};
+use octl_tests::{wait_until, Cli, TestEnv, TestRepo};
 use serde_json::{json, Value};
 
 /// Proposals (and questions) raced per test.
 const N: usize = 10;
-
-/// Starts `orchestratectl --home H --json ARGS` without waiting for it.
-fn start_cli(env: &TestEnv, args: &[&str]) -> Child {
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home").arg(&env.home).arg("--json").args(args);
-    env.isolate(&mut cmd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().expect("start orchestratectl")
-}
 
 fn finish(child: Child) -> Cli {
     Cli::from(child.wait_with_output().expect("orchestratectl output"))
@@ -35,11 +24,7 @@ fn finish(child: Child) -> Cli {
 fn race(env: &TestEnv, pairs: &[[Vec<String>; 2]]) -> Vec<[Cli; 2]> {
     let started: Vec<[Child; 2]> = pairs
         .iter()
-        .map(|[a, b]| {
-            let a: Vec<&str> = a.iter().map(String::as_str).collect();
-            let b: Vec<&str> = b.iter().map(String::as_str).collect();
-            [start_cli(env, &a), start_cli(env, &b)]
-        })
+        .map(|[a, b]| [env.start_cli_with(a, |_| {}), env.start_cli_with(b, |_| {})])
         .collect();
     started
         .into_iter()
@@ -47,8 +32,12 @@ fn race(env: &TestEnv, pairs: &[[Vec<String>; 2]]) -> Vec<[Cli; 2]> {
         .collect()
 }
 
+/// The arguments of `orchestratectl --json A…`.
 fn args(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
+    std::iter::once(&"--json")
+        .chain(a)
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// A `code` run (its shell agent's node `main` finishes at once) that proposes `n` spin-offs
@@ -129,9 +118,7 @@ fn assert_lost(cli: &Cli, state: &str, same: Option<&str>) {
 
 #[test]
 fn accept_raced_with_accept_starts_exactly_one_run_per_proposal() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (parent, ids) = parent_with_proposals(&env, &repo, N);
     let pairs: Vec<[Vec<String>; 2]> = ids
         .iter()
@@ -173,9 +160,7 @@ fn accept_raced_with_accept_starts_exactly_one_run_per_proposal() {
 
 #[test]
 fn accept_raced_with_reject_is_one_decision_and_only_accepted_proposals_have_a_run() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (parent, ids) = parent_with_proposals(&env, &repo, N);
     let pairs: Vec<[Vec<String>; 2]> = ids
         .iter()
@@ -284,9 +269,7 @@ fn answer_raced_with_another_answer_records_exactly_one() {
 
 #[test]
 fn proposal_and_discussion_ids_take_unique_prefixes() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (parent, ids) = parent_with_proposals(&env, &repo, 3);
     // Proposals made in the same moment share their first characters (the time).
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
@@ -319,9 +302,7 @@ fn proposal_and_discussion_ids_take_unique_prefixes() {
 
 #[test]
 fn accept_defaults_to_the_proposing_nodes_agent() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (parent, ids) = parent_with_proposals(&env, &repo, 1);
     // The configured default (claude) is not on this PATH: only the proposing node's
     // profile (shell) can start it.
@@ -336,9 +317,7 @@ fn accept_defaults_to_the_proposing_nodes_agent() {
 
 #[test]
 fn answering_a_merge_conflict_question_is_refused_with_what_resolves_it() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     repo.write("shared.txt", "base\n");
     repo.commit_all("shared file");
     let task = "while [ ! -e go ]; do sleep 0.05; done; printf 'agent\\n' > shared.txt";

@@ -1023,9 +1023,7 @@ fn repo_through_a_symlink_or_dotdot_is_the_real_repository() {
 
 #[test]
 fn manifest_and_plan_paths_resolve_to_the_file_the_kernel_opens() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let root = env.root.path().canonicalize().unwrap();
     let manifest = |who: &str| {
         format!(
@@ -1238,14 +1236,11 @@ const NASTY_TASK: &str = "fix it'; touch @M-1; echo '\n\"$(touch @M-2)\" `touch 
 #[test]
 fn task_text_reaches_the_agent_byte_for_byte_and_nothing_runs_it() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
     // A user profile whose fixed script takes the task as "$1": the task is an argument,
     // never part of the script.
-    std::fs::write(
-        env.home.join("config.toml"),
+    env.write_config(
         "[agents.echoer]\nautonomous = [\"/bin/sh\", \"-c\", \"printf '%s' \\\"$1\\\" > task.txt && git add task.txt && git commit -qm task\", \"echoer\", \"{prompt}\"]\non_exit = \"done\"\n",
-    )
-    .unwrap();
+    );
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let mark = env.root.path().join("MARK");
@@ -1286,9 +1281,7 @@ fn task_text_reaches_the_agent_byte_for_byte_and_nothing_runs_it() {
 
 #[test]
 fn node_names_and_branches_cannot_carry_shell_metacharacters() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let mark = env.root.path().join("MARK");
     let evil = format!("$(touch {})", mark.display());
     for node in [
@@ -1374,9 +1367,7 @@ fn node_names_and_branches_cannot_carry_shell_metacharacters() {
 /// run with `sh -c` in the node's worktree.
 #[test]
 fn a_gate_is_a_shell_command_by_design() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let v = env
         .spawn(
             "spinoff",

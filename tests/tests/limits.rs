@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
+use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
 use octl_tests::wait::wait_until;
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::{json, Value};
@@ -16,26 +16,11 @@ use serde_json::{json, Value};
 /// claude.ai subscriber (`CLAUDE_CODE_OAUTH_TOKEN`), whose usage limits Claude Code reports
 /// as `rate_limit_event`s, else with an auth token (API usage).
 fn world(model: &ModelStandIn, subscription: bool, config: &str) -> (TestEnv, TestRepo) {
-    let claude = require_claude();
-    let mut env = TestEnv::new();
-    for (k, v) in claude_env(&model.url(), &env.user_home, &env.claude_dir) {
-        env.set_env(&k, &v);
-    }
+    let (mut env, repo) = claude_world(&require_claude(), model, true, config);
     if subscription {
         env.set_env("ANTHROPIC_AUTH_TOKEN", "");
         env.set_env("CLAUDE_CODE_OAUTH_TOKEN", "octl-test-oauth-token");
     }
-    let repo = TestRepo::new(&env, "repo");
-    seed_claude_config(&env.claude_dir, &[repo.path.as_path()]);
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.claude]\nprogram = {:?}\n{config}",
-            claude.display().to_string()
-        ),
-    )
-    .unwrap();
     (env, repo)
 }
 
@@ -307,9 +292,7 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
 
 #[test]
 fn a_bad_budget_is_refused_naming_the_field_and_creates_nothing() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     for bad in [json!(-1), json!(0)] {
         let err = env
             .spawn(
@@ -349,11 +332,7 @@ fn a_bad_budget_is_refused_naming_the_field_and_creates_nothing() {
         "{out:?}"
     );
     // A per-node budget in config.toml is checked too, naming its key.
-    std::fs::write(
-        env.home.join("config.toml"),
-        "[agents.claude]\nmax_budget_usd = -1\n",
-    )
-    .unwrap();
+    env.write_config("[agents.claude]\nmax_budget_usd = -1\n");
     let err = env
         .spawn("spinoff", &repo, "true", json!({"agent": "shell"}))
         .unwrap_err();

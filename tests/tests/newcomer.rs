@@ -5,11 +5,11 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, TestEnv, TestRepo};
+use octl_tests::{wait_until, TestEnv};
 use serde_json::{json, Value};
 
 fn run_id(v: &Value) -> String {
@@ -18,22 +18,16 @@ fn run_id(v: &Value) -> String {
 
 /// `orchestratectl --home H <args>` with `input` on its stdin.
 fn cli_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> octl_tests::Cli {
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home").arg(&env.home).args(args);
-    env.isolate(&mut cmd);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run orchestratectl");
+    let mut child = env.start_cli_with(args, |c| {
+        c.stdin(Stdio::piped());
+    });
     child.stdin.take().unwrap().write_all(input).unwrap();
     octl_tests::Cli::from(child.wait_with_output().unwrap())
 }
 
 #[test]
 fn run_logs_shows_follows_until_the_node_ends_and_run_show_says_why_it_failed() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let go = env.root.path().join("go");
     // The agent prints, then waits for the test's word before printing its last line and
     // failing: `--follow` must see both lines and end by itself when the node does.
@@ -52,15 +46,7 @@ fn run_logs_shows_follows_until_the_node_ends_and_run_show_says_why_it_failed() 
     );
     env.wait_node(&run, "talk", "running");
 
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home")
-        .arg(&env.home)
-        .args(["run", "logs", &run, "--follow"]);
-    env.isolate(&mut cmd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = env.start_cli_with(["run", "logs", &run, "--follow"], |_| {});
     let mut stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
@@ -203,9 +189,7 @@ fn run_logs_shows_the_readable_log_raw_on_request_and_says_when_there_is_none() 
 
 #[test]
 fn a_plan_node_named_integration_is_refused_and_nothing_is_created() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let plan = env.root.path().join("plan.toml");
     std::fs::write(
         &plan,
@@ -234,9 +218,7 @@ fn a_plan_node_named_integration_is_refused_and_nothing_is_created() {
 
 #[test]
 fn a_bare_repository_is_named_as_such() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let bare = env.root.path().join("bare.git");
     repo.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()]);
     let out = env.cli([
@@ -306,9 +288,7 @@ fn nodes_are_listed_in_the_order_they_were_added_and_projections_still_rebuild()
 
 #[test]
 fn task_text_comes_from_a_file_or_stdin_within_its_limit() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let task = "printf '%s\\n' \"it's quoted\" > from-file.txt\n# a second line, kept\n";
     let file = env.root.path().join("task.sh");
     std::fs::write(&file, task).unwrap();

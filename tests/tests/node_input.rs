@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use octl_tests::{wait_until, TestEnv, TestRepo};
+use octl_tests::{wait_until, TestEnv};
 use serde_json::{json, Value};
 
 fn screen(env: &TestEnv, run: &str, node: &str) -> String {
@@ -24,9 +24,7 @@ fn refused(env: &TestEnv, method: &str, params: Value) -> (String, String) {
 
 #[test]
 fn a_line_reaches_an_interactive_agent_and_its_screen_shows_it() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let task = "echo 'ready for input'; read line; echo \"got:$line\"; printf '%s\\n' \"$line\" > got.txt; read second; echo \"$second\" >> got.txt";
     let run = env
         .spawn(
@@ -131,9 +129,7 @@ fn a_line_reaches_an_interactive_agent_and_its_screen_shows_it() {
 
 #[test]
 fn an_autonomous_agent_takes_no_input_but_shows_its_screen() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = env
         .spawn(
             "spinoff",

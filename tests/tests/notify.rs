@@ -84,16 +84,11 @@ fn a_question_and_a_failure_are_told_once_each_even_across_a_restart() {
     let env = TestEnv::new();
     let hook = Hook::start();
     let file = env.root.path().join("told.jsonl");
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\nwebhook = \"http://127.0.0.1:{}/hook\"\n",
-            file.display(),
-            hook.port
-        ),
-    )
-    .unwrap();
+    env.write_config(&format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\nwebhook = \"http://127.0.0.1:{}/hook\"\n",
+        file.display(),
+        hook.port
+    ));
     let d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     // The agent asks a question (without waiting for the answer), then fails. It asks once
@@ -175,18 +170,13 @@ fn a_question_and_a_failure_are_told_once_each_even_across_a_restart() {
 #[test]
 fn a_failing_notifier_is_logged_and_blocks_nothing() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
     // A notifier that fails, and a webhook nobody listens on.
     let dead = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = dead.local_addr().unwrap().port();
     drop(dead);
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[notify]\ncommand = [\"sh\", \"-c\", \"echo nope >&2; exit 9\"]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"
-        ),
-    )
-    .unwrap();
+    env.write_config(&format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"echo nope >&2; exit 9\"]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"
+    ));
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let spawned = env
@@ -332,30 +322,21 @@ fn the_last_notifier_failure_shows_in_doctor_and_daemon_status_until_it_delivers
 #[test]
 #[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn a_permission_prompt_of_the_real_claude_code_is_told_once() {
-    use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
+    use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
     let claude = require_claude();
     // python3 is not among the allowed tools: acceptEdits asks "Do you want to proceed?".
     let model = ModelStandIn::start(vec![
         Step::bash("python3 -c 'print(6 * 7)'"),
         Step::text("It printed 42."),
     ]);
-    let mut env = TestEnv::new();
-    for (k, v) in claude_env(&model.url(), &env.user_home, &env.claude_dir) {
-        env.set_env(&k, &v);
-    }
-    let repo = TestRepo::new(&env, "repo");
-    seed_claude_config(&env.claude_dir, &[repo.path.as_path()]);
+    let (env, repo) = claude_world(&claude, &model, true, "");
+    // `[notify]` beside `[agents.claude]`: the notifier appends to a file of this world.
     let file = env.root.path().join("told.jsonl");
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.claude]\nprogram = {:?}\n[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
-            claude.display().to_string(),
-            file.display()
-        ),
-    )
-    .unwrap();
+    env.write_config(&format!(
+        "[agents.claude]\nprogram = {:?}\n[notify]\ncommand = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+        claude.display().to_string(),
+        file.display()
+    ));
     let _d = env.start_daemon();
     let spawned = env
         .spawn(
@@ -376,23 +357,14 @@ fn a_permission_prompt_of_the_real_claude_code_is_told_once() {
     // Yes (the first option, selected) in the window; then it goes on to idle at its prompt.
     let target = format!("{run}:py");
     wait_until("the permission dialog", Duration::from_secs(30), || {
-        let out = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(env.home.join("tmux.sock"))
-            .args(["capture-pane", "-p", "-t", &target])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
+        env.tmux_screen(&target)
             .contains("Do you want to proceed?")
             .then_some(())
     });
-    let keys = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .args(["send-keys", "-t", &target, "Enter"])
-        .status()
-        .unwrap();
-    assert!(keys.success());
+    assert!(env
+        .tmux(&["send-keys", "-t", &target, "Enter"])
+        .status
+        .success());
     wait_until("idle at the prompt", Duration::from_secs(60), || {
         let show = env.rpc("run.show", json!({"run": run}));
         (show["nodes"][0]["activity"]["state"] == json!("idle")).then_some(())

@@ -4,26 +4,15 @@
 //! without an agent. Also: no dead ends (retry of a failed spinoff run, merging a failed node
 //! as committed), cancel of an ended run, and `orchestrate --wait && merge`.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, Cli, TestEnv, TestRepo};
+use octl_tests::{wait_until, Cli, TestEnv, TestRepo};
 use serde_json::{json, Value};
-
-/// Starts `orchestratectl --home <home> <args>` without waiting for it.
-fn start_cli(env: &TestEnv, args: &[&str]) -> Child {
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home").arg(&env.home).args(args);
-    env.isolate(&mut cmd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().expect("start orchestratectl")
-}
 
 /// Runs two CLI commands at once and returns both outcomes.
 fn race(env: &TestEnv, a: &[&str], b: &[&str]) -> (Cli, Cli) {
-    let (ca, cb) = (start_cli(env, a), start_cli(env, b));
+    let (ca, cb) = (env.start_cli_with(a, |_| {}), env.start_cli_with(b, |_| {}));
     let out = |c: Child| Cli::from(c.wait_with_output().expect("wait for orchestratectl"));
     (out(ca), out(cb))
 }
@@ -58,9 +47,7 @@ fn assert_lost(out: &Cli, what: &str) {
 
 #[test]
 fn merge_and_cancel_discard_at_once_never_contradict_the_repository() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (mut merged, mut cancelled) = (0, 0);
     for i in 0..10 {
         let file = format!("f{i}.txt");
@@ -134,9 +121,7 @@ fn merge_and_cancel_discard_at_once_never_contradict_the_repository() {
 
 #[test]
 fn two_retries_at_once_one_wins_and_its_attempt_is_untouched() {
-    let env = TestEnv::new();
-    let d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, d, repo) = TestEnv::world();
     let fixed = env.root.path().join("fixed");
     let go = env.root.path().join("go");
     // A unit fails until `fixed` exists; once fixed, it holds until `go` exists, so the
@@ -239,9 +224,7 @@ fn two_retries_at_once_one_wins_and_its_attempt_is_untouched() {
 
 #[test]
 fn a_failed_spinoff_run_is_retried_and_completes() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let flag = env.root.path().join("may-pass");
     let run = env
         .spawn(
@@ -302,9 +285,7 @@ fn a_failed_spinoff_run_is_retried_and_completes() {
 
 #[test]
 fn a_failed_node_is_merged_as_committed_on_a_humans_say_so() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = env
         .spawn(
             "spinoff",
@@ -348,9 +329,7 @@ fn a_failed_node_is_merged_as_committed_on_a_humans_say_so() {
 
 #[test]
 fn orchestrate_wait_then_merge_merges() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let plan = env.root.path().join("plan.toml");
     std::fs::write(
         &plan,
@@ -425,9 +404,7 @@ fn a_corrupt_run_is_refused_with_run_corrupt() {
 
 #[test]
 fn an_agent_that_exited_while_the_daemon_was_down_is_not_shown_running_after_a_restart() {
-    let env = TestEnv::new();
-    let d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, d, repo) = TestEnv::world();
     let go = env.root.path().join("go");
     let run = env
         .spawn(
@@ -447,19 +424,13 @@ fn an_agent_that_exited_while_the_daemon_was_down_is_not_shown_running_after_a_r
     d.signal_and_wait(libc::SIGTERM);
     std::fs::write(&go, "").unwrap();
     // The agent ends while no daemon watches it: its pane dies (kept by remain-on-exit).
-    let socket = env.home.join("tmux.sock");
     wait_until("the agent's pane to die", Duration::from_secs(30), || {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args([
-                "list-panes",
-                "-a",
-                "-F",
-                "#{session_name}:#{window_name} #{pane_dead}",
-            ])
-            .output()
-            .ok()?;
+        let out = env.tmux(&[
+            "list-panes",
+            "-a",
+            "-F",
+            "#{session_name}:#{window_name} #{pane_dead}",
+        ]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .any(|l| l == format!("{run}:w 1"))
@@ -517,9 +488,7 @@ fn a_crash_between_a_cancel_and_its_windows_closes_them_on_restart() {
 
 #[test]
 fn a_dead_tmux_server_is_logged_with_its_cause_and_its_agents_end() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = env
         .spawn(
             "spinoff",
@@ -532,13 +501,7 @@ fn a_dead_tmux_server_is_logged_with_its_cause_and_its_agents_end() {
         .unwrap()
         .to_string();
     env.wait_node(&run, "long", "running");
-    let killed = Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .arg("kill-server")
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    assert!(env.tmux(&["kill-server"]).status.success());
     // Not left running: the vanished window ends the node, and it can be retried.
     let show = env.wait_status(&run, &["failed"]);
     assert_eq!(node_of(&show, "long")["state"], json!("failed"), "{show}");
@@ -594,9 +557,7 @@ fn a_crash_between_a_retry_and_its_cleanup_is_finished_on_restart() {
 
 #[test]
 fn a_failed_node_whose_worktree_was_removed_by_hand_is_retried_and_its_commit_kept() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let flag = env.root.path().join("may-pass");
     // The first attempt commits, then fails; the retry passes.
     let run = env

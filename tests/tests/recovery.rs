@@ -2,7 +2,6 @@
 //! agents as shell scripts (the `shell` profile).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use octl_tests::{wait_until, TestEnv, TestRepo};
@@ -271,13 +270,8 @@ fn doctor_warns_of_orphans_and_gc_keeps_what_it_cannot_snapshot() {
     std::fs::create_dir_all(&stray).unwrap();
     std::fs::write(stray.join("notes.txt"), "mine\n").unwrap();
     // A window on the daemon's private tmux server that no run owns.
-    let made = Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .args(["new-session", "-d", "-s", "stray", "-n", "w", "sleep 600"])
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let made = env.tmux(&["new-session", "-d", "-s", "stray", "-n", "w", "sleep 600"]);
+    assert!(made.status.success());
 
     let (code, report) = doctor(&env);
     let c = check(&report, "orphans");
@@ -345,9 +339,7 @@ fn doctor_warns_of_orphans_and_gc_keeps_what_it_cannot_snapshot() {
 
 #[test]
 fn gc_dry_run_changes_nothing_and_gc_snapshots_then_removes_a_failed_runs_leftovers() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let (run, worktree) = failed_run(&env, &repo);
     let branch = format!("refs/heads/octl/{run}/bad");
     let snap = format!("refs/octl/snapshots/{run}/bad");
@@ -451,9 +443,7 @@ fn gc_dry_run_changes_nothing_and_gc_snapshots_then_removes_a_failed_runs_leftov
 
 #[test]
 fn recover_makes_a_branch_from_a_discarded_nodes_snapshot() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = run_id(
         &env.spawn(
             "spinoff",

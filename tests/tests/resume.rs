@@ -5,7 +5,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use octl_tests::{wait_until, TestEnv, TestRepo};
@@ -28,25 +27,15 @@ exec sleep 600
     let program = dir.join("claude");
     std::fs::write(&program, script).unwrap();
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.claude]\nprogram = {:?}\n",
-            program.display().to_string()
-        ),
-    )
-    .unwrap();
+    env.write_config(&format!(
+        "[agents.claude]\nprogram = {:?}\n",
+        program.display().to_string()
+    ));
 }
 
 /// Kills a pane; when it was the server's last, tmux says the server exited, which it did.
 fn tmux(env: &TestEnv, args: &[&str]) {
-    let out = Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = env.tmux(args);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() || said.contains("server exited"),
@@ -132,9 +121,7 @@ fn an_autonomous_agent_killed_mid_task_is_resumed_once_in_its_own_worktree() {
 
 #[test]
 fn resuming_needs_a_conversation_and_its_worktree() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let spawned = env
         .spawn(
             "spinoff",
