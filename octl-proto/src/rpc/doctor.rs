@@ -4,7 +4,6 @@
 //! (`octld/src/rpc/doctor.rs`), and the client calls it as `method::Name`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::method::NoParams;
 
@@ -38,6 +37,12 @@ pub struct Orphan {
     pub node: Option<String>,
     /// Why no run owns it.
     pub why: String,
+}
+
+/// `doctor.orphans` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorOrphansResult {
+    pub orphans: Vec<Orphan>,
 }
 
 /// One run as `doctor.runs` judged it.
@@ -139,7 +144,7 @@ crate::methods! {
         params: &[],
         result: r#"{"type":"object","required":["runs"],"properties":{"runs":{"type":"array","items":{"type":"object","required":["run","ok","events"]}}}}"#,
     },
-    DoctorOrphans(NoParams) -> Value {
+    DoctorOrphans(NoParams) -> DoctorOrphansResult {
         name: "doctor.orphans",
         summary: "Worktrees, branches and windows under the daemon's names that no run owns (reads only).",
         params: &[],

@@ -4,7 +4,6 @@
 //! daemon `Handle` (`octld/src/rpc/run.rs`), and the client calls it as `method::Name`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::method::ParamSpec;
 use crate::projection::{RunDetail, RunSummary};
@@ -80,6 +79,13 @@ pub struct RetryParams {
     pub resume: bool,
 }
 
+/// `run.quarantine` result: where the run's directory went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantined {
+    pub run: String,
+    pub moved_to: String,
+}
+
 const RESUME_PARAM: ParamSpec = ParamSpec {
     name: "resume",
     required: false,
@@ -146,7 +152,7 @@ crate::methods! {
         params: &[RUN_PARAM],
         result: r#"{"type":"object","required":["run","events","files"]}"#,
     },
-    RunQuarantine(RunParams) -> Value {
+    RunQuarantine(RunParams) -> Quarantined {
         name: "run.quarantine",
         summary: "Set a corrupt run aside: move its directory to $OCTL_HOME/corrupt/<RUN>; the daemon forgets it, nothing is deleted.",
         params: &[RUN_PARAM],

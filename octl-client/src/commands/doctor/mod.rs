@@ -44,11 +44,9 @@ use octl_proto::AppError;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{decode, Ctx};
+use super::Ctx;
 use crate::client::result_of;
-use octl_proto::method::{
-    DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, Method, NoParams,
-};
+use octl_proto::method::{DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, NoParams};
 
 use daemon::{
     agents_check, agents_check_here, check_daemon, orphans_check, runners_check, runs_check,
@@ -200,8 +198,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 .try_call_method::<DoctorOrphans>(&NoParams {})
                 .await
             {
-                // Declared as free-form JSON: doctor reads the part it shows.
-                Ok(v) => decode::<OrphansResult>(DoctorOrphans::NAME, &v)
+                Ok(v) => result_of::<DoctorOrphans>(&v)
                     .map(|r| orphans_check(&r.orphans))
                     .unwrap_or_else(|e| rpc_failed("orphans", e)),
                 Err(e) => rpc_failed("orphans", e.into()),
@@ -224,11 +221,6 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     let report = Report::new(checks);
     ctx.out.result(&report, || report_text(&report));
     Ok(if report.fail > 0 { 1 } else { 0 })
-}
-
-#[derive(serde::Deserialize)]
-struct OrphansResult {
-    orphans: Vec<Orphan>,
 }
 
 fn rpc_failed(id: &'static str, e: AppError) -> Check {
