@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 use crate::method::ParamSpec;
 use crate::rpc::{AppendResult, NODE_PARAM, RUN_PARAM};
 
+const MESSAGE_PARAM: ParamSpec = ParamSpec {
+    name: "message",
+    required: false,
+    schema: r#"{"type":"string","maxLength":4096}"#,
+    doc: "a one-line summary",
+};
+
+const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
+
 /// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,15 +69,6 @@ pub struct Screen {
     /// left out, each ending with a newline.
     pub screen: String,
 }
-
-const MESSAGE_PARAM: ParamSpec = ParamSpec {
-    name: "message",
-    required: false,
-    schema: r#"{"type":"string","maxLength":4096}"#,
-    doc: "a one-line summary",
-};
-
-const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
 
 crate::methods! {
     $;
