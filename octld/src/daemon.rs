@@ -53,6 +53,8 @@ pub struct Daemon {
     pub runners: Runners,
     /// What drives agent runs forward: spawning, supervising, merging, cleaning up.
     pub engine: Engine,
+    /// How telling the notifiers went (the last failure), for `daemon status` and `doctor`.
+    pub notified: crate::notify::Record,
     started: Instant,
     shutdown: watch::Sender<bool>,
 }
@@ -107,6 +109,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         runner: local.clone(),
         runners: Runners::new(local, home.root()),
         engine: Engine::default(),
+        notified: Default::default(),
         started: Instant::now(),
         shutdown,
     });

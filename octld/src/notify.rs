@@ -4,11 +4,12 @@
 //! that receives it as a POST. They run on a task of their own, one notice after another,
 //! each bounded in time; the store hands notices over through a bounded queue and never
 //! waits, so a slow or broken notifier never holds up an append or the engine. Failures are
-//! logged to octld.log. A notice committed just before the daemon dies may go untold: the
+//! logged to octld.log, and the last one is kept ([`Record`]) for `daemon status` and
+//! `doctor`. A notice committed just before the daemon dies may go untold: the
 //! log is never replayed into notifications, so nothing is ever told twice.
 
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,9 +18,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use octl_proto::notice::Notice;
+use octl_proto::rpc::{NotifyFailure, NotifyStatus};
 
 use crate::config::{Config, NotifyConfig};
 use crate::daemon::Daemon;
+use crate::store::writer::now_ms;
 
 /// Notices waiting for their notifiers; past this many, new ones are dropped (and logged).
 pub const QUEUE: usize = 256;
@@ -39,12 +42,70 @@ pub async fn run(daemon: Arc<Daemon>, mut notices: mpsc::Receiver<Notice>) {
                 continue;
             }
         };
-        deliver(&config, &notice).await;
+        deliver(&config, &notice, &daemon.notified).await;
     }
 }
 
-/// Sends one notice to every configured notifier, logging what failed.
-pub async fn deliver(config: &NotifyConfig, notice: &Notice) {
+/// How delivering went since the daemon started: the last failure, and when each notifier
+/// last delivered (whether it works again since).
+#[derive(Debug, Default)]
+pub struct Record(Mutex<Outcomes>);
+
+#[derive(Debug, Default)]
+struct Outcomes {
+    last_failure: Option<NotifyFailure>,
+    /// When the command and the webhook last delivered (ms since the epoch).
+    delivered: [Option<u64>; 2],
+}
+
+/// The notifiers, in [`Outcomes::delivered`]'s order.
+const NOTIFIERS: [&str; 2] = ["command", "webhook"];
+
+impl Record {
+    fn outcomes(&self) -> std::sync::MutexGuard<'_, Outcomes> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn delivered(&self, notifier: usize) {
+        self.outcomes().delivered[notifier] = Some(now_ms());
+    }
+
+    fn failed(&self, notifier: usize, notice: &Notice, message: String) {
+        self.outcomes().last_failure = Some(NotifyFailure {
+            at: octl_proto::time::format_millis(now_ms()),
+            notifier: NOTIFIERS[notifier].to_string(),
+            message,
+            kind: notice.kind.as_str().to_string(),
+            run: notice.run.clone(),
+            delivered_since: None,
+        });
+    }
+
+    /// What `daemon.status` says: the notifiers `config` configures, and the last failure
+    /// with when its notifier delivered since.
+    pub fn status(&self, config: &NotifyConfig) -> NotifyStatus {
+        let outcomes = self.outcomes();
+        let last_failure = outcomes.last_failure.clone().map(|mut f| {
+            let at = octl_proto::time::parse_millis(&f.at).unwrap_or(0);
+            let which = NOTIFIERS.iter().position(|n| *n == f.notifier).unwrap_or(0);
+            f.delivered_since = outcomes.delivered[which]
+                .filter(|&t| t >= at)
+                .map(octl_proto::time::format_millis);
+            f
+        });
+        NotifyStatus {
+            command: config.command.as_ref().and_then(|a| a.first().cloned()),
+            webhook: config.webhook.clone(),
+            last_failure,
+        }
+    }
+}
+
+/// Sends one notice to every configured notifier, logging what failed and recording how it
+/// went in `record`.
+pub async fn deliver(config: &NotifyConfig, notice: &Notice, record: &Record) {
     if config.command.is_none() && config.webhook.is_none() {
         return;
     }
@@ -57,6 +118,7 @@ pub async fn deliver(config: &NotifyConfig, notice: &Notice) {
     if let Some(argv) = &config.command {
         match tokio::time::timeout(timeout, command(argv, &body)).await {
             Ok(Ok(())) => {
+                record.delivered(0);
                 tracing::debug!(
                     kind = fields.0,
                     run = fields.1,
@@ -65,16 +127,24 @@ pub async fn deliver(config: &NotifyConfig, notice: &Notice) {
                 )
             }
             Ok(Err(e)) => {
-                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, program = %argv[0], error = %e, "notifier command failed")
+                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, program = %argv[0], error = %e, "notifier command failed");
+                record.failed(0, notice, format!("{:?} failed: {e}", argv[0]));
             }
             Err(_) => {
-                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, program = %argv[0], timeout_s = timeout.as_secs(), "notifier command timed out; killed")
+                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, program = %argv[0], timeout_s = timeout.as_secs(), "notifier command timed out; killed");
+                let message = format!(
+                    "{:?} timed out after {} s and was killed",
+                    argv[0],
+                    timeout.as_secs()
+                );
+                record.failed(0, notice, message);
             }
         }
     }
     if let Some(url) = &config.webhook {
         match tokio::time::timeout(timeout, webhook(url, body)).await {
             Ok(Ok(())) => {
+                record.delivered(1);
                 tracing::debug!(
                     kind = fields.0,
                     run = fields.1,
@@ -83,10 +153,13 @@ pub async fn deliver(config: &NotifyConfig, notice: &Notice) {
                 )
             }
             Ok(Err(e)) => {
-                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, url = %url, error = %e, "notifier webhook failed")
+                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, url = %url, error = %e, "notifier webhook failed");
+                record.failed(1, notice, format!("{url} failed: {e}"));
             }
             Err(_) => {
-                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, url = %url, timeout_s = timeout.as_secs(), "notifier webhook timed out")
+                tracing::warn!(kind = fields.0, run = fields.1, seq = fields.2, url = %url, timeout_s = timeout.as_secs(), "notifier webhook timed out");
+                let message = format!("{url} timed out after {} s", timeout.as_secs());
+                record.failed(1, notice, message);
             }
         }
     }

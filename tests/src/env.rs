@@ -171,12 +171,36 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let mut cmd = self.cli_command(args);
+        adjust(&mut cmd);
+        Cli::from(cmd.output().expect("run orchestratectl"))
+    }
+
+    /// Starts `orchestratectl --home <home> <args>` without waiting for it: stdin empty,
+    /// stdout and stderr piped (`adjust` may change that or the environment);
+    /// `Cli::from(child.wait_with_output())` reads what it said.
+    pub fn start_cli_with<I, S>(&self, args: I, adjust: impl FnOnce(&mut Command)) -> Child
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.cli_command(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        adjust(&mut cmd);
+        cmd.spawn().expect("start orchestratectl")
+    }
+
+    /// `orchestratectl --home <home> <args>` in this world, stdin empty.
+    fn cli_command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut cmd = Command::new(bin("orchestratectl"));
         cmd.arg("--home").arg(&self.home).args(args);
         self.isolate(&mut cmd);
         cmd.stdin(Stdio::null());
-        adjust(&mut cmd);
-        Cli::from(cmd.output().expect("run orchestratectl"))
+        cmd
     }
 
     /// One JSON-RPC call; returns the `result`, or the `error` object as Err.
@@ -292,6 +316,15 @@ fn keep_logs(runs: &std::path::Path, dest: &std::path::Path) {
 }
 
 impl TestEnv {
+    /// The world most tests start from: a fresh env, its daemon started, and a repository
+    /// named `repo` in it. The daemon stops when the [`Daemon`] is dropped.
+    pub fn world() -> (TestEnv, Daemon, crate::TestRepo) {
+        let env = TestEnv::new();
+        let daemon = env.start_daemon();
+        let repo = crate::TestRepo::new(&env, "repo");
+        (env, daemon, repo)
+    }
+
     /// Spawns a run through the daemon (`spawn.spinoff` or `spawn.code`); the error object
     /// on failure.
     pub fn spawn(
@@ -353,17 +386,45 @@ impl TestEnv {
     /// session for its tmux control client (`octld::tmux::CONTROL_SESSION`), which belongs to
     /// no run.
     pub fn tmux_windows(&self) -> Vec<String> {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(self.home.join("tmux.sock"))
-            .args(["list-windows", "-a", "-F", "#{session_name}:#{window_name}"])
-            .output()
-            .expect("run tmux");
+        let out = self.tmux(&["list-windows", "-a", "-F", "#{session_name}:#{window_name}"]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|w| !w.starts_with("octl-control:"))
             .map(str::to_string)
             .collect()
+    }
+
+    /// Runs `tmux ARGS…` on the daemon's private tmux server (never the user's).
+    pub fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(self.home.join("tmux.sock"))
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    /// What tmux window `target` (`RUN:NODE`) shows now.
+    pub fn tmux_screen(&self, target: &str) -> String {
+        let out = self.tmux(&["capture-pane", "-p", "-t", target]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes the home's `config.toml` (the daemon reads it when it starts).
+    pub fn write_config(&self, toml: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        std::fs::write(self.home.join("config.toml"), toml).unwrap();
+    }
+
+    /// `orchestratectl --json spawn ARGS…` run in `repo`'s working tree, as a user does (the
+    /// run is on the repository it is run in); asserts that it succeeded and returns the id of
+    /// the run.
+    pub fn cli_spawn(&self, repo: &crate::TestRepo, args: &[&str]) -> String {
+        let out = self.cli_with(["--json", "spawn"].iter().chain(args), |c| {
+            c.current_dir(&repo.path);
+        });
+        out.ok();
+        out.json()["id"].as_str().unwrap().to_string()
     }
 }
 

@@ -1419,6 +1419,35 @@ pub fn seed_claude_config(config_dir: &Path, trusted: &[&Path]) {
     .expect("write .claude.json");
 }
 
+/// A world whose daemon runs the Claude Code program `claude` against `model`: the CLI's
+/// environment aimed at the stand-in ([`claude_env`]), its config seeded
+/// ([`seed_claude_config`]) with the repository trusted when `trusted` (else Claude Code asks
+/// in the window), and `[agents.claude]` naming the program, followed by `agent_config` (more
+/// keys of that table, each on its own line).
+pub fn claude_world(
+    claude: &Path,
+    model: &ModelStandIn,
+    trusted: bool,
+    agent_config: &str,
+) -> (crate::TestEnv, crate::TestRepo) {
+    let mut env = crate::TestEnv::new();
+    for (k, v) in claude_env(&model.url(), &env.user_home, &env.claude_dir) {
+        env.set_env(&k, &v);
+    }
+    let repo = crate::TestRepo::new(&env, "repo");
+    let trusted_dirs: Vec<&Path> = if trusted {
+        vec![repo.path.as_path()]
+    } else {
+        vec![]
+    };
+    seed_claude_config(&env.claude_dir, &trusted_dirs);
+    env.write_config(&format!(
+        "[agents.claude]\nprogram = {:?}\n{agent_config}",
+        claude.display().to_string()
+    ));
+    (env, repo)
+}
+
 /// The autonomous argv (after the program name) that works with this Claude Code version:
 /// `-p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools
 /// <allowed…> [--append-system-prompt <text>] -- <prompt>`. The `--` ends the variadic

@@ -354,27 +354,99 @@ fn a_fan_out_runs_its_units_setups_side_by_side_and_each_gets_its_port() {
 }
 
 #[test]
-fn a_fan_out_unit_without_a_free_port_fails_with_the_reason() {
+fn fan_out_units_without_a_free_port_wait_for_one_and_all_merge() {
     let env = TestEnv::new();
     write_home_config(&env, "[worktree]\nports = \"4400-4400\"\n");
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
+    // Another run holds the only port first: the fan-out's units wait for it, then for
+    // each other.
     let release = env.root.path().join("release");
-    let manifest = format!(
-        "prompt = \"{{script}}\"\n\
-         [[units]]\nid = \"holder\"\nvars = {{ script = \"while [ ! -e {0} ]; do sleep 0.05; done\" }}\n\
-         [[units]]\nid = \"late\"\nvars = {{ script = \"true\" }}\n",
-        release.display()
+    let holder = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            &held_task(&release),
+            json!({"agent": "shell", "node": "holder"}),
+        )
+        .unwrap(),
     );
-    let run = fanout(&env, &repo, &manifest, 2);
-    let late = env.wait_node(&run, "late", "failed");
-    let reason = late["reason"].as_str().unwrap();
-    assert!(
-        reason.contains("no free port in worktree.ports 4400-4400"),
-        "{reason}"
+    env.wait_node(&holder, "holder", "running");
+    let manifest = "prompt = \"echo $OCTL_PORT > {id}.port\"\n\
+        [[units]]\nid = \"a\"\nvars = { id = \"a\" }\n\
+        [[units]]\nid = \"b\"\nvars = { id = \"b\" }\n\
+        [[units]]\nid = \"c\"\nvars = { id = \"c\" }\n";
+    let run = fanout(&env, &repo, manifest, 3);
+    let why = "a free port in worktree.ports 4400-4400";
+    let show = wait_until(
+        "a unit waiting for the port",
+        std::time::Duration::from_secs(30),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            show["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["waiting_for"] == json!([why]))
+                .then_some(show)
+        },
     );
+    // Waiting, not failed: every unit is still pending, and `run show` says why.
+    for n in show["nodes"].as_array().unwrap() {
+        assert_eq!(n["state"], json!("pending"), "{show}");
+    }
+    let text = env.cli(["run", "show", &run]).ok().stdout.clone();
+    assert!(text.contains(why), "{text}");
     std::fs::write(&release, "").unwrap();
-    env.wait_node(&run, "holder", "merged");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    for u in ["a", "b", "c"] {
+        assert_eq!(
+            repo.show("main", &format!("{u}.port")).as_deref(),
+            Some("4400\n")
+        );
+    }
+    // Never two live nodes with the port: in each run's log, and across both (by time).
+    let mut events: Vec<Value> = [&holder, &run]
+        .iter()
+        .flat_map(|r| env.log_events(r))
+        .collect();
+    // At one millisecond, an end goes before a start (the log of each run keeps its order).
+    events.sort_by_key(|e| {
+        (
+            e["ts"].as_str().unwrap().to_string(),
+            e["type"] == json!("node.starting"),
+        )
+    });
+    let mut held_by: Option<(String, String)> = None;
+    for e in &events {
+        let who = (
+            e["run"].as_str().unwrap_or("").to_string(),
+            e["node"].as_str().unwrap_or("").to_string(),
+        );
+        let kind = e["type"].as_str().unwrap();
+        if kind == "node.starting" && e["data"]["port"] == json!(4400) {
+            assert_eq!(held_by, None, "port 4400 handed out twice: {e}");
+            held_by = Some(who);
+        } else if held_by.as_ref() == Some(&who)
+            && [
+                "node.done",
+                "node.failed",
+                "node.exited",
+                "node.paused",
+                "node.cancelled",
+            ]
+            .contains(&kind)
+        {
+            held_by = None;
+        }
+    }
+    assert!(
+        !env.log_events(&run)
+            .iter()
+            .any(|e| e["type"] == json!("node.failed")),
+        "no unit failed"
+    );
 }
 
 #[test]

@@ -2,38 +2,12 @@
 //! for the model API. Every test is `#[ignore]`d (it needs the CLI): run them with
 //! `cargo test -p octl-tests -- --ignored`, as `.ci/run` does; a missing CLI then fails them.
 
-use octl_tests::model::{claude_env, require_claude, seed_claude_config, ModelStandIn, Step};
-use octl_tests::{TestEnv, TestRepo};
+use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
+use octl_tests::TestEnv;
 use serde_json::{json, Value};
 
-/// A world where the daemon's agents run the given claude binary against `model`.
-fn claude_world(
-    claude: &std::path::Path,
-    model: &ModelStandIn,
-    trusted: bool,
-) -> (TestEnv, TestRepo) {
-    let mut env = TestEnv::new();
-    for (k, v) in claude_env(&model.url(), &env.user_home, &env.claude_dir) {
-        env.set_env(&k, &v);
-    }
-    let repo = TestRepo::new(&env, "repo");
-    let trusted_dirs: Vec<&std::path::Path> = if trusted {
-        vec![repo.path.as_path()]
-    } else {
-        vec![]
-    };
-    seed_claude_config(&env.claude_dir, &trusted_dirs);
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.claude]\nprogram = {:?}\n",
-            claude.display().to_string()
-        ),
-    )
-    .unwrap();
-    (env, repo)
-}
+/// More of `[agents.claude]`: the agent may run any Bash command (scripts that sleep and loop).
+const ALL_BASH: &str = "allowed_tools = [\"Bash\"]\n";
 
 fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
     events
@@ -52,23 +26,12 @@ fn claude_edits_commits_reports_done_and_the_spinoff_merges() {
         Step::bash("orchestratectl node done --message 'added claude.txt'"),
         Step::text("All done."),
     ]);
-    let (env, repo) = claude_world(&claude, &model, true);
+    let (env, repo) = claude_world(&claude, &model, true, "");
     let _d = env.start_daemon();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "spinoff",
-            "Add a file named claude.txt",
-            "--node",
-            "writer",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
+    let run = env.cli_spawn(
+        &repo,
+        &["spinoff", "Add a file named claude.txt", "--node", "writer"],
     );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
     assert_eq!(
         show["manifest"]["status"],
@@ -116,26 +79,15 @@ fn an_installed_skill_is_expanded_as_a_slash_command() {
         Step::bash("orchestratectl node done --message 'read the overview'"),
         Step::text("ok"),
     ]);
-    let (env, repo) = claude_world(&claude, &model, true);
+    let (env, repo) = claude_world(&claude, &model, true, "");
     let _d = env.start_daemon();
     env.cli(["skill", "install"]).ok();
     let skill =
         std::fs::read_to_string(env.claude_dir.join("skills/octl-run-overview/SKILL.md")).unwrap();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "spinoff",
-            "/octl-run-overview",
-            "--node",
-            "reader",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
+    let run = env.cli_spawn(
+        &repo,
+        &["spinoff", "/octl-run-overview", "--node", "reader"],
     );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
     env.wait_status(&run, &["completed", "failed", "waiting"]);
     // A distinctive line of the skill's body reached the model as part of the request.
     let body_line = skill
@@ -171,23 +123,9 @@ fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
         Step::text("Ready for your review."),
     ]);
     // Not trusted: the daemon must answer Claude Code's question in the window.
-    let (env, repo) = claude_world(&claude, &model, false);
+    let (env, repo) = claude_world(&claude, &model, false, "");
     let _d = env.start_daemon();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "code",
-            "Write review.txt",
-            "--node",
-            "ui",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
-    );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
+    let run = env.cli_spawn(&repo, &["code", "Write review.txt", "--node", "ui"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(45);
     let show = loop {
         let show = env.rpc("run.show", json!({"run": run}));
@@ -195,15 +133,9 @@ fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
             break show;
         }
         if std::time::Instant::now() > deadline {
-            let screen = std::process::Command::new("tmux")
-                .arg("-S")
-                .arg(env.home.join("tmux.sock"))
-                .args(["capture-pane", "-p", "-t", &format!("{run}:ui")])
-                .output()
-                .unwrap();
             panic!(
                 "still active: {show}\nscreen:\n{}\nrequests: {}",
-                String::from_utf8_lossy(&screen.stdout),
+                env.tmux_screen(&format!("{run}:ui")),
                 model.requests().len()
             );
         }
@@ -218,18 +150,6 @@ fn an_interactive_session_passes_the_trust_question_and_merges_on_request() {
     env.wait_status(&run, &["completed"]);
 }
 
-/// Lets the agent run any Bash command (these scripts sleep and loop).
-fn allow_all_bash(env: &TestEnv, claude: &std::path::Path) {
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.claude]\nprogram = {:?}\nallowed_tools = [\"Bash\"]\n",
-            claude.display().to_string()
-        ),
-    )
-    .unwrap();
-}
-
 /// The node's activity state as the daemon shows it.
 fn activity(env: &TestEnv, run: &str) -> (String, Value) {
     let show = env.rpc("run.show", json!({"run": run}));
@@ -238,16 +158,6 @@ fn activity(env: &TestEnv, run: &str) -> (String, Value) {
         node["activity"]["state"].as_str().unwrap_or("").to_string(),
         node,
     )
-}
-
-fn screen(env: &TestEnv, target: &str) -> String {
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .args(["capture-pane", "-p", "-t", target])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn activities(env: &TestEnv, run: &str) -> Vec<(String, String)> {
@@ -272,23 +182,9 @@ fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_work
         Step::bash("python3 -c 'print(6 * 7)'"),
         Step::text("It printed 42."),
     ]);
-    let (env, repo) = claude_world(&claude, &model, true);
+    let (env, repo) = claude_world(&claude, &model, true, "");
     let _d = env.start_daemon();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "code",
-            "Compute 6*7 with python",
-            "--node",
-            "py",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
-    );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
+    let run = env.cli_spawn(&repo, &["code", "Compute 6*7 with python", "--node", "py"]);
     let target = format!("{run}:py");
     let node = octl_tests::wait_until(
         "needs_permission from the hooks",
@@ -313,20 +209,15 @@ fn a_permission_prompt_shows_needs_permission_and_answering_it_goes_back_to_work
         "the permission dialog in the window",
         std::time::Duration::from_secs(30),
         || {
-            screen(&env, &target)
+            env.tmux_screen(&target)
                 .contains("Do you want to proceed?")
                 .then_some(())
         },
     );
     assert!(node["session_id"].as_str().is_some(), "{node}");
     // Yes (the first option, selected) in the window.
-    let keys = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .args(["send-keys", "-t", &target, "Enter"])
-        .status()
-        .unwrap();
-    assert!(keys.success());
+    let keys = env.tmux(&["send-keys", "-t", &target, "Enter"]);
+    assert!(keys.status.success(), "{keys:?}");
     octl_tests::wait_until(
         "working again after the answer, then idle at the prompt",
         std::time::Duration::from_secs(60),
@@ -370,24 +261,12 @@ fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
         Step::bash("orchestratectl node done --message 'resumed and done'"),
         Step::text("Done."),
     ]);
-    let (env, repo) = claude_world(&claude, &model, true);
-    allow_all_bash(&env, &claude);
+    let (env, repo) = claude_world(&claude, &model, true, ALL_BASH);
     let _d = env.start_daemon();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "spinoff",
-            "Write one.txt, then wait",
-            "--node",
-            "w",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
+    let run = env.cli_spawn(
+        &repo,
+        &["spinoff", "Write one.txt, then wait", "--node", "w"],
     );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
     let node = env.wait_node(&run, "w", "running");
     let worktree = node["worktree"].as_str().unwrap().to_string();
     let session = node["session_id"].as_str().unwrap().to_string();
@@ -402,11 +281,7 @@ fn an_agent_killed_mid_task_is_resumed_with_its_earlier_conversation() {
     );
     let before = model.main_requests().len();
     // The whole tmux server goes, as with a reboot or `tmux kill-server`.
-    let _ = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(env.home.join("tmux.sock"))
-        .arg("kill-server")
-        .status();
+    env.tmux(&["kill-server"]);
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
     assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
     assert_eq!(repo.show("main", "one.txt").as_deref(), Some("one\n"));
@@ -444,24 +319,9 @@ fn with_the_daemon_down_the_hooks_leave_the_agent_working() {
         Step::bash("printf 'three\\n' > three.txt"),
         Step::text("Wrote them."),
     ]);
-    let (env, repo) = claude_world(&claude, &model, true);
-    allow_all_bash(&env, &claude);
+    let (env, repo) = claude_world(&claude, &model, true, ALL_BASH);
     let d = env.start_daemon();
-    let out = env.cli_with(
-        [
-            "--json",
-            "spawn",
-            "spinoff",
-            "Write two files",
-            "--node",
-            "w",
-        ],
-        |c| {
-            c.current_dir(&repo.path);
-        },
-    );
-    out.ok();
-    let run = out.json()["id"].as_str().unwrap().to_string();
+    let run = env.cli_spawn(&repo, &["spinoff", "Write two files", "--node", "w"]);
     let node = env.wait_node(&run, "w", "running");
     let worktree = node["worktree"].as_str().unwrap().to_string();
     model.wait_main_requests(1, std::time::Duration::from_secs(60));

@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use octl_tests::http::{self, Stream};
-use octl_tests::{bin, wait_until, TestEnv};
+use octl_tests::{wait_until, TestEnv};
 use serde_json::{json, Value};
 
 /// `(run, seq)` of an event.
@@ -71,6 +72,27 @@ fn append(socket: &Path, run: &str, data: Value) -> bool {
         .unwrap_or(false)
 }
 
+/// One thread a run, each running `write(socket, run)`: appends racing each other.
+fn write_each(
+    env: &TestEnv,
+    runs: &[String],
+    write: impl Fn(&Path, &str) + Clone + Send + 'static,
+) -> Vec<JoinHandle<()>> {
+    runs.iter()
+        .cloned()
+        .map(|run| {
+            let (socket, write) = (env.socket(), write.clone());
+            std::thread::spawn(move || write(&socket, &run))
+        })
+        .collect()
+}
+
+fn join(writers: Vec<JoinHandle<()>>) {
+    for w in writers {
+        w.join().unwrap();
+    }
+}
+
 /// Each key once, and each run's events in seq order.
 fn assert_once_in_order(items: &[Value]) {
     let mut seen = BTreeSet::new();
@@ -97,23 +119,12 @@ fn two_followers_see_the_same_events_and_many_runs_committing_at_once_are_each_d
 
     let runs: Vec<String> = (0..8).map(|i| env.create_run(&format!("r{i}"))).collect();
     let blob = "b".repeat(8 * 1024);
-    let writers: Vec<_> = runs
-        .iter()
-        .chain([&old])
-        .cloned()
-        .map(|run| {
-            let socket = env.socket();
-            let blob = blob.clone();
-            std::thread::spawn(move || {
-                for i in 0..40 {
-                    assert!(append(&socket, &run, json!({"i": i, "blob": blob})));
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
+    let all_runs: Vec<String> = runs.iter().chain([&old]).cloned().collect();
+    join(write_each(&env, &all_runs, move |socket, run| {
+        for i in 0..40 {
+            assert!(append(socket, run, json!({"i": i, "blob": blob})));
+        }
+    }));
     let truth = all_logged(&env);
     assert_eq!(truth.len(), 1 + 8 + 9 * 40);
     let take = |s: &mut Stream| -> Vec<Value> {
@@ -160,20 +171,13 @@ fn resuming_from_a_cursor_after_a_daemon_restart_loses_and_duplicates_nothing() 
         let runs: Vec<String> = (0..4).map(|i| env.create_run(&format!("r{i}"))).collect();
         let mut s = Stream::open(&env.socket(), "/v1/events?follow=true").unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = runs
-            .iter()
-            .cloned()
-            .map(|run| {
-                let socket = env.socket();
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut i = 0;
-                    while !stop.load(Ordering::Relaxed) && append(&socket, &run, json!({"i": i})) {
-                        i += 1;
-                    }
-                })
-            })
-            .collect();
+        let stopped = stop.clone();
+        let writers = write_each(&env, &runs, move |socket, run| {
+            let mut i = 0;
+            while !stopped.load(Ordering::Relaxed) && append(socket, run, json!({"i": i})) {
+                i += 1;
+            }
+        });
         // Read a part of the feed while the writers go on, then take the daemon down under them.
         let mut before = Vec::new();
         while before.len() < 40 + iteration * 7 {
@@ -186,9 +190,7 @@ fn resuming_from_a_cursor_after_a_daemon_restart_loses_and_duplicates_nothing() 
             d.kill9();
         }
         stop.store(true, Ordering::Relaxed);
-        for w in writers {
-            w.join().unwrap();
-        }
+        join(writers);
         // Whatever the stream still had in flight is dropped: the cursor is the last item read.
         drop(s);
         let cursor = before.last().unwrap()["cursor"]
@@ -269,19 +271,13 @@ fn the_cli_follows_the_feed_across_a_daemon_restart() {
     assert_eq!(lines[0]["event"]["type"], json!("run.created"));
 
     let since = lines[0]["cursor"].as_str().unwrap();
-    let mut cmd = Command::new(bin("orchestratectl"));
-    cmd.arg("--home")
-        .arg(&env.home)
-        .args(["--json", "event", "feed", "--since", since, "--follow"]);
-    env.isolate(&mut cmd);
-    // It waits for the daemon the test starts again rather than starting one itself.
-    cmd.env("OCTL_NO_AUTOSTART", "1");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = env.start_cli_with(
+        ["--json", "event", "feed", "--since", since, "--follow"],
+        |c| {
+            // It waits for the daemon the test starts again rather than starting one itself.
+            c.env("OCTL_NO_AUTOSTART", "1").stderr(Stdio::null());
+        },
+    );
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut next = || {
         let mut line = String::new();
@@ -313,22 +309,12 @@ fn events_committed_but_not_yet_indexed_at_a_crash_are_indexed_at_the_next_start
         let d = env.start_daemon_with(&[("OCTL_FAILPOINTS", &format!("feed:before-index@{nth}"))]);
         let runs: Vec<String> = (0..2).map(|i| env.create_run(&format!("r{i}"))).collect();
         let first = feed_of(&env, 1)[0]["cursor"].as_str().unwrap().to_string();
-        let writers: Vec<_> = runs
-            .iter()
-            .cloned()
-            .map(|run| {
-                let socket = env.socket();
-                std::thread::spawn(move || {
-                    let mut i = 0;
-                    while i < 500 && append(&socket, &run, json!({"i": i})) {
-                        i += 1;
-                    }
-                })
-            })
-            .collect();
-        for w in writers {
-            w.join().unwrap();
-        }
+        join(write_each(&env, &runs, |socket, run| {
+            let mut i = 0;
+            while i < 500 && append(socket, run, json!({"i": i})) {
+                i += 1;
+            }
+        }));
         assert!(
             d.wait_exit().code().is_none(),
             "nth {nth}: the failpoint killed the daemon"

@@ -224,6 +224,111 @@ fn a_failing_notifier_is_logged_and_blocks_nothing() {
     env.wait_status(again["id"].as_str().unwrap(), &["completed"]);
 }
 
+/// The `notify` check of `doctor --json`.
+fn notify_check(env: &TestEnv) -> Value {
+    let report = env.cli(["--json", "doctor"]).json();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!("notify"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no notify check: {report}"))
+}
+
+#[test]
+fn the_last_notifier_failure_shows_in_doctor_and_daemon_status_until_it_delivers_again() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let config = env.home.join("config.toml");
+    std::fs::write(
+        &config,
+        "[notify]\ncommand = [\"sh\", \"-c\", \"echo no display here >&2; exit 1\"]\n",
+    )
+    .unwrap();
+    let _d = env.start_daemon();
+    let check = notify_check(&env);
+    assert_eq!(check["status"], json!("ok"), "{check}");
+    assert!(
+        check["message"].as_str().unwrap().contains("command sh"),
+        "{check}"
+    );
+    let repo = TestRepo::new(&env, "repo");
+    let failing = |node: &str| {
+        let run = env
+            .spawn(
+                "spinoff",
+                &repo,
+                "exit 4",
+                json!({"agent": "shell", "node": node}),
+            )
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        env.wait_status(&run, &["failed"]);
+        run
+    };
+    let run = failing("boom");
+    let failure = wait_until(
+        "the failure in daemon.status",
+        Duration::from_secs(30),
+        || {
+            let f = env.rpc("daemon.status", json!({}))["notify"]["last_failure"].clone();
+            (!f.is_null()).then_some(f)
+        },
+    );
+    assert_eq!(failure["notifier"], json!("command"), "{failure}");
+    assert_eq!(failure["kind"], json!("failed"), "{failure}");
+    assert_eq!(failure["run"], json!(run), "{failure}");
+    let message = failure["message"].as_str().unwrap();
+    assert!(
+        message.contains("exit status: 1") && message.contains("no display here"),
+        "{failure}"
+    );
+    assert!(octl_proto::time::parse_millis(failure["at"].as_str().unwrap()).is_some());
+    // Where the user looks: doctor warns with the time and message, daemon status says it.
+    let check = notify_check(&env);
+    assert_eq!(check["status"], json!("warn"), "{check}");
+    let text = check["message"].as_str().unwrap();
+    assert!(
+        text.contains("no display here") && text.contains(failure["at"].as_str().unwrap()),
+        "{check}"
+    );
+    assert!(
+        check["hint"].as_str().unwrap().contains("[notify]"),
+        "{check}"
+    );
+    let status = env.cli(["daemon", "status"]).ok().stdout.clone();
+    assert!(status.contains("last failure at"), "{status}");
+    assert!(status.contains("no display here"), "{status}");
+
+    // Fixed (config.toml is read at each notice): the next notice is delivered, and doctor
+    // is ok again, still naming the last failure.
+    let told_file = env.root.path().join("told.jsonl");
+    std::fs::write(
+        &config,
+        format!(
+            "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> '{}'\"]\n",
+            told_file.display()
+        ),
+    )
+    .unwrap();
+    failing("again");
+    wait_until("the next notice told", Duration::from_secs(30), || {
+        (!told(&told_file).is_empty()).then_some(())
+    });
+    let check = wait_until("doctor ok again", Duration::from_secs(30), || {
+        let c = notify_check(&env);
+        (c["status"] == json!("ok")).then_some(c)
+    });
+    let text = check["message"].as_str().unwrap();
+    assert!(
+        text.contains("delivered since") && text.contains("no display here"),
+        "{check}"
+    );
+}
+
 #[test]
 #[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn a_permission_prompt_of_the_real_claude_code_is_told_once() {

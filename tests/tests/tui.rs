@@ -33,6 +33,13 @@ fn code_run(env: &TestEnv, repo: &TestRepo, task: &str) -> String {
         .to_string()
 }
 
+/// A code run whose shell agent (node `main`) stays alive; returns once it runs.
+fn live_run(env: &TestEnv, repo: &TestRepo) -> String {
+    let run = code_run(env, repo, "sleep 600");
+    env.wait_node(&run, "main", "running");
+    run
+}
+
 /// Waits until the run's log has an event of type `ty`; returns it.
 fn logged(env: &TestEnv, run: &str, ty: &str) -> Value {
     wait_until(
@@ -48,11 +55,8 @@ fn logged(env: &TestEnv, run: &str, ty: &str) -> Value {
 
 #[test]
 fn answering_a_question_from_the_inbox() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
-    let run = code_run(&env, &repo, "sleep 600");
-    env.wait_node(&run, "main", "running");
+    let (env, _d, repo) = TestEnv::world();
+    let run = live_run(&env, &repo);
     env.rpc(
         "discussion.ask",
         json!({"run": run, "node": "main", "title": "Which colour?", "body": "blue or green"}),
@@ -82,11 +86,8 @@ fn answering_a_question_from_the_inbox() {
 
 #[test]
 fn accepting_a_proposal_starts_its_run() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
-    let run = code_run(&env, &repo, "sleep 600");
-    env.wait_node(&run, "main", "running");
+    let (env, _d, repo) = TestEnv::world();
+    let run = live_run(&env, &repo);
     env.rpc(
         "spinoff.propose",
         json!({"run": run, "node": "main", "task": "printf side > side.txt", "why": "separate work"}),
@@ -111,9 +112,7 @@ fn accepting_a_proposal_starts_its_run() {
 
 #[test]
 fn merging_a_code_run_after_confirming() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = code_run(&env, &repo, "printf 'reviewed\\n' > review.txt");
     env.wait_status(&run, &["waiting"]);
     let pane = tui(&env, &[]);
@@ -132,11 +131,8 @@ fn merging_a_code_run_after_confirming() {
 
 #[test]
 fn cancelling_a_run_asks_first_and_discard_asks_twice() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
-    let run = code_run(&env, &repo, "sleep 600");
-    env.wait_node(&run, "main", "running");
+    let (env, _d, repo) = TestEnv::world();
+    let run = live_run(&env, &repo);
     let pane = tui(&env, &[]);
     pane.wait_for(&run[..8]);
     pane.wait_for("1 running");
@@ -159,9 +155,7 @@ fn cancelling_a_run_asks_first_and_discard_asks_twice() {
 
 #[test]
 fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
-    let env = TestEnv::new();
-    let d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, d, repo) = TestEnv::world();
     let run = code_run(&env, &repo, "printf 'x\\n' > x.txt");
     env.wait_status(&run, &["waiting"]);
     let pane = tui(&env, &[]);
@@ -198,9 +192,7 @@ fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
 
 #[test]
 fn the_agents_screen_is_shown_and_a_line_of_input_reaches_it() {
-    let env = TestEnv::new();
-    let _d = env.start_daemon();
-    let repo = TestRepo::new(&env, "repo");
+    let (env, _d, repo) = TestEnv::world();
     let run = code_run(
         &env,
         &repo,

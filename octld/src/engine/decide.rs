@@ -65,7 +65,7 @@ pub enum Step {
     /// A pending node of a spinoff or code run (retried): start it again from base.
     StartPending { node: String },
     /// A node paused by a usage limit that has reset: start it again in its worktree,
-    /// continuing its conversation.
+    /// continuing its conversation (spinoff and code runs; the scheduler resumes the rest).
     Resume { node: String },
     /// An orchestrate run's merge a crash cut short (`merge.started` without its end).
     ResumeRunMerge,
@@ -117,6 +117,11 @@ pub fn merges_by_itself(kind: Option<RunKind>) -> bool {
         kind,
         Some(RunKind::Spinoff | RunKind::Fanout | RunKind::Orchestrate)
     )
+}
+
+/// Whether the run's nodes are started by the scheduler (fan-out and DAG), under its cap.
+pub fn schedules(kind: Option<RunKind>) -> bool {
+    matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate))
 }
 
 /// The steps due for the run as it is now, in the order the engine claims them.
@@ -187,14 +192,18 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    for node in view
-        .nodes
-        .iter()
-        .filter(|n| limits::resume_due(n, facts.now_ms))
-    {
-        steps.push(Step::Resume {
-            node: node.id.clone(),
-        });
+    // A paused spinoff or code node starts again once its limit has reset (in a fan-out or
+    // DAG the scheduler resumes it, counting it against the cap like any start).
+    if !schedules(kind) {
+        for node in view
+            .nodes
+            .iter()
+            .filter(|n| limits::resume_due(n, facts.now_ms))
+        {
+            steps.push(Step::Resume {
+                node: node.id.clone(),
+            });
+        }
     }
     if kind == Some(RunKind::Orchestrate) && view.manifest.merge.as_deref() == Some("merging") {
         steps.push(Step::ResumeRunMerge);
@@ -206,7 +215,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    if matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate)) {
+    if schedules(kind) {
         steps.push(Step::Schedule);
     }
     if kind == Some(RunKind::Orchestrate) && wants_auto_merge(view) {

@@ -72,6 +72,11 @@ pub struct Engine {
     pub(crate) tmux_gone: std::sync::atomic::AtomicU32,
     /// git and tmux were found recent enough; checked again only after a failure.
     tools_ok: std::sync::atomic::AtomicBool,
+    /// Limit resets up to this time (ms since the epoch) have woken the runs already.
+    resets_seen: std::sync::atomic::AtomicU64,
+    /// Nodes whose start found every port of their range held, by (run, node): each waits,
+    /// unchanged, until a port of the range frees; then its run is looked at again.
+    port_waits: Mutex<HashMap<(String, String), crate::bootstrap::PortRange>>,
 }
 
 /// Held while a step runs for a node; frees the slot when dropped.
@@ -177,6 +182,32 @@ impl Engine {
         Ok(())
     }
 
+    /// `node` of `run` could not start: live nodes hold every port of `range`.
+    pub fn wait_for_port(&self, run: &str, node: &str, range: crate::bootstrap::PortRange) {
+        tracing::info!(run, node, ports = %range, "every port is held by a live node; the node waits for one");
+        self.port_waits
+            .lock()
+            .expect("port_waits lock")
+            .insert((run.to_string(), node.to_string()), range);
+    }
+
+    /// `node` of `run` got its port (or started without one).
+    pub fn port_wait_over(&self, run: &str, node: &str) {
+        self.port_waits
+            .lock()
+            .expect("port_waits lock")
+            .remove(&(run.to_string(), node.to_string()));
+    }
+
+    /// The range `node` of `run` waits for a free port of, if it does.
+    pub fn waits_for_port(&self, run: &str, node: &str) -> Option<crate::bootstrap::PortRange> {
+        self.port_waits
+            .lock()
+            .expect("port_waits lock")
+            .get(&(run.to_string(), node.to_string()))
+            .copied()
+    }
+
     pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {
         self.repo_locks
             .lock()
@@ -207,6 +238,7 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
             _ = tick.tick() => {
                 supervise::tick(&daemon).await;
                 wake_paused(&daemon);
+                wake_port_waiters(&daemon);
             }
             _ = &mut stop => return,
         }
@@ -214,20 +246,50 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
 }
 
 /// A limit's reset is no change in any log: once a paused node's reset has passed, every
-/// run is looked at again (the paused node resumes; nodes of its profile may start).
+/// run is looked at again (the paused node resumes; nodes of its profile may start). Once
+/// per reset: a resumed node that waits (for the cap, a port) is woken by what it waits for.
 fn wake_paused(daemon: &Arc<Daemon>) {
+    use std::sync::atomic::Ordering;
     let now = crate::store::writer::now_ms();
+    let since = daemon.engine.resets_seen.swap(now, Ordering::AcqRel);
     let handles = daemon.store.handles();
     let due = handles.iter().any(|h| {
-        h.view()
-            .nodes
-            .iter()
-            .any(|n| decide::limits::resume_due(n, now))
+        h.view().nodes.iter().any(|n| {
+            n.state == NodeState::Paused
+                && n.paused_until
+                    .as_deref()
+                    .and_then(octl_proto::time::parse_millis)
+                    .is_some_and(|t| since < t && t <= now)
+        })
     });
     if due {
         for h in handles {
             daemon.store.notify(&h.id);
         }
+    }
+}
+
+/// A port freed in another run is no change in the waiting node's log: each tick, the run
+/// of a node waiting for a port of a range that has one free again is looked at again.
+fn wake_port_waiters(daemon: &Arc<Daemon>) {
+    let waiting = || daemon.engine.port_waits.lock().expect("port_waits lock");
+    if waiting().is_empty() {
+        return;
+    }
+    let held = spawn::held_ports(daemon, None);
+    let mut woken = Vec::new();
+    let mut waits = waiting();
+    waits.retain(|(run, _), range| {
+        let free = range.free(&held).is_some();
+        if free {
+            woken.push(run.clone());
+        }
+        !free
+    });
+    drop(waits);
+    woken.dedup();
+    for run in woken {
+        daemon.store.notify(&run);
     }
 }
 

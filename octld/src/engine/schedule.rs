@@ -1,5 +1,5 @@
 //! Scheduling the nodes of fan-out and orchestrate runs: at most `max_parallel` agents alive
-//! at once; in a DAG a node starts from the integration tip once all its dependencies are
+//! at once (a paused node resumed after its limit's reset counts like any start); in a DAG a node starts from the integration tip once all its dependencies are
 //! merged into it, and a node that failed or could not merge blocks its dependents.
 //!
 //! One scheduling pass per run at a time (a slot keyed [`StepKey::Schedule`]), and starts are
@@ -63,31 +63,42 @@ pub async fn passes(d: &Arc<Daemon>, h: &Arc<RunHandle>, slot: Slot) {
     drop(slot);
 }
 
-/// The node to start next: the first pending one in order whose dependencies all merged,
-/// unless `max_parallel` agents are alive already.
+/// The node to start next, ignoring usage limits: the first pending one in order whose
+/// dependencies all merged, unless `max_parallel` agents are alive already.
 pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
-    next_startable(view, &Default::default())
+    next_startable(view, &Default::default(), 0)
 }
 
-/// [`next_to_start`], skipping nodes whose agent profile is paused by a usage limit
-/// (`pauses`: [`limits::profile_pauses`] of every run).
+/// The node to start next at `now_ms`, unless `max_parallel` agents are alive already: a
+/// paused node whose limit has reset first (it resumes in its worktree, and counts against
+/// the cap like any start), else [`next_to_start`]'s, skipping nodes whose agent profile is
+/// paused by a usage limit (`pauses`: [`limits::profile_pauses`] of every run).
 pub fn next_startable<'a>(
     view: &'a RunDetail,
     pauses: &std::collections::BTreeMap<String, u64>,
+    now_ms: u64,
 ) -> Option<&'a Node> {
     let alive = view.nodes.iter().filter(|n| n.state.is_alive()).count();
     if alive >= cap(view) {
         return None;
     }
-    order(view).into_iter().find_map(|id| {
-        let n = view.nodes.iter().find(|n| n.id == id)?;
-        // A retried node whose old attempt is not cleaned up yet waits for that step.
-        (n.state == NodeState::Pending
-            && !n.stale_attempt()
-            && waiting_for(view, n).is_empty()
-            && limits::may_start(n, pauses))
-        .then_some(n)
-    })
+    let order = order(view);
+    let in_order = || {
+        order
+            .iter()
+            .filter_map(|id| view.nodes.iter().find(|n| &n.id == id))
+    };
+    in_order()
+        .find(|n| limits::resume_due(n, now_ms))
+        .or_else(|| {
+            // A retried node whose old attempt is not cleaned up yet waits for that step.
+            in_order().find(|n| {
+                n.state == NodeState::Pending
+                    && !n.stale_attempt()
+                    && waiting_for(view, n).is_empty()
+                    && limits::may_start(n, pauses)
+            })
+        })
 }
 
 async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppError> {
@@ -100,11 +111,12 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
         let now = crate::store::writer::now_ms();
         let views: Vec<_> = daemon.store.handles().iter().map(|h| h.view()).collect();
         let pauses = limits::profile_pauses(views.iter().map(|v| &**v), now);
-        let Some(node) = next_startable(&view, &pauses).cloned() else {
+        let Some(node) = next_startable(&view, &pauses, now).cloned() else {
             return Ok(());
         };
+        let paused = node.state == NodeState::Paused;
         // A spent budget starts no new node, and says so once.
-        if let Some((spent, budget)) = limits::budget_spent(&view) {
+        if let Some((spent, budget)) = limits::budget_spent(&view).filter(|_| !paused) {
             if !view.manifest.budget_spent {
                 tracing::info!(run = %handle.id, spent, budget, "the run's budget is spent; no new node starts");
                 append(
@@ -125,7 +137,21 @@ async fn pass(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<(), AppEr
         let Some(node_slot) = Engine::claim(daemon, &handle.id, StepKey::node(&node.id)) else {
             return Ok(());
         };
-        start(daemon, handle, &view, &node, node_slot).await;
+        if paused {
+            super::resume::resume(daemon, handle, &node.id).await;
+            drop(node_slot);
+        } else {
+            start(daemon, handle, &view, &node, node_slot).await;
+        }
+        // A start that changed nothing (it waits for a free port) is not tried again at once.
+        let unmoved = handle
+            .view()
+            .nodes
+            .iter()
+            .any(|n| n.id == node.id && n.state == node.state);
+        if unmoved {
+            return Ok(());
+        }
     }
 }
 

@@ -374,17 +374,7 @@ fn free_port(
     range: bootstrap::PortRange,
     except: Option<(&str, &str)>,
 ) -> Result<u16, AppError> {
-    use octl_proto::NodeState::{Running, Starting, Waiting};
-    let mut taken = std::collections::BTreeSet::new();
-    for h in daemon.store.handles() {
-        for n in &h.view().nodes {
-            let this = except.is_some_and(|(run, node)| h.id == run && n.id == node);
-            if !this && matches!(n.state, Starting | Running | Waiting) {
-                taken.extend(n.port);
-            }
-        }
-    }
-    range.free(&taken).ok_or_else(|| {
+    range.free(&held_ports(daemon, except)).ok_or_else(|| {
         AppError::new(
             ErrorKind::InvalidTransition,
             format!(
@@ -396,13 +386,33 @@ fn free_port(
     })
 }
 
+/// The ports live nodes of every run hold (`except`: one node, not counted).
+pub fn held_ports(
+    daemon: &Daemon,
+    except: Option<(&str, &str)>,
+) -> std::collections::BTreeSet<u16> {
+    use octl_proto::NodeState::{Running, Starting, Waiting};
+    let mut taken = std::collections::BTreeSet::new();
+    for h in daemon.store.handles() {
+        for n in &h.view().nodes {
+            let this = except.is_some_and(|(run, node)| h.id == run && n.id == node);
+            if !this && matches!(n.state, Starting | Running | Waiting) {
+                taken.extend(n.port);
+            }
+        }
+    }
+    taken
+}
+
 pub fn branch_name(run: &str, node: &str) -> String {
     format!("octl/{run}/{node}")
 }
 
 /// Writes the intent `node.starting` with the port the node holds while live (the lowest free
-/// one of `[worktree] ports`, if the bootstrap names a range); a node that cannot get one
-/// fails with the reason.
+/// one of `[worktree] ports`, if the bootstrap names a range). A node that cannot get one
+/// because live nodes hold them all waits, unchanged, as for the cap: the engine looks at
+/// its run again once one frees ([`super::Engine::wait_for_port`]); one whose bootstrap is
+/// bad fails with the reason.
 pub(super) async fn write_intent(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
@@ -414,7 +424,13 @@ pub(super) async fn write_intent(
     let port = match boot {
         Ok(Bootstrap {
             ports: Some(range), ..
-        }) => free_port(daemon, *range, Some((&handle.id, node))).map(Some),
+        }) => match free_port(daemon, *range, Some((&handle.id, node))) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) => {
+                daemon.engine.wait_for_port(&handle.id, node, *range);
+                return Err(e);
+            }
+        },
         Ok(_) => Ok(None),
         Err(e) => Err(e),
     };
@@ -434,6 +450,7 @@ pub(super) async fn write_intent(
     };
     let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
     daemon.store.append(handle, intent, false).await?;
+    daemon.engine.port_wait_over(&handle.id, node);
     Ok(())
 }
 

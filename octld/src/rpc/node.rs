@@ -18,6 +18,7 @@ use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
 use crate::engine::blocking;
+use crate::runner::{AgentHandle, Runner};
 use crate::store::Draft;
 
 const MAX_TEXT: usize = 4096;
@@ -134,7 +135,7 @@ fn live_agent(
     run: &str,
     node: &str,
     interactive: bool,
-) -> Result<(String, crate::runner::AgentHandle), AppError> {
+) -> Result<(String, AgentHandle), AppError> {
     validate_node_id("node", node)?;
     let handle = daemon.store.resolve("run", run)?;
     let view = handle.view();
@@ -166,10 +167,7 @@ fn live_agent(
             ),
         ));
     }
-    Ok((
-        handle.id.clone(),
-        crate::runner::AgentHandle::new(pane.clone()),
-    ))
+    Ok((handle.id.clone(), AgentHandle::new(pane.clone())))
 }
 
 /// Types one line into an interactive agent. Not recorded in the run's log: the line may
@@ -212,7 +210,8 @@ pub async fn send(daemon: &Arc<Daemon>, p: NodeSendParams) -> Result<NodeSent, A
     })
 }
 
-/// The last lines of a live node's agent terminal, for a preview.
+/// The last lines of a live node's agent terminal, for a preview: refused, like a send,
+/// once the handle is no longer that node's agent.
 pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<Screen, AppError> {
     let lines = p.lines.unwrap_or(SCREEN_LINES);
     if !(1..=SCREEN_LINES_MAX).contains(&lines) {
@@ -222,12 +221,43 @@ pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<Screen,
     }
     let (run, agent) = live_agent(daemon, &p.run, &p.node, false)?;
     let runner = daemon.runner.clone();
-    let captured = blocking(move || runner.capture(&agent)).await?;
+    let (r, n) = (run.clone(), p.node.clone());
+    let captured = blocking(move || capture_of(&*runner, &r, &n, &agent)).await?;
+    let Some(captured) = captured else {
+        return Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {} of run {run} has no agent any more (it just ended): no screen to show",
+                p.node
+            ),
+        ));
+    };
     Ok(Screen {
         run,
         node: p.node,
         screen: last_lines(&captured, lines as usize),
     })
+}
+
+/// The screen of the agent `handle` if it still is `node` of `run` (as
+/// [`Runner::send_line`] checks): a handle the log recorded may have been reused by a
+/// restarted host for another agent, whose screen is not this node's to show. `None` if it
+/// was not.
+fn capture_of(
+    runner: &dyn Runner,
+    run: &str,
+    node: &str,
+    handle: &AgentHandle,
+) -> Result<Option<String>, AppError> {
+    let owned = runner
+        .observe()?
+        .agents
+        .iter()
+        .any(|a| &a.handle == handle && a.run == run && a.node == node);
+    if !owned {
+        return Ok(None);
+    }
+    runner.capture(handle).map(Some)
 }
 
 /// The last `n` lines of `text` after its trailing blank ones, each with its newline.
@@ -255,7 +285,42 @@ impl Handle for method::NodeScreen {
 
 #[cfg(test)]
 mod tests {
-    use super::last_lines;
+    use std::path::Path;
+
+    use super::{capture_of, last_lines};
+    use crate::runner::fake::FakeRunner;
+    use crate::runner::{AgentSpec, Runner};
+
+    #[test]
+    fn a_screen_is_shown_only_while_the_handle_still_is_that_nodes_agent() {
+        let r = FakeRunner::new();
+        let argv = vec!["true".to_string()];
+        let start = |run, node| {
+            r.start(&AgentSpec {
+                run,
+                node,
+                cwd: Path::new("/"),
+                env: &[],
+                argv: &argv,
+                log: Path::new("/dev/null"),
+                first: false,
+                attempt: 0,
+            })
+            .unwrap()
+            .handle
+        };
+        let a = start("r1", "a");
+        let b = start("r2", "b");
+        assert_eq!(
+            capture_of(&r, "r1", "a", &a).unwrap().as_deref(),
+            Some("screen of r1/a\n")
+        );
+        // A handle that is another agent's now (a restarted host reuses them) shows nothing.
+        assert_eq!(capture_of(&r, "r1", "a", &b).unwrap(), None);
+        assert_eq!(capture_of(&r, "r1", "b", &a).unwrap(), None);
+        assert!(r.stop("r1", "a", &a).unwrap());
+        assert_eq!(capture_of(&r, "r1", "a", &a).unwrap(), None, "gone");
+    }
 
     #[test]
     fn the_screen_is_its_last_lines_without_the_blank_tail() {

@@ -12,7 +12,7 @@ use octl_proto::rpc::{
 };
 
 use crate::store::ListFilter;
-use octl_proto::{AppError, RunKind};
+use octl_proto::{AppError, NodeState, RunKind};
 
 use super::{to_value, Answer, Handle};
 use crate::daemon::Daemon;
@@ -130,7 +130,17 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
             if let Some(s) = started {
                 json["elapsed_s"] = json!(until.saturating_sub(s) / 1000);
             }
-            json["waiting_for"] = json!(crate::engine::schedule::waiting_for(&view, node));
+            let mut waiting_for = crate::engine::schedule::waiting_for(&view, node);
+            // A start turned away because live nodes hold every port waits for one to free.
+            let unstarted = matches!(node.state, NodeState::Pending | NodeState::Paused);
+            if let Some(range) = daemon
+                .engine
+                .waits_for_port(&handle.id, &node.id)
+                .filter(|_| unstarted)
+            {
+                waiting_for.push(format!("a free port in worktree.ports {range}"));
+            }
+            json["waiting_for"] = json!(waiting_for);
         }
     }
     Ok(out)

@@ -108,6 +108,14 @@ impl Runner for FakeRunner {
         state.agents.retain(|_, a| a.run != run);
         Ok(state.agents.len() != before)
     }
+
+    /// `screen of RUN/NODE`: which agent's screen was read.
+    fn capture(&self, handle: &AgentHandle) -> Result<String> {
+        match self.state().agents.get(handle) {
+            Some(a) => Ok(format!("screen of {}/{}\n", a.run, a.node)),
+            None => Err(AppError::internal(format!("no agent {handle}"))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@
 //! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 //! - [`fault`]: the errors of a full or failing disk (`storage_full`, `io_error`).
 //! - [`feed`]: every run's committed events in one durable order, for the change feed.
+//! - [`handle`]: one run as the rest of the daemon sees it ([`RunHandle`]).
+//! - [`create`]: creating a run, its first write synced before it is announced.
 
 pub mod corrupt;
+mod create;
 pub mod fault;
 pub mod feed;
+mod handle;
 pub mod log;
 pub mod projections;
 pub mod writer;
@@ -18,303 +22,31 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use octl_proto::notice::Notice;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use octl_proto::event::RunCreated;
 use octl_proto::ids::{self, RunRef};
 use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::rpc::{AppendResult, RebuildResult};
 use octl_proto::{AppError, ErrorKind, Event, RunState};
 
 use crate::home::Home;
-use feed::{Committed, Feed};
+pub use create::{FirstWrite, NewRun, Syncing};
+use feed::Feed;
+pub(crate) use handle::untrusted_hint;
+use handle::Listing;
+pub use handle::RunHandle;
 use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
 pub use writer::Draft;
 use writer::{Command, Writer};
 
-/// What a new run starts with; see [`Store::create_run`].
-pub struct NewRun {
-    /// From [`ids::new_ulid`]; known before creation so that settings and first events can
-    /// name things after it (branches, worktrees).
-    pub id: String,
-    /// Its first event: kind, title, repository, base and settings.
-    pub created: RunCreated,
-    pub initial: Vec<Draft>,
-    /// Input files kept in the run directory, by name.
-    pub files: Vec<(String, Vec<u8>)>,
-}
-
-/// A run's summary as `run.list` sends it: serialized once per change, so a listing copies
-/// bytes instead of building and serializing every run's values on each call.
-struct Listing {
-    status: ListedStatus,
-    repo: Option<PathBuf>,
-    json: String,
-}
-
-impl Listing {
-    fn of(summary: &RunSummary) -> Listing {
-        // Through a `Value`, whose maps are sorted: the same bytes as any other answer.
-        let json = serde_json::to_value(summary)
-            .map(|v| v.to_string())
-            .unwrap_or_else(|_| "null".to_string());
-        Listing {
-            status: summary.status,
-            repo: summary.repo.as_deref().map(PathBuf::from),
-            json,
-        }
-    }
-}
-
-/// How a new run's first write ended: `Ok(projected)` once the log and directories are
-/// synced (`projected`: its projections were written too; if not, the writer heals them),
-/// the sync's error otherwise; `None` while it is under way.
-pub type FirstWrite = watch::Receiver<Option<Result<bool, String>>>;
-
-/// A new run's first write on its way to disk (see [`Store::begin_run`]).
-pub struct Syncing {
-    handle: Arc<RunHandle>,
-    /// The last seq of the first write.
-    seq: u64,
-    first: FirstWrite,
-    /// The events of the first write, for the feed.
-    events: Arc<Vec<Event>>,
-}
-
-impl Syncing {
-    /// Returns once the run's directory and first events are on disk.
-    pub async fn wait(mut self) -> Result<(), AppError> {
-        let run = self.handle.id.clone();
-        let ended = self
-            .first
-            .wait_for(Option::is_some)
-            .await
-            .map(|v| v.clone())
-            .map_err(|_| AppError::internal(format!("the first write of run {run} was lost")))?;
-        match ended {
-            Some(Err(e)) => {
-                self.handle
-                    .set_untrusted(format!("its first write failed to sync: {e}"));
-                Err(AppError::new(
-                    ErrorKind::IoError,
-                    format!("cannot sync new run {run}: {e}"),
-                )
-                .with_hint(untrusted_hint()))
-            }
-            _ => {
-                // Readers of committed events (streams, `event.list`) see them from now on.
-                self.handle.committed.fetch_max(self.seq, Ordering::AcqRel);
-                self.handle.feed(&self.events);
-                Ok(())
-            }
-        }
-    }
-}
-
 /// Queue depth of one run's writer.
 const QUEUE: usize = 8192;
-
-/// Committed groups a run keeps for its streams' subscribers that have not read them yet.
-/// A tokio broadcast channel allocates every slot up front, for the run's lifetime: at 1,024
-/// slots that was 33 KiB per run, most of an idle daemon's memory per run (3.2 of the 5.4 MiB
-/// live after 100 runs). A stream that falls further behind reads what it missed from the log
-/// (`server::stream`), so a short buffer loses nothing.
-pub(crate) const STREAM_BUFFER: usize = 16;
-
-/// One run as the rest of the daemon sees it.
-pub struct RunHandle {
-    pub id: String,
-    pub dir: PathBuf,
-    tx: Mutex<Option<mpsc::Sender<Command>>>,
-    view: RwLock<Arc<RunDetail>>,
-    /// The run's line of `run.list`, serialized whenever the view changes.
-    listing: RwLock<Arc<Listing>>,
-    /// Highest seq known to be on disk.
-    committed: AtomicU64,
-    /// Each committed group, in order.
-    events: broadcast::Sender<Arc<Vec<Event>>>,
-    /// Set when the log could not be replayed: the run is read-only.
-    corrupt: Option<String>,
-    /// Set when a sync of the log failed: the run refuses appends until a daemon start
-    /// replays its log (see [`log::AppendFault::Untrusted`]).
-    untrusted: OnceLock<String>,
-    /// Where to say that this run changed.
-    changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
-    /// Where the notices its committed events call for go (the notifier's queue).
-    notices: Mutex<Option<mpsc::Sender<Notice>>>,
-    /// Where to say what this run committed, for the change feed.
-    tap: Mutex<Tap>,
-}
-
-/// A run's link to the feed's indexer.
-struct Tap {
-    tx: Option<mpsc::UnboundedSender<Committed>>,
-    /// The last seq told to the feed.
-    fed: u64,
-}
-
-impl RunHandle {
-    fn new(id: String, dir: PathBuf, view: RunDetail, corrupt: Option<String>) -> RunHandle {
-        let view_seq = view.manifest.last_seq;
-        RunHandle {
-            id,
-            dir,
-            tx: Mutex::new(None),
-            committed: AtomicU64::new(view.manifest.last_seq),
-            listing: RwLock::new(Arc::new(Listing::of(&view.manifest))),
-            view: RwLock::new(Arc::new(view)),
-            events: broadcast::channel(STREAM_BUFFER).0,
-            corrupt,
-            untrusted: OnceLock::new(),
-            changes: Mutex::new(None),
-            notices: Mutex::new(None),
-            tap: Mutex::new(Tap {
-                tx: None,
-                fed: view_seq,
-            }),
-        }
-    }
-
-    /// Tells the feed that `events` (a committed group) are durable in the log. Events
-    /// already told are left out (a new run's first write is reported by two paths); the
-    /// lock keeps the run's groups in commit order on the way to the indexer.
-    pub(crate) fn feed(&self, events: &Arc<Vec<Event>>) {
-        let mut tap = self.tap.lock().expect("tap lock");
-        let Some(last) = events.last().map(|e| e.seq) else {
-            return;
-        };
-        if last <= tap.fed {
-            return;
-        }
-        if let Some(tx) = &tap.tx {
-            let fed = tap.fed;
-            let new = if events.first().is_some_and(|e| e.seq > fed) {
-                events.clone()
-            } else {
-                Arc::new(events.iter().filter(|e| e.seq > fed).cloned().collect())
-            };
-            let _ = tx.send(Committed {
-                run: self.id.clone(),
-                events: new,
-            });
-        }
-        tap.fed = last;
-    }
-
-    /// The state as of the last committed group.
-    pub fn view(&self) -> Arc<RunDetail> {
-        self.view.read().expect("view lock").clone()
-    }
-
-    pub fn summary(&self) -> RunSummary {
-        self.view().manifest.clone()
-    }
-
-    pub fn committed(&self) -> u64 {
-        self.committed.load(Ordering::Acquire)
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Vec<Event>>> {
-        self.events.subscribe()
-    }
-
-    pub fn log_path(&self) -> PathBuf {
-        self.dir.join(LOG_FILE)
-    }
-
-    pub fn corrupt(&self) -> Option<&str> {
-        self.corrupt.as_deref()
-    }
-
-    /// Why the run refuses appends until the daemon restarts (a failed sync), if it does.
-    pub fn untrusted(&self) -> Option<&str> {
-        self.untrusted.get().map(String::as_str)
-    }
-
-    /// Makes the run refuse appends until the daemon restarts and replays its log.
-    fn set_untrusted(&self, reason: String) {
-        if self.untrusted.set(reason.clone()).is_ok() {
-            tracing::error!(run = %self.id, reason = %reason, "the run's log cannot be trusted: it refuses appends until the daemon restarts");
-        }
-    }
-
-    /// The refusal of an append to an untrusted run.
-    fn untrusted_error(&self) -> Option<AppError> {
-        self.untrusted().map(|reason| {
-            AppError::new(
-                ErrorKind::IoError,
-                format!("run {} refuses appends: {reason}", self.id),
-            )
-            .with_hint(untrusted_hint())
-        })
-    }
-
-    /// `run_corrupt` for a run whose log was set aside: for commands that would act on it.
-    pub fn ensure_writable(&self) -> Result<(), AppError> {
-        match &self.corrupt {
-            Some(reason) => Err(corrupt_error(&self.id, reason)),
-            None => Ok(()),
-        }
-    }
-
-    fn publish(&self, state: &RunState) {
-        let view = projection::detail(state);
-        *self.listing.write().expect("listing lock") = Arc::new(Listing::of(&view.manifest));
-        *self.view.write().expect("view lock") = Arc::new(view);
-        self.changed();
-    }
-
-    /// Hands committed events' notices to the notifier without waiting: a full queue drops
-    /// them (logged), so a stuck notifier never holds up the log.
-    fn tell(&self, notices: Vec<Notice>) {
-        let Some(tx) = self.notices.lock().expect("notices lock").clone() else {
-            return;
-        };
-        for n in notices {
-            if let Err(e) = tx.try_send(n) {
-                let n = match &e {
-                    mpsc::error::TrySendError::Full(n) | mpsc::error::TrySendError::Closed(n) => n,
-                };
-                tracing::warn!(run = %self.id, seq = n.event.seq, kind = n.kind.as_str(), "notification dropped: the notifier's queue is full");
-            }
-        }
-    }
-
-    /// Tells the engine to look at this run again.
-    fn changed(&self) {
-        if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
-            let _ = tx.send(self.id.clone());
-        }
-    }
-
-    fn sender(&self) -> Result<mpsc::Sender<Command>, AppError> {
-        if let Some(reason) = &self.corrupt {
-            return Err(corrupt_error(&self.id, reason));
-        }
-        self.tx
-            .lock()
-            .expect("tx lock")
-            .clone()
-            .ok_or_else(|| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))
-    }
-}
-
-pub(crate) fn untrusted_hint() -> String {
-    "nothing of it was recorded; once the log's sync has failed, what the kernel dropped cannot be known, so the run takes no appends until the daemon restarts and replays its log (`orchestratectl daemon stop`, then `orchestratectl daemon start`; check the disk first: dmesg); every other run keeps working".to_string()
-}
-
-fn corrupt_error(id: &str, reason: &str) -> AppError {
-    AppError::new(ErrorKind::RunCorrupt, format!("run {id} is corrupt: {reason}"))
-        .with_hint(format!(
-            "its log was set aside as runs/{id}/{CORRUPT_FILE} and is never written again; every other run keeps working; `orchestratectl run show {id}` shows what it still says, `orchestratectl run quarantine {id}` sets it aside"
-        ))
-}
 
 /// What `run.list` keeps: every field given must match.
 #[derive(Debug, Default)]
@@ -558,151 +290,6 @@ impl Store {
             .expect("runs lock")
             .insert(id, handle.clone());
         Ok(handle)
-    }
-
-    /// Creates a run: its directory, any input files it keeps (a manifest, a plan), and its
-    /// log holding `run.created` and the `initial` events, synced with the directory entry
-    /// before this returns. One sync for all of it. If that sync fails, the run is taken
-    /// away again: nothing was announced from it, so a refused creation leaves nothing.
-    pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
-        let (handle, syncing) = self.begin_run(new).await?;
-        if let Err(e) = syncing.wait().await {
-            self.runs.write().expect("runs lock").remove(&handle.id);
-            handle.tx.lock().expect("tx lock").take();
-            let dir = handle.dir.clone();
-            let _ = tokio::task::spawn_blocking(move || fs::remove_dir_all(dir)).await;
-            return Err(e.with_hint(
-                "nothing was recorded: the run was not created; check the disk (dmesg) and retry",
-            ));
-        }
-        Ok(handle)
-    }
-
-    /// [`Store::create_run`], returning as soon as the run's first events are written (in
-    /// the page cache, so a daemon crash keeps them) while its projections are written and
-    /// everything is synced in the background. A caller can overlap side effects the events
-    /// announce with that, and must [`Syncing::wait`] before acknowledging anything; the
-    /// run's writer commits nothing before it is done either.
-    pub async fn begin_run(&self, new: NewRun) -> Result<(Arc<RunHandle>, Syncing), AppError> {
-        let NewRun {
-            id,
-            created,
-            initial,
-            files,
-        } = new;
-        let kind = created.kind;
-        if self.closing.load(Ordering::Acquire) {
-            return Err(AppError::new(
-                ErrorKind::ShuttingDown,
-                "the daemon is shutting down",
-            ));
-        }
-        let dir = self.home.run_dir(&id);
-        let draft = Draft::daemon(None, created);
-        let seed = RunState {
-            id: id.clone(),
-            kind,
-            title: None,
-            repo: None,
-            base: None,
-            settings: Default::default(),
-            created_at: String::new(),
-            updated_at: String::new(),
-            last_seq: 0,
-            ended: None,
-            merge: None,
-            merge_commit: None,
-            nodes: Default::default(),
-            node_order: Vec::new(),
-            discussions: Default::default(),
-            spinoffs: Default::default(),
-            idempotency: Default::default(),
-            budget_spent: false,
-        };
-        let ev = writer::new_event(&seed, draft);
-        let mut state = RunState::from_created(&ev)?;
-        let mut line = format!("{}\n", ev.to_line());
-        let mut events = vec![ev];
-        for draft in initial {
-            let ev = writer::new_event(&state, draft);
-            state.apply(&ev)?;
-            line.push_str(&ev.to_line());
-            line.push('\n');
-            events.push(ev);
-        }
-        let events = Arc::new(events);
-        let runs_dir = self.home.runs();
-        let created = state.clone();
-        let dir2 = dir.clone();
-        let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
-            // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
-            // costs as much as a synced write on some disks, and most runs never need some.
-            match fs::create_dir(&dir2) {
-                // A directory without a log is a creation a crash cut short (the store ignores
-                // it): the run whose id was recorded before it existed is made in it now.
-                Err(e)
-                    if e.kind() == io::ErrorKind::AlreadyExists
-                        && !dir2.join(LOG_FILE).exists() => {}
-                other => other?,
-            }
-            let written = (|| {
-                for (name, bytes) in &files {
-                    fs::write(dir2.join(name), bytes)?;
-                }
-                let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
-                log.append(line.as_bytes())?;
-                Ok(log)
-            })();
-            if written.is_err() {
-                // A full disk: the run was never created, so nothing half-made stays.
-                let _ = fs::remove_dir_all(&dir2);
-            }
-            written
-        })
-        .await
-        .map_err(|e| AppError::internal(e.to_string()))?
-        .map_err(|e| {
-            let err = fault::storage_error(&format!("cannot create run {id}"), &dir, &e);
-            let hint = err.hint.clone().unwrap_or_default();
-            err.with_hint(format!("nothing was created; {hint}"))
-        })?;
-        let (done, first) = watch::channel(None);
-        let dir2 = dir.clone();
-        tokio::task::spawn_blocking(move || {
-            // Projections that cannot be written now are healed by the writer: they are
-            // derived, and the run exists once its log is synced.
-            let projected = match projections::write_all(&dir2, &created) {
-                Ok(_) => true,
-                Err(e) => {
-                    tracing::warn!(dir = %dir2.display(), error = %e, "cannot write a new run's projections; they are written again later");
-                    false
-                }
-            };
-            let result = log
-                .sync()
-                .and_then(|_| log::sync_dir(&dir2))
-                .and_then(|_| log::sync_dir(&runs_dir));
-            let _ = done.send(Some(result.map(|_| projected).map_err(|e| e.to_string())));
-        });
-        let handle = self
-            .start(
-                id.clone(),
-                dir,
-                state,
-                Some((first.clone(), events.clone())),
-                false,
-            )
-            .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
-        let seq = handle.view().manifest.last_seq;
-        Ok((
-            handle.clone(),
-            Syncing {
-                handle,
-                seq,
-                first,
-                events,
-            },
-        ))
     }
 
     /// Finds a run by full id or unique prefix (`field` names the parameter in errors).

@@ -1,11 +1,11 @@
 //! The checks of what the daemon answers: `daemon.status` (is it this CLI's version and
-//! protocol), `doctor.agents` (or, with the daemon down, the built-in agents on this PATH),
+//! protocol; its notifiers' last failure), `doctor.agents` (or, with the daemon down, the built-in agents on this PATH),
 //! `doctor.runs` and `doctor.orphans`.
 
 use std::path::Path;
 
 use octl_proto::rpc::{
-    DaemonStatus, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, Orphan,
+    DaemonStatus, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus, Orphan,
 };
 use octl_proto::PROTOCOL_VERSION;
 use serde_json::Value;
@@ -70,6 +70,58 @@ pub(super) fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> C
             crate::output::duration(s.uptime_s)
         ),
     )
+}
+
+/// The notifiers of `[notify]` (as `daemon.status` reports them) and their last failure since
+/// the daemon started: a warning while the notifier that failed has not delivered since.
+pub(super) fn notify_check(n: &NotifyStatus) -> Check {
+    let id = "notify";
+    let mut configured = Vec::new();
+    if let Some(program) = &n.command {
+        configured.push(format!("command {program}"));
+    }
+    if let Some(url) = &n.webhook {
+        configured.push(format!("webhook {url}"));
+    }
+    let details = n
+        .last_failure
+        .iter()
+        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
+        .collect();
+    if configured.is_empty() && n.last_failure.is_none() {
+        return Check::ok(
+            id,
+            "no notifier configured (nobody is told when a node needs a person; see [notify] in the README)",
+        );
+    }
+    let what = if configured.is_empty() {
+        "no notifier configured now".to_string()
+    } else {
+        configured.join(", ")
+    };
+    let Some(f) = &n.last_failure else {
+        return Check::ok(id, format!("{what}: no failure since the daemon started"));
+    };
+    let failure = format!(
+        "the {} failed at {} telling {} of run {}: {}",
+        f.notifier,
+        f.at,
+        f.kind,
+        f.run,
+        f.message.trim()
+    );
+    match &f.delivered_since {
+        Some(at) => Check::ok(
+            id,
+            format!("{what}; last failure: {failure}; it has delivered since, at {at}"),
+        ),
+        None => Check::warn(
+            id,
+            format!("{what}; {failure}"),
+            "fix [notify] in $OCTL_HOME/config.toml (it is read again at each notice) and run the notifier by hand with a notice on stdin; every failure is in octld.log",
+        ),
+    }
+    .with_details(details)
 }
 
 pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {

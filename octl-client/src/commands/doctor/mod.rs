@@ -1,7 +1,7 @@
 //! `doctor`: is everything orchestratectl needs in place? Each check has an id, a status
 //! (`ok`, `warn`, `fail`) and, unless ok, a hint saying how to fix it. Exit 1 when any check
 //! fails. It never starts the daemon: with the daemon down, the checks only it can make
-//! (`daemon`, `runs`, `orphans`) fail with a hint, and the rest still run.
+//! (`daemon`, `runners`, `runs`, `orphans`, `notify`) fail with a hint, and the rest still run.
 //!
 //! The checks, in order:
 //! - `git` ≥ 2.38 and `tmux` ≥ 3.0 on this PATH;
@@ -24,6 +24,9 @@
 //!   (`doctor.runs`); a corrupt run fails;
 //! - `orphans`: worktrees, branches and windows under the daemon's names that no run owns
 //!   (`doctor.orphans`), a warning listing them;
+//! - `notify`: the notifiers of `[notify]` and their last failure since the daemon started
+//!   (`daemon.status`'s `notify`), a warning while the notifier that failed has not delivered
+//!   since;
 //! - `skills`: the bundled skills are installed and current in Claude Code's skills directory;
 //! - `service`: a systemd user unit (or launchd agent) is installed; without one the CLI's
 //!   autostart starts the daemon, so it is a warning.
@@ -46,10 +49,13 @@ use serde_json::Value;
 
 use super::Ctx;
 use crate::client::result_of;
-use octl_proto::method::{DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, NoParams};
+use octl_proto::method::{
+    DaemonStatus, DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, NoParams,
+};
 
 use daemon::{
-    agents_check, agents_check_here, check_daemon, orphans_check, runners_check, runs_check,
+    agents_check, agents_check_here, check_daemon, notify_check, orphans_check, runners_check,
+    runs_check,
 };
 use install::{check_service, check_skills};
 use system::{check_disk, check_git, check_home, check_socket, check_tmux};
@@ -150,6 +156,11 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     // The daemon, only if it is already there.
     let status = ctx.client.probe_status().await;
     let up = status.is_ok();
+    let notify = status
+        .as_ref()
+        .ok()
+        .and_then(|v| result_of::<DaemonStatus>(v).ok())
+        .map(|s| notify_check(&s.notify));
     checks.push(check_daemon(status, &home.socket()));
     checks.push(check_socket(&home.socket(), up));
     let not_running = |id: &'static str, what: &str| {
@@ -204,6 +215,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 Err(e) => rpc_failed("orphans", e.into()),
             },
         );
+        checks.extend(notify);
     } else {
         checks.push(agents_check_here(&home.dir().join("config.toml")));
         checks.push(not_running(
@@ -215,6 +227,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
             "orphans",
             "which worktrees, branches and windows runs own",
         ));
+        checks.push(not_running("notify", "how telling the notifiers went"));
     }
     checks.push(check_skills());
     checks.push(check_service());

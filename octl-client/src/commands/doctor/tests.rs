@@ -138,3 +138,53 @@ fn agent_rules() {
     };
     assert_eq!(agents_check(&r).status, Status::Fail);
 }
+
+#[test]
+fn the_notify_check_warns_while_the_notifier_that_failed_has_not_delivered_since() {
+    use super::daemon::notify_check;
+    use octl_proto::rpc::{NotifyFailure, NotifyStatus};
+    let none = notify_check(&NotifyStatus::default());
+    assert_eq!(none.status, Status::Ok);
+    assert!(
+        none.message.starts_with("no notifier configured"),
+        "{none:?}"
+    );
+    let mut n = NotifyStatus {
+        command: Some("notify-send".into()),
+        webhook: Some("http://127.0.0.1:9000/hook".into()),
+        last_failure: None,
+    };
+    let fine = notify_check(&n);
+    assert_eq!(fine.status, Status::Ok);
+    assert_eq!(
+        fine.message,
+        "command notify-send, webhook http://127.0.0.1:9000/hook: no failure since the daemon started"
+    );
+    n.last_failure = Some(NotifyFailure {
+        at: "2026-12-01T15:00:00.000Z".into(),
+        notifier: "command".into(),
+        message: "\"notify-send\" failed: exit status: 1 (no display)".into(),
+        kind: "failed".into(),
+        run: "01R".into(),
+        delivered_since: None,
+    });
+    let failing = notify_check(&n);
+    assert_eq!(failing.status, Status::Warn);
+    assert!(
+        failing
+            .message
+            .ends_with("the command failed at 2026-12-01T15:00:00.000Z telling failed of run 01R: \"notify-send\" failed: exit status: 1 (no display)"),
+        "{failing:?}"
+    );
+    assert!(failing.hint.as_deref().unwrap().contains("[notify]"));
+    assert_eq!(failing.details.len(), 1);
+    n.last_failure.as_mut().unwrap().delivered_since = Some("2026-12-01T15:01:00.000Z".into());
+    let again = notify_check(&n);
+    assert_eq!(again.status, Status::Ok);
+    assert!(
+        again
+            .message
+            .ends_with("it has delivered since, at 2026-12-01T15:01:00.000Z"),
+        "{again:?}"
+    );
+}

@@ -740,16 +740,86 @@ fn a_fan_out_starts_no_node_of_a_paused_profile() {
     };
     let reset = octl_proto::time::parse_millis("2026-12-01T10:00:00.000Z").unwrap();
     let pauses = limits::profile_pauses([&v], reset - 1);
-    assert_eq!(schedule::next_startable(&v, &pauses), None);
+    assert_eq!(schedule::next_startable(&v, &pauses, reset - 1), None);
     assert_eq!(
         schedule::next_to_start(&v).map(|n| n.id.as_str()),
         Some("b")
     );
+    // After the reset the paused node itself goes first, then the rest of its profile.
     let after = limits::profile_pauses([&v], reset);
     assert_eq!(
-        schedule::next_startable(&v, &after).map(|n| n.id.as_str()),
+        schedule::next_startable(&v, &after, reset).map(|n| n.id.as_str()),
+        Some("a")
+    );
+    let mut resumed = v.clone();
+    resumed.nodes[0].state = octl_proto::NodeState::Running;
+    assert_eq!(
+        schedule::next_startable(&resumed, &after, reset).map(|n| n.id.as_str()),
         Some("b")
     );
+}
+
+/// A fan-out of `cap` whose unit `a` was paused until `RESET` while `b` ran, then `then`.
+fn paused_fanout(cap: u64, then: Vec<E>) -> RunDetail {
+    let mut events = added("a", &[]);
+    events.extend(added("b", &[]));
+    events.extend(added("c", &[]));
+    events.extend(running("a"));
+    events.push((Some("a"), "node.paused", json!({"until": RESET})));
+    events.extend(then);
+    view("fanout", json!({ "max_parallel": cap }), events)
+}
+
+const RESET: &str = "2026-12-01T10:00:00.000Z";
+
+#[test]
+fn a_paused_fan_out_unit_is_resumed_by_the_scheduler_not_beside_it() {
+    let v = paused_fanout(1, running("b"));
+    let reset = octl_proto::time::parse_millis(RESET).unwrap();
+    let due = |now_ms| {
+        due(
+            &v,
+            &Facts {
+                corrupt: false,
+                run_exists: &|_| false,
+                now_ms,
+            },
+        )
+    };
+    // No resume of its own, which would not count against the cap: the scheduling pass
+    // (one per run at a time) starts it.
+    assert_eq!(due(reset), [Step::Schedule]);
+    let none = Default::default();
+    assert_eq!(
+        schedule::next_startable(&v, &none, reset),
+        None,
+        "b holds the only place"
+    );
+}
+
+#[test]
+fn a_resumed_unit_takes_the_next_free_place_before_pending_ones() {
+    let reset = octl_proto::time::parse_millis(RESET).unwrap();
+    let none = Default::default();
+    let v = paused_fanout(1, finished("b"));
+    assert_eq!(
+        schedule::next_startable(&v, &none, reset).map(|n| n.id.as_str()),
+        Some("a")
+    );
+    assert_eq!(
+        schedule::next_startable(&v, &none, reset - 1).map(|n| n.id.as_str()),
+        Some("c"),
+        "before its reset, the paused node's place is free for others"
+    );
+    // Two places, one taken by b: a resumes into the other; c waits.
+    let two = paused_fanout(2, running("b"));
+    assert_eq!(
+        schedule::next_startable(&two, &none, reset).map(|n| n.id.as_str()),
+        Some("a")
+    );
+    let mut full = two.clone();
+    full.nodes[0].state = octl_proto::NodeState::Starting;
+    assert_eq!(schedule::next_startable(&full, &none, reset), None);
 }
 
 #[test]
