@@ -6,8 +6,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::{ParamSpec, APPEND_RESULT, MESSAGE_PARAM, NODE_PARAM, RUN_PARAM};
-use crate::rpc::AppendResult;
+use crate::method::ParamSpec;
+use crate::rpc::{AppendResult, NODE_PARAM, RUN_PARAM};
+
+const MESSAGE_PARAM: ParamSpec = ParamSpec {
+    name: "message",
+    required: false,
+    schema: r#"{"type":"string","maxLength":4096}"#,
+    doc: "a one-line summary",
+};
+
+const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
 
 /// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
 #[derive(Debug, Clone, Serialize, Deserialize)]

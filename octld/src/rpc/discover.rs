@@ -106,4 +106,20 @@ mod tests {
             assert_eq!(params, declared, "{}", info.name);
         }
     }
+
+    /// Dispatch's arms (one per method type `for_each_method!` lists, each with its `Handle`)
+    /// are exactly the declarations `ALL` and the document come from, in the same order: a
+    /// family in one list and not the other would be dispatched but undocumented, or
+    /// documented and answered by `unreachable!`.
+    #[test]
+    fn dispatched_types_are_the_declarations() {
+        use octl_proto::method::{self, Method};
+        let mut dispatched: Vec<&str> = Vec::new();
+        macro_rules! names {
+            ($($ty:ident),*) => { $(dispatched.push(<method::$ty as Method>::NAME);)* };
+        }
+        octl_proto::for_each_method!(names);
+        let declared: Vec<&str> = ALL.iter().map(|m| m.name).collect();
+        assert_eq!(dispatched, declared);
+    }
 }

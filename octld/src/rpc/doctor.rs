@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use octl_proto::method;
 use octl_proto::projection;
 use octl_proto::rpc::{
-    DoctorAgent, DoctorAgentsResult, DoctorRun, DoctorRunner, DoctorRunnersResult, DoctorRunsResult,
+    DoctorAgent, DoctorAgentsResult, DoctorOrphansResult, DoctorRun, DoctorRunner,
+    DoctorRunnersResult, DoctorRunsResult,
 };
 use octl_proto::{AppError, RunState};
 
@@ -147,8 +148,8 @@ pub fn mismatched(dir: &Path, state: &RunState) -> Vec<String> {
 
 /// Worktrees, branches and windows under the daemon's names that no run owns.
 pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
-    let found = crate::engine::orphans::find(daemon).await?;
-    Ok(json!({ "orphans": found }))
+    let orphans = crate::engine::orphans::find(daemon).await?;
+    to_value(&DoctorOrphansResult { orphans })
 }
 
 /// Every agent profile (the built-ins and those of config.toml), its program, and whether

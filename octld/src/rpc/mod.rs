@@ -1,13 +1,15 @@
-//! The JSON-RPC methods. One file per family; each method is declared once, in
-//! [`octl_proto::method`], and answered by its [`Handle`] impl in its family's file;
-//! [`dispatch`] is generated from the declarations.
+//! The JSON-RPC methods. One file per family; each method is declared once, beside its
+//! types in the family's file of the same name in `octl_proto::rpc` (`octl-proto/src/rpc/`),
+//! and answered by its [`Handle`] impl in its family's file here; [`dispatch`] is generated
+//! from the declarations.
 //!
 //! - [`daemon`]: `daemon.status`, `daemon.shutdown`.
 //! - [`run`]: `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.cancel`, `run.retry`,
 //!   `run.quarantine`.
 //! - [`event`]: `event.append`, `event.list`.
 //! - [`spawn`]: `spawn.spinoff`, `spawn.code`.
-//! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports).
+//! - [`node`]: `node.done`, `node.fail`, `node.progress` (an agent's reports), `node.send`,
+//!   `node.screen`.
 //! - [`merge`]: `merge` (code runs, retries, an orchestrate run's integration branch).
 //! - [`fanout`]: `fanout.start`, `fanout.manifest`, `orchestrate.start`.
 //! - [`discussion`]: `discussion.ask`, `discussion.list`, `discussion.answer`.

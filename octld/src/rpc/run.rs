@@ -7,7 +7,9 @@ use serde_json::{json, Value};
 
 use octl_proto::event::RunCreated;
 use octl_proto::method;
-use octl_proto::rpc::{CancelParams, RetryParams, RunCreateParams, RunListParams, RunParams};
+use octl_proto::rpc::{
+    CancelParams, Quarantined, RetryParams, RunCreateParams, RunListParams, RunParams,
+};
 
 use crate::store::ListFilter;
 use octl_proto::{AppError, NodeState, RunKind};
@@ -177,7 +179,10 @@ fn show_corrupt(handle: &RunHandle) -> Result<Value, AppError> {
 pub fn quarantine(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let dest = daemon.store.quarantine(&handle)?;
-    Ok(json!({ "run": handle.id, "moved_to": dest.display().to_string() }))
+    to_value(&Quarantined {
+        run: handle.id.clone(),
+        moved_to: dest.display().to_string(),
+    })
 }
 
 pub async fn rebuild(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {

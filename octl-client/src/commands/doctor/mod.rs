@@ -47,13 +47,11 @@ use octl_proto::AppError;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{decode, Ctx};
+use super::Ctx;
 use crate::client::result_of;
 use octl_proto::method::{
-    DaemonStatus as DaemonStatusMethod, DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns,
-    Method, NoParams,
+    DaemonStatus, DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, NoParams,
 };
-use octl_proto::rpc::DaemonStatus;
 
 use daemon::{
     agents_check, agents_check_here, check_daemon, notify_check, orphans_check, runners_check,
@@ -161,7 +159,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     let notify = status
         .as_ref()
         .ok()
-        .and_then(|v| decode::<DaemonStatus>(DaemonStatusMethod::NAME, v).ok())
+        .and_then(|v| result_of::<DaemonStatus>(v).ok())
         .map(|s| notify_check(&s.notify));
     checks.push(check_daemon(status, &home.socket()));
     checks.push(check_socket(&home.socket(), up));
@@ -211,8 +209,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 .try_call_method::<DoctorOrphans>(&NoParams {})
                 .await
             {
-                // Declared as free-form JSON: doctor reads the part it shows.
-                Ok(v) => decode::<OrphansResult>(DoctorOrphans::NAME, &v)
+                Ok(v) => result_of::<DoctorOrphans>(&v)
                     .map(|r| orphans_check(&r.orphans))
                     .unwrap_or_else(|e| rpc_failed("orphans", e)),
                 Err(e) => rpc_failed("orphans", e.into()),
@@ -237,11 +234,6 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
     let report = Report::new(checks);
     ctx.out.result(&report, || report_text(&report));
     Ok(if report.fail > 0 { 1 } else { 0 })
-}
-
-#[derive(serde::Deserialize)]
-struct OrphansResult {
-    orphans: Vec<Orphan>,
 }
 
 fn rpc_failed(id: &'static str, e: AppError) -> Check {

@@ -12,7 +12,6 @@ use octl_proto::ids::parse_run_ref;
 use octl_proto::method;
 use octl_proto::rpc::{RunCreateParams, RunParams};
 use octl_proto::AppError;
-use serde_json::Value;
 
 use super::{call, Ctx};
 
@@ -245,10 +244,12 @@ async fn create(ctx: &Ctx, args: RunCreateArgs) -> Result<(), AppError> {
 async fn quarantine(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
     let params = run_param(&arg.run)?;
     let value = call::<method::RunQuarantine>(ctx, &params).await?;
-    let run = value.get("run").and_then(Value::as_str).unwrap_or("?");
-    let to = value.get("moved_to").and_then(Value::as_str).unwrap_or("?");
+    let q = result_of::<method::RunQuarantine>(&value)?;
     ctx.out.result(&value, || {
-        format!("Set run {run} aside: moved to {to}\n  the daemon no longer lists it; nothing was deleted")
+        format!(
+            "Set run {} aside: moved to {}\n  the daemon no longer lists it; nothing was deleted",
+            q.run, q.moved_to
+        )
     });
     Ok(())
 }
@@ -270,7 +271,7 @@ async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
 mod tests {
     use super::*;
     use octl_proto::projection::{RunDetail, RunSummary};
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     pub(super) fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {
         serde_json::from_value(json!({

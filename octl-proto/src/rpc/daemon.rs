@@ -1,0 +1,73 @@
+//! The `daemon.*` family: the daemon's own status and its shutdown — each method's params and
+//! result types beside its declaration. A new method of the family is declared here; the
+//! compiler then asks for its daemon `Handle` (`octld/src/rpc/daemon.rs`), and the client calls
+//! it as `method::Name`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::method::NoParams;
+
+/// `daemon.status` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonStatusResult {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub home: String,
+    pub uptime_s: u64,
+    pub runs: usize,
+    /// The notifiers of `[notify]` and their last failure (absent from older daemons).
+    #[serde(default)]
+    pub notify: NotifyStatus,
+}
+
+/// The notifiers `config.toml`'s `[notify]` configures and how delivering to them went since
+/// the daemon started (failures are in octld.log too).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NotifyStatus {
+    /// The notifier command's program, if one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The webhook's URL, if one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+    /// The last notice a notifier failed to deliver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<NotifyFailure>,
+}
+
+/// One notice a notifier failed to deliver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotifyFailure {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `command` or `webhook`.
+    pub notifier: String,
+    /// What went wrong: the exit status and stderr, the refused connection, the HTTP status,
+    /// the timeout.
+    pub message: String,
+    /// The notice's kind (`question`, `failed`, …) and run.
+    pub kind: String,
+    pub run: String,
+    /// When that notifier last delivered a notice after this failure, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_since: Option<String>,
+}
+
+crate::methods! {
+    $;
+    each: each_daemon_method;
+    DaemonStatus(NoParams) -> DaemonStatusResult {
+        name: "daemon.status",
+        summary: "The daemon's pid, version, protocol, home, uptime and notifiers (`notify`: their last failure).",
+        params: &[],
+        result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
+    },
+    DaemonShutdown(NoParams) -> Value {
+        name: "daemon.shutdown",
+        summary: "Finish in-flight appends, remove the socket and exit.",
+        params: &[],
+        result: r#"{"type":"object","properties":{"stopping":{"type":"boolean"}}}"#,
+    },
+}

@@ -1,0 +1,56 @@
+//! `merge`: a node's branch into its target, or an orchestrate run's integration branch into
+//! base — its params and result types beside its declaration; the daemon's `Handle` is in
+//! `octld/src/rpc/merge.rs`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::method::ParamSpec;
+use crate::rpc::RUN_PARAM;
+
+/// `merge`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MergeParams {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Merge a failed or exited node's branch as it is committed (a human's say-so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_failed: bool,
+}
+
+/// `merge` result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeResult {
+    pub run: String,
+    /// `None` for an orchestrate run's integration branch merged into base.
+    pub node: Option<String>,
+    pub state: String,
+    pub target: String,
+    pub merge_commit: String,
+}
+
+crate::methods! {
+    $;
+    each: each_merge_method;
+    Merge(MergeParams) -> MergeResult {
+        name: "merge",
+        summary: "Merge a node's branch into its target (code runs, retries after a conflict or a blocked merge).",
+        params: &[
+            RUN_PARAM,
+            ParamSpec {
+                name: "node",
+                required: false,
+                schema: r#"{"type":"string"}"#,
+                doc: "the node (default: the run's only node)",
+            },
+            ParamSpec {
+                name: "accept_failed",
+                required: false,
+                schema: r#"{"type":"boolean"}"#,
+                doc: "merge a failed or exited node's branch as it is committed (a human's say-so)",
+            },
+        ],
+        result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
+    },
+}

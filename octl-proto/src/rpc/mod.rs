@@ -1,0 +1,159 @@
+//! JSON-RPC 2.0 over the daemon's socket. Each family of methods is declared in its own file
+//! here, beside its params and result types (`run.rs` for `run.*`, …; the list is in
+//! [`crate::method`]); this module holds what they share: the envelope, the error object, the
+//! params and results of more than one family, and their JSON Schema fragments. Parameters are
+//! by name, named like the CLI's flags, and unknown ones are refused.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::error::{AppError, ErrorKind};
+use crate::method::ParamSpec;
+
+pub mod daemon;
+pub mod discover;
+pub mod discussion;
+pub mod doctor;
+pub mod event;
+pub mod fanout;
+pub mod gc;
+pub mod merge;
+pub mod node;
+pub mod run;
+pub mod spawn;
+pub mod spinoff;
+
+/// `daemon.status`'s result under the name it had before the family moved beside it (the
+/// method type took the name in `method::`).
+pub use daemon::DaemonStatusResult as DaemonStatus;
+/// The families' types (and method types) under `rpc::` as well.
+pub use daemon::*;
+pub use discover::*;
+pub use discussion::*;
+pub use doctor::*;
+pub use event::*;
+pub use fanout::*;
+pub use gc::*;
+pub use merge::*;
+pub use node::*;
+pub use run::*;
+pub use spawn::*;
+pub use spinoff::*;
+
+pub const JSONRPC_VERSION: &str = "2.0";
+/// The HTTP path of JSON-RPC requests.
+pub const RPC_PATH: &str = "/rpc";
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// `run.show`, `run.rebuild`, `run.quarantine`, `fanout.manifest`: one run by id or unique
+/// prefix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    pub run: String,
+}
+
+/// `event.append` and `node.*` result: where the event went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendResult {
+    pub seq: u64,
+    pub id: String,
+}
+
+/// `discussion.list`, `spinoff.list`
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<bool>,
+}
+
+/// `{id, run}`: what `discussion.ask` and `spinoff.propose` return.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Opened {
+    pub id: String,
+    pub run: String,
+}
+
+/// A budget as given: a finite amount above zero, or an error naming the field.
+pub fn check_budget(field: &str, usd: Option<f64>) -> Result<(), crate::AppError> {
+    match usd {
+        Some(u) if !(u.is_finite() && u > 0.0) => Err(crate::AppError::invalid(format!(
+            "invalid {field} {u}: give an amount in USD above 0, e.g. 2.50"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The `error` member of a JSON-RPC response for an [`AppError`].
+pub fn error_object(err: &AppError) -> Value {
+    let mut data = json!({ "kind": err.kind.as_str() });
+    if let Some(hint) = &err.hint {
+        data["hint"] = Value::String(hint.clone());
+    }
+    json!({ "code": err.kind.rpc_code(), "message": err.message, "data": data })
+}
+
+/// Reads an [`AppError`] back from a JSON-RPC `error` member.
+pub fn error_from_object(v: &Value) -> AppError {
+    let message = v
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the daemon reported an error without a message")
+        .to_string();
+    let data = v.get("data");
+    let kind = data
+        .and_then(|d| d.get("kind"))
+        .and_then(Value::as_str)
+        .map(ErrorKind::from_str_lossy)
+        .unwrap_or_else(|| match v.get("code").and_then(Value::as_i64) {
+            Some(-32700) => ErrorKind::ParseError,
+            Some(-32600) => ErrorKind::InvalidRequest,
+            Some(-32601) => ErrorKind::MethodNotFound,
+            Some(-32602) => ErrorKind::InvalidParams,
+            _ => ErrorKind::Internal,
+        });
+    AppError {
+        kind,
+        message,
+        hint: data
+            .and_then(|d| d.get("hint"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    }
+}
+
+/// A full response object for a request id.
+pub fn error_response(id: Value, err: &AppError) -> Value {
+    json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": error_object(err) })
+}
+
+pub fn result_response(id: Value, result: Value) -> Value {
+    json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "result": result })
+}
+
+// JSON Schema fragments of params and results more than one family declares.
+
+pub(crate) const RUN_PARAM: ParamSpec = ParamSpec {
+    name: "run",
+    required: true,
+    schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
+    doc: "the run",
+};
+
+pub(crate) const NODE_PARAM: ParamSpec = ParamSpec {
+    name: "node",
+    required: true,
+    schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
+    doc: "the node",
+};
+
+pub(crate) const AGENT_PARAM: ParamSpec = ParamSpec {
+    name: "agent",
+    required: false,
+    schema: r#"{"type":"string"}"#,
+    doc: "the agent profile",
+};
