@@ -148,6 +148,52 @@ fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
 }
 
+/// The node's `node.activity` events in order, as (state, detail), each after the one before
+/// it and before the node's end.
+fn activities(events: &[Value]) -> Vec<(String, String)> {
+    let said: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .map(|e| {
+            assert_eq!(e["actor"], json!("agent"), "{e}");
+            (
+                e["data"]["state"].as_str().unwrap().to_string(),
+                e["data"]["detail"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        said.windows(2).all(|w| w[0] != w[1]),
+        "recorded only on change: {said:?}"
+    );
+    let last_activity = events
+        .iter()
+        .rposition(|e| e["type"] == json!("node.activity"));
+    let end = events
+        .iter()
+        .position(|e| e["type"] == json!("node.done") || e["type"] == json!("node.failed"));
+    assert!(
+        last_activity < end,
+        "the activity comes before the node's end: {events:?}"
+    );
+    said
+}
+
+/// The agent was seen working with a tool whose detail contains `tool`, then ended idle.
+fn assert_worked_then_idle(events: &[Value], tool: &str) {
+    let said = activities(events);
+    let worked = said
+        .iter()
+        .position(|(s, d)| s == "working" && d.contains(tool))
+        .unwrap_or_else(|| panic!("no working with {tool:?} in {said:?}"));
+    assert_eq!(
+        said.last().map(|(s, _)| s.as_str()),
+        Some("idle"),
+        "idle at the end: {said:?}"
+    );
+    assert!(worked < said.len() - 1, "{said:?}");
+}
+
 fn raw_log(env: &TestEnv, run: &str) -> String {
     std::fs::read_to_string(env.run_dir(run).join("logs/writer.log")).unwrap_or_default()
 }
@@ -183,6 +229,7 @@ fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("codex"), "{done}");
+    assert_worked_then_idle(&events, "shell: /bin/bash -lc \"printf 'written by codex");
     assert_eq!(outcome["is_error"], json!(false), "{done}");
     assert_eq!(outcome["result"], json!("Added codex.txt."), "{done}");
     assert!(outcome["output_tokens"].as_u64().unwrap() > 0, "{done}");
@@ -206,6 +253,12 @@ fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     let reason = failed["data"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("stand-in quota exceeded"),
@@ -246,6 +299,7 @@ fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("gemini"), "{done}");
+    assert_worked_then_idle(&events, "run_shell_command: printf 'written by gemini");
     assert_eq!(
         done["data"]["message"],
         json!("added gemini.txt"),
@@ -269,6 +323,12 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
@@ -309,6 +369,7 @@ fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("opencode"), "{done}");
+    assert_worked_then_idle(&events, "bash: printf 'written by opencode");
     assert_eq!(
         done["data"]["message"],
         json!("added opencode.txt"),
@@ -332,6 +393,12 @@ fn a_failing_opencode_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
@@ -368,6 +435,13 @@ fn aider_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("aider"), "{done}");
+    // aider --message replies once, applies its edits and exits: its end is its exit.
+    let said = activities(&events);
+    assert_eq!(
+        said.last(),
+        Some(&("working".to_string(), "edit: aider.txt".to_string())),
+        "{said:?}"
+    );
     let tree = std::process::Command::new("git")
         .args(["ls-tree", "-r", "--name-only", "main"])
         .current_dir(&repo.path)
@@ -404,6 +478,12 @@ fn a_failing_aider_is_recorded_as_failed_with_its_reason() {
     );
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
