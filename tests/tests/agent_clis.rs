@@ -44,6 +44,11 @@ fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
 
 /// A world whose `gemini` profile runs the pinned Gemini CLI against `model` (the Gemini API).
 fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    gemini_world_with(model, &[])
+}
+
+/// [`gemini_world`] with `extra` args for the profile.
+fn gemini_world_with(model: &ModelStandIn, extra: &[&str]) -> (TestEnv, TestRepo) {
     let gemini = require_agent_cli("gemini");
     let mut env = TestEnv::new();
     // Without a chosen auth method it says "Invalid auth method selected" and exits 0.
@@ -62,8 +67,9 @@ fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
     std::fs::write(
         env.home.join("config.toml"),
         format!(
-            "[agents.gemini]\nprogram = {:?}\nargs = [\"-m\", \"gemini-2.5-flash\"]\n",
-            gemini.display().to_string()
+            "[agents.gemini]\nprogram = {:?}\nargs = {}\n",
+            gemini.display().to_string(),
+            serde_json::to_string(&[&["-m", "gemini-2.5-flash"], extra].concat()).unwrap()
         ),
     )
     .unwrap();
@@ -139,6 +145,52 @@ fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
     );
     out.ok();
     out.json()["id"].as_str().unwrap().to_string()
+}
+
+/// A `code` run of `agent`: its CLI's own interface in the node's window.
+fn code(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
+    let out = env.cli_with(
+        [
+            "--json", "spawn", "code", task, "--node", "ui", "--agent", agent,
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    out.json()["id"].as_str().unwrap().to_string()
+}
+
+/// The node of a `code` run once it is no longer live, or a panic with its screen.
+fn wait_node_ended(env: &TestEnv, run: &str, model: &ModelStandIn) -> Value {
+    let screen = || {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(env.home.join("tmux.sock"))
+            .args(["capture-pane", "-p", "-t", &format!("{run}:ui")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let show = env.rpc("run.show", json!({"run": run}));
+        let node = show["nodes"][0].clone();
+        if !["starting", "running", "waiting"].contains(&node["state"].as_str().unwrap_or("")) {
+            return node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still live: {node}\nscreen:\n{}\nrequests: {:?}",
+            screen(),
+            model
+                .log()
+                .iter()
+                .map(|r| (&r.path, r.status))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
@@ -543,4 +595,110 @@ fn doctor_shows_each_agent_clis_program_version_and_usability() {
         agents["message"].as_str().unwrap().contains("codex: "),
         "{agents}"
     );
+}
+
+/// The stand-in plays a person's agent in `code`: it writes and commits a file, then reports
+/// done through its shell tool, as the appended instructions say; the run merges.
+fn interactive_script(agent: &str) -> Vec<Step> {
+    vec![
+        Step::bash(format!(
+            "printf 'written by {agent}\\n' > {agent}.txt && git add {agent}.txt && git commit -q -m '{agent}: add {agent}.txt'"
+        )),
+        Step::bash(format!(
+            "orchestratectl node done --message 'added {agent}.txt'"
+        )),
+        Step::text(format!("Added {agent}.txt.")),
+    ]
+}
+
+fn assert_interactive_merges(env: &TestEnv, repo: &TestRepo, run: &str, node: &Value, agent: &str) {
+    assert_eq!(node["state"], json!("done"), "{node}");
+    let events = env.log_events(run);
+    let done = node_event(&events, "node.done");
+    assert_eq!(done["actor"], json!("agent"), "it reported itself: {done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!(format!("added {agent}.txt")),
+        "{done}"
+    );
+    env.cli(["merge", run]).ok();
+    assert_eq!(
+        repo.show("main", &format!("{agent}.txt")).as_deref(),
+        Some(format!("written by {agent}\n").as_str())
+    );
+    env.wait_status(run, &["completed"]);
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_interactive_gemini_commits_reports_done_from_its_window_and_merges() {
+    let model = ModelStandIn::start(interactive_script("gemini"));
+    // Its shell runs git and orchestratectl without asking (the profile's); printf too here.
+    let (env, repo) = gemini_world_with(&model, &["--allowed-tools=run_shell_command(printf)"]);
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let node = wait_node_ended(&env, &run, &model);
+    let first = model.main_requests()[0].to_string();
+    assert!(first.contains("a person watches this session"), "{first}");
+    assert_interactive_merges(&env, &repo, &run, &node, "gemini");
+}
+
+#[test]
+#[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_interactive_opencode_commits_reports_done_from_its_window_and_merges() {
+    let model = ModelStandIn::start(interactive_script("opencode"));
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "opencode", "Add a file named opencode.txt");
+    let node = wait_node_ended(&env, &run, &model);
+    assert_interactive_merges(&env, &repo, &run, &node, "opencode");
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_interactive_codex_starts_in_its_window_with_the_task_and_how_to_report() {
+    let model = ModelStandIn::start(interactive_script("codex"));
+    let (env, repo) = codex_world(&model);
+    // A person answers its "Trust this folder?" once per repository; here the user's config
+    // says so already.
+    std::fs::write(
+        env.user_home.join(".codex/config.toml"),
+        format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            repo.path.display().to_string()
+        ),
+    )
+    .unwrap();
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "codex", "Add a file named codex.txt");
+    // It sends the task with how to report, and runs the script's commands in its sandbox:
+    // there the commit fails (the git directory is read-only) and its login shell has no
+    // orchestratectl; a person approves running them outside (`on-request`), which a
+    // stand-in model cannot script past without typing into the approval: tested up to here.
+    let first = octl_tests::wait_until(
+        "codex's first model request",
+        std::time::Duration::from_secs(60),
+        || model.requests().into_iter().next(),
+    )
+    .to_string();
+    assert!(first.contains("a person watches this session"), "{first}");
+    assert!(first.contains("orchestratectl node done"), "{first}");
+    let screen = octl_tests::wait_until(
+        "its window to show the sandboxed commit",
+        std::time::Duration::from_secs(60),
+        || {
+            let out = std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(env.home.join("tmux.sock"))
+                .args(["capture-pane", "-p", "-J", "-t", &format!("{run}:ui")])
+                .output()
+                .unwrap();
+            let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+            screen.contains("Read-only file system").then_some(screen)
+        },
+    );
+    assert!(screen.contains("OpenAI Codex"), "{screen}");
+    let node = &env.rpc("run.show", json!({"run": run}))["nodes"][0];
+    assert_eq!(node["state"], json!("running"), "{node}");
+    env.cli(["run", "cancel", &run]).ok();
 }

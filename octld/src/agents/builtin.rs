@@ -102,7 +102,59 @@ impl Builtin {
         }
         argv
     }
+
+    /// The interactive argv — the CLI's own terminal interface, in the node's window for a
+    /// person to watch and type into — for `prompt`, `args` before it; `None` for aider,
+    /// whose chat cannot be given a first message (`--message` and `--message-file` send
+    /// it and exit; `--load`'s `/code` is skipped at launch, "only supported in interactive
+    /// mode").
+    pub(super) fn interactive_argv(
+        self,
+        program: &str,
+        args: &[String],
+        prompt: &str,
+    ) -> Option<Vec<String>> {
+        let mut argv = vec![program.to_string()];
+        let fixed: &[&str] = match self {
+            // Its sandbox as in autonomous runs; what needs more (its `git commit`, reaching
+            // the daemon) it asks the person for (on-request).
+            Builtin::Codex => &[
+                "--sandbox",
+                "workspace-write",
+                "--ask-for-approval",
+                "on-request",
+            ],
+            // Edits without asking, and its shell for git and orchestratectl, as Claude
+            // Code's interactive profile; anything else it asks the person.
+            Builtin::Gemini => &[
+                "--approval-mode",
+                "auto_edit",
+                "--skip-trust",
+                // One value per flag: yargs gives the option one, the next word is the query.
+                "--allowed-tools=run_shell_command(git)",
+                "--allowed-tools=run_shell_command(orchestratectl)",
+            ],
+            // Its own permission rules (config `permission`): it asks the person where
+            // they say ask.
+            Builtin::Opencode => &[],
+            Builtin::Aider => return None,
+        };
+        argv.extend(fixed.iter().map(|a| a.to_string()));
+        argv.extend(args.iter().cloned());
+        match self {
+            // `=`: a prompt that starts with '-' stays the option's value.
+            Builtin::Gemini => argv.push(format!("--prompt-interactive={prompt}")),
+            Builtin::Opencode => argv.push(format!("--prompt={prompt}")),
+            Builtin::Codex => argv.extend(["--".into(), prompt.to_string()]),
+            Builtin::Aider => unreachable!("returned above"),
+        }
+        Some(argv)
+    }
 }
+
+/// Appended to the task of an interactive built-in agent other than Claude: it commits its
+/// own work and reports through its shell tool (a person may approve the commands).
+pub const CLI_INTERACTIVE_REPORTING: &str = "You were started by orchestratectl in your own git worktree (the current directory) on your own branch; a person watches this session and may type to you. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` with your shell tool as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a question the person here cannot answer, run `orchestratectl discussion ask --title \"<question>\" --wait`. If your shell does not find orchestratectl, run \"$OCTL_CLI\" instead.";
 
 /// Appended to the task of a built-in agent other than Claude: they have no skills or system
 /// prompt flag, so the prompt itself says how to report (through their shell tool). An
@@ -144,7 +196,23 @@ mod tests {
         assert!(l.argv[11].starts_with("-fix it\n\n") && l.argv[11].ends_with(CLI_REPORTING));
         assert_eq!(l.on_exit, ExitPolicy::Stream);
         assert!(l.stream_json && l.hold_reports);
-        assert!(codex.launch(Mode::Interactive, "x", None).is_err());
+        let i = codex.launch(Mode::Interactive, "-x", None).unwrap();
+        assert_eq!(
+            i.argv[..7],
+            [
+                "codex",
+                "--sandbox",
+                "workspace-write",
+                "--ask-for-approval",
+                "on-request",
+                "-m",
+                "m1"
+            ]
+        );
+        assert_eq!(i.argv[7], "--");
+        assert!(i.argv[8].starts_with("-x\n\n") && i.argv[8].ends_with(CLI_INTERACTIVE_REPORTING));
+        assert_eq!(i.on_exit, ExitPolicy::Done, "a person closes it when done");
+        assert!(!i.stream_json && !i.hold_reports);
 
         let gemini = resolve(&config, Some("gemini")).unwrap();
         assert_eq!(gemini.silence_limit_secs, None, "0 turns the watchdog off");
@@ -152,7 +220,17 @@ mod tests {
         assert_eq!(argv[0], "/opt/gemini");
         assert_eq!(argv[argv.len() - 2], "-p");
 
+        let argv = gemini.launch(Mode::Interactive, "-t", None).unwrap().argv;
+        assert!(argv
+            .last()
+            .unwrap()
+            .starts_with("--prompt-interactive=-t\n\n"));
+        assert!(argv.contains(&"--allowed-tools=run_shell_command(orchestratectl)".to_string()));
+
         let opencode = resolve(&config, Some("opencode")).unwrap();
+        let argv = opencode.launch(Mode::Interactive, "t", None).unwrap().argv;
+        assert_eq!(argv[0], "opencode");
+        assert!(argv[1].starts_with("--prompt=t\n\n"));
         assert_eq!(
             opencode.silence_limit_secs,
             Some(DEFAULT_SILENCE_LIMIT_SECS)
@@ -170,6 +248,15 @@ mod tests {
         );
         assert!(aider.argv.contains(&"--no-auto-commits".to_string()));
         assert_eq!(aider.argv[aider.argv.len() - 2], "--message");
+        let err = resolve(&config, Some("aider"))
+            .unwrap()
+            .launch(Mode::Interactive, "t", None)
+            .unwrap_err();
+        assert!(
+            err.message.contains("no interactive mode"),
+            "{}",
+            err.message
+        );
 
         // The claude and shell profiles have no watchdog unless configured.
         assert_eq!(

@@ -2,8 +2,8 @@
 //!
 //! Built in: `shell` (the task is a shell script; exit 0 → its changes are committed and the
 //! node is done, else failed) and `claude` (Claude Code: interactive for `code` runs,
-//! `claude -p` with stream-json output for autonomous ones), and the autonomous-only
-//! [`Builtin`]s `codex`, `gemini`, `opencode` and `aider` (argv, what the daemon reads:
+//! `claude -p` with stream-json output for autonomous ones), and the
+//! [`Builtin`]s `codex`, `gemini`, `opencode` (both modes) and `aider` (autonomous only; argv, what the daemon reads:
 //! README, "Agent profiles"). Any other agent is an argv template in `config.toml` (see
 //! [`crate::config`]).
 
@@ -11,7 +11,7 @@ mod builtin;
 mod claude;
 mod program;
 
-pub use builtin::{Builtin, CLI_REPORTING, DEFAULT_SILENCE_LIMIT_SECS};
+pub use builtin::{Builtin, CLI_INTERACTIVE_REPORTING, CLI_REPORTING, DEFAULT_SILENCE_LIMIT_SECS};
 pub use claude::{hook_settings, Session, CLAUDE_REPORTING, HOOKS, RESUME_PROMPT};
 pub use program::{find_program, require_program, version};
 
@@ -275,13 +275,35 @@ impl Profile {
                     session: session.cloned(),
                 }
             }
-            (ProfileKind::Builtin { agent, .. }, Mode::Interactive) => {
-                return Err(AppError::invalid(format!(
-                    "the built-in {} profile runs autonomously only (spinoff, fanout, orchestrate); for `code`, define agents.{}.interactive in config.toml",
-                    agent.name(),
-                    self.name
-                )))
-            }
+            (
+                ProfileKind::Builtin {
+                    agent,
+                    program,
+                    args,
+                },
+                Mode::Interactive,
+            ) => Launch {
+                argv: agent
+                    .interactive_argv(
+                        program,
+                        args,
+                        &format!("{task}\n\n{CLI_INTERACTIVE_REPORTING}"),
+                    )
+                    .ok_or_else(|| {
+                        AppError::invalid(format!(
+                            "the built-in {} profile has no interactive mode (its chat cannot be given the task); run it autonomously (spinoff, fanout, orchestrate), or define agents.{}.interactive in config.toml",
+                            agent.name(),
+                            self.name
+                        ))
+                    })?,
+                // A human ends an interactive session when the work is ready for review.
+                on_exit: exited(ExitPolicy::Done),
+                stream_json: false,
+                hold_reports: false,
+                answers_trust: false,
+                session: None,
+                claude: false,
+            },
             (
                 ProfileKind::Builtin {
                     agent,
