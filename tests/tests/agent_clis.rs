@@ -393,6 +393,21 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
 #[test]
 #[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    opencode_edits_a_file();
+}
+
+/// The same with no network at all: the stand-in, the daemon, tmux and opencode run in a
+/// network namespace with only loopback, so nothing reaches past 127.0.0.1 — its provider
+/// package (`@ai-sdk/openai-compatible`) is one it carries, fetched from nowhere.
+#[test]
+#[ignore = "needs the pinned opencode and root (a network namespace of its own; see .ci/run)"]
+fn opencode_works_with_no_network_at_all() {
+    octl_tests::netns::offline().expect("a network namespace with only loopback");
+    assert_eq!(octl_tests::netns::interfaces(), ["lo"]);
+    opencode_edits_a_file();
+}
+
+fn opencode_edits_a_file() {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by opencode\\n' > opencode.txt"),
         Step::bash("orchestratectl node done --message 'added opencode.txt'"),
