@@ -404,10 +404,23 @@ fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
 fn opencode_works_with_no_network_at_all() {
     octl_tests::netns::offline().expect("a network namespace with only loopback");
     assert_eq!(octl_tests::netns::interfaces(), ["lo"]);
-    opencode_edits_a_file();
+    let env = opencode_edits_a_file();
+    // It tried (its model list, models.opencode.ai, is logged as unreachable) and needed
+    // nothing: no package was installed into its cache.
+    let found = std::process::Command::new("find")
+        .arg(&env.user_home)
+        .args(["-name", "node_modules"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&found.stdout),
+        "",
+        "nothing fetched"
+    );
 }
 
-fn opencode_edits_a_file() {
+/// The opencode spinoff test; its world, for a look at what opencode left in its home.
+fn opencode_edits_a_file() -> TestEnv {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by opencode\\n' > opencode.txt"),
         Step::bash("orchestratectl node done --message 'added opencode.txt'"),
@@ -447,6 +460,7 @@ fn opencode_edits_a_file() {
         done["data"]["commit"].is_string(),
         "the daemon committed: {done}"
     );
+    env
 }
 
 #[test]
