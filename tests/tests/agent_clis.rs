@@ -1,10 +1,11 @@
 //! The real Codex, Gemini CLI, opencode and aider as agents (the built-in profiles), each in
 //! its tmux window against the harness's scripted stand-in for the model API it speaks
-//! (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
+//! (`tests/src/model.rs`): autonomous spinoffs (with the activity their streams show), `code`
+//! runs of the interactive ones in tmux, and opencode with no network. `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
 //! under `.ci/node`, aider in the venv `.ci/aider`); run them with
 //! `cargo test -p octl-tests -- --ignored`.
 
-use octl_tests::model::{require_agent_cli, ModelStandIn, Step};
+use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::{json, Value};
 
@@ -685,11 +686,19 @@ fn an_interactive_opencode_commits_reports_done_from_its_window_and_merges() {
 
 #[test]
 #[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
-fn an_interactive_codex_starts_in_its_window_with_the_task_and_how_to_report() {
-    let model = ModelStandIn::start(interactive_script("codex"));
+fn an_interactive_codex_runs_what_the_person_approves_reports_done_and_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash_described(
+            "printf 'written by codex\\n' > codex.txt && git add codex.txt && git commit -q -m 'codex: add codex.txt'",
+            format!("{CODEX_ESCALATED}git writes the repository's git directory"),
+        ),
+        Step::bash_described(
+            "\"$OCTL_CLI\" node done --message 'added codex.txt'",
+            format!("{CODEX_ESCALATED}report to orchestratectl"),
+        ),
+        Step::text("Added codex.txt."),
+    ]);
     let (env, repo) = codex_world(&model);
-    // A person answers its "Trust this folder?" once per repository; here the user's config
-    // says so already.
     std::fs::write(
         env.user_home.join(".codex/config.toml"),
         format!(
@@ -700,34 +709,36 @@ fn an_interactive_codex_starts_in_its_window_with_the_task_and_how_to_report() {
     .unwrap();
     let _d = env.start_daemon();
     let run = code(&env, &repo, "codex", "Add a file named codex.txt");
-    // It sends the task with how to report, and runs the script's commands in its sandbox:
-    // there the commit fails (the git directory is read-only) and its login shell has no
-    // orchestratectl; a person approves running them outside (`on-request`), which a
-    // stand-in model cannot script past without typing into the approval: tested up to here.
-    let first = octl_tests::wait_until(
-        "codex's first model request",
-        std::time::Duration::from_secs(60),
-        || model.requests().into_iter().next(),
-    )
-    .to_string();
-    assert!(first.contains("a person watches this session"), "{first}");
-    assert!(first.contains("orchestratectl node done"), "{first}");
-    let screen = octl_tests::wait_until(
-        "its window to show the sandboxed commit",
-        std::time::Duration::from_secs(60),
-        || {
-            let out = std::process::Command::new("tmux")
-                .arg("-S")
-                .arg(env.home.join("tmux.sock"))
-                .args(["capture-pane", "-p", "-J", "-t", &format!("{run}:ui")])
-                .output()
-                .unwrap();
-            let screen = String::from_utf8_lossy(&out.stdout).into_owned();
-            screen.contains("Read-only file system").then_some(screen)
-        },
-    );
-    assert!(screen.contains("OpenAI Codex"), "{screen}");
-    let node = &env.rpc("run.show", json!({"run": run}))["nodes"][0];
-    assert_eq!(node["state"], json!("running"), "{node}");
-    env.cli(["run", "cancel", &run]).ok();
+    // The person: each time it asks to run a command outside its sandbox (a new reason on
+    // screen), they approve it with `y`, typed with `node send`.
+    let mut answered: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let node = loop {
+        let node = env.rpc("run.show", json!({"run": run}))["nodes"][0].clone();
+        if !["starting", "running", "waiting"].contains(&node["state"].as_str().unwrap_or("")) {
+            break node;
+        }
+        let screen = env.cli(["node", "screen", &run, "--node", "ui"]);
+        let screen = screen.stdout.clone();
+        let asked = screen
+            .contains("Would you like to run the following command?")
+            .then(|| {
+                screen
+                    .lines()
+                    .find(|l| l.trim_start().starts_with("Reason: "))
+            })
+            .flatten()
+            .map(|l| l.trim().to_string());
+        if let Some(reason) = asked.filter(|r| !answered.contains(r)) {
+            env.cli(["node", "send", &run, "--node", "ui", "y"]).ok();
+            answered.push(reason);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still live: {node}\nscreen:\n{screen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(answered.len(), 2, "{answered:?}");
+    assert_interactive_merges(&env, &repo, &run, &node, "codex");
 }
