@@ -1,8 +1,9 @@
 //! The real Codex, Gemini CLI, opencode and aider as agents (the built-in profiles), each in
 //! its tmux window against the harness's scripted stand-in for the model API it speaks
 //! (`tests/src/model.rs`): autonomous spinoffs (with the activity their streams show), `code`
-//! runs of the interactive ones in tmux, and opencode with no network. `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
-//! under `.ci/node`, aider in the venv `.ci/aider`); run them with
+//! runs of the interactive ones in tmux, and opencode with no network. `#[ignore]`d: they
+//! need the CLIs, pinned in `.ci/run` (npm ones under `.ci/node`, aider in the venv
+//! `.ci/aider`), and root for the network namespace; run them with
 //! `cargo test -p octl-tests -- --ignored`.
 
 use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
