@@ -6,10 +6,15 @@
 //!
 //! Every outcome has `agent`, `is_error` and, when the stream said, `result` (the agent's
 //! last text), `error`, `input_tokens`, `output_tokens`, `total_cost_usd`, `session_id`.
+//!
+//! While the agent runs, [`Follow`] reads what its stream gained and says what it is doing
+//! ([`Stream::activity`]): the daemon records each change as the node's `node.activity`.
 
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
+
+use octl_proto::state::ActivityState;
 
 /// The stream format of a built-in profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +35,213 @@ impl Stream {
             Stream::Opencode => "opencode",
             Stream::Aider => "aider",
         }
+    }
+}
+
+/// What an agent is doing, as its stream says: a `node.activity`'s state and detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doing {
+    pub state: ActivityState,
+    pub detail: Option<String>,
+}
+
+impl Doing {
+    fn working(detail: Option<String>) -> Option<Doing> {
+        Some(Doing {
+            state: ActivityState::Working,
+            detail: detail.map(|d| crate::wrap::short(&d, DETAIL_MAX)),
+        })
+    }
+
+    fn idle(detail: Option<String>) -> Option<Doing> {
+        Some(Doing {
+            state: ActivityState::Idle,
+            detail: detail.map(|d| crate::wrap::short(&d, DETAIL_MAX)),
+        })
+    }
+}
+
+/// Longest `detail` recorded (a command line), as for Claude Code's hooks.
+const DETAIL_MAX: usize = 200;
+
+/// "TOOL: ARG" — the tool and the command or file it was given, when its input names one.
+fn tool(name: &str, input: &Value) -> Option<String> {
+    let arg = [
+        "command",
+        "cmd",
+        "file_path",
+        "filePath",
+        "absolute_path",
+        "path",
+    ]
+    .iter()
+    .find_map(|k| match &input[*k] {
+        Value::String(s) => Some(s.clone()),
+        // Codex's older `shell` takes argv.
+        Value::Array(a) => Some(
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    });
+    Some(match arg {
+        Some(a) => format!("{name}: {a}"),
+        None => name.to_string(),
+    })
+}
+
+impl Stream {
+    /// What one line of the stream says the agent is doing; `None` for lines that say
+    /// nothing about it (a delta of a message already begun says the same as its first part,
+    /// and is folded into it by [`Follow`]). README, "Agent profiles", lists the mapping.
+    pub fn activity(self, line: &str) -> Option<Doing> {
+        if self == Stream::Aider {
+            let line = strip_escapes(line);
+            let line = line.trim();
+            return if line.starts_with("Aider v") {
+                Doing::working(None)
+            } else if let Some(file) = line.strip_prefix("Applied edit to ") {
+                Doing::working(Some(format!("edit: {file}")))
+            } else if let Some(cmd) = line.strip_prefix("Running ") {
+                Doing::working(Some(format!("shell: {cmd}")))
+            } else if line.starts_with("litellm.") && line.contains("Error") {
+                Doing::idle(Some(line.to_string()))
+            } else {
+                None
+            };
+        }
+        let v: Value = serde_json::from_str(line).ok()?;
+        let kind = v.get("type").and_then(Value::as_str)?;
+        match (self, kind) {
+            (Stream::Codex, "turn.started") => Doing::working(None),
+            (Stream::Codex, "item.started" | "item.completed") => {
+                let item = &v["item"];
+                let started = kind == "item.started";
+                match item["type"].as_str()? {
+                    "command_execution" if started => {
+                        Doing::working(tool("shell", &json!({"command": item["command"]})))
+                    }
+                    "file_change" if started => {
+                        let paths: Vec<&str> = item["changes"]
+                            .as_array()
+                            .map(|c| c.iter().filter_map(|c| c["path"].as_str()).collect())
+                            .unwrap_or_default();
+                        Doing::working(Some(format!("edit: {}", paths.join(", "))))
+                    }
+                    "mcp_tool_call" if started => Doing::working(Some(format!(
+                        "{}.{}",
+                        item["server"].as_str().unwrap_or("mcp"),
+                        item["tool"].as_str().unwrap_or("tool")
+                    ))),
+                    "web_search" if started => {
+                        Doing::working(tool("web_search", &json!({"command": item["query"]})))
+                    }
+                    "agent_message" | "reasoning" => Doing::working(None),
+                    _ => None,
+                }
+            }
+            (Stream::Codex, "turn.completed") => Doing::idle(None),
+            (Stream::Codex, "turn.failed") => Doing::idle(text(&v["error"]["message"])),
+            (Stream::Gemini, "init") => Doing::working(None),
+            (Stream::Gemini, "message") => Doing::working(None),
+            (Stream::Gemini, "tool_use") => {
+                Doing::working(tool(v["tool_name"].as_str()?, &v["parameters"]))
+            }
+            (Stream::Gemini, "result") if v["status"] == "success" => Doing::idle(None),
+            (Stream::Gemini, "result") => Doing::idle(
+                text(&v["error"]["message"]).or_else(|| Some(format!("status {}", v["status"]))),
+            ),
+            (Stream::Opencode, "step_start" | "text" | "reasoning") => Doing::working(None),
+            (Stream::Opencode, "tool_use") => {
+                let part = &v["part"];
+                Doing::working(tool(part["tool"].as_str()?, &part["state"]["input"]))
+            }
+            (Stream::Opencode, "step_finish") if v["part"]["reason"] != "tool-calls" => {
+                Doing::idle(None)
+            }
+            (Stream::Opencode, "error") => {
+                let e = &v["error"];
+                Doing::idle(text(&e["data"]["message"]).or(text(&e["message"])))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Follows a live agent's stream in its log: how far it was read, and what the agent was
+/// last seen doing, so that only changes are recorded — never one event per line.
+#[derive(Debug)]
+pub struct Follow {
+    stream: Stream,
+    offset: u64,
+    last: Option<Doing>,
+    /// Started on a log already written, by a daemon that was restarted (the node's
+    /// activity is recorded): only where it is now counts, not its history again.
+    catch_up: bool,
+}
+
+/// The most a first read takes of a long log (its end).
+const FIRST_READ_MAX: u64 = 1 << 20;
+
+impl Follow {
+    /// Following from the start of the log; `recorded` is the node's activity in the log.
+    pub fn new(stream: Stream, recorded: Option<Doing>) -> Follow {
+        Follow {
+            stream,
+            offset: 0,
+            catch_up: recorded.is_some(),
+            last: recorded,
+        }
+    }
+
+    /// What the log gained since the last read says: each change of activity, in order.
+    /// Only whole lines are read; a line being written is read once it is whole.
+    pub fn read(&mut self, log: &Path) -> Vec<Doing> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(log) else {
+            return Vec::new();
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            self.offset = 0; // a new log (a retry's)
+        }
+        let mut from = self.offset;
+        if from == 0 && len > FIRST_READ_MAX {
+            from = len - FIRST_READ_MAX;
+        }
+        let mut bytes = Vec::new();
+        if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+            return Vec::new();
+        };
+        self.offset = from + end as u64 + 1;
+        self.feed(&String::from_utf8_lossy(&bytes[..end]))
+    }
+
+    /// The changes whole lines `text` make.
+    fn feed(&mut self, text: &str) -> Vec<Doing> {
+        let recorded = self.last.clone();
+        let mut changes = Vec::new();
+        for doing in text.lines().filter_map(|l| self.stream.activity(l)) {
+            if self.last.as_ref() != Some(&doing) {
+                self.last = Some(doing.clone());
+                changes.push(doing);
+            }
+        }
+        if std::mem::take(&mut self.catch_up) {
+            // Only where it is now, unless the log says so already.
+            changes = self
+                .last
+                .clone()
+                .filter(|d| Some(d) != recorded.as_ref())
+                .into_iter()
+                .collect();
+        }
+        changes
     }
 }
 
@@ -334,5 +546,109 @@ mod tests {
             Stream::Opencode,
         );
         assert_eq!(o.end, Some(Err("bad key".into())));
+    }
+
+    fn said(changes: &[Doing]) -> Vec<(String, Option<String>)> {
+        changes
+            .iter()
+            .map(|d| (d.state.as_str().to_string(), d.detail.clone()))
+            .collect()
+    }
+
+    fn w(detail: Option<&str>) -> (String, Option<String>) {
+        ("working".into(), detail.map(str::to_string))
+    }
+
+    fn idle() -> (String, Option<String>) {
+        ("idle".into(), None)
+    }
+
+    #[test]
+    fn activity_from_the_streams_changes_only() {
+        let mut codex = Follow::new(Stream::Codex, None);
+        let changes = codex.feed(
+            r#"{"type":"thread.started","thread_id":"t1"}
+{"type":"turn.started"}
+{"type":"item.started","item":{"id":"i1","type":"command_execution","command":"bash -lc 'printf x > a'","status":"in_progress"}}
+{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc 'printf x > a'","exit_code":0}}
+{"type":"item.completed","item":{"id":"i2","type":"agent_message","text":"Done."}}
+{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}"#,
+        );
+        assert_eq!(
+            said(&changes),
+            [
+                w(None),
+                w(Some("shell: bash -lc 'printf x > a'")),
+                w(None),
+                idle()
+            ]
+        );
+        // Gemini's deltas of one message are one change.
+        let mut gemini = Follow::new(Stream::Gemini, None);
+        let changes = gemini.feed(
+            r#"{"type":"init","session_id":"s"}
+{"type":"message","role":"user","content":"task"}
+{"type":"tool_use","tool_name":"run_shell_command","tool_id":"x","parameters":{"command":"ls"}}
+{"type":"tool_result","tool_id":"x","status":"success"}
+{"type":"message","role":"assistant","content":"Do","delta":true}
+{"type":"message","role":"assistant","content":"ne","delta":true}
+{"type":"result","status":"success","stats":{}}"#,
+        );
+        assert_eq!(
+            said(&changes),
+            [w(None), w(Some("run_shell_command: ls")), w(None), idle()]
+        );
+        let mut opencode = Follow::new(Stream::Opencode, None);
+        let changes = opencode.feed(
+            r#"{"type":"step_start","sessionID":"s","part":{}}
+{"type":"tool_use","sessionID":"s","part":{"tool":"bash","state":{"status":"completed","input":{"command":"git status"}}}}
+{"type":"step_finish","sessionID":"s","part":{"reason":"tool-calls"}}
+{"type":"step_start","sessionID":"s","part":{}}
+{"type":"text","sessionID":"s","part":{"text":"ok"}}
+{"type":"step_finish","sessionID":"s","part":{"reason":"stop"}}"#,
+        );
+        assert_eq!(
+            said(&changes),
+            [w(None), w(Some("bash: git status")), w(None), idle()]
+        );
+        let mut aider = Follow::new(Stream::Aider, None);
+        // With --message it replies once, applies the edits and exits: its end is its exit.
+        let changes = aider.feed(
+            "\u{1b}[?12l\u{1b}[?25h\r\nAider v0.86.2\r\nModel: openai/m1\r\nTokens: 1 sent, 2 received.\r\n\u{1b}[32mApplied edit to a.txt\u{1b}[0m\n",
+        );
+        assert_eq!(said(&changes), [w(None), w(Some("edit: a.txt"))]);
+        let failed = aider.feed("litellm.BadRequestError: quota\n");
+        assert_eq!(said(&failed)[0].0, "idle");
+        assert!(aider.feed("more text\n").is_empty(), "nothing new said");
+    }
+
+    #[test]
+    fn a_restarted_daemon_records_only_where_the_agent_is_now() {
+        let history = r#"{"type":"turn.started"}
+{"type":"item.started","item":{"type":"command_execution","command":"ls"}}
+{"type":"turn.completed","usage":{}}"#;
+        let recorded = Doing::idle(None);
+        let mut f = Follow::new(Stream::Codex, recorded.clone());
+        assert!(f.feed(history).is_empty(), "the log says so already");
+        let mut f = Follow::new(Stream::Codex, Doing::working(None));
+        assert_eq!(said(&f.feed(history)), [idle()]);
+        // Then every change again.
+        assert_eq!(said(&f.feed(r#"{"type":"turn.started"}"#)), [w(None)]);
+    }
+
+    #[test]
+    fn follow_reads_whole_lines_only() {
+        let dir = std::env::temp_dir().join(format!("octl-follow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("n.log");
+        std::fs::write(&log, "{\"type\":\"turn.started\"}\n{\"type\":\"turn.comp").unwrap();
+        let mut f = Follow::new(Stream::Codex, None);
+        assert_eq!(said(&f.read(&log)), [w(None)]);
+        assert!(f.read(&log).is_empty());
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(file, "leted\",\"usage\":{{}}}}").unwrap();
+        assert_eq!(said(&f.read(&log)), [idle()]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -61,7 +61,7 @@ pub fn run(raw_log: &Path, argv: &[String]) -> i32 {
     }
 }
 
-fn short(s: &str, max: usize) -> String {
+pub(crate) fn short(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ⏎ ");
     if one_line.chars().count() > max {
         format!("{}…", one_line.chars().take(max).collect::<String>())

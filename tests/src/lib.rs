@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod env;
 pub mod http;
 pub mod model;
+pub mod netns;
 pub mod pane;
 pub mod repo;
 pub mod tmpfs;

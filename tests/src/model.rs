@@ -55,6 +55,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+pub use responses::ESCALATED as CODEX_ESCALATED;
+
 /// The reply the main agent gets when the script has no final [`Step::Text`].
 pub const DEFAULT_FINAL_TEXT: &str = "Done.";
 /// The text of every reply to a side request without a schema or a forced tool.
@@ -915,6 +917,11 @@ fn usage(output_tokens: u64) -> Value {
 mod responses {
     use super::*;
 
+    /// A [`Step::Bash`] described `escalated: WHY` asks to run outside Codex's sandbox
+    /// (`sandbox_permissions: require_escalated`, `justification: WHY`): in its TUI with
+    /// `--ask-for-approval on-request`, the person approves.
+    pub const ESCALATED: &str = "escalated: ";
+
     pub fn position(body: &Value) -> usize {
         let items = body.get("input").and_then(Value::as_array);
         items.map_or(0, |items| {
@@ -954,8 +961,16 @@ mod responses {
                     &json!({"error": {"message": message, "type": "invalid_request_error", "code": null, "param": null}}),
                 )
             }
-            Some(Step::Bash { command, .. }) => {
-                let (name, arguments) = shell_call(body, command);
+            Some(Step::Bash {
+                command,
+                description,
+            }) => {
+                let (name, mut arguments) = shell_call(body, command);
+                // Codex's way to ask the person to run a command outside its sandbox.
+                if let Some(why) = description.strip_prefix(ESCALATED) {
+                    arguments["sandbox_permissions"] = json!("require_escalated");
+                    arguments["justification"] = json!(why);
+                }
                 json!({"type": "function_call", "id": format!("fc_{n:05}"),
                        "call_id": format!("call_standin_{position:03}_{n:05}"),
                        "name": name, "arguments": arguments.to_string(), "status": "completed"})

@@ -1,10 +1,12 @@
 //! The real Codex, Gemini CLI, opencode and aider as agents (the built-in profiles), each in
 //! its tmux window against the harness's scripted stand-in for the model API it speaks
-//! (`tests/src/model.rs`). `#[ignore]`d: they need the CLIs, pinned in `.ci/run` (npm ones
-//! under `.ci/node`, aider in the venv `.ci/aider`); run them with
+//! (`tests/src/model.rs`): autonomous spinoffs (with the activity their streams show), `code`
+//! runs of the interactive ones in tmux, and opencode with no network. `#[ignore]`d: they
+//! need the CLIs, pinned in `.ci/run` (npm ones under `.ci/node`, aider in the venv
+//! `.ci/aider`), and root for the network namespace; run them with
 //! `cargo test -p octl-tests -- --ignored`.
 
-use octl_tests::model::{require_agent_cli, ModelStandIn, Step};
+use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::{json, Value};
 
@@ -44,6 +46,11 @@ fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
 
 /// A world whose `gemini` profile runs the pinned Gemini CLI against `model` (the Gemini API).
 fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    gemini_world_with(model, &[])
+}
+
+/// [`gemini_world`] with `extra` args for the profile.
+fn gemini_world_with(model: &ModelStandIn, extra: &[&str]) -> (TestEnv, TestRepo) {
     let gemini = require_agent_cli("gemini");
     let mut env = TestEnv::new();
     // Without a chosen auth method it says "Invalid auth method selected" and exits 0.
@@ -62,8 +69,9 @@ fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
     std::fs::write(
         env.home.join("config.toml"),
         format!(
-            "[agents.gemini]\nprogram = {:?}\nargs = [\"-m\", \"gemini-2.5-flash\"]\n",
-            gemini.display().to_string()
+            "[agents.gemini]\nprogram = {:?}\nargs = {}\n",
+            gemini.display().to_string(),
+            serde_json::to_string(&[&["-m", "gemini-2.5-flash"], extra].concat()).unwrap()
         ),
     )
     .unwrap();
@@ -73,6 +81,16 @@ fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
 /// A world whose `opencode` profile runs the pinned opencode against `model` (Chat
 /// Completions, through its `@ai-sdk/openai-compatible` provider).
 fn opencode_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
+    let (mut env, repo) = opencode_world_as_is(model);
+    // Its model list from models.opencode.ai: waited for at start, and slow or hanging on a
+    // slow network (over 60 s seen here, where offline it fails at once). The offline test
+    // keeps it on.
+    env.set_env("OPENCODE_DISABLE_MODELS_FETCH", "1");
+    (env, repo)
+}
+
+/// [`opencode_world`] with opencode's own defaults (it fetches its model list).
+fn opencode_world_as_is(model: &ModelStandIn) -> (TestEnv, TestRepo) {
     let opencode = require_agent_cli("opencode");
     let mut env = TestEnv::new();
     let config = env.user_home.join("opencode.json");
@@ -141,11 +159,104 @@ fn spinoff(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
     out.json()["id"].as_str().unwrap().to_string()
 }
 
+/// A `code` run of `agent`: its CLI's own interface in the node's window.
+fn code(env: &TestEnv, repo: &TestRepo, agent: &str, task: &str) -> String {
+    let out = env.cli_with(
+        [
+            "--json", "spawn", "code", task, "--node", "ui", "--agent", agent,
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    out.json()["id"].as_str().unwrap().to_string()
+}
+
+/// The node of a `code` run once it is no longer live, or a panic with its screen.
+fn wait_node_ended(env: &TestEnv, run: &str, model: &ModelStandIn) -> Value {
+    let screen = || {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(env.home.join("tmux.sock"))
+            .args(["capture-pane", "-p", "-t", &format!("{run}:ui")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // opencode's TUI takes ~45 s to start on a busy machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let show = env.rpc("run.show", json!({"run": run}));
+        let node = show["nodes"][0].clone();
+        if !["starting", "running", "waiting"].contains(&node["state"].as_str().unwrap_or("")) {
+            return node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still live: {node}\nscreen:\n{}\nrequests: {:?}",
+            screen(),
+            model
+                .log()
+                .iter()
+                .map(|r| (&r.path, r.status))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 fn node_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
     events
         .iter()
         .find(|e| e["type"] == json!(kind))
         .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+}
+
+/// The node's `node.activity` events in order, as (state, detail), each after the one before
+/// it and before the node's end.
+fn activities(events: &[Value]) -> Vec<(String, String)> {
+    let said: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == json!("node.activity"))
+        .map(|e| {
+            assert_eq!(e["actor"], json!("agent"), "{e}");
+            (
+                e["data"]["state"].as_str().unwrap().to_string(),
+                e["data"]["detail"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        said.windows(2).all(|w| w[0] != w[1]),
+        "recorded only on change: {said:?}"
+    );
+    let last_activity = events
+        .iter()
+        .rposition(|e| e["type"] == json!("node.activity"));
+    let end = events
+        .iter()
+        .position(|e| e["type"] == json!("node.done") || e["type"] == json!("node.failed"));
+    assert!(
+        last_activity < end,
+        "the activity comes before the node's end: {events:?}"
+    );
+    said
+}
+
+/// The agent was seen working with a tool whose detail contains `tool`, then ended idle.
+fn assert_worked_then_idle(events: &[Value], tool: &str) {
+    let said = activities(events);
+    let worked = said
+        .iter()
+        .position(|(s, d)| s == "working" && d.contains(tool))
+        .unwrap_or_else(|| panic!("no working with {tool:?} in {said:?}"));
+    assert_eq!(
+        said.last().map(|(s, _)| s.as_str()),
+        Some("idle"),
+        "idle at the end: {said:?}"
+    );
+    assert!(worked < said.len() - 1, "{said:?}");
 }
 
 fn raw_log(env: &TestEnv, run: &str) -> String {
@@ -183,6 +294,7 @@ fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("codex"), "{done}");
+    assert_worked_then_idle(&events, "shell: /bin/bash -lc \"printf 'written by codex");
     assert_eq!(outcome["is_error"], json!(false), "{done}");
     assert_eq!(outcome["result"], json!("Added codex.txt."), "{done}");
     assert!(outcome["output_tokens"].as_u64().unwrap() > 0, "{done}");
@@ -206,6 +318,12 @@ fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     let reason = failed["data"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("stand-in quota exceeded"),
@@ -246,6 +364,7 @@ fn gemini_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("gemini"), "{done}");
+    assert_worked_then_idle(&events, "run_shell_command: printf 'written by gemini");
     assert_eq!(
         done["data"]["message"],
         json!("added gemini.txt"),
@@ -269,6 +388,12 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
@@ -281,12 +406,40 @@ fn a_failing_gemini_is_recorded_as_failed_with_its_reason() {
 #[test]
 #[ignore = "needs the pinned opencode: set OCTL_TEST_OPENCODE_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
+    opencode_edits_a_file(opencode_world);
+}
+
+/// The same with no network at all: the stand-in, the daemon, tmux and opencode run in a
+/// network namespace with only loopback, so nothing reaches past 127.0.0.1 — its provider
+/// package (`@ai-sdk/openai-compatible`) is one it carries, fetched from nowhere.
+#[test]
+#[ignore = "needs the pinned opencode and root (a network namespace of its own; see .ci/run)"]
+fn opencode_works_with_no_network_at_all() {
+    octl_tests::netns::offline().expect("a network namespace with only loopback");
+    assert_eq!(octl_tests::netns::interfaces(), ["lo"]);
+    let env = opencode_edits_a_file(opencode_world_as_is);
+    // It tried (its model list, models.opencode.ai, is logged as unreachable) and needed
+    // nothing: no package was installed into its cache.
+    let found = std::process::Command::new("find")
+        .arg(&env.user_home)
+        .args(["-name", "node_modules"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&found.stdout),
+        "",
+        "nothing fetched"
+    );
+}
+
+/// The opencode spinoff test; its world, for a look at what opencode left in its home.
+fn opencode_edits_a_file(world: fn(&ModelStandIn) -> (TestEnv, TestRepo)) -> TestEnv {
     let model = ModelStandIn::start(vec![
         Step::bash("printf 'written by opencode\\n' > opencode.txt"),
         Step::bash("orchestratectl node done --message 'added opencode.txt'"),
         Step::text("Added opencode.txt."),
     ]);
-    let (env, repo) = opencode_world(&model);
+    let (env, repo) = world(&model);
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "opencode", "Add a file named opencode.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
@@ -309,6 +462,7 @@ fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("opencode"), "{done}");
+    assert_worked_then_idle(&events, "bash: printf 'written by opencode");
     assert_eq!(
         done["data"]["message"],
         json!("added opencode.txt"),
@@ -319,6 +473,7 @@ fn opencode_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
         done["data"]["commit"].is_string(),
         "the daemon committed: {done}"
     );
+    env
 }
 
 #[test]
@@ -332,6 +487,12 @@ fn a_failing_opencode_is_recorded_as_failed_with_its_reason() {
     assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
@@ -368,6 +529,13 @@ fn aider_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     let done = node_event(&events, "node.done");
     let outcome = &done["data"]["outcome"];
     assert_eq!(outcome["agent"], json!("aider"), "{done}");
+    // aider --message replies once, applies its edits and exits: its end is its exit.
+    let said = activities(&events);
+    assert_eq!(
+        said.last(),
+        Some(&("working".to_string(), "edit: aider.txt".to_string())),
+        "{said:?}"
+    );
     let tree = std::process::Command::new("git")
         .args(["ls-tree", "-r", "--name-only", "main"])
         .current_dir(&repo.path)
@@ -404,6 +572,12 @@ fn a_failing_aider_is_recorded_as_failed_with_its_reason() {
     );
     let events = env.log_events(&run);
     let failed = node_event(&events, "node.failed");
+    let said = activities(&events);
+    assert!(
+        said.last()
+            .is_some_and(|(s, d)| s == "idle" && d.contains("quota exceeded")),
+        "it ended idle, saying why: {said:?}"
+    );
     assert!(
         failed["data"]["reason"]
             .as_str()
@@ -463,4 +637,123 @@ fn doctor_shows_each_agent_clis_program_version_and_usability() {
         agents["message"].as_str().unwrap().contains("codex: "),
         "{agents}"
     );
+}
+
+/// The stand-in plays a person's agent in `code`: it writes and commits a file, then reports
+/// done through its shell tool, as the appended instructions say; the run merges.
+fn interactive_script(agent: &str) -> Vec<Step> {
+    vec![
+        Step::bash(format!(
+            "printf 'written by {agent}\\n' > {agent}.txt && git add {agent}.txt && git commit -q -m '{agent}: add {agent}.txt'"
+        )),
+        Step::bash(format!(
+            "orchestratectl node done --message 'added {agent}.txt'"
+        )),
+        Step::text(format!("Added {agent}.txt.")),
+    ]
+}
+
+fn assert_interactive_merges(env: &TestEnv, repo: &TestRepo, run: &str, node: &Value, agent: &str) {
+    assert_eq!(node["state"], json!("done"), "{node}");
+    let events = env.log_events(run);
+    let done = node_event(&events, "node.done");
+    assert_eq!(done["actor"], json!("agent"), "it reported itself: {done}");
+    assert_eq!(
+        done["data"]["message"],
+        json!(format!("added {agent}.txt")),
+        "{done}"
+    );
+    env.cli(["merge", run]).ok();
+    assert_eq!(
+        repo.show("main", &format!("{agent}.txt")).as_deref(),
+        Some(format!("written by {agent}\n").as_str())
+    );
+    env.wait_status(run, &["completed"]);
+}
+
+#[test]
+#[ignore = "needs the pinned Gemini CLI: set OCTL_TEST_GEMINI_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_interactive_gemini_commits_reports_done_from_its_window_and_merges() {
+    let model = ModelStandIn::start(interactive_script("gemini"));
+    // Its shell runs git and orchestratectl without asking (the profile's); printf too here.
+    let (env, repo) = gemini_world_with(&model, &["--allowed-tools=run_shell_command(printf)"]);
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "gemini", "Add a file named gemini.txt");
+    let node = wait_node_ended(&env, &run, &model);
+    let first = model.main_requests()[0].to_string();
+    assert!(first.contains("a person watches this session"), "{first}");
+    assert_interactive_merges(&env, &repo, &run, &node, "gemini");
+}
+
+#[test]
+#[ignore = "needs the pinned opencode and root (a network namespace of its own; see .ci/run)"]
+fn an_interactive_opencode_commits_reports_done_from_its_window_and_merges() {
+    // Offline too: its TUI waits at start for what it fetches (over 60 s on this network,
+    // ~45 s of its own start-up offline), and nothing it needs is on the network.
+    octl_tests::netns::offline().expect("a network namespace with only loopback");
+    let model = ModelStandIn::start(interactive_script("opencode"));
+    let (env, repo) = opencode_world(&model);
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "opencode", "Add a file named opencode.txt");
+    let node = wait_node_ended(&env, &run, &model);
+    assert_interactive_merges(&env, &repo, &run, &node, "opencode");
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn an_interactive_codex_runs_what_the_person_approves_reports_done_and_merges() {
+    let model = ModelStandIn::start(vec![
+        Step::bash_described(
+            "printf 'written by codex\\n' > codex.txt && git add codex.txt && git commit -q -m 'codex: add codex.txt'",
+            format!("{CODEX_ESCALATED}git writes the repository's git directory"),
+        ),
+        Step::bash_described(
+            "\"$OCTL_CLI\" node done --message 'added codex.txt'",
+            format!("{CODEX_ESCALATED}report to orchestratectl"),
+        ),
+        Step::text("Added codex.txt."),
+    ]);
+    let (env, repo) = codex_world(&model);
+    std::fs::write(
+        env.user_home.join(".codex/config.toml"),
+        format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            repo.path.display().to_string()
+        ),
+    )
+    .unwrap();
+    let _d = env.start_daemon();
+    let run = code(&env, &repo, "codex", "Add a file named codex.txt");
+    // The person: each time it asks to run a command outside its sandbox (a new reason on
+    // screen), they approve it with `y`, typed with `node send`.
+    let mut answered: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let node = loop {
+        let node = env.rpc("run.show", json!({"run": run}))["nodes"][0].clone();
+        if !["starting", "running", "waiting"].contains(&node["state"].as_str().unwrap_or("")) {
+            break node;
+        }
+        let screen = env.cli(["node", "screen", &run, "--node", "ui"]);
+        let screen = screen.stdout.clone();
+        let asked = screen
+            .contains("Would you like to run the following command?")
+            .then(|| {
+                screen
+                    .lines()
+                    .find(|l| l.trim_start().starts_with("Reason: "))
+            })
+            .flatten()
+            .map(|l| l.trim().to_string());
+        if let Some(reason) = asked.filter(|r| !answered.contains(r)) {
+            env.cli(["node", "send", &run, "--node", "ui", "y"]).ok();
+            answered.push(reason);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still live: {node}\nscreen:\n{screen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(answered.len(), 2, "{answered:?}");
+    assert_interactive_merges(&env, &repo, &run, &node, "codex");
 }

@@ -51,6 +51,7 @@ Examples:
   orchestratectl spawn code 'refactor the config loader'
   orchestratectl spawn code --repo ~/src/api --base develop --node loader 'split config.rs'
   orchestratectl spawn code --task-file notes/settings-page.md
+  orchestratectl spawn code --agent gemini 'add a /health route'   # also codex, opencode
   orchestratectl run attach 01JDXJ5R          # then, when the work is ready:
   orchestratectl merge 01JDXJ5R")]
     Code(SpawnArgs),
@@ -81,8 +82,9 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "BRANCH")]
     pub base: Option<String>,
 
-    /// The agent profile: `claude`, `shell`, or a profile [agents.NAME] from
-    /// $OCTL_HOME/config.toml; default: the configured default, else `claude`
+    /// The agent profile: `claude`, `shell`, `codex`, `gemini`, `opencode`, `aider`
+    /// (autonomous only), or a profile [agents.NAME] from $OCTL_HOME/config.toml; default:
+    /// the configured default, else `claude`
     #[arg(long, value_name = "PROFILE")]
     pub agent: Option<String>,
 

@@ -37,6 +37,7 @@ pub mod retry;
 pub mod schedule;
 pub mod spawn;
 pub mod spinoff;
+pub mod stream_activity;
 pub mod supervise;
 pub mod trust;
 
@@ -68,6 +69,8 @@ pub struct Engine {
     repo_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Dead panes seen without an exit status yet, and how many ticks ago.
     pub(crate) unreaped: Mutex<HashMap<String, u32>>,
+    /// The streams of live built-in CLI agents being followed for their activity.
+    pub(crate) follows: Mutex<HashMap<(String, String), crate::streams::Follow>>,
     /// The pid of the last tmux server the supervisor logged as gone (once per server).
     pub(crate) tmux_gone: std::sync::atomic::AtomicU32,
     /// git and tmux were found recent enough; checked again only after a failure.

@@ -13,7 +13,6 @@ use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
 
 use super::{append, blocking, Engine};
-use crate::agents::Builtin;
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::AgentStatus;
@@ -115,6 +114,11 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     }
     // Read once per tick, and only when an agent runs (for its profile's silence limit).
     let mut config = None;
+    let live = watched
+        .iter()
+        .map(|(h, n)| (h.id.clone(), n.id.clone()))
+        .collect();
+    super::stream_activity::forget_others(daemon, &live);
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         let runner = runner_name(&node);
@@ -127,6 +131,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
             .filter(|p| p.run == handle.id && p.node == node.id);
         let status = match mine {
             Some(p) if p.alive => {
+                super::stream_activity::record(daemon, &handle, &node, false).await;
                 if node.report.is_none() {
                     if let Some(reason) = silent(daemon, &mut config, &handle, &node) {
                         if let Some(slot) =
@@ -322,10 +327,9 @@ async fn on_exit(
 ) -> Result<(), AppError> {
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
     // A built-in CLI profile is judged by its stream; others keep Claude's result line.
-    let stream = (node.exit_policy() == Some(ExitPolicy::Stream))
-        .then(|| node.agent.as_deref().and_then(Builtin::parse))
-        .flatten()
-        .map(Builtin::stream);
+    let stream = super::stream_activity::stream_of(node);
+    // What it said last (its turn ended) goes before its end.
+    super::stream_activity::record(daemon, handle, node, true).await;
     let (lines, outcome, end) = blocking(move || {
         Ok(match stream {
             Some(s) => {

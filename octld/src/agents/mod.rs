@@ -2,18 +2,23 @@
 //!
 //! Built in: `shell` (the task is a shell script; exit 0 → its changes are committed and the
 //! node is done, else failed) and `claude` (Claude Code: interactive for `code` runs,
-//! `claude -p` with stream-json output for autonomous ones), and the autonomous-only
-//! [`Builtin`]s `codex`, `gemini`, `opencode` and `aider` (argv, what the daemon reads:
+//! `claude -p` with stream-json output for autonomous ones), and the
+//! [`Builtin`]s `codex`, `gemini`, `opencode` (both modes) and `aider` (autonomous only; argv, what the daemon reads:
 //! README, "Agent profiles"). Any other agent is an argv template in `config.toml` (see
 //! [`crate::config`]).
 
-use std::path::{Path, PathBuf};
+mod builtin;
+mod claude;
+mod program;
+
+pub use builtin::{Builtin, CLI_INTERACTIVE_REPORTING, CLI_REPORTING, DEFAULT_SILENCE_LIMIT_SECS};
+pub use claude::{hook_settings, Session, CLAUDE_REPORTING, HOOKS, RESUME_PROMPT};
+pub use program::{find_program, require_program, version};
 
 use octl_proto::state::ExitPolicy;
-use octl_proto::{AppError, ErrorKind};
+use octl_proto::AppError;
 
 use crate::config::{AgentConfig, Config, OnExit};
-use crate::streams::Stream;
 
 /// The profile used when neither `--agent` nor `[defaults] agent` says otherwise.
 pub const DEFAULT_PROFILE: &str = "claude";
@@ -45,112 +50,6 @@ pub enum ProfileKind {
         args: Vec<String>,
     },
 }
-
-/// The agent CLIs with a built-in autonomous profile besides Claude Code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
-    Codex,
-    Gemini,
-    Opencode,
-    Aider,
-}
-
-/// How long a built-in agent may go without output before it is failed as stuck.
-pub const DEFAULT_SILENCE_LIMIT_SECS: u64 = 900;
-
-impl Builtin {
-    pub const ALL: [Builtin; 4] = [
-        Builtin::Codex,
-        Builtin::Gemini,
-        Builtin::Opencode,
-        Builtin::Aider,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Builtin::Codex => "codex",
-            Builtin::Gemini => "gemini",
-            Builtin::Opencode => "opencode",
-            Builtin::Aider => "aider",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Builtin> {
-        Builtin::ALL.into_iter().find(|b| b.name() == name)
-    }
-
-    /// The output it reports in.
-    pub fn stream(self) -> Stream {
-        match self {
-            Builtin::Codex => Stream::Codex,
-            Builtin::Gemini => Stream::Gemini,
-            Builtin::Opencode => Stream::Opencode,
-            Builtin::Aider => Stream::Aider,
-        }
-    }
-
-    /// The headless argv for `prompt`, `args` before it.
-    fn argv(self, program: &str, args: &[String], prompt: &str) -> Vec<String> {
-        let mut argv = vec![program.to_string()];
-        let fixed: &[&str] = match self {
-            // stdin is closed by `octld agent-wrap` (codex waits for more input on an open
-            // one). The workspace-write sandbox keeps the git directory read-only — a linked
-            // worktree's is in the main repository — so the daemon commits after a success.
-            Builtin::Codex => &[
-                "exec",
-                "--json",
-                "--sandbox",
-                "workspace-write",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-            ],
-            // yolo: its tools run without asking; the worktree is new, so trusted explicitly.
-            Builtin::Gemini => &[
-                "--output-format",
-                "stream-json",
-                "--approval-mode",
-                "yolo",
-                "--skip-trust",
-            ],
-            // --auto: permissions not explicitly denied are granted (nobody is there to ask).
-            Builtin::Opencode => &["run", "--format", "json", "--auto"],
-            // No commits of its own (the daemon commits after exit 0), no files of its own in
-            // the worktree (histories, repo-map cache, .gitignore edits), no questions.
-            Builtin::Aider => &[
-                "--yes-always",
-                "--no-auto-commits",
-                "--no-dirty-commits",
-                "--no-gitignore",
-                "--no-check-update",
-                "--no-show-model-warnings",
-                "--no-analytics",
-                "--no-pretty",
-                "--no-stream",
-                "--map-tokens",
-                "0",
-                "--input-history-file",
-                "/dev/null",
-                "--chat-history-file",
-                "/dev/null",
-            ],
-        };
-        argv.extend(fixed.iter().map(|a| a.to_string()));
-        argv.extend(args.iter().cloned());
-        match self {
-            Builtin::Gemini => argv.extend(["-p".into(), prompt.to_string()]),
-            Builtin::Aider => argv.extend(["--message".into(), prompt.to_string()]),
-            // `--` keeps a prompt that starts with '-' a prompt.
-            Builtin::Codex | Builtin::Opencode => argv.extend(["--".into(), prompt.to_string()]),
-        }
-        argv
-    }
-}
-
-/// Appended to the task of a built-in agent other than Claude: they have no skills or system
-/// prompt flag, so the prompt itself says how to report (through their shell tool). An
-/// agent that does not report is judged by its stream and exit status.
-pub const CLI_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree; your changes are committed for you when you finish. If you cannot finish, say why and run `orchestratectl node fail --reason \"<why>\"` with your shell tool. When the task is finished, run `orchestratectl node done --message \"<one-line summary>\"` as your last action. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If your shell does not find orchestratectl, run \"$OCTL_CLI\" instead.";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -219,94 +118,6 @@ impl Launch {
         self
     }
 }
-
-/// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
-/// and recorded in its `node.starting`, or an earlier one continued (`--resume`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    pub id: String,
-    pub resume: bool,
-}
-
-impl Session {
-    /// A new conversation.
-    pub fn new() -> Session {
-        Session {
-            id: octl_proto::ids::new_session_id(),
-            resume: false,
-        }
-    }
-
-    /// The conversation the log records for `node`'s current attempt (its `node.starting`, or
-    /// the `node.retried` that resumes it).
-    pub fn recorded(node: &octl_proto::state::Node) -> Option<Session> {
-        node.session_id.as_ref().map(|id| Session {
-            id: id.clone(),
-            resume: node.resume,
-        })
-    }
-}
-
-impl Default for Session {
-    fn default() -> Session {
-        Session::new()
-    }
-}
-
-/// The prompt a resumed conversation goes on with (its task is in the conversation already).
-pub const RESUME_PROMPT: &str = "Your session was interrupted: your process ended before you finished (the window was closed or the machine stopped). Continue the task where you left off, in the same worktree; check `git status` and `git log` for what is already done.";
-
-/// The Claude Code hooks that report a node's activity (`orchestratectl hook EVENT`), and
-/// whether each is per tool (a matcher). Passed as `--settings` JSON on the command line: it
-/// adds to the user's and the repository's settings, whose files are never touched.
-pub const HOOKS: &[(&str, bool)] = &[
-    ("SessionStart", false),
-    ("UserPromptSubmit", false),
-    ("PreToolUse", true),
-    ("PostToolUse", true),
-    ("PostToolUseFailure", true),
-    ("PermissionRequest", true),
-    ("PermissionDenied", true),
-    ("Notification", false),
-    ("Stop", false),
-    ("StopFailure", false),
-    ("SessionEnd", false),
-];
-
-/// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
-const HOOK_TIMEOUT_S: u64 = 5;
-
-/// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
-/// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
-/// on the window's PATH, which starts with octld's own directory.
-///
-/// With `-p` (`mode` autonomous) no one can answer a permission prompt: Claude Code denies the
-/// tool and goes on, so its `PermissionRequest` is reported as the `PermissionDenied` it is —
-/// working, "denied: TOOL" — never as an agent waiting for a person.
-pub fn hook_settings(mode: Mode) -> String {
-    let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
-        .iter()
-        .map(|(event, per_tool)| {
-            let said = match (*event, mode) {
-                ("PermissionRequest", Mode::Autonomous) => "PermissionDenied",
-                _ => event,
-            };
-            let mut group = serde_json::json!({"hooks": [{
-                "type": "command",
-                "command": format!("orchestratectl hook {said}"),
-                "timeout": HOOK_TIMEOUT_S,
-            }]});
-            if *per_tool {
-                group["matcher"] = "*".into();
-            }
-            (event.to_string(), serde_json::Value::Array(vec![group]))
-        })
-        .collect();
-    serde_json::json!({ "hooks": hooks }).to_string()
-}
-
-/// Appended to Claude's system prompt in autonomous runs: how to report.
-pub const CLAUDE_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If you notice separate work outside your task, propose it with `orchestratectl spinoff propose --task \"<task>\"` instead of doing it. Report progress on long tasks with `orchestratectl node progress --message \"<what>\"`.";
 
 impl Profile {
     /// The conversation for `node`'s next attempt: the one to resume when the node is
@@ -464,13 +275,35 @@ impl Profile {
                     session: session.cloned(),
                 }
             }
-            (ProfileKind::Builtin { agent, .. }, Mode::Interactive) => {
-                return Err(AppError::invalid(format!(
-                    "the built-in {} profile runs autonomously only (spinoff, fanout, orchestrate); for `code`, define agents.{}.interactive in config.toml",
-                    agent.name(),
-                    self.name
-                )))
-            }
+            (
+                ProfileKind::Builtin {
+                    agent,
+                    program,
+                    args,
+                },
+                Mode::Interactive,
+            ) => Launch {
+                argv: agent
+                    .interactive_argv(
+                        program,
+                        args,
+                        &format!("{task}\n\n{CLI_INTERACTIVE_REPORTING}"),
+                    )
+                    .ok_or_else(|| {
+                        AppError::invalid(format!(
+                            "the built-in {} profile has no interactive mode (its chat cannot be given the task); run it autonomously (spinoff, fanout, orchestrate), or define agents.{}.interactive in config.toml",
+                            agent.name(),
+                            self.name
+                        ))
+                    })?,
+                // A human ends an interactive session when the work is ready for review.
+                on_exit: exited(ExitPolicy::Done),
+                stream_json: false,
+                hold_reports: false,
+                answers_trust: false,
+                session: None,
+                claude: false,
+            },
             (
                 ProfileKind::Builtin {
                     agent,
@@ -581,82 +414,10 @@ fn claude(user: Option<&AgentConfig>) -> ProfileKind {
     }
 }
 
-/// Finds `program` the way a shell would: a path is taken as is, a bare name is looked up
-/// in `PATH`.
-pub fn find_program(program: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return executable(&p).then_some(p);
-    }
-    std::env::split_paths(path_var?)
-        .map(|dir| dir.join(program))
-        .find(|p| executable(p))
-}
-
-/// The first line `program --version` prints (within 20 s; agent CLIs on node or python
-/// take seconds to start), or why it did not.
-pub fn version(program: &str) -> Result<String, String> {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(_) => break,
-            None if std::time::Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("no answer within 20 s".into());
-            }
-            None => std::thread::sleep(std::time::Duration::from_millis(50)),
-        }
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty());
-    match (out.status.success(), first) {
-        (true, Some(line)) => Ok(line.to_string()),
-        (_, _) => Err(format!(
-            "{}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-    }
-}
-
-/// A missing agent program: kind `tool_missing` (exit 6), before anything is created.
-pub fn require_program(
-    profile: &Profile,
-    mode: Mode,
-    path_var: Option<&std::ffi::OsStr>,
-) -> Result<PathBuf, AppError> {
-    let program = profile.program(mode)?;
-    find_program(&program, path_var).ok_or_else(|| {
-        AppError::new(
-            ErrorKind::ToolMissing,
-            format!(
-                "the agent program {program:?} of profile {:?} was not found on the daemon's PATH",
-                profile.name
-            ),
-        )
-        .with_hint("install it, or choose another profile with --agent (shell needs no AI)")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use octl_proto::ErrorKind;
 
     #[test]
     fn builtins_and_user_profiles() {
@@ -725,109 +486,5 @@ mod tests {
 
         let err = resolve(&config, Some("nope")).unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotFound);
-    }
-
-    #[test]
-    fn claude_runs_in_the_conversation_the_daemon_chose_or_resumes_it() {
-        let claude = resolve(&Config::default(), None).unwrap();
-        let new = Session::new();
-        for mode in [Mode::Interactive, Mode::Autonomous] {
-            let argv = claude.launch(mode, "the task", Some(&new)).unwrap().argv;
-            let at = argv.iter().position(|a| a == "--session-id").unwrap();
-            assert_eq!(argv[at + 1], new.id);
-            assert_eq!(argv.last().unwrap(), "the task");
-            let resumed = Session {
-                id: new.id.clone(),
-                resume: true,
-            };
-            let argv = claude
-                .launch(mode, "the task", Some(&resumed))
-                .unwrap()
-                .argv;
-            let at = argv.iter().position(|a| a == "--resume").unwrap();
-            assert_eq!(argv[at + 1], new.id);
-            assert!(!argv.contains(&"--session-id".to_string()));
-            assert_eq!(argv.last().unwrap(), RESUME_PROMPT);
-        }
-        let shell = resolve(&Config::default(), Some("shell")).unwrap();
-        let node: octl_proto::state::Node = serde_json::from_value(serde_json::json!({
-            "id": "a", "state": "exited", "branch": null, "worktree": null, "agent": null,
-            "deps": [], "created_at": "t", "updated_at": "t", "session_id": "s", "resume": true
-        }))
-        .unwrap();
-        assert_eq!(
-            shell.session_for(&node),
-            None,
-            "only Claude Code has conversations"
-        );
-        assert_eq!(
-            claude.session_for(&node),
-            Some(Session {
-                id: "s".into(),
-                resume: true
-            })
-        );
-    }
-
-    #[test]
-    fn builtin_agent_clis() {
-        let config = Config::parse(
-            "[agents.codex]\nargs = [\"-m\", \"m1\"]\nsilence_limit_secs = 60\n[agents.gemini]\nprogram = \"/opt/gemini\"\nsilence_limit_secs = 0\n",
-        )
-        .unwrap();
-        let codex = resolve(&config, Some("codex")).unwrap();
-        assert_eq!(codex.silence_limit_secs, Some(60));
-        let l = codex.launch(Mode::Autonomous, "-fix it", None).unwrap();
-        assert_eq!(
-            l.argv[..10],
-            [
-                "codex",
-                "exec",
-                "--json",
-                "--sandbox",
-                "workspace-write",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-                "-m",
-                "m1"
-            ]
-        );
-        assert_eq!(l.argv[10], "--");
-        assert!(l.argv[11].starts_with("-fix it\n\n") && l.argv[11].ends_with(CLI_REPORTING));
-        assert_eq!(l.on_exit, ExitPolicy::Stream);
-        assert!(l.stream_json && l.hold_reports);
-        assert!(codex.launch(Mode::Interactive, "x", None).is_err());
-
-        let gemini = resolve(&config, Some("gemini")).unwrap();
-        assert_eq!(gemini.silence_limit_secs, None, "0 turns the watchdog off");
-        let argv = gemini.launch(Mode::Autonomous, "t", None).unwrap().argv;
-        assert_eq!(argv[0], "/opt/gemini");
-        assert_eq!(argv[argv.len() - 2], "-p");
-
-        let opencode = resolve(&config, Some("opencode")).unwrap();
-        assert_eq!(
-            opencode.silence_limit_secs,
-            Some(DEFAULT_SILENCE_LIMIT_SECS)
-        );
-        let argv = opencode.launch(Mode::Autonomous, "t", None).unwrap().argv;
-        assert_eq!(argv[..5], ["opencode", "run", "--format", "json", "--auto"]);
-
-        let aider = resolve(&config, Some("aider"))
-            .unwrap()
-            .launch(Mode::Autonomous, "t", None)
-            .unwrap();
-        assert!(
-            !aider.stream_json,
-            "aider writes no JSON; its exit status decides"
-        );
-        assert!(aider.argv.contains(&"--no-auto-commits".to_string()));
-        assert_eq!(aider.argv[aider.argv.len() - 2], "--message");
-
-        // The claude and shell profiles have no watchdog unless configured.
-        assert_eq!(
-            resolve(&config, Some("claude")).unwrap().silence_limit_secs,
-            None
-        );
     }
 }

@@ -1,0 +1,141 @@
+//! Claude Code's side of a launch: the conversation it runs in, the hooks that report its
+//! activity, and how an autonomous one is told to report.
+
+use super::Mode;
+
+/// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
+/// and recorded in its `node.starting`, or an earlier one continued (`--resume`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub resume: bool,
+}
+
+impl Session {
+    /// A new conversation.
+    pub fn new() -> Session {
+        Session {
+            id: octl_proto::ids::new_session_id(),
+            resume: false,
+        }
+    }
+
+    /// The conversation the log records for `node`'s current attempt (its `node.starting`, or
+    /// the `node.retried` that resumes it).
+    pub fn recorded(node: &octl_proto::state::Node) -> Option<Session> {
+        node.session_id.as_ref().map(|id| Session {
+            id: id.clone(),
+            resume: node.resume,
+        })
+    }
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session::new()
+    }
+}
+
+/// The prompt a resumed conversation goes on with (its task is in the conversation already).
+pub const RESUME_PROMPT: &str = "Your session was interrupted: your process ended before you finished (the window was closed or the machine stopped). Continue the task where you left off, in the same worktree; check `git status` and `git log` for what is already done.";
+
+/// The Claude Code hooks that report a node's activity (`orchestratectl hook EVENT`), and
+/// whether each is per tool (a matcher). Passed as `--settings` JSON on the command line: it
+/// adds to the user's and the repository's settings, whose files are never touched.
+pub const HOOKS: &[(&str, bool)] = &[
+    ("SessionStart", false),
+    ("UserPromptSubmit", false),
+    ("PreToolUse", true),
+    ("PostToolUse", true),
+    ("PostToolUseFailure", true),
+    ("PermissionRequest", true),
+    ("PermissionDenied", true),
+    ("Notification", false),
+    ("Stop", false),
+    ("StopFailure", false),
+    ("SessionEnd", false),
+];
+
+/// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
+const HOOK_TIMEOUT_S: u64 = 5;
+
+/// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
+/// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
+/// on the window's PATH, which starts with octld's own directory.
+///
+/// With `-p` (`mode` autonomous) no one can answer a permission prompt: Claude Code denies the
+/// tool and goes on, so its `PermissionRequest` is reported as the `PermissionDenied` it is —
+/// working, "denied: TOOL" — never as an agent waiting for a person.
+pub fn hook_settings(mode: Mode) -> String {
+    let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
+        .iter()
+        .map(|(event, per_tool)| {
+            let said = match (*event, mode) {
+                ("PermissionRequest", Mode::Autonomous) => "PermissionDenied",
+                _ => event,
+            };
+            let mut group = serde_json::json!({"hooks": [{
+                "type": "command",
+                "command": format!("orchestratectl hook {said}"),
+                "timeout": HOOK_TIMEOUT_S,
+            }]});
+            if *per_tool {
+                group["matcher"] = "*".into();
+            }
+            (event.to_string(), serde_json::Value::Array(vec![group]))
+        })
+        .collect();
+    serde_json::json!({ "hooks": hooks }).to_string()
+}
+
+/// Appended to Claude's system prompt in autonomous runs: how to report.
+pub const CLAUDE_REPORTING: &str = "You are an autonomous agent started by orchestratectl in your own git worktree (the current directory) on your own branch. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a human a question, run `orchestratectl discussion ask --title \"<question>\" --wait`. If you notice separate work outside your task, propose it with `orchestratectl spinoff propose --task \"<task>\"` instead of doing it. Report progress on long tasks with `orchestratectl node progress --message \"<what>\"`.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::resolve;
+    use crate::config::Config;
+
+    #[test]
+    fn claude_runs_in_the_conversation_the_daemon_chose_or_resumes_it() {
+        let claude = resolve(&Config::default(), None).unwrap();
+        let new = Session::new();
+        for mode in [Mode::Interactive, Mode::Autonomous] {
+            let argv = claude.launch(mode, "the task", Some(&new)).unwrap().argv;
+            let at = argv.iter().position(|a| a == "--session-id").unwrap();
+            assert_eq!(argv[at + 1], new.id);
+            assert_eq!(argv.last().unwrap(), "the task");
+            let resumed = Session {
+                id: new.id.clone(),
+                resume: true,
+            };
+            let argv = claude
+                .launch(mode, "the task", Some(&resumed))
+                .unwrap()
+                .argv;
+            let at = argv.iter().position(|a| a == "--resume").unwrap();
+            assert_eq!(argv[at + 1], new.id);
+            assert!(!argv.contains(&"--session-id".to_string()));
+            assert_eq!(argv.last().unwrap(), RESUME_PROMPT);
+        }
+        let shell = resolve(&Config::default(), Some("shell")).unwrap();
+        let node: octl_proto::state::Node = serde_json::from_value(serde_json::json!({
+            "id": "a", "state": "exited", "branch": null, "worktree": null, "agent": null,
+            "deps": [], "created_at": "t", "updated_at": "t", "session_id": "s", "resume": true
+        }))
+        .unwrap();
+        assert_eq!(
+            shell.session_for(&node),
+            None,
+            "only Claude Code has conversations"
+        );
+        assert_eq!(
+            claude.session_for(&node),
+            Some(Session {
+                id: "s".into(),
+                resume: true
+            })
+        );
+    }
+}
