@@ -64,6 +64,9 @@ pub struct Config {
     pub worktree: crate::bootstrap::WorktreeConfig,
     #[serde(default)]
     pub notify: NotifyConfig,
+    /// The warm pool of prepared worktrees ([`crate::pool`]).
+    #[serde(default)]
+    pub pool: crate::pool::PoolConfig,
 }
 
 /// `[notify]`: who is told when a node starts needing a person.
@@ -290,6 +293,7 @@ impl Config {
                 "notify.timeout_secs: give a number of seconds above 0, e.g. 10",
             ));
         }
+        crate::pool::Settings::of(&config)?;
         for (name, runner) in &config.runners {
             octl_proto::ids::validate_node_id("runner name", name)?;
             runner.validate(name)?;
