@@ -251,7 +251,8 @@ pub fn note_checkout(home: &Home, repo: &Path, took: Duration) {
 /// discarded): the caller makes the worktree itself.
 pub fn take(home: &Home, repo: &Path, dest: &Path, branch: &str, start_point: &str) -> bool {
     let candidates = ready(&dir_of(home, repo));
-    if candidates.is_empty() {
+    // `size = 0` turns the pool off: what it holds is neither taken nor added to.
+    if candidates.is_empty() || Settings::load(home).is_ok_and(|s| s.size == 0) {
         return false;
     }
     let git = Git::new(repo);
