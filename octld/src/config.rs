@@ -35,6 +35,9 @@
 //! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
 //! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //!
+//! [pool]                      # worktrees checked out ahead of time (crate::pool)
+//! size = 1                    # per repository where making one took `slow`; 0: off
+//!
 //! [notify]                    # when a node starts needing a person (see crate::notify)
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
 //! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON

@@ -299,25 +299,38 @@ pub fn finish(repo: &Path, dest: &Path, branch: &str, tip: &str) -> Result<(), A
     git.worktree_repair(dest)?;
     let wt = git.at(dest);
     let head_ref = format!("refs/heads/{branch}");
-    if git.branch_exists(branch)? {
-        let on = wt.plumbing(&["symbolic-ref", "-q", "HEAD"]).ok();
-        if on.as_deref().map(str::trim) != Some(head_ref.as_str()) {
+    let attach = || wt.plumbing(&["symbolic-ref", "HEAD", &head_ref]);
+    match git.resolve_commit(&head_ref).ok() {
+        Some(_) if on_branch(&wt, &head_ref) => {}
+        // Made before a crash, HEAD not moved to it yet.
+        Some(at) if wt.head().ok().as_ref() == Some(&at) => {
+            attach()?;
+        }
+        Some(_) => {
             wt.plumbing(&["checkout", "-q", branch])?;
         }
-    } else if wt.head()? == tip {
         // The same commit: naming the branch is all there is to do; no file is read.
-        git.create_branch(branch, tip)?;
-        wt.plumbing(&["symbolic-ref", "HEAD", &head_ref])?;
-    } else {
+        None if wt.head()? == tip => {
+            git.create_branch(branch, tip)?;
+            attach()?;
+        }
         // Base moved since the entry was made: only the files that differ are written.
-        wt.plumbing(&["checkout", "-q", "-b", branch, tip])?;
+        None => {
+            wt.plumbing(&["checkout", "-q", "-b", branch, tip])?;
+        }
     }
     Ok(())
 }
 
-/// Is the worktree at `path` an entry taken from the pool whose [`finish`] a crash cut short:
-/// a directory with git's `.git` file that the repository does not list there, or that is
-/// not on `branch`?
+fn on_branch(wt: &Git, head_ref: &str) -> bool {
+    let on = wt.plumbing(&["symbolic-ref", "-q", "HEAD"]).ok();
+    on.as_deref().map(str::trim) == Some(head_ref)
+}
+
+/// Is the worktree at `path` an entry taken from the pool whose [`finish`] a crash cut short?
+/// A directory with git's `.git` file that the repository does not list there, or without
+/// `branch` yet, or detached at `branch`'s own commit. A worktree whose agent moved HEAD
+/// elsewhere is none of these, and is left as it is.
 pub fn unfinished_take(git: &Git, path: &Path, branch: &str, registered: bool) -> bool {
     if !path.join(".git").is_file() {
         return false;
@@ -325,8 +338,12 @@ pub fn unfinished_take(git: &Git, path: &Path, branch: &str, registered: bool) -
     if !registered {
         return true;
     }
-    let on = git.at(path).plumbing(&["symbolic-ref", "-q", "HEAD"]).ok();
-    on.as_deref().map(str::trim) != Some(format!("refs/heads/{branch}").as_str())
+    let head_ref = format!("refs/heads/{branch}");
+    let wt = git.at(path);
+    match git.resolve_commit(&head_ref).ok() {
+        None => true,
+        Some(at) => !on_branch(&wt, &head_ref) && wt.head().ok() == Some(at),
+    }
 }
 
 /// Removes an entry (it holds no work): git's record and its directory.
@@ -380,7 +397,8 @@ fn fill(daemon: &Daemon, repo: &Path, base: &str) -> Result<(), AppError> {
 }
 
 /// One entry at `tip`: the marker first, then the worktree, registered without files, then
-/// its checkout (stopped when the daemon stops), then the marker removed.
+/// its checkout (stopped when the daemon stops) and post-checkout hook, then the marker
+/// removed.
 fn make_entry(daemon: &Daemon, git: &Git, dir: &Path, tip: &str) -> Result<(), AppError> {
     let entry = dir.join(octl_proto::ids::new_ulid().to_ascii_lowercase());
     let mark = marker(&entry);
@@ -389,7 +407,13 @@ fn make_entry(daemon: &Daemon, git: &Git, dir: &Path, tip: &str) -> Result<(), A
         fs::write(&mark, tip)
             .map_err(|e| AppError::internal(format!("cannot write {}: {e}", mark.display())))?;
         git.worktree_add_unchecked(&entry, tip)?;
-        git.at(&entry).checkout_all_until(&|| daemon.stopping())?;
+        let wt = git.at(&entry);
+        wt.checkout_all_until(&|| daemon.stopping())?;
+        // As `git worktree add` does after its checkout: the repository's post-checkout hook,
+        // if it has one (git-lfs installs one); a failing hook fails the entry as it would the
+        // spawn.
+        let none = "0".repeat(tip.len());
+        wt.plumbing(&["hook", "run", "--ignore-missing", "post-checkout", "--", &none, tip, "1"])?;
         crate::failpoint::crash("pool:before-ready");
         fs::remove_file(&mark)
             .map_err(|e| AppError::internal(format!("cannot remove {}: {e}", mark.display())))
@@ -450,15 +474,15 @@ fn unwanted(home: &Home) -> Vec<(Option<PathBuf>, PathBuf, String)> {
         };
         // Listed after the entries: a ready entry was registered before it became ready.
         let all = entries(&dir);
-        let listed: Vec<PathBuf> = Git::new(&repo)
-            .worktree_list()
-            .map(|l| {
-                l.into_iter()
-                    .filter(|w| !w.prunable)
-                    .map(|w| w.path)
-                    .collect()
-            })
-            .unwrap_or_default();
+        // A repository git cannot read now is left for another time.
+        let Ok(listed) = Git::new(&repo).worktree_list() else {
+            continue;
+        };
+        let listed: Vec<PathBuf> = listed
+            .into_iter()
+            .filter(|w| !w.prunable)
+            .map(|w| w.path)
+            .collect();
         let mut kept = 0;
         for (entry, state) in all {
             let why = match state {

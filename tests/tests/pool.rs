@@ -316,3 +316,37 @@ fn a_take_a_crash_cut_short_is_finished_by_healing() {
     assert_eq!(admin_name(&wt), entry);
     assert_is_nodes_worktree(&repo, &run, "cut", &wt, &repo.rev("main"));
 }
+
+#[test]
+fn run_gc_empties_the_pool_once_it_is_turned_off() {
+    let env = pooled_env();
+    let _d = env.start_daemon();
+    let repo = repo(&env);
+    let (_, first) = spawn_waiting(&env, &repo, "first");
+    let entry = wait_ready_entry(&env);
+    let pool_items = |gc: &serde_json::Value| -> Vec<String> {
+        gc["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == json!("pool"))
+            .map(|i| i["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // On, the pool's ready entry is not garbage.
+    assert!(pool_items(&env.rpc("run.gc", json!({}))).is_empty());
+    std::fs::write(env.home.join("config.toml"), "[pool]\nsize = 0\n").unwrap();
+    let dry = env.rpc("run.gc", json!({"dry_run": true}));
+    let listed = pool_items(&dry);
+    assert!(
+        listed.len() == 1 && listed[0].ends_with(&entry),
+        "{dry}"
+    );
+    assert!(Path::new(&listed[0]).is_dir(), "a dry run removes nothing");
+    let gc = env.rpc("run.gc", json!({}));
+    assert_eq!(pool_items(&gc), listed, "{gc}");
+    assert!(!Path::new(&listed[0]).exists());
+    let worktrees = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(&entry), "{worktrees}");
+    assert!(first.is_dir(), "the running node's worktree is left alone");
+}
