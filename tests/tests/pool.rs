@@ -338,10 +338,7 @@ fn run_gc_empties_the_pool_once_it_is_turned_off() {
     std::fs::write(env.home.join("config.toml"), "[pool]\nsize = 0\n").unwrap();
     let dry = env.rpc("run.gc", json!({"dry_run": true}));
     let listed = pool_items(&dry);
-    assert!(
-        listed.len() == 1 && listed[0].ends_with(&entry),
-        "{dry}"
-    );
+    assert!(listed.len() == 1 && listed[0].ends_with(&entry), "{dry}");
     assert!(Path::new(&listed[0]).is_dir(), "a dry run removes nothing");
     let gc = env.rpc("run.gc", json!({}));
     assert_eq!(pool_items(&gc), listed, "{gc}");
