@@ -7,7 +7,7 @@
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
 //! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
 //! target/release/bench hook      # the Claude Code hook entry, daemon up and down
-//! target/release/bench spawn-big [--files 100000] [--rounds 5]   # spawn in a big repository
+//! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
