@@ -412,17 +412,7 @@ fn make_entry(daemon: &Daemon, git: &Git, dir: &Path, tip: &str) -> Result<(), A
         // As `git worktree add` does after its checkout: the repository's post-checkout hook,
         // if it has one (git-lfs installs one); a failing hook fails the entry as it would the
         // spawn.
-        let none = "0".repeat(tip.len());
-        wt.plumbing(&[
-            "hook",
-            "run",
-            "--ignore-missing",
-            "post-checkout",
-            "--",
-            &none,
-            tip,
-            "1",
-        ])?;
+        wt.post_checkout_hook_until(tip, &|| daemon.stopping())?;
         crate::failpoint::crash("pool:before-ready");
         fs::remove_file(&mark)
             .map_err(|e| AppError::internal(format!("cannot remove {}: {e}", mark.display())))

@@ -347,3 +347,61 @@ fn run_gc_empties_the_pool_once_it_is_turned_off() {
     assert!(!worktrees.contains(&entry), "{worktrees}");
     assert!(first.is_dir(), "the running node's worktree is left alone");
 }
+
+#[test]
+fn a_shutdown_stops_a_fill_and_the_next_start_discards_what_it_left() {
+    let env = pooled_env();
+    let d = env.start_daemon();
+    let repo = repo(&env);
+    // A post-checkout hook that takes a minute, but only in the pool's entries: the fill is
+    // still running when the daemon is asked to stop.
+    let hook = repo.path.join(".git/hooks/post-checkout");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncase \"$PWD\" in */pool/*) touch \"$PWD.hook-ran\"; sleep 60; touch \"$PWD.hook-ended\";; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    spawn_waiting(&env, &repo, "first");
+    let entry = wait_until(
+        "the fill to reach the hook",
+        Duration::from_secs(60),
+        || {
+            pool_entries(&env).into_iter().find(|(p, _)| {
+                let mut ran = p.as_os_str().to_owned();
+                ran.push(".hook-ran");
+                Path::new(&ran).exists()
+            })
+        },
+    );
+    assert!(!entry.1, "not ready while its hook runs");
+    env.rpc("daemon.shutdown", json!({}));
+    let status = d.wait_exit();
+    assert!(status.success(), "{status}");
+    // It did not wait for the hook, and the hook went with the checkout it was part of.
+    let sidecar = |what: &str| {
+        let mut p = entry.0.as_os_str().to_owned();
+        p.push(what);
+        PathBuf::from(p)
+    };
+    assert!(
+        !sidecar(".hook-ended").exists(),
+        "the daemon waited for the hook"
+    );
+    let inside: Vec<PathBuf> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path().join("cwd")).ok())
+        .filter(|cwd| cwd.starts_with(&entry.0))
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "a process still runs in the entry: {inside:?}"
+    );
+    assert!(entry.0.exists(), "left for the next start");
+    let _d = env.start_daemon();
+    wait_until("the half-made entry to go", Duration::from_secs(60), || {
+        (!entry.0.exists()).then_some(())
+    });
+    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(!listed.contains(&entry.0.display().to_string()), "{listed}");
+}

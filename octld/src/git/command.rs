@@ -69,12 +69,15 @@ impl Call {
     }
 
     /// Runs with no output kept, polling `stop()`; when it says so the process is killed
-    /// and the error says it was stopped. A non-zero exit is an error.
+    /// with everything it started (a hook) and the error says it was stopped. A non-zero exit
+    /// is an error.
     pub(super) fn run_until(mut self, stop: &dyn Fn() -> bool) -> Result<()> {
+        use std::os::unix::process::CommandExt;
         self.cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .process_group(0);
         let mut child = match self.cmd.spawn() {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -93,7 +96,8 @@ impl Call {
             match child.try_wait() {
                 Ok(Some(_)) => break,
                 Ok(None) if stop() => {
-                    let _ = child.kill();
+                    // SAFETY: kill(2) on the process group the child leads.
+                    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
                     let _ = child.wait();
                     return Err(GitError::Failed {
                         argv: self.argv,

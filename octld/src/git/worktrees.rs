@@ -103,6 +103,23 @@ impl Git {
         self.call(["reset", "--hard", "-q"]).run_until(stop)
     }
 
+    /// In a worktree just checked out at `commit`: its post-checkout hook, as `git worktree
+    /// add` runs it (nothing when there is none); stopped as [`Git::checkout_all_until`] is.
+    pub fn post_checkout_hook_until(&self, commit: &str, stop: &dyn Fn() -> bool) -> Result<()> {
+        let none = "0".repeat(commit.len());
+        self.call([
+            "hook",
+            "run",
+            "--ignore-missing",
+            "post-checkout",
+            "--",
+            &none,
+            commit,
+            "1",
+        ])
+        .run_until(stop)
+    }
+
     /// `git worktree repair <path>`: the repository's record of a worktree whose directory
     /// was renamed (a pool entry taken by a rename) points at it again.
     pub fn worktree_repair(&self, path: &Path) -> Result<()> {
