@@ -36,7 +36,7 @@
 //! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //!
 //! [pool]                      # worktrees checked out ahead of time (crate::pool)
-//! size = 1                    # per repository where making one took `slow`; 0: off
+//! size = 1                    # per repository of `min_files` files or more; 0: off
 //!
 //! [notify]                    # when a node starts needing a person (see crate::notify)
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin

@@ -4,12 +4,13 @@
 //! ```toml
 //! [pool]
 //! size = 1              # ready worktrees kept per pooled repository; 0: no pool
-//! slow = "1s"           # a repository is pooled once making a worktree of it took this long
+//! min_files = 10000     # a repository is pooled once a spawn in it checked out this many files
 //! max_disk_mib = 2048   # every entry together, estimated from the sizes of their files
 //! ```
 //!
-//! A repository is pooled only once a spawn in it had to wait `slow` for its worktree, so
-//! small repositories (and users who never spawn) never get an entry. Under
+//! A repository is pooled only once a spawn in it checked out at least `min_files` files (the
+//! count its new index holds: a property of the repository, not of how busy the machine is),
+//! so small repositories (and users who never spawn) never get an entry. Under
 //! `$OCTL_HOME/pool/<KEY>/` (KEY: the repository's name and a hash of its path):
 //! - `repo`: the repository's top level;
 //! - `<ID>/`: a ready entry, a detached clean worktree of the repository, registered in it;
@@ -33,7 +34,6 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -48,8 +48,8 @@ use crate::home::Home;
 pub const DEFAULT_SIZE: u32 = 1;
 /// The largest `size` accepted.
 pub const MAX_SIZE: u32 = 16;
-/// How long a worktree must have taken to make before its repository is pooled.
-pub const DEFAULT_SLOW: Duration = Duration::from_secs(1);
+/// How many files a spawn must have checked out before its repository is pooled.
+pub const DEFAULT_MIN_FILES: u64 = 10_000;
 /// The disk every entry together may take, in MiB, when `max_disk_mib` is not given.
 pub const DEFAULT_MAX_DISK_MIB: u64 = 2048;
 
@@ -62,7 +62,7 @@ const MAKING: &str = ".making";
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
     pub size: Option<u32>,
-    pub slow: Option<String>,
+    pub min_files: Option<u64>,
     pub max_disk_mib: Option<u64>,
 }
 
@@ -70,7 +70,7 @@ pub struct PoolConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     pub size: u32,
-    pub slow: Duration,
+    pub min_files: u64,
     /// Bytes.
     pub max_disk: u64,
 }
@@ -84,17 +84,14 @@ impl Settings {
                 "invalid pool.size {size}: give a number of worktrees from 0 (no pool) to {MAX_SIZE}, e.g. 1"
             )));
         }
-        let slow = match &p.slow {
-            Some(s) => Duration::from_millis(octl_proto::time::parse_age("pool.slow", s)?),
-            None => DEFAULT_SLOW,
-        };
+        let min_files = p.min_files.unwrap_or(DEFAULT_MIN_FILES);
         let max_disk = p
             .max_disk_mib
             .unwrap_or(DEFAULT_MAX_DISK_MIB)
             .saturating_mul(1 << 20);
         Ok(Settings {
             size,
-            slow,
+            min_files,
             max_disk,
         })
     }
@@ -223,11 +220,15 @@ fn key_dirs(home: &Home) -> Vec<(PathBuf, Option<PathBuf>)> {
     out
 }
 
-/// After a worktree of `repo` was made without the pool in `took`: pools the repository when
-/// that was slow (and the pool is on).
-pub fn note_checkout(home: &Home, repo: &Path, took: Duration) {
+/// After the worktree `wt` of `repo` was made without the pool: pools the repository when it
+/// checked out at least `min_files` files (and the pool is on).
+pub fn note_checkout(home: &Home, repo: &Path, wt: &Path) {
     let Ok(s) = Settings::load(home) else { return };
-    if s.size == 0 || took < s.slow {
+    if s.size == 0 {
+        return;
+    }
+    let files = checked_out_files(wt).unwrap_or(0);
+    if files < s.min_files {
         return;
     }
     let dir = dir_of(home, repo);
@@ -238,12 +239,27 @@ pub fn note_checkout(home: &Home, repo: &Path, took: Duration) {
         .and_then(|()| fs::write(dir.join(REPO_FILE), repo.as_os_str().as_bytes()));
     match made {
         Ok(()) => {
-            tracing::info!(repo = %repo.display(), took_ms = took.as_millis() as u64, "pooling the repository: its worktree took long to make")
+            tracing::info!(repo = %repo.display(), files, "pooling the repository: a worktree of it has many files")
         }
         Err(e) => {
             tracing::warn!(repo = %repo.display(), error = %e, "cannot start the repository's pool")
         }
     }
+}
+
+/// How many files the worktree `wt` checked out: the entry count in its index's header
+/// (`DIRC`, version, count), read without running git.
+fn checked_out_files(wt: &Path) -> Option<u64> {
+    use std::io::Read;
+    let gitfile = fs::read_to_string(wt.join(".git")).ok()?;
+    let admin = wt.join(gitfile.trim().strip_prefix("gitdir: ")?);
+    let mut head = [0u8; 12];
+    fs::File::open(admin.join("index"))
+        .ok()?
+        .read_exact(&mut head)
+        .ok()?;
+    (&head[..4] == b"DIRC")
+        .then(|| u64::from(u32::from_be_bytes([head[8], head[9], head[10], head[11]])))
 }
 
 /// Makes a ready entry of `repo` the worktree `dest` on the new `branch` at the tip of
@@ -578,18 +594,67 @@ mod tests {
             s,
             Settings {
                 size: 1,
-                slow: Duration::from_secs(1),
+                min_files: 10_000,
                 max_disk: 2048 << 20
             }
         );
-        let c = Config::parse("[pool]\nsize = 3\nslow = \"0s\"\nmax_disk_mib = 10\n").unwrap();
+        let c = Config::parse("[pool]\nsize = 3\nmin_files = 0\nmax_disk_mib = 10\n").unwrap();
         let s = Settings::of(&c).unwrap();
-        assert_eq!((s.size, s.slow, s.max_disk), (3, Duration::ZERO, 10 << 20));
+        assert_eq!((s.size, s.min_files, s.max_disk), (3, 0, 10 << 20));
         let e = Config::parse("[pool]\nsize = 99\n").unwrap_err();
         assert!(e.message.contains("pool.size"), "{}", e.message);
-        let e = Config::parse("[pool]\nslow = \"fast\"\n").unwrap_err();
-        assert!(e.message.contains("pool.slow"), "{}", e.message);
+        assert!(Config::parse("[pool]\nmin_files = \"many\"\n").is_err());
         assert!(Config::parse("[pool]\nsizes = 1\n").is_err());
+    }
+
+    #[test]
+    fn the_files_a_worktree_checked_out_are_read_from_its_index() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("r");
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        fs::create_dir_all(repo.join("d")).unwrap();
+        for f in ["a", "b", "d/c"] {
+            fs::write(repo.join(f), f).unwrap();
+        }
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(&repo, &["add", "-A"]);
+        git(
+            &repo,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "x",
+            ],
+        );
+        let wt = t.path().join("wt");
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "n",
+                wt.to_str().unwrap(),
+                "main",
+            ],
+        );
+        assert_eq!(checked_out_files(&wt), Some(3));
+        assert_eq!(checked_out_files(t.path()), None);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 use octl_tests::{wait_until, TestEnv, TestRepo};
 use serde_json::json;
 
-/// Every repository spawned in is pooled (`slow = "0s"`), one entry each.
-const POOL_EVERY_REPO: &str = "[pool]\nsize = 1\nslow = \"0s\"\n";
+/// Every repository spawned in is pooled (`min_files = 0`), one entry each.
+const POOL_EVERY_REPO: &str = "[pool]\nsize = 1\nmin_files = 0\n";
 
 fn pooled_env() -> TestEnv {
     let env = TestEnv::new();

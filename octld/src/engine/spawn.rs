@@ -542,7 +542,7 @@ pub async fn bring_up(
                 }
             } else if !crate::pool::take(&d.home, &repo, &worktree, &branch, &start_point) {
                 git.worktree_add(&worktree, &branch, &start_point)?;
-                crate::pool::note_checkout(&d.home, &repo, t0.elapsed());
+                crate::pool::note_checkout(&d.home, &repo, &worktree);
             }
             prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();

@@ -723,10 +723,10 @@ fn spawn_big(rows: &mut Vec<Row>, files: usize, rounds: usize) {
     let env = TestEnv::new();
     std::fs::create_dir_all(&env.home).unwrap();
     let config = env.home.join("config.toml");
-    // `slow = "0s"`: pooled from its first spawn whatever `--files` says (100,000 files take
-    // longer than the default 1 s anyway).
+    // `min_files = 0`: pooled from its first spawn whatever `--files` says (100,000 files
+    // pass the default 10,000 anyway).
     let pool = |size: u32| {
-        std::fs::write(&config, format!("[pool]\nsize = {size}\nslow = \"0s\"\n")).unwrap()
+        std::fs::write(&config, format!("[pool]\nsize = {size}\nmin_files = 0\n")).unwrap()
     };
     pool(1);
     // Its debug lines time the worktree step inside each spawn (`side effects`, worktree_ms).

@@ -252,7 +252,7 @@ pub(super) fn check_pool(home: &Path) -> Check {
     if repos == 0 {
         return Check::ok(
             id,
-            "worktree pool: empty (a repository is pooled once a spawn in it waited [pool] slow for its worktree)",
+            "worktree pool: empty (a repository is pooled once a spawn in it checked out [pool] min_files files)",
         );
     }
     let mut message = format!(
