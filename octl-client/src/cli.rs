@@ -162,7 +162,9 @@ pub enum Group {
     /// Makes a git repository in a temporary directory, spawns four spinoffs with the `shell`
     /// agent on its `main` branch (two add a file, two rewrite greeting.txt differently), shows
     /// their progress, and then where every result is: three merged into main, one waiting on
-    /// a conflict with its branch and worktree kept. Exits 0 when it ended that way.
+    /// a conflict with its branch and worktree kept. Exits 0 when it ended that way. It runs
+    /// on a throwaway daemon of its own, removed with the repository at the end, so nothing
+    /// reaches your run list; `--keep` runs it on your daemon and keeps everything.
     #[command(after_help = demo::DEMO_EXAMPLES)]
     Demo(demo::DemoArgs),
 

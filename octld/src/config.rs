@@ -35,6 +35,9 @@
 //! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
 //! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
 //!
+//! [pool]                      # worktrees checked out ahead of time (crate::pool)
+//! size = 1                    # per repository of `min_files` files or more; 0: off
+//!
 //! [notify]                    # when a node starts needing a person (see crate::notify)
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
 //! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON
@@ -64,6 +67,9 @@ pub struct Config {
     pub worktree: crate::bootstrap::WorktreeConfig,
     #[serde(default)]
     pub notify: NotifyConfig,
+    /// The warm pool of prepared worktrees ([`crate::pool`]).
+    #[serde(default)]
+    pub pool: crate::pool::PoolConfig,
 }
 
 /// `[notify]`: who is told when a node starts needing a person.
@@ -290,6 +296,7 @@ impl Config {
                 "notify.timeout_secs: give a number of seconds above 0, e.g. 10",
             ));
         }
+        crate::pool::Settings::of(&config)?;
         for (name, runner) in &config.runners {
             octl_proto::ids::validate_node_id("runner name", name)?;
             runner.validate(name)?;

@@ -69,6 +69,11 @@ impl Daemon {
         let _ = self.shutdown.send(true);
     }
 
+    /// Has shutdown been requested? For blocking work that polls (the pool's checkouts).
+    pub fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
     /// Resolves once shutdown is requested (at once if it already was).
     pub fn shutdown_requested(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut rx = self.shutdown.subscribe();
@@ -115,6 +120,9 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     });
     // Agents that exited while the daemon was down are recorded before anyone is answered.
     engine::supervise::first_look(&daemon).await;
+    // What a crash or a shutdown left half-made in the worktree pool goes (never handed out).
+    let pool_home = home.clone();
+    tokio::task::spawn_blocking(move || crate::pool::heal(&pool_home));
     let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
     tokio::spawn(crate::notify::run(daemon.clone(), notices));
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");

@@ -43,6 +43,10 @@ impl Home {
     pub fn worktrees(&self) -> PathBuf {
         self.root.join("worktrees")
     }
+    /// The warm pool of prepared worktrees: `pool/<KEY>/<ID>/` ([`crate::pool`]).
+    pub fn pool(&self) -> PathBuf {
+        self.root.join("pool")
+    }
     /// What cleanups kept of the worktrees' ignored files: `kept/<RUN>/<NODE>/<N>/`.
     pub fn kept(&self) -> PathBuf {
         self.root.join("kept")

@@ -16,6 +16,7 @@
 //! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners and worktree bootstrap.
 //! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
+//! - [`pool`]: the warm pool: worktrees checked out ahead of time, taken by a spawn.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
@@ -35,6 +36,7 @@ pub mod kept;
 pub mod lock;
 pub mod logging;
 pub mod notify;
+pub mod pool;
 pub mod rpc;
 pub mod runner;
 pub mod server;

@@ -128,6 +128,7 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
             "tmux",
             "home-mode",
             "disk",
+            "pool",
             "daemon",
             "socket-mode",
             "agents",

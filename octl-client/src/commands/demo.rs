@@ -4,6 +4,11 @@
 //!
 //! The two greeting agents wait for a start file that the demo writes once all four runs
 //! exist, so both branches start from the same commit of main and the conflict is certain.
+//!
+//! It leaves no trace unless asked: the runs go to a daemon of its own on a throwaway home
+//! beside the repository (its own socket and tmux server), which is stopped and removed with
+//! the repository at the end, so your run list, your daemon and your config are never
+//! touched. `--keep` runs it on your daemon instead and keeps the runs and the repository.
 
 use octl_proto::method;
 use octl_proto::rpc::EventListParams;
@@ -21,20 +26,22 @@ use serde_json::{json, Value};
 
 use super::spawn::{spawn, SpawnKind};
 use super::Ctx;
-use crate::client::find_on_path;
+use crate::client::{find_on_path, Client};
 use crate::follow::{eprint_line, is_settled, plain_event_line, short_event, show, Mode, Screen};
+use crate::home::Home;
 use crate::output::{duration, print_text, shell_word, table};
 
 /// The examples of `demo --help`.
 pub const DEMO_EXAMPLES: &str = "\
 Examples:
-  orchestratectl demo
-  orchestratectl demo --keep          # keep the repository even when nothing waits on it
-  orchestratectl --json demo          # {repo, kept, runs: [{id, task, node, status, state}]}";
+  orchestratectl demo                 # on a throwaway daemon: nothing stays afterwards
+  orchestratectl demo --keep          # on your daemon: the runs stay in `run list`, the repository too
+  orchestratectl --json demo          # {repo, kept, home, runs: [{id, task, node, status, state}]}";
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Keep the demo repository at the end (it is always kept while a run still waits on it)
+    /// Run the demo on your daemon and keep its runs (in `run list`) and its repository;
+    /// without it the demo runs on a throwaway daemon and removes everything at the end
     #[arg(long)]
     pub keep: bool,
 }
@@ -128,16 +135,80 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
         .with_hint("install git (2.38 or newer)")
     })?;
     let root = make_temp_dir()?;
-    let repo = root.join("repo");
-    let start_file = root.join("start");
-    if let Err(e) = make_repo(&git, &repo) {
+    if let Err(e) = make_repo(&git, &root.join("repo")) {
         let _ = std::fs::remove_dir_all(&root);
         return Err(e);
     }
+    // Without --keep, a daemon of its own (started on first use, as yours is).
+    let own = if args.keep {
+        None
+    } else {
+        match Home::from_env(Some(&root.join("home"))) {
+            Ok(home) => Some(Ctx {
+                out: ctx.out,
+                client: Client::new(home, true),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&root);
+                return Err(e);
+            }
+        }
+    };
+    let result = demo(own.as_ref().unwrap_or(ctx), &args, &git, &root).await;
+    if let Some(own) = &own {
+        stop_own_daemon(own).await;
+        match &result {
+            Ok(_) => {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+            Err(_) if human => print_text(&format!(
+                "\nThe demo's repository and home are kept for a look: {} (remove it with rm -rf {})",
+                root.display(),
+                shell_word(&root.display().to_string())
+            )),
+            Err(_) => {}
+        }
+    }
+    result
+}
+
+/// Stops the demo's own daemon and its tmux server (with any window left), so that removing
+/// its home leaves nothing running.
+async fn stop_own_daemon(own: &Ctx) {
+    let client = &own.client;
+    if client.socket_answers().await {
+        let _ = client
+            .try_call_method::<method::DaemonShutdown>(&method::NoParams {})
+            .await;
+        client
+            .wait_until_gone(Instant::now() + crate::client::STOP_DEADLINE)
+            .await;
+    }
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(client.home().tmux_socket())
+        .arg("kill-server")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// The demo itself, on `ctx`'s daemon: the runs spawned, followed and summed up.
+async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32, AppError> {
+    let human = !ctx.out.json;
+    let own = !args.keep;
+    let repo = root.join("repo");
+    let start_file = root.join("start");
     let repo_text = repo.display().to_string();
     if human {
+        let daemon = if own {
+            "on a daemon of its own, removed with it at the end (--keep: on yours, kept)"
+        } else {
+            "on your daemon, kept at the end (--keep)"
+        };
         print_text(&format!(
-            "Demo repository: {repo_text}\n  branch {BRANCH}: README.md, and greeting.txt containing \"hello\""
+            "Demo repository: {repo_text}, {daemon}\n  branch {BRANCH}: README.md, and greeting.txt containing \"hello\""
         ));
     }
 
@@ -174,7 +245,9 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
                 });
             }
             Err(e) if runs.is_empty() => {
-                let _ = std::fs::remove_dir_all(&root);
+                if !own {
+                    let _ = std::fs::remove_dir_all(root);
+                }
                 return Err(e);
             }
             Err(e) => {
@@ -213,10 +286,17 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
     let mode = Mode::detect(ctx.out.json);
     let watched = watch(ctx, &mut runs, mode, &repo_text).await;
     if let Err(e) = watched {
-        let hint = format!(
-            "the demo repository {} is kept; see the runs with `orchestratectl run list`",
-            root.display()
-        );
+        let hint = if own {
+            format!(
+                "the demo's repository and its daemon's home (runs, logs) are kept in {}",
+                root.display()
+            )
+        } else {
+            format!(
+                "the demo repository {} is kept; see the runs with `orchestratectl run list`",
+                root.display()
+            )
+        };
         return Err(e.with_hint(hint));
     }
 
@@ -228,9 +308,13 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
         })
         .collect();
     let as_designed = completed == 3 && conflicted.len() == 1;
-    // A run that is not completed still has a worktree made from this repository.
-    let holding: Vec<&DemoRun> = runs.iter().filter(|r| r.status() != "completed").collect();
-    let kept = args.keep || !holding.is_empty();
+    // A run that is not completed still has a worktree made from this repository (on the
+    // demo's own daemon, everything goes anyway).
+    let holding: Vec<&DemoRun> = runs
+        .iter()
+        .filter(|r| !own && r.status() != "completed")
+        .collect();
+    let kept = args.keep;
 
     if ctx.out.json {
         let items: Vec<Value> = runs
@@ -246,14 +330,22 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
                 })
             })
             .collect();
+        let home = ctx.client.home().dir().display().to_string();
         ctx.out.result(
-            &json!({"repo": repo_text, "kept": kept, "runs": items}),
+            &json!({"repo": repo_text, "kept": kept, "home": home, "runs": items}),
             String::new,
         );
     } else {
-        print_text(&summary_text(&runs, &git, &repo));
+        print_text(&summary_text(&runs, git, &repo));
         for r in &conflicted {
-            print_text(&conflict_text(r, &runs));
+            if own {
+                print_text(&format!(
+                    "\n{} conflicts with what the other greeting merged first: its work stays on its branch and worktree, and `orchestratectl demo --keep` leaves them for you to resolve and merge.",
+                    r.node
+                ));
+            } else {
+                print_text(&conflict_text(r, &runs));
+            }
         }
         if kept {
             let why = if holding.is_empty() {
@@ -285,11 +377,11 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
             print_text(&text);
         }
     }
-    if !kept {
-        let _ = std::fs::remove_dir_all(&root);
-        if human {
-            print_text(&format!("\nRemoved the demo repository {repo_text}."));
-        }
+    if own && human {
+        // Removed by the caller once the demo's daemon has stopped.
+        print_text(&format!(
+            "\nRemoving the demo repository ({repo_text}), its runs and its daemon: `run list` is as it was."
+        ));
     }
     if as_designed {
         return Ok(0);
@@ -303,7 +395,8 @@ pub async fn execute(ctx: &Ctx, args: DemoArgs) -> Result<i32, AppError> {
         got.join(", ")
     ))
     .with_hint(format!(
-        "look at `orchestratectl run show RUN` and the agents' logs under {}/runs/RUN/logs/",
+        "look at `orchestratectl --home {} run show RUN` and the agents' logs under {}/runs/RUN/logs/",
+        shell_word(&ctx.client.home().dir().display().to_string()),
         ctx.client.home().dir().display()
     )))
 }

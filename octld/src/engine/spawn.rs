@@ -545,7 +545,11 @@ pub async fn bring_up(
                     return Ok((a.handle.into_string(), a.pid.unwrap_or(0)));
                 }
                 let registered = git.worktree_list()?.iter().any(|w| w.path == worktree && !w.prunable);
-                if !registered {
+                if crate::pool::unfinished_take(&git, &worktree, &branch, registered) {
+                    // A pool entry was taken (renamed here) but not made the node's yet.
+                    let tip = git.resolve_commit(&start_point)?;
+                    crate::pool::finish(&repo, &worktree, &branch, &tip)?;
+                } else if !registered {
                     if git.branch_exists(&branch)? {
                         git.worktree_prune()?;
                         git.worktree_add_existing(&worktree, &branch)?;
@@ -553,8 +557,9 @@ pub async fn bring_up(
                         git.worktree_add(&worktree, &branch, &start_point)?;
                     }
                 }
-            } else {
+            } else if !crate::pool::take(&d.home, &repo, &worktree, &branch, &start_point) {
                 git.worktree_add(&worktree, &branch, &start_point)?;
+                crate::pool::note_checkout(&d.home, &repo, &worktree);
             }
             prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();
@@ -585,6 +590,8 @@ pub async fn bring_up(
                 // The node moved on meanwhile (a cancel won): no agent runs for it.
                 super::close_window(daemon, &handle.id, node, Some(&pane)).await;
             }
+            // The next spawn in a pooled repository finds a worktree ready.
+            crate::pool::refill(daemon, repo, start_point);
             confirmed.map(|_| ())
         }
         Err(e) => {

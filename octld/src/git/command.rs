@@ -68,6 +68,64 @@ impl Call {
         }
     }
 
+    /// Runs with no output kept, polling `stop()`; when it says so the process is killed
+    /// with everything it started (a hook) and the error says it was stopped. A non-zero exit
+    /// is an error.
+    pub(super) fn run_until(mut self, stop: &dyn Fn() -> bool) -> Result<()> {
+        use std::os::unix::process::CommandExt;
+        self.cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = match self.cmd.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(GitError::Missing {
+                    program: self.program,
+                })
+            }
+            Err(source) => {
+                return Err(GitError::Spawn {
+                    argv: self.argv,
+                    source,
+                })
+            }
+        };
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if stop() => {
+                    // SAFETY: kill(2) on the process group the child leads.
+                    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                    let _ = child.wait();
+                    return Err(GitError::Failed {
+                        argv: self.argv,
+                        code: None,
+                        stderr: "stopped: the daemon is shutting down".into(),
+                    });
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                Err(source) => {
+                    return Err(GitError::Spawn {
+                        argv: self.argv,
+                        source,
+                    })
+                }
+            }
+        }
+        // Its stderr is small (errors only), so the pipe does not fill while it runs.
+        let out = child.wait_with_output().map_err(|source| GitError::Spawn {
+            argv: self.argv.clone(),
+            source,
+        })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(failure(self.argv, self.dir, out.status.code(), &out.stderr))
+        }
+    }
+
     /// Runs to completion; any exit status listed in `ok` is returned, others are errors.
     pub(super) fn run_allowing(self, ok: &[i32], stdin: Option<&[u8]>) -> Result<(i32, Output)> {
         let (out, argv, dir) = self.output(stdin)?;

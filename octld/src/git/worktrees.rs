@@ -77,6 +77,70 @@ impl Git {
         Ok(())
     }
 
+    /// `git worktree add --no-checkout --detach <path> <commit>`: registered at once, its
+    /// files checked out afterwards by [`Git::checkout_all_until`] outside the bookkeeping
+    /// lock (a checkout of a big repository takes seconds; spawns must not wait for it).
+    pub fn worktree_add_unchecked(&self, path: &Path, commit: &str) -> Result<()> {
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--no-checkout"),
+                OsStr::new("--detach"),
+                OsStr::new("--"),
+                path.as_os_str(),
+                OsStr::new(commit),
+            ])
+            .stdout()
+        })?;
+        Ok(())
+    }
+
+    /// In a worktree made by [`Git::worktree_add_unchecked`]: `git reset --hard -q`, its index
+    /// and files written; stopped (the process killed, an error returned) as soon as
+    /// `stop()` says so.
+    pub fn checkout_all_until(&self, stop: &dyn Fn() -> bool) -> Result<()> {
+        self.call(["reset", "--hard", "-q"]).run_until(stop)
+    }
+
+    /// In a worktree just checked out at `commit`: its post-checkout hook, as `git worktree
+    /// add` runs it (nothing when there is none); stopped as [`Git::checkout_all_until`] is.
+    pub fn post_checkout_hook_until(&self, commit: &str, stop: &dyn Fn() -> bool) -> Result<()> {
+        let none = "0".repeat(commit.len());
+        self.call([
+            "hook",
+            "run",
+            "--ignore-missing",
+            "post-checkout",
+            "--",
+            &none,
+            commit,
+            "1",
+        ])
+        .run_until(stop)
+    }
+
+    /// `git worktree repair <path>`: the repository's record of a worktree whose directory
+    /// was renamed (a pool entry taken by a rename) points at it again.
+    pub fn worktree_repair(&self, path: &Path) -> Result<()> {
+        self.one_at_a_time(|| {
+            self.call([
+                OsStr::new("worktree"),
+                OsStr::new("repair"),
+                OsStr::new("--"),
+                path.as_os_str(),
+            ])
+            .stdout()
+        })?;
+        Ok(())
+    }
+
+    /// `git worktree remove --force <path>` of a worktree that never held anyone's work (a
+    /// pool entry: a clean checkout no agent was given): nothing in it needs saving.
+    pub fn worktree_remove_pristine(&self, path: &Path) -> Result<()> {
+        self.remove_worktree(path, true)
+    }
+
     /// `git worktree remove <path>`: git refuses if it has uncommitted or untracked files.
     /// Removing a worktree that is already gone succeeds.
     pub fn worktree_remove(&self, path: &Path) -> Result<()> {

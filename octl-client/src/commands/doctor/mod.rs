@@ -58,7 +58,7 @@ use daemon::{
     runs_check,
 };
 use install::{check_service, check_skills};
-use system::{check_disk, check_git, check_home, check_socket, check_tmux};
+use system::{check_disk, check_git, check_home, check_pool, check_socket, check_tmux};
 
 pub use system::parse_version;
 
@@ -152,6 +152,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
         check_tmux(),
         check_home(home.dir()),
         check_disk(home.dir()),
+        check_pool(home.dir()),
     ];
     // The daemon, only if it is already there.
     let status = ctx.client.probe_status().await;

@@ -223,6 +223,50 @@ pub(super) fn disk_verdict(home: &Path, free: u64, total: u64) -> Check {
     }
 }
 
+/// The warm worktree pool (`$OCTL_HOME/pool/<KEY>/<ID>/`, see the README's "Worktrees ready
+/// to work in"): its entries hold no work, so this only says what disk they take.
+pub(super) fn check_pool(home: &Path) -> Check {
+    let id = "pool";
+    let pool = home.join("pool");
+    let dirs = |p: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(p)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    let (mut repos, mut ready, mut other) = (0, 0, 0);
+    for key in dirs(&pool) {
+        repos += 1;
+        for entry in dirs(&key) {
+            let name = entry.file_name().unwrap_or_default().to_string_lossy();
+            if name.ends_with(".discard") || key.join(format!("{name}.making")).exists() {
+                other += 1;
+            } else {
+                ready += 1;
+            }
+        }
+    }
+    if repos == 0 {
+        return Check::ok(
+            id,
+            "worktree pool: empty (a repository is pooled once a spawn in it checked out [pool] min_files files)",
+        );
+    }
+    let mut message = format!(
+        "worktree pool: {ready} ready worktree(s) for {repos} repositories in {}",
+        pool.display()
+    );
+    if other > 0 {
+        message.push_str(&format!(
+            "; {other} being made or left half-made (never handed out: the daemon discards what a crash left at its start, `run gc` too)"
+        ));
+    }
+    Check::ok(id, message)
+}
+
 pub(super) fn check_socket(socket: &Path, up: bool) -> Check {
     let id = "socket-mode";
     let shown = crate::output::shell_word(&socket.display().to_string());

@@ -17,6 +17,8 @@
 //!   (`git worktree remove` of that one path). Branches have their tip saved the same way,
 //!   then are deleted. Windows are closed.
 //! - a corrupt run is never touched.
+//! - the worktree pool ([`crate::pool`]): entries left half-made, of a repository that is
+//!   gone, or beyond `[pool] size` are removed (they never held work: no snapshot).
 //!
 //! With `dry_run`, the same judgement lists what would go and changes nothing.
 
@@ -125,6 +127,18 @@ pub async fn gc(
             "branch" => remove_orphan_branch(&o, i, dry_run, &going, &mut out).await,
             _ => out.kept.push(kept(i, "not a kind gc knows")),
         }
+    }
+    // The worktree pool's entries hold no work: what is half-made, of a repository that is
+    // gone, or beyond `pool.size` goes without a snapshot.
+    let home = daemon.home.clone();
+    let pooled = super::blocking(move || Ok(crate::pool::collect(&home, dry_run)))
+        .await
+        .unwrap_or_default();
+    for u in pooled {
+        let mut i = item("pool", format!("a worktree pool entry {}", u.why));
+        i.path = Some(u.path.display().to_string());
+        i.repo = u.repo.map(|r| r.display().to_string());
+        out.removed.push(i);
     }
     if let Some(age) = older_than {
         delete_old_kept(daemon, age, dry_run, &mut out).await;
