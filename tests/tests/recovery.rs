@@ -146,7 +146,7 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
         .starts_with("2 runs"));
     assert_eq!(
         report["ok"].as_u64().unwrap() + report["warn"].as_u64().unwrap(),
-        13
+        14
     );
 
     // The human form: one line per check, hints under warnings, a summary.
