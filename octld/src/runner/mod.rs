@@ -103,6 +103,19 @@ pub struct AgentStatus {
     pub exit_status: Option<i32>,
     /// Signal that killed an ended agent, where the runner can tell.
     pub exit_signal: Option<i32>,
+    /// The runner started this attempt again by itself (Slurm requeued its job): which copy
+    /// runs now and why. `None` for the first copy and for runners that never do.
+    pub requeue: Option<Requeue>,
+}
+
+/// A runner's own restart of an attempt, as [`AgentStatus::requeue`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requeue {
+    /// The copy running now (1 for the first restart).
+    pub copy: u32,
+    /// Where the lost copy ran, when the runner saw it.
+    pub from: Option<String>,
+    pub reason: String,
 }
 
 /// One look at every agent.

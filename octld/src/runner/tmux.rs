@@ -27,6 +27,7 @@ fn status(p: PaneInfo) -> AgentStatus {
         alive: !p.dead,
         exit_status: p.dead_status,
         exit_signal: p.dead_signal,
+        requeue: None,
     }
 }
 

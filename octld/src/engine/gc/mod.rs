@@ -118,7 +118,7 @@ pub async fn gc(
     for o in found {
         let i = from_orphan(&o);
         match o.kind.as_str() {
-            "window" => remove_window(daemon, &o, i, dry_run, &mut out).await,
+            "window" | "job" => remove_window(daemon, &o, i, dry_run, &mut out).await,
             "worktree" => {
                 remove_orphan_worktree(daemon, &o, i, dry_run, &mut going, &mut out).await
             }
