@@ -207,6 +207,9 @@ struct Seen {
     requeues: HashMap<String, Requeue>,
     /// Ended jobs whose attempt was closed for pushes.
     closed: std::collections::HashSet<String>,
+    /// Exit codes of ended jobs, asked of `scontrol` once each (ended jobs stay listed by
+    /// `squeue` for `MinJobAge`, and their code does not change).
+    exits: HashMap<String, Option<i32>>,
 }
 
 /// `slurm:<jobid>:<attempt>`, the handle the log keeps as the node's `pane`.
@@ -402,6 +405,26 @@ impl SlurmRunner {
         requeue
     }
 
+    /// [`SlurmRunner::exit_code`], asked once per ended job.
+    fn exit_code_of(&self, id: &str) -> Option<i32> {
+        if let Some(code) = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .exits
+            .get(id)
+        {
+            return *code;
+        }
+        let code = Self::exit_code(id);
+        // An unknown code may be the controller's hiccup: asked again next time.
+        if code.is_some() {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.exits.insert(id.to_string(), code);
+        }
+        code
+    }
+
     /// The job `id` ended: its attempt takes no more pushes (once per job).
     fn close(&self, id: &str, prefix: &str) {
         let first = {
@@ -524,7 +547,7 @@ impl super::Runner for SlurmRunner {
             }
             let exit_status = match end {
                 Some(Some(code)) => Some(code),
-                Some(None) => Self::exit_code(&job.id),
+                Some(None) => self.exit_code_of(&job.id),
                 None => None,
             };
             agents.push(AgentStatus {
