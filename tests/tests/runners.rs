@@ -495,6 +495,34 @@ fn a_spinoff_on_slurm_comes_back_and_merges() {
     assert!(repo
         .git(&["log", "--format=%s", "main"])
         .contains("where it ran"));
+
+    // `run gc`: the run's exchange refs whose commits the repository has go (the base); the
+    // checkpoint of what the agent left uncommitted is only in the exchange, and stays.
+    let gc = env.rpc("run.gc", json!({}));
+    let named = |list: &str, r: &str| {
+        gc[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "exchange_ref" && i["ref"].as_str() == Some(r))
+    };
+    assert!(
+        named("removed", &format!("refs/octl/base/{run}/far/0")),
+        "{gc}"
+    );
+    let wip = format!("refs/octl/remote/{run}/far/0/0/wip");
+    assert!(named("kept", &wip), "{gc}");
+    let left = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for g in {}/*.git; do git --git-dir=$g for-each-ref --format='%(refname)' refs/octl/; done",
+            env.home.join("exchange").display()
+        ))
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout).into_owned();
+    assert!(left.contains(&wip), "{left}");
+    assert!(!left.contains(&format!("refs/octl/base/{run}/")), "{left}");
 }
 
 /// The node running a Slurm agent dies (`kill -9` of everything on it): Slurm requeues the

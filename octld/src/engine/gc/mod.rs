@@ -16,6 +16,9 @@
 //!   snapshotted and is kept. Registrations of worktrees whose directory is gone are dropped
 //!   (`git worktree remove` of that one path). Branches have their tip saved the same way,
 //!   then are deleted. Windows are closed.
+//! - a finished run's refs in remote runners' exchange repositories: a merged or cleaned-up
+//!   node's go when their commit is in a branch, tag or snapshot of the run's repository
+//!   ([`exchange`]); others are kept.
 //! - a corrupt run is never touched.
 //!
 //! With `dry_run`, the same judgement lists what would go and changes nothing.
@@ -32,6 +35,7 @@ use crate::daemon::Daemon;
 
 mod aged;
 pub(crate) mod branches;
+mod exchange;
 mod left_behind;
 mod recover;
 mod remove;
@@ -112,6 +116,7 @@ pub async fn gc(
         }
         if handle.view().manifest.status.is_terminal() {
             left_behind(daemon, &handle, dry_run, &mut going, &mut out).await;
+            exchange::exchange_refs(daemon, &handle, dry_run, &mut out).await;
         }
     }
     let found = orphans::find(daemon).await?;
