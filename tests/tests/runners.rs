@@ -492,6 +492,10 @@ fn a_spinoff_on_slurm_comes_back_and_merges() {
         !pwd.trim().starts_with(&env.home.display().to_string()),
         "{pwd}"
     );
+    assert!(
+        !std::path::Path::new(pwd.trim()).exists(),
+        "the job's clone is removed once its work is pushed"
+    );
     assert!(repo
         .git(&["log", "--format=%s", "main"])
         .contains("where it ran"));

@@ -75,11 +75,14 @@ for _ in $(seq 250); do [ -S "$SOCKET" ] && break; sleep 0.02; done
 T new-session -d -s agent -x 200 -y 50 -c "$WD" -- /bin/sh -c '"$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"; kill -USR2 '$$ "$RC" "$@" \; \
   pipe-pane -o -t agent "exec cat >> '${LOG//#/##}'" || { echo "octl: cannot start the agent's tmux"; exit 93; }
 AGENT=$(T display-message -p -t agent '#{pane_pid}')
+# Everything is in the exchange once the last checkpoint is pushed: the clone goes (kept when
+# a push failed, so nothing is lost).
+cleanup() { cd / && rm -rf "$WD" "$WD.rc"; }
 finish() { T kill-server 2>/dev/null; kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; rm -f "$SOCKET"; }
 stopped() {
   kill -TERM -- "-$AGENT" 2>/dev/null
   for _ in $(seq 100); do [ -e "$RC" ] && break; T has-session -t agent 2>/dev/null || break; sleep 0.1; done
-  finish; checkpoint; echo "octl: stopped"; exit 143
+  finish; checkpoint && cleanup; echo "octl: stopped"; exit 143
 }
 trap stopped TERM USR1
 while [ ! -e "$RC" ] && T has-session -t agent 2>/dev/null; do
@@ -90,4 +93,5 @@ done
 RC=$(cat "$RC" 2>/dev/null || echo 137)
 finish
 checkpoint || { echo "octl: the push of the result was refused"; exit 92; }
+cleanup
 exit "$RC"
