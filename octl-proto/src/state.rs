@@ -267,6 +267,23 @@ pub struct Node {
     /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resume: bool,
+    /// The runner's last requeue of this attempt (`node.requeued`); cleared when a new
+    /// attempt starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeued: Option<Requeued>,
+}
+
+/// A requeue of a node's attempt by its runner (`node.requeued`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Requeued {
+    /// The copy of the attempt that runs since (Slurm's restart count).
+    pub copy: u32,
+    /// Where the lost copy ran, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub at: String,
 }
 
 /// What an agent is doing, as its own hooks report it.

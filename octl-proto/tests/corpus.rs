@@ -127,7 +127,8 @@ fn recorded_logs_replay_to_the_same_bytes() {
             &"node.activity",
             &"node.waiting",
             &"node.exited",
-            &"node.paused"
+            &"node.paused",
+            &"node.requeued"
         ],
         "event types the recorded logs cover changed"
     );

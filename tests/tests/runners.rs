@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use octl_tests::cluster::Cluster;
-use octl_tests::{TestEnv, TestRepo};
+use octl_tests::{bin, wait_until, Pane, TestEnv, TestRepo};
 
 fn write_config(env: &TestEnv, text: &str) {
     std::fs::create_dir_all(&env.home).unwrap();
@@ -216,6 +216,119 @@ fn a_bad_runner_in_config_is_refused_naming_the_field() {
     );
 }
 
+/// `run attach` goes through the runner seam: `node.attach` gives the node's runner's command
+/// (the local runner's `tmux attach-session` on the daemon's socket), and `run attach` in a
+/// real terminal runs it and shows the agent's window. A node without an agent is refused
+/// naming its state.
+#[test]
+fn run_attach_runs_the_command_the_nodes_runner_gives() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "code",
+            &repo,
+            "echo hello-from-the-agent; sleep 600",
+            json!({"agent": "shell", "node": "api"}),
+        )
+        .unwrap(),
+    );
+    env.wait_node(&run, "api", "running");
+    let a = env.rpc("node.attach", json!({"run": run, "node": "api"}));
+    let socket = env.home.join("tmux.sock").display().to_string();
+    assert_eq!(
+        a["argv"],
+        json!([
+            "tmux",
+            "-S",
+            socket,
+            "attach-session",
+            "-t",
+            format!("{run}:api")
+        ]),
+        "{a}"
+    );
+    let e = env
+        .try_rpc("node.attach", json!({"run": run, "node": "nope"}))
+        .unwrap_err();
+    assert_eq!(e["data"]["kind"], "not_found", "{e}");
+
+    let home = env.home.display().to_string();
+    let pane = Pane::start(
+        &env,
+        100,
+        30,
+        &[],
+        &bin("orchestratectl"),
+        &["--home", &home, "run", "attach", &run],
+    );
+    pane.wait_for("hello-from-the-agent");
+    let clients = || {
+        let out = std::process::Command::new("tmux")
+            .args(["-S", &socket, "list-clients", "-F", "#{session_name}"])
+            .output()
+            .unwrap();
+        // The daemon's own control client sits on a hidden session of its own.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|s| *s == run)
+            .count()
+    };
+    wait_until(
+        "a client on the agent's session",
+        std::time::Duration::from_secs(10),
+        || (clients() == 1).then_some(()),
+    );
+    // Detach (C-b d): the agent goes on.
+    pane.keys(&["C-b", "d"]);
+    wait_until(
+        "run attach to end",
+        std::time::Duration::from_secs(10),
+        || (!pane.alive()).then_some(()),
+    );
+    assert_eq!(env.wait_node(&run, "api", "running")["state"], "running");
+
+    // The TUI's `t` runs the same command, and comes back on detach.
+    let tui = Pane::start(
+        &env,
+        120,
+        40,
+        &[],
+        &bin("orchestratectl"),
+        &["--home", &home, "tui"],
+    );
+    tui.wait_for(&run[..8]);
+    tui.keys(&["t"]);
+    tui.wait_for("hello-from-the-agent");
+    wait_until(
+        "the TUI's client on the agent's session",
+        std::time::Duration::from_secs(10),
+        || (clients() == 1).then_some(()),
+    );
+    tui.keys(&["C-b", "d"]);
+    tui.wait_for(&run[..8]);
+    assert!(tui.alive(), "the TUI is back after the detach");
+
+    // A plan node that has not started has nothing to attach to: invalid_transition.
+    let plan = "[[nodes]]\nid = \"first\"\ntask = \"sleep 600\"\n\
+                [[nodes]]\nid = \"later\"\ntask = \"true\"\ndeps = [\"first\"]\n";
+    let run = run_id(&env.rpc(
+        "orchestrate.start",
+        json!({"plan": plan, "format": "toml", "repo": repo.path.display().to_string(),
+               "agent": "shell"}),
+    ));
+    env.wait_node(&run, "first", "running");
+    let e = env
+        .try_rpc("node.attach", json!({"run": run, "node": "later"}))
+        .unwrap_err();
+    assert_eq!(e["data"]["kind"], "invalid_transition", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("has not started"),
+        "{e}"
+    );
+}
+
 /// `doctor` asks each runner: the SSH hosts of the test cluster answer, Slurm's `sinfo` knows
 /// the partition; a host cut off and an unknown partition are warnings naming them.
 #[test]
@@ -379,9 +492,41 @@ fn a_spinoff_on_slurm_comes_back_and_merges() {
         !pwd.trim().starts_with(&env.home.display().to_string()),
         "{pwd}"
     );
+    assert!(
+        !std::path::Path::new(pwd.trim()).exists(),
+        "the job's clone is removed once its work is pushed"
+    );
     assert!(repo
         .git(&["log", "--format=%s", "main"])
         .contains("where it ran"));
+
+    // `run gc`: the run's exchange refs whose commits the repository has go (the base); the
+    // checkpoint of what the agent left uncommitted is only in the exchange, and stays.
+    let gc = env.rpc("run.gc", json!({}));
+    let named = |list: &str, r: &str| {
+        gc[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "exchange_ref" && i["ref"].as_str() == Some(r))
+    };
+    assert!(
+        named("removed", &format!("refs/octl/base/{run}/far/0")),
+        "{gc}"
+    );
+    let wip = format!("refs/octl/remote/{run}/far/0/0/wip");
+    assert!(named("kept", &wip), "{gc}");
+    let left = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for g in {}/*.git; do git --git-dir=$g for-each-ref --format='%(refname)' refs/octl/; done",
+            env.home.join("exchange").display()
+        ))
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout).into_owned();
+    assert!(left.contains(&wip), "{left}");
+    assert!(!left.contains(&format!("refs/octl/base/{run}/")), "{left}");
 }
 
 /// The node running a Slurm agent dies (`kill -9` of everything on it): Slurm requeues the
@@ -469,6 +614,29 @@ fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
     assert_eq!(first.trim(), first_host);
     assert_ne!(second.trim(), first_host, "the job ran again elsewhere");
     assert!(log.contains("copy 1"), "{log}");
+
+    // The requeue is in the log, once, naming the lost node; it did not move the node (no
+    // retry, one start), and `run show` says it.
+    let events = env.log_events(&run);
+    let requeued: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "node.requeued")
+        .collect();
+    assert_eq!(requeued.len(), 1, "{requeued:?}");
+    let r = &requeued[0]["data"];
+    assert_eq!(r["copy"], 1, "{r}");
+    assert_eq!(r["from"], json!(first_host), "{r}");
+    assert!(r["reason"].as_str().unwrap().contains(&first_host), "{r}");
+    let count = |t: &str| events.iter().filter(|e| e["type"] == t).count();
+    assert_eq!((count("node.started"), count("node.retried")), (1, 0));
+    assert_eq!(show["nodes"][0]["requeued"]["copy"], 1, "{show}");
+    let text = env.cli(["run", "show", &run]);
+    let out = &text.ok().stdout;
+    assert!(out.contains("durable requeued at"), "{out}");
+    assert!(
+        out.contains(&format!("the copy on {first_host} was lost")),
+        "{out}"
+    );
 }
 
 /// `run cancel` of a run on Slurm cancels its job; the agent's trap pushes a last checkpoint
@@ -537,4 +705,374 @@ fn cancelling_a_slurm_run_cancels_its_job_after_a_last_checkpoint() {
         env.rpc("run.show", json!({"run": run}))["manifest"]["status"],
         "cancelled"
     );
+}
+
+/// `run attach` of a node on Slurm: `node.attach` gives `srun --overlap --pty` into the job,
+/// onto the agent's tmux inside it; in a real terminal it shows what the agent printed, and a
+/// line typed there reaches the agent, whose work then comes back and merges.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn attaching_to_a_slurm_agent_reaches_it_inside_its_job() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "2");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let task = "echo hello-from-slurm-on-$(hostname); read line; echo \"$line\" > typed.txt";
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "far", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    // Until its job runs, the node has nothing to attach to (invalid_transition).
+    let argv = wait_until("the job to run", std::time::Duration::from_secs(60), || {
+        env.try_rpc("node.attach", json!({"run": run, "node": "far"}))
+            .ok()
+            .map(|a| a["argv"].clone())
+    });
+    let job = env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert_eq!(argv[0], "srun", "{argv}");
+    assert!(
+        argv.as_array()
+            .unwrap()
+            .contains(&json!(format!("--jobid={job}"))),
+        "{argv}"
+    );
+    assert!(
+        argv.as_array().unwrap().contains(&json!("--overlap")),
+        "{argv}"
+    );
+
+    let home = env.home.display().to_string();
+    let pane = Pane::start(
+        &env,
+        100,
+        30,
+        &[],
+        &bin("orchestratectl"),
+        &["--home", &home, "run", "attach", &run],
+    );
+    let screen = pane.wait_for("hello-from-slurm-on-");
+    assert!(
+        c.nodes.iter().any(|n| screen.contains(&format!("on-{n}"))),
+        "the agent ran on a compute node:\n{screen}"
+    );
+    pane.type_text("typed-through-srun");
+    pane.keys(&["Enter"]);
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], "completed", "{show}");
+    assert_eq!(
+        repo.show("main", "typed.txt").as_deref().map(str::trim),
+        Some("typed-through-srun")
+    );
+    // The agent's output reached the node's log through the job's tmux.
+    let log = std::fs::read_to_string(env.run_dir(&run).join("logs/far.log")).unwrap();
+    assert!(log.contains("hello-from-slurm-on-"), "{log}");
+}
+
+/// The exchange repository takes pushes only to the attempts the daemon runs: once an attempt
+/// is closed (here by hand, as the daemon closes one it no longer runs), the agent's final
+/// push is refused by the hook, and the node fails with git's message as its reason. Nothing
+/// is lost: what the agent checkpointed before is in the node's worktree and the exchange.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_push_the_exchange_refuses_fails_the_node_with_the_reason() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "1");
+    let mark = env.root.path().join("early-written");
+    let go = env.root.path().join("go");
+    env.set_env("OCTL_MARK", &mark.display().to_string());
+    env.set_env("OCTL_GO", &go.display().to_string());
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let task = "echo early > early.txt; touch \"$OCTL_MARK\"; \
+                while [ ! -e \"$OCTL_GO\" ]; do sleep 0.2; done; \
+                echo late > late.txt; git add -A; git commit -qm late";
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "fenced", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    let exchange = env.home.join("exchange");
+    let checkpointed = || {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "for g in {}/*.git; do git --git-dir=$g show 'refs/octl/remote/{run}/fenced/0/0/wip:early.txt' 2>/dev/null; done",
+                exchange.display()
+            ))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    wait_until(
+        "the checkpoint with early.txt",
+        std::time::Duration::from_secs(60),
+        || (checkpointed() == "early").then_some(()),
+    );
+    // Close the attempt, as the daemon does for one it no longer runs.
+    let open_line = format!("refs/octl/remote/{run}/fenced/0/");
+    let mut closed = 0;
+    for repo in std::fs::read_dir(&exchange).unwrap().flatten() {
+        let path = repo.path().join("octl-open");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let kept: String = text
+                .lines()
+                .filter(|l| *l != open_line)
+                .map(|l| format!("{l}\n"))
+                .collect();
+            closed += usize::from(kept.len() != text.len());
+            std::fs::write(&path, kept).unwrap();
+        }
+    }
+    assert_eq!(closed, 1, "the attempt was open in one exchange repository");
+    std::fs::write(&go, "").unwrap();
+
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    let node = &show["nodes"][0];
+    assert_eq!(node["state"], "failed", "{show}");
+    let failed = env
+        .log_events(&run)
+        .into_iter()
+        .find(|e| e["type"] == "node.failed")
+        .expect("node.failed in the log");
+    let reason = failed["data"]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.contains("the exchange refused the push to refs/octl/remote/")
+            && reason.contains("is closed"),
+        "{reason}"
+    );
+    assert_eq!(failed["data"]["exit_status"], 92, "{failed}");
+    // Nothing lost: the checkpoint stays in the exchange, and its work is in the worktree.
+    assert_eq!(checkpointed(), "early");
+    let worktree = std::path::Path::new(node["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("early.txt"))
+            .unwrap()
+            .trim(),
+        "early"
+    );
+    assert!(repo.show("main", "early.txt").is_none(), "nothing merged");
+}
+
+/// A fan-out of 24 on Slurm with `max_parallel = "cluster"`: the cap is read from the
+/// partition (3 nodes × 8 idle CPUs over the 2 CPUs each job asks = 12) and recorded; at no
+/// point of the log are more than 12 units alive; the units ran on all 3 nodes, and all 24
+/// merge.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_fan_out_of_24_on_slurm_spreads_over_the_nodes_under_the_clusters_cap() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    env.set_env("OCTL_SLURM_CHECKPOINT_S", "5");
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\nsbatch_args = [\"--cpus-per-task=2\"]\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let units: String = (1..=24)
+        .map(|i| format!("[[units]]\nid = \"u{i}\"\nvars = {{ i = \"{i}\" }}\n"))
+        .collect();
+    let manifest = format!(
+        "prompt = \"sleep 2; hostname > unit{{i}}.txt\"\nagent = \"shell\"\nrunner = \"hpc\"\n{units}"
+    );
+    let started = env.rpc(
+        "fanout.start",
+        json!({"manifest": manifest, "format": "toml",
+               "repo": repo.path.display().to_string(), "max_parallel": "cluster"}),
+    );
+    let run = run_id(&started);
+    let created = &env.log_events(&run)[0]["data"];
+    assert_eq!(created["max_parallel"], 12, "{created}");
+    let how = &created["max_parallel_cluster"];
+    assert_eq!(
+        (how["idle_cpus"].clone(), how["cpus_per_job"].clone()),
+        (json!(24), json!(2)),
+        "{how}"
+    );
+    assert_eq!(how["runner"], "hpc", "{how}");
+
+    let show = wait_until(
+        "the fan-out to end",
+        std::time::Duration::from_secs(240),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            matches!(
+                show["manifest"]["status"].as_str(),
+                Some("completed" | "failed")
+            )
+            .then_some(show)
+        },
+    );
+    assert_eq!(show["manifest"]["status"], "completed", "{show}");
+    // Alive from node.starting to its end, in log order: never more than the cap.
+    let (mut alive, mut most) = (0i32, 0i32);
+    for e in env.log_events(&run) {
+        match e["type"].as_str().unwrap() {
+            "node.starting" => alive += 1,
+            "node.done" | "node.failed" | "node.exited" => alive -= 1,
+            _ => {}
+        }
+        most = most.max(alive);
+    }
+    assert!(most <= 12, "{most} alive at once, over the cap of 12");
+    assert!(most > 1, "the units ran in parallel ({most} at most)");
+    let mut hosts = std::collections::BTreeSet::new();
+    for i in 1..=24 {
+        let host = repo
+            .show("main", &format!("unit{i}.txt"))
+            .unwrap_or_else(|| panic!("unit{i}.txt merged"));
+        hosts.insert(host.trim().to_string());
+    }
+    let nodes: std::collections::BTreeSet<String> = c.nodes.iter().cloned().collect();
+    assert_eq!(hosts, nodes, "the units ran on every compute node");
+}
+
+/// A Slurm job of this daemon that no run owns (here submitted by hand with the daemon's tag,
+/// for a run it never had) is an orphan: `doctor.orphans` and `run gc --dry-run` report it
+/// (kind `job`) and leave it running; `run gc` cancels it — and only it: the job of a live
+/// node is neither reported nor touched.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
+    let c = Cluster::shared();
+    let mut env = TestEnv::new();
+    for (k, v) in c.env() {
+        env.set_env(k, v);
+    }
+    write_config(
+        &env,
+        &format!(
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
+            c.partition
+        ),
+    );
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "sleep 600",
+            json!({"agent": "shell", "node": "live", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    let job_of = |run: &str| {
+        env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]
+            .as_str()
+            .unwrap_or("")
+            .split(':')
+            .nth(1)
+            .map(str::to_string)
+    };
+    let live = wait_until("the live job", std::time::Duration::from_secs(60), || {
+        job_of(&run)
+    });
+    let tag = c.slurm("squeue", &["-h", "-j", &live, "-o", "%k"]);
+    let stray_name = "octl.01JDXJ0000000000000000000Z.stray.0";
+    let stray = c
+        .slurm(
+            "sbatch",
+            &[
+                "--parsable",
+                &format!("--job-name={stray_name}"),
+                &format!("--comment={}", tag.trim()),
+                "--output=/dev/null",
+                "--wrap",
+                "sleep 600",
+            ],
+        )
+        .trim()
+        .to_string();
+    let state = |job: &str| {
+        c.slurm("squeue", &["-h", "-t", "all", "-j", job, "-o", "%T"])
+            .trim()
+            .to_string()
+    };
+    wait_until(
+        "the stray job to run",
+        std::time::Duration::from_secs(60),
+        || (state(&stray) == "RUNNING").then_some(()),
+    );
+
+    let orphans = env.rpc("doctor.orphans", json!({}))["orphans"].clone();
+    let jobs: Vec<&Value> = orphans
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "job")
+        .collect();
+    assert_eq!(jobs.len(), 1, "{orphans}");
+    assert_eq!(
+        jobs[0]["pane"],
+        json!(format!("slurm:{stray}:0")),
+        "{orphans}"
+    );
+    assert_eq!(jobs[0]["runner"], "hpc", "{orphans}");
+    let dry = env.rpc("run.gc", json!({"dry_run": true}));
+    assert!(
+        dry.to_string().contains("01JDXJ0000000000000000000Z"),
+        "{dry}"
+    );
+    assert_eq!(state(&stray), "RUNNING", "a dry run changes nothing");
+
+    let gc = env.rpc("run.gc", json!({}));
+    assert!(
+        gc["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "job"),
+        "{gc}"
+    );
+    wait_until(
+        "the stray job to be cancelled",
+        std::time::Duration::from_secs(30),
+        || (state(&stray) == "CANCELLED").then_some(()),
+    );
+    assert_eq!(state(&live), "RUNNING", "the live node's job is untouched");
+    env.cli(["run", "cancel", &run]).ok();
 }

@@ -70,10 +70,11 @@ pub struct FanOutStartArgs {
 /// The flags `fan-out` and `orchestrate` share.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// At most this many agents alive at once: a number from 1 to 256, or `auto`
-    /// (max(1, min(2 × cores, available memory in GiB)), at most 32; the chosen number and
-    /// what it came from are recorded in the run); default: auto
-    #[arg(long, value_name = "N|auto")]
+    /// At most this many agents alive at once: a number from 1 to 256, `auto`
+    /// (max(1, min(2 × cores, available memory in GiB)), at most 32), or `cluster` on a Slurm
+    /// runner (the idle CPUs of its partition now over the CPUs a job asks); the chosen number
+    /// and what it came from are recorded in the run; default: auto
+    #[arg(long, value_name = "N|auto|cluster")]
     pub max_parallel: Option<String>,
 
     /// The run's budget in USD: once its agents have cost this much no new node starts
@@ -221,7 +222,7 @@ pub fn read_input_file(flag: &str, given: &Path, cwd: &Path) -> Result<InputFile
     Ok(InputFile { path, format, text })
 }
 
-/// Parses `--max-parallel` (a number from 1 to 256, or `auto`) by the daemon's own rule.
+/// Parses `--max-parallel` (a number from 1 to 256, `auto` or `cluster`) by the daemon's own rule.
 pub fn parse_max_parallel(given: &str) -> Result<MaxParallel, AppError> {
     plan::parse_max_parallel(given).map_err(|e| {
         e.with_hint("auto is derived from the machine's cores and available memory (at most 32)")
@@ -485,7 +486,7 @@ mod tests {
             assert_eq!(err.kind.exit_code(), 2, "{bad}");
             assert!(
                 err.message.starts_with(&format!(
-                    "invalid --max-parallel {bad:?}: use a number from 1 to 256, or auto"
+                    "invalid --max-parallel {bad:?}: use a number from 1 to 256, auto, or cluster"
                 )),
                 "{}",
                 err.message

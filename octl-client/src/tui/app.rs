@@ -243,6 +243,10 @@ impl App {
                     ),
                 });
             }
+            Update::Attach(Ok(argv)) => {
+                effects.push(Effect::Handoff(Handoff { argv, dir: None }));
+            }
+            Update::Attach(Err(e)) => self.say(false, &e.message),
             // Handled by the loop (keys need the terminal's own decoding).
             Update::Input(_) => {}
             Update::Loaded(load, loaded) => {

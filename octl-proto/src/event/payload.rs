@@ -284,6 +284,18 @@ crate::declare_payloads! {
         cause: Option<String>,
     }
 
+    /// `node.requeued`: the runner started the node's attempt again by itself (Slurm requeued
+    /// its job when its compute node was lost); `copy` is the new copy (Slurm's restart
+    /// count), `from` where the lost copy ran, when known. It never moves the node: the same
+    /// attempt goes on from its last checkpoint.
+    NodeRequeued = "node.requeued" {
+        copy: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
     /// `node.cancelled`.
     NodeCancelled = "node.cancelled" {}
 

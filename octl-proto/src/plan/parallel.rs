@@ -26,20 +26,23 @@ pub fn auto_parallel(cores: usize, mem_available_bytes: u64) -> usize {
         .clamp(1, AUTO_PARALLEL_CAP)
 }
 
-/// The `--max-parallel` setting: `auto` (derived from the machine by [`auto_parallel`]) or a
-/// number from 1 to [`MAX_PARALLEL`]. Serialized as `"auto"` or a number.
+/// The `--max-parallel` setting: `auto` (derived from the machine by [`auto_parallel`]),
+/// `cluster` (what the Slurm cluster of the run's runner can run now, read by the daemon), or
+/// a number from 1 to [`MAX_PARALLEL`]. Serialized as `"auto"`, `"cluster"` or a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MaxParallel {
     #[default]
     Auto,
+    Cluster,
     N(usize),
 }
 
 impl MaxParallel {
-    /// The cap to use on a machine with `cores` and `mem_available_bytes`.
+    /// The cap to use on a machine with `cores` and `mem_available_bytes` (`cluster` is the
+    /// daemon's to read from the cluster; on a machine alone it is `auto`).
     pub fn resolve(self, cores: usize, mem_available_bytes: u64) -> usize {
         match self {
-            MaxParallel::Auto => auto_parallel(cores, mem_available_bytes),
+            MaxParallel::Auto | MaxParallel::Cluster => auto_parallel(cores, mem_available_bytes),
             MaxParallel::N(n) => n,
         }
     }
@@ -61,6 +64,7 @@ impl fmt::Display for MaxParallel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MaxParallel::Auto => f.write_str("auto"),
+            MaxParallel::Cluster => f.write_str("cluster"),
             MaxParallel::N(n) => write!(f, "{n}"),
         }
     }
@@ -70,6 +74,7 @@ impl Serialize for MaxParallel {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             MaxParallel::Auto => s.serialize_str("auto"),
+            MaxParallel::Cluster => s.serialize_str("cluster"),
             MaxParallel::N(n) => s.serialize_u64(*n as u64),
         }
     }
@@ -84,15 +89,18 @@ impl<'de> Deserialize<'de> for MaxParallel {
 
 fn max_parallel_error(given: &str) -> AppError {
     AppError::invalid(format!(
-        "invalid --max-parallel {given:?}: use a number from 1 to {MAX_PARALLEL}, or auto"
+        "invalid --max-parallel {given:?}: use a number from 1 to {MAX_PARALLEL}, auto, or cluster (a Slurm runner's)"
     ))
 }
 
-/// Parses `--max-parallel`: `auto` (any case) or a number from 1 to 256.
+/// Parses `--max-parallel`: `auto` or `cluster` (any case) or a number from 1 to 256.
 pub fn parse_max_parallel(s: &str) -> Result<MaxParallel, AppError> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("auto") {
         return Ok(MaxParallel::Auto);
+    }
+    if t.eq_ignore_ascii_case("cluster") {
+        return Ok(MaxParallel::Cluster);
     }
     match t.parse::<usize>() {
         Ok(n) if (1..=MAX_PARALLEL).contains(&n) && t.bytes().all(|b| b.is_ascii_digit()) => {

@@ -783,7 +783,7 @@ fn max_parallel_values() {
         assert_eq!(err.kind, ErrorKind::InvalidParams);
         assert_eq!(
             err.message,
-            format!("invalid --max-parallel {bad:?}: use a number from 1 to 256, or auto")
+            format!("invalid --max-parallel {bad:?}: use a number from 1 to 256, auto, or cluster (a Slurm runner's)")
         );
     }
     assert_eq!(MaxParallel::default(), MaxParallel::Auto);

@@ -12,6 +12,7 @@ use crate::state::{Node, RunKind, RunState, RunStatus};
 mod activity;
 mod nodes;
 mod records;
+mod requeued;
 #[cfg(test)]
 mod tests;
 
@@ -222,6 +223,7 @@ impl RunState {
             }
             "node.added" => self.fold_node_added(ev),
             "node.activity" => self.fold_activity(ev),
+            "node.requeued" => self.fold_requeued(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
             "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
                 self.fold_spinoff(ev)

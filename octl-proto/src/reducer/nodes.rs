@@ -263,6 +263,7 @@ impl RunState {
             cost_usd: None,
             runner: added.runner,
             resume: false,
+            requeued: None,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -476,6 +477,7 @@ impl RunState {
                 node.paused_until = None;
                 // What the old attempt's agent last said is not this one's.
                 node.activity = None;
+                node.requeued = None;
                 node.resume = resume;
                 if session.is_some() {
                     node.session_id = session;

@@ -661,6 +661,70 @@ fn activity_is_the_agents_to_say_while_it_lives_and_never_moves_the_node() {
 }
 
 #[test]
+fn a_requeue_is_recorded_once_per_copy_by_the_daemon_and_never_moves_the_node() {
+    let mut s = started_spinoff();
+    let requeued = |seq, copy: u32| {
+        ev(
+            seq,
+            Some("a"),
+            "node.requeued",
+            Actor::Daemon,
+            json!({"copy": copy, "from": "n1", "reason": "node n1 lost"}),
+        )
+    };
+    s.apply(&requeued(5, 1)).unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(a.state, Running, "the node's state is untouched");
+    let r = a.requeued.clone().unwrap();
+    assert_eq!((r.copy, r.from.as_deref()), (1, Some("n1")));
+    assert_eq!(r.at, requeued(5, 1).ts);
+
+    // Refused, changing nothing: the same copy again (a second tick's look), another actor,
+    // a copy without its number.
+    let before = s.clone();
+    let err = s.apply(&requeued(6, 1)).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(
+        err.message.contains("already runs copy 1"),
+        "{}",
+        err.message
+    );
+    let mut e = requeued(6, 2);
+    e.actor = Actor::Agent;
+    assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::Forbidden);
+    let e = ev(6, Some("a"), "node.requeued", Actor::Daemon, json!({}));
+    assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::InvalidParams);
+    assert_eq!(s, before);
+    assert!(!client_may_append(RunKind::Spinoff, "node.requeued"));
+
+    s.apply(&requeued(6, 2)).unwrap();
+    assert_eq!(s.nodes["a"].requeued.as_ref().unwrap().copy, 2);
+    // A new attempt starts without its predecessor's requeues; a finished node takes none.
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "node.exited",
+        Actor::Daemon,
+        json!({"exit_status": 1}),
+    ))
+    .unwrap();
+    let err = s.apply(&requeued(8, 3)).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    s.apply(&ev(8, Some("a"), "node.retried", Actor::Daemon, json!({})))
+        .unwrap();
+    s.apply(&ev(
+        9,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].requeued, None);
+    s.apply(&requeued(10, 1)).unwrap();
+}
+
+#[test]
 fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
     let mut s = RunState::from_created(&ev(
         1,

@@ -9,11 +9,12 @@ use crate::method::NoParams;
 
 /// One thing under the daemon's own names that no run owns (the README's "State on disk"): a worktree
 /// directory under `$OCTL_HOME/worktrees/`, a branch `octl/<RUN>/…`, a git worktree
-/// registration under that folder, or a window on the private tmux server. Reported by
-/// `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.
+/// registration under that folder, a window on the private tmux server, or a remote runner's
+/// job. Reported by `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Orphan {
-    /// `worktree`, `branch` or `window`.
+    /// `worktree`, `branch`, `window` (the private tmux server's) or `job` (a remote
+    /// runner's agent: a Slurm job of this daemon).
     pub kind: String,
     /// A worktree's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,9 +25,12 @@ pub struct Orphan {
     /// A window's tmux target, `<RUN>:<NODE>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    /// A window's pane (`%N`).
+    /// A window's pane (`%N`); a job's agent handle (`slurm:<jobid>:<attempt>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
+    /// A job's runner (`[runners.NAME]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
     /// The repository a branch or a worktree belongs to, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,

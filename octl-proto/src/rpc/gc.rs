@@ -24,8 +24,10 @@ pub struct GcParams {
 /// One thing `run.gc` removed (or, in a dry run, would remove), or kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcItem {
-    /// `worktree`, `branch`, `window`, or `kept` (a kept directory of ignored files, deleted
-    /// by `older_than`).
+    /// `worktree`, `branch`, `window`, `job` (a remote runner's, cancelled), `exchange_ref` (a
+    /// finished run's ref in an exchange repository, deleted only when its commit is
+    /// reachable in the run's repository), `pool` (a warm pool's worktree), or `kept` (a kept
+    /// directory of ignored files, deleted by `older_than`).
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,

@@ -130,8 +130,54 @@ pub fn window_orphan(
 pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
     let runs = facts(daemon);
     let own = daemon.home.worktrees();
-    let runner = daemon.runner.clone();
-    blocking(move || find_in(&runs, &own, &*runner)).await
+    let d = daemon.clone();
+    blocking(move || {
+        let mut out = find_in(&runs, &own, &*d.runner)?;
+        out.extend(remote_jobs(&d, &runs));
+        Ok(out)
+    })
+    .await
+}
+
+/// The agents of every remote runner config.toml names that no live node owns (a Slurm job
+/// of this daemon whose run ended or forgot it), by the same rule as windows. A runner that
+/// cannot be asked (its cluster down, a kind not built) is left out, with a warning.
+fn remote_jobs(daemon: &Daemon, runs: &BTreeMap<String, RunFacts>) -> Vec<Orphan> {
+    let Ok(config) = crate::config::Config::load(&daemon.home.config()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, wanted) in &config.runners {
+        if wanted.kind == crate::config::RunnerKind::Local {
+            continue;
+        }
+        let owned = daemon.runners.get(&config, name).and_then(|r| r.owned());
+        let owned = match owned {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(runner = %name, error = %e.message, "cannot list a runner's agents for orphans");
+                continue;
+            }
+        };
+        for a in owned {
+            let Some(why) = window_orphan(runs, &a.run, &a.node) else {
+                continue;
+            };
+            out.push(Orphan {
+                kind: "job".into(),
+                path: None,
+                refname: None,
+                target: Some(format!("{}:{}", a.run, a.node)),
+                pane: Some(a.handle.into_string()),
+                runner: Some(name.clone()),
+                repo: None,
+                run: Some(a.run),
+                node: Some(a.node),
+                why,
+            });
+        }
+    }
+    out
 }
 
 fn find_in(
@@ -160,6 +206,7 @@ fn find_in(
             refname: None,
             target: None,
             pane: None,
+            runner: None,
             repo: repo.map(|r| r.display().to_string()),
             run: Some(run),
             node: Some(node),
@@ -192,6 +239,7 @@ fn find_in(
                 refname: None,
                 target: None,
                 pane: None,
+                runner: None,
                 repo: Some(repo_s.clone()),
                 run,
                 node,
@@ -215,6 +263,7 @@ fn find_in(
                 refname: Some(refname.clone()),
                 target: None,
                 pane: None,
+                runner: None,
                 repo: Some(repo_s.clone()),
                 run: Some(run.to_string()),
                 node: Some(rest.to_string()),
@@ -233,6 +282,7 @@ fn find_in(
             refname: None,
             target: Some(format!("{}:{}", a.run, a.node)),
             pane: Some(a.handle.into_string()),
+            runner: None,
             repo: None,
             run: Some(a.run),
             node: Some(a.node),
@@ -366,6 +416,7 @@ mod tests {
             cost_usd: None,
             runner: None,
             resume: false,
+            requeued: None,
         }
     }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use octl_proto::event::{NodeDone, NodeExited, NodeFailed, NodePaused, Nullable, Payload};
+use octl_proto::event::{
+    NodeDone, NodeExited, NodeFailed, NodePaused, NodeRequeued, Nullable, Payload,
+};
 use octl_proto::projection::ListedStatus;
 use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::AppError;
@@ -15,7 +17,7 @@ use octl_proto::AppError;
 use super::{append, blocking, Engine};
 use crate::daemon::Daemon;
 use crate::git::Git;
-use crate::runner::AgentStatus;
+use crate::runner::{AgentStatus, Requeue};
 use crate::store::RunHandle;
 
 /// Ticks a dead pane may go without an exit status before it counts as killed by a signal
@@ -132,6 +134,13 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         let status = match mine {
             Some(p) if p.alive => {
                 super::stream_activity::record(daemon, &handle, &node, false).await;
+                if let Some(r) = p
+                    .requeue
+                    .as_ref()
+                    .filter(|r| r.copy > node.requeued.as_ref().map_or(0, |q| q.copy))
+                {
+                    note_requeue(daemon, &handle, &node, r.clone());
+                }
                 if node.report.is_none() {
                     if let Some(reason) = silent(daemon, &mut config, &handle, &node) {
                         if let Some(slot) =
@@ -179,11 +188,22 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let d = daemon.clone();
             steps.push(tokio::spawn(async move {
-                let status = match runner {
+                let judged = match runner {
                     Some(_) => collect(&d, &handle, &node, status).await,
-                    None => status,
+                    None => Ok(()),
                 };
-                if let Err(e) = on_exit(&d, &handle, &node, status).await {
+                let exited = match judged {
+                    Ok(()) => on_exit(&d, &handle, &node, status).await,
+                    Err(reason) => {
+                        let failed = NodeFailed {
+                            reason: Some(reason),
+                            exit_status: Some(Nullable(status.map(i64::from))),
+                            ..NodeFailed::default()
+                        };
+                        append(&d, &handle, Some(&node.id), failed).await.map(|_| ())
+                    }
+                };
+                if let Err(e) = exited {
                     tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "handling an agent's exit");
                 }
                 drop(slot);
@@ -191,6 +211,24 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         }
     }
     steps
+}
+
+/// Records that the runner started the node's attempt again by itself (`node.requeued`), off
+/// the tick. Two looks racing to record the same copy: the reducer takes the first, refuses
+/// the other, and nothing else changes.
+fn note_requeue(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, r: Requeue) {
+    let (d, handle, id) = (daemon.clone(), handle.clone(), node.id.clone());
+    tokio::spawn(async move {
+        let copy = r.copy;
+        let said = NodeRequeued {
+            copy,
+            from: r.from,
+            reason: Some(r.reason),
+        };
+        if append(&d, &handle, Some(&id), said).await.is_ok() {
+            tracing::info!(run = %handle.id, node = %id, copy, "the runner requeued the node's agent");
+        }
+    });
 }
 
 /// The runner a node's agent runs on; `None` is `local`.
@@ -201,16 +239,17 @@ fn runner_name(node: &Node) -> Option<String> {
 }
 
 /// A remote agent ended: its work is brought into the node's worktree before its exit is
-/// judged, so the exit is handled as a local agent's. What cannot be brought back makes the
-/// exit a kill (the node fails, its branch as it was).
+/// judged, so the exit is handled as a local agent's. What cannot be brought back (the job
+/// pushed nothing, the exchange refused its push) fails the node with the runner's reason
+/// (`Err`), its branch holding what did come back.
 async fn collect(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
     node: &Node,
     status: Option<i32>,
-) -> Option<i32> {
+) -> Result<(), String> {
     let (Some(worktree), Some(pane)) = (node.worktree.clone(), node.pane.clone()) else {
-        return status;
+        return Ok(());
     };
     let (d, run, id, runner) = (
         daemon.clone(),
@@ -227,13 +266,10 @@ async fn collect(
         )
     })
     .await;
-    match brought {
-        Ok(()) => status,
-        Err(e) => {
-            tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "cannot bring the remote agent's work back");
-            None
-        }
-    }
+    brought.map_err(|e| {
+        tracing::warn!(run = %handle.id, node = %node.id, status = ?status, error = %e.message, "cannot bring the remote agent's work back");
+        e.message
+    })
 }
 
 /// Logs, once per server, that the tmux server the agents ran in is gone (no server

@@ -34,15 +34,21 @@ fn format(given: &str) -> Result<Format, AppError> {
     }
 }
 
-/// The cap and, for `auto`, what it was derived from (recorded in `run.created`).
-fn cap(given: Option<Value>, settings: &mut RunSettings) -> Result<(), AppError> {
+/// The cap and, for `auto` and `cluster`, what it was derived from (recorded in
+/// `run.created`); `cluster` reads the Slurm runner `runner`'s partition now.
+async fn cap(
+    daemon: &Arc<Daemon>,
+    given: Option<Value>,
+    runner: Option<&str>,
+    settings: &mut RunSettings,
+) -> Result<(), AppError> {
     let text = match given {
         None => "auto".to_string(),
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
         Some(other) => {
             return Err(AppError::invalid(format!(
-                "invalid max_parallel {other}: a number from 1 to 256, or \"auto\""
+                "invalid max_parallel {other}: a number from 1 to 256, \"auto\" or \"cluster\""
             )))
         }
     };
@@ -56,6 +62,24 @@ fn cap(given: Option<Value>, settings: &mut RunSettings) -> Result<(), AppError>
                 mem_available_mib: (mem != u64::MAX).then_some(mem / (1024 * 1024)),
                 formula: "max(1, min(2 × cores, MemAvailable in GiB)), at most 32".into(),
             });
+            n
+        }
+        MaxParallel::Cluster => {
+            let config = crate::config::Config::load(&daemon.home.config())?;
+            let name = runner.unwrap_or(crate::config::LOCAL_RUNNER).to_string();
+            let wanted = config.runner(&name)?;
+            if wanted.kind != crate::config::RunnerKind::Slurm {
+                return Err(AppError::invalid(format!(
+                    "invalid max_parallel \"cluster\": runner {name:?} is of kind {}; cluster is a Slurm runner's cap (give --runner NAME of a slurm runner, or a number)",
+                    wanted.kind.as_str()
+                )));
+            }
+            let (n, how) = blocking(move || crate::runner::slurm::cluster_cap(&wanted)).await?;
+            let mut how = how;
+            how.insert("runner".into(), Value::String(name));
+            settings
+                .other
+                .insert("max_parallel_cluster".into(), Value::Object(how));
             n
         }
     };
@@ -124,7 +148,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         .unwrap_or_else(|| plural(manifest.units.len(), "fan-out of", "unit"));
     let mut created = created(RunKind::Fanout, title, &repo, &base);
     let settings = &mut created.settings;
-    cap(p.max_parallel, settings)?;
+    cap(daemon, p.max_parallel, Some(runner.as_str()), settings).await?;
     budget(p.max_budget_usd, settings)?;
     settings.agent = Some(agent.clone());
     settings.gate = gate.clone();
@@ -218,7 +242,12 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
         .unwrap_or_else(|| plural(plan.nodes.len(), "plan of", "node"));
     let mut created = created(RunKind::Orchestrate, title, &repo, &base);
     let settings = &mut created.settings;
-    cap(p.max_parallel, settings)?;
+    // `cluster`: the plan's --runner, else its first node's.
+    let runner = p
+        .runner
+        .as_deref()
+        .or(names.first().map(|(_, r)| r.as_str()));
+    cap(daemon, p.max_parallel, runner, settings).await?;
     budget(p.max_budget_usd, settings)?;
     settings.integration = Some(integration.clone());
     settings.auto_merge = Some(p.auto_merge);

@@ -77,6 +77,7 @@ impl Runner for FakeRunner {
                 alive: true,
                 exit_status: None,
                 exit_signal: None,
+                requeue: None,
             },
         );
         Ok(Started { handle, pid })

@@ -4,10 +4,12 @@
 //! daemon fetches the copy that finished ([`Runner::collect`](super::Runner::collect)).
 //! The design, and what is not built yet, is docs/RUNNERS.md.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
-use super::{AgentHandle, AgentSpec, AgentStatus, Observation, Result, Started};
+use super::{AgentHandle, AgentSpec, AgentStatus, Observation, Requeue, Result, Started};
 use crate::config::RunnerConfig;
 use crate::git::Git;
 use octl_proto::{AppError, ErrorKind};
@@ -80,11 +82,87 @@ pub fn check_cluster(partition: Option<&str>) -> Result<String> {
     ))
 }
 
+/// The `cluster` cap of a fan-out on the Slurm runner `config`: the jobs its partition can run
+/// now — its idle CPUs (`sinfo %C`: allocated/idle/other/total) over the CPUs each job asks
+/// (`--cpus-per-task`/`-c` in `sbatch_args`, else 1), at least 1 and at most 256. Ok: the
+/// cap and what it came from (recorded in the run).
+pub fn cluster_cap(
+    config: &RunnerConfig,
+) -> Result<(usize, serde_json::Map<String, serde_json::Value>)> {
+    let mut args = vec!["-h", "-o", "%C|%P"];
+    if let Some(p) = &config.partition {
+        args.extend(["-p", p.as_str()]);
+    }
+    let text = slurm("sinfo", &args)?;
+    // One line per partition (and node state); the default partition's name ends in '*'.
+    let mut idle = 0usize;
+    let mut partition = None;
+    for line in text.lines() {
+        let Some((cpus, part)) = line.trim().split_once('|') else {
+            continue;
+        };
+        if config.partition.is_none() && !part.ends_with('*') {
+            continue;
+        }
+        partition = Some(part.trim_end_matches('*').to_string());
+        idle += cpus
+            .split('/')
+            .nth(1)
+            .and_then(|i| i.parse::<usize>().ok())
+            .unwrap_or(0);
+    }
+    let Some(partition) = partition else {
+        return Err(AppError::new(
+            ErrorKind::ToolFailed,
+            "sinfo lists no partition for this runner: cannot read the cluster's cap",
+        ));
+    };
+    let per_job = cpus_per_task(config.sbatch_args.as_deref().unwrap_or_default());
+    let cap = (idle / per_job).clamp(1, octl_proto::plan::MAX_PARALLEL);
+    let how = serde_json::json!({
+        "partition": partition,
+        "idle_cpus": idle,
+        "cpus_per_job": per_job,
+        "formula": "idle CPUs of the partition now / CPUs per job, 1 to 256",
+    });
+    Ok((cap, how.as_object().cloned().unwrap_or_default()))
+}
+
+/// The CPUs one job asks for in `sbatch_args` (`--cpus-per-task=N`, `-c N`, `-cN`); 1 if none.
+fn cpus_per_task(args: &[String]) -> usize {
+    let mut it = args.iter();
+    let mut n = None;
+    while let Some(a) = it.next() {
+        let v = if let Some(v) = a.strip_prefix("--cpus-per-task=") {
+            Some(v.to_string())
+        } else if a == "--cpus-per-task" || a == "-c" {
+            it.next().cloned()
+        } else {
+            a.strip_prefix("-c").map(str::to_string)
+        };
+        if let Some(k) = v.and_then(|v| v.parse::<usize>().ok()) {
+            n = Some(k);
+        }
+    }
+    n.filter(|k| *k > 0).unwrap_or(1)
+}
+
 /// The job script: clone, resume, run the agent, push checkpoints (see its header).
 const SHIM: &str = include_str!("slurm_shim.sh");
 
+/// The exchange repositories' `update` hook: pushes only to open attempts (see its header).
+const HOOK: &str = include_str!("exchange_hook.sh");
+
+/// In an exchange repository: the attempts agents may push to, one ref prefix a line.
+const OPEN: &str = "octl-open";
+
 /// Seconds between an agent's checkpoints (`OCTL_SLURM_CHECKPOINT_S` overrides it, for tests).
 const CHECKPOINT_S: u64 = 60;
+
+/// The attach step's script (`$1`: the job's tmux socket name, see slurm_shim.sh).
+const ATTACH_STEP: &str = "unset TMUX TMUX_PANE; for _ in $(seq 300); do \
+    tmux -L \"$1\" has-session -t agent 2>/dev/null && exec tmux -L \"$1\" attach-session -t agent; \
+    sleep 0.1; done; echo \"octl: the job's agent did not start within 30 s\" >&2; exit 1";
 
 /// Job names: `octl.<run>.<node>.<attempt>` (run ids and node names have no '.').
 const JOB_PREFIX: &str = "octl.";
@@ -99,6 +177,9 @@ pub struct SlurmRunner {
     exchange: PathBuf,
     /// Marks this daemon's jobs (`--comment`).
     tag: String,
+    seen: Mutex<Seen>,
+    /// Held while an `octl-open` file changes.
+    open_lock: Mutex<()>,
 }
 
 /// A job as `squeue` lists it.
@@ -108,6 +189,27 @@ struct Job {
     name: String,
     state: String,
     comment: String,
+    /// How often Slurm requeued it (the copy that runs now).
+    restarts: u32,
+    /// The node its batch script runs on; empty while pending.
+    host: String,
+}
+
+/// `squeue -O`: every field as it is (no width given: none is cut), each ending in '|'.
+const SQUEUE_FIELDS: &str = "JobID:|,Name:|,State:|,Comment:|,RestartCnt:|,BatchHost:|";
+
+/// What the runner remembers between looks, to say where a requeued job's lost copy ran.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Job id → the copy last seen running and its node.
+    hosts: HashMap<String, (u32, String)>,
+    /// Job id → its latest requeue, as first reported.
+    requeues: HashMap<String, Requeue>,
+    /// Ended jobs whose attempt was closed for pushes.
+    closed: std::collections::HashSet<String>,
+    /// Exit codes of ended jobs, asked of `scontrol` once each (ended jobs stay listed by
+    /// `squeue` for `MinJobAge`, and their code does not change).
+    exits: HashMap<String, Option<i32>>,
 }
 
 /// `slurm:<jobid>:<attempt>`, the handle the log keeps as the node's `pane`.
@@ -158,21 +260,25 @@ impl SlurmRunner {
             config,
             exchange: home.join("exchange"),
             tag: tag_of(home),
+            seen: Mutex::default(),
+            open_lock: Mutex::default(),
         }
     }
 
     /// This daemon's jobs, ended ones included (they stay listed for `MinJobAge`).
     fn jobs(&self) -> Result<Vec<Job>> {
-        let text = slurm("squeue", &["-h", "-t", "all", "-o", "%i|%j|%T|%k"])?;
+        let text = slurm("squeue", &["-h", "-t", "all", "-O", SQUEUE_FIELDS])?;
         Ok(text
             .lines()
             .filter_map(|l| {
-                let mut f = l.trim().splitn(4, '|');
+                let mut f = l.split('|').map(str::trim);
                 Some(Job {
                     id: f.next()?.to_string(),
                     name: f.next()?.to_string(),
                     state: f.next()?.to_string(),
                     comment: f.next()?.to_string(),
+                    restarts: f.next()?.parse().unwrap_or(0),
+                    host: f.next()?.to_string(),
                 })
             })
             .filter(|j| j.comment == self.tag && j.name.starts_with(JOB_PREFIX))
@@ -208,7 +314,128 @@ impl SlurmRunner {
                 .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
             Git::new(&dir).plumbing(&["init", "-q", "--bare"])?;
         }
+        let hook = dir.join("hooks").join("update");
+        if std::fs::read_to_string(&hook).ok().as_deref() != Some(HOOK) {
+            use std::os::unix::fs::PermissionsExt;
+            let written = std::fs::create_dir_all(dir.join("hooks"))
+                .and_then(|()| std::fs::write(&hook, HOOK))
+                .and_then(|()| {
+                    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
+                });
+            written
+                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", hook.display())))?;
+        }
         Ok(dir)
+    }
+
+    /// Opens (`true`) or closes the attempt `prefix` for agents' pushes in every exchange
+    /// repository that lists it (opening: in `exchange`). Rewritten whole (write, rename), so
+    /// the hook never reads half a file; one change at a time in this daemon.
+    fn set_open(&self, exchange: Option<&Path>, prefix: &str, open: bool) -> Result<()> {
+        let _one = self.open_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let line = format!("{prefix}/");
+        let repos: Vec<PathBuf> = match exchange {
+            Some(e) => vec![e.to_path_buf()],
+            None => std::fs::read_dir(&self.exchange)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default(),
+        };
+        for repo in repos {
+            let path = repo.join(OPEN);
+            let had = std::fs::read_to_string(&path).unwrap_or_default();
+            let mut lines: Vec<&str> = had.lines().filter(|l| *l != line).collect();
+            if open {
+                lines.push(&line);
+            }
+            if lines.len() == had.lines().count() && open == had.lines().any(|l| l == line) {
+                continue;
+            }
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let tmp = repo.join(format!("{OPEN}.tmp"));
+            std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+
+    /// The requeue of `job` to report, if Slurm restarted it: where the lost copy ran (as
+    /// last seen running) and why (that node's state and reason in `sinfo`, asked once per
+    /// requeue). Remembers where each job runs now for the next one.
+    fn requeue_of(&self, job: &Job) -> Option<Requeue> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let known = seen
+            .requeues
+            .get(&job.id)
+            .filter(|r| r.copy == job.restarts);
+        let requeue = match (job.restarts, known) {
+            (0, _) => None,
+            (_, Some(r)) => Some(r.clone()),
+            (copy, None) => {
+                let from = seen
+                    .hosts
+                    .get(&job.id)
+                    .filter(|(c, _)| *c < copy)
+                    .map(|(_, h)| h.clone());
+                let why = from.as_deref().and_then(|h| {
+                    let s = slurm("sinfo", &["-h", "-n", h, "-o", "%T|%E"]).ok()?;
+                    let (state, reason) = s.lines().next()?.split_once('|')?;
+                    Some(format!(" ({state}: {})", reason.trim()))
+                });
+                let r = Requeue {
+                    copy,
+                    reason: match &from {
+                        Some(h) => format!(
+                            "Slurm requeued job {} after losing its node {h}{}",
+                            job.id,
+                            why.unwrap_or_default()
+                        ),
+                        None => format!("Slurm requeued job {} (restart {copy})", job.id),
+                    },
+                    from,
+                };
+                seen.requeues.insert(job.id.clone(), r.clone());
+                Some(r)
+            }
+        };
+        if job.state == "RUNNING" && !job.host.is_empty() {
+            seen.hosts
+                .insert(job.id.clone(), (job.restarts, job.host.clone()));
+        }
+        requeue
+    }
+
+    /// [`SlurmRunner::exit_code`], asked once per ended job.
+    fn exit_code_of(&self, id: &str) -> Option<i32> {
+        if let Some(code) = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .exits
+            .get(id)
+        {
+            return *code;
+        }
+        let code = Self::exit_code(id);
+        // An unknown code may be the controller's hiccup: asked again next time.
+        if code.is_some() {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.exits.insert(id.to_string(), code);
+        }
+        code
+    }
+
+    /// The job `id` ended: its attempt takes no more pushes (once per job).
+    fn close(&self, id: &str, prefix: &str) {
+        let first = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.closed.insert(id.to_string())
+        };
+        if first {
+            if let Err(e) = self.set_open(None, prefix, false) {
+                tracing::warn!(job = id, error = %e.message, "cannot close an attempt for pushes");
+            }
+        }
     }
 
     fn cancel(id: &str) -> Result<()> {
@@ -227,13 +454,30 @@ impl super::Runner for SlurmRunner {
         let prefix = ref_prefix(spec.run, spec.node, spec.attempt);
         // The base goes to the exchange first: the job clones from there, never from here.
         let base = format!("refs/octl/base/{}/{}/{}", spec.run, spec.node, spec.attempt);
-        Git::new(spec.cwd).plumbing(&[
-            "push",
-            "-q",
-            "--force",
-            &exchange_s,
-            &format!("HEAD:{base}"),
-        ])?;
+        let pushed = Command::new("git")
+            .current_dir(spec.cwd)
+            .env("OCTL_EXCHANGE_DAEMON", "1")
+            .args([
+                "push",
+                "-q",
+                "--force",
+                &exchange_s,
+                &format!("HEAD:{base}"),
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| AppError::new(ErrorKind::ToolMissing, format!("cannot run git: {e}")))?;
+        if !pushed.status.success() {
+            return Err(AppError::new(
+                ErrorKind::ToolFailed,
+                format!(
+                    "cannot push the base to {exchange_s}: {}",
+                    String::from_utf8_lossy(&pushed.stderr).trim()
+                ),
+            ));
+        }
+        // Agents of this attempt may push from now on, until its job is seen ended.
+        self.set_open(Some(&exchange), &prefix, true)?;
         let branch = Git::new(spec.cwd).plumbing(&["rev-parse", "--abbrev-ref", "HEAD"])?;
         // The job's output goes there from its first byte: a missing directory fails the launch.
         if let Some(dir) = spec.log.parent() {
@@ -268,6 +512,7 @@ impl super::Runner for SlurmRunner {
             .args([&exchange_s, &base, &prefix, branch.trim(), &every, "--"])
             .args(spec.argv)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("OCTL_JOB_LOG", spec.log)
             .stdin(Stdio::null());
         let out = cmd.output().map_err(|e| {
             AppError::new(ErrorKind::ToolMissing, format!("cannot run sbatch: {e}"))
@@ -297,9 +542,12 @@ impl super::Runner for SlurmRunner {
                 continue;
             };
             let end = ended(&job.state);
+            if end.is_some() {
+                self.close(&job.id, &ref_prefix(run, node, attempt));
+            }
             let exit_status = match end {
                 Some(Some(code)) => Some(code),
-                Some(None) => Self::exit_code(&job.id),
+                Some(None) => self.exit_code_of(&job.id),
                 None => None,
             };
             agents.push(AgentStatus {
@@ -310,6 +558,7 @@ impl super::Runner for SlurmRunner {
                 alive: end.is_none(),
                 exit_status,
                 exit_signal: None,
+                requeue: self.requeue_of(&job),
             });
         }
         Ok(Observation { agents, host: None })
@@ -353,6 +602,42 @@ impl super::Runner for SlurmRunner {
         Ok(any)
     }
 
+    fn attach(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<Vec<String>> {
+        let refused = |why: String| Err(AppError::new(ErrorKind::InvalidTransition, why));
+        let Some((id, _)) = parse_handle(handle) else {
+            return refused(format!("node {node} of run {run} has no Slurm job"));
+        };
+        let job = self.jobs()?.into_iter().find(|j| {
+            j.id == id && parse_name(&j.name).is_some_and(|(r, n, _)| r == run && n == node)
+        });
+        match job {
+            // The agent's tmux inside the job (slurm_shim.sh), reached by a step that shares
+            // the job's resources. A job just RUNNING may still be cloning: the step waits
+            // (up to 30 s) for the agent's session. $TMUX is the user's terminal's, not this.
+            Some(j) if j.state == "RUNNING" => Ok([
+                "srun",
+                &format!("--jobid={id}"),
+                "--overlap",
+                "--pty",
+                "--quiet",
+                "/bin/sh",
+                "-c",
+                ATTACH_STEP,
+                "octl-attach",
+                &format!("octl-{id}"),
+            ]
+            .map(str::to_string)
+            .to_vec()),
+            Some(j) => refused(format!(
+                "the Slurm job {id} of node {node} is {}: only a running job's agent can be attached to",
+                j.state
+            )),
+            None => refused(format!(
+                "the Slurm job {id} of node {node} has ended: its agent is gone (see `orchestratectl run logs {run} --node {node}`)"
+            )),
+        }
+    }
+
     fn collect(&self, run: &str, node: &str, handle: &AgentHandle, worktree: &Path) -> Result<()> {
         let Some((_, attempt)) = parse_handle(handle) else {
             return Ok(());
@@ -368,10 +653,19 @@ impl super::Runner for SlurmRunner {
             .filter_map(|r| r.strip_prefix(&format!("{prefix}/"))?.split_once('/'))
             .filter_map(|(copy, _)| copy.parse::<u32>().ok())
             .max();
+        let refused = std::fs::read_to_string(
+            Path::new(&exchange)
+                .join("octl-refused")
+                .join(format!("{run}.{node}.{attempt}")),
+        )
+        .ok()
+        .and_then(|t| t.lines().last().map(str::to_string));
         let Some(copy) = newest else {
             return Err(AppError::new(
                 ErrorKind::ToolFailed,
-                format!("the job pushed nothing to {prefix} (see the node's log)"),
+                refused.unwrap_or_else(|| {
+                    format!("the job pushed nothing to {prefix} (see the node's log)")
+                }),
             ));
         };
         let wt = Git::new(worktree);
@@ -403,6 +697,37 @@ impl super::Runner for SlurmRunner {
         {
             wt.plumbing(&["read-tree", "-u", "-m", "HEAD", &wip])?;
         }
+        // What came back is in the worktree; a push the exchange refused fails the node with
+        // git's (the hook's) message.
+        if let Some(why) = refused {
+            return Err(AppError::new(
+                ErrorKind::ToolFailed,
+                format!("{why} (what it pushed before is in the node's branch and worktree)"),
+            ));
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_cpus_come_from_its_sbatch_args() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(cpus_per_task(&args(&[])), 1);
+        assert_eq!(cpus_per_task(&args(&["--cpus-per-task=4"])), 4);
+        assert_eq!(cpus_per_task(&args(&["--mem=1G", "-c", "2"])), 2);
+        assert_eq!(cpus_per_task(&args(&["-c3"])), 3);
+        assert_eq!(cpus_per_task(&args(&["-c", "0"])), 1);
+    }
+
+    #[test]
+    fn job_names_and_handles_read_back() {
+        assert_eq!(parse_name("octl.R1.api.2"), Some(("R1", "api", 2)));
+        assert_eq!(parse_name("other.R1.api.2"), None);
+        let h = handle_of("17", 3);
+        assert_eq!(parse_handle(&h), Some(("17", 3)));
     }
 }

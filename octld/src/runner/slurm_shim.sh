@@ -6,7 +6,7 @@
 # PREFIX/<copy>/head (the branch) and PREFIX/<copy>/wip (its work tree and index as a commit on
 # top of head, made with a private index: the agent's branch gets no checkpoint commits):
 # every CHECKPOINT_S seconds, on exit, and on TERM/USR1. Exit 90: the clone failed, 91: the
-# start point is missing, 92: a push was refused, 143: stopped after a checkpoint.
+# start point is missing, 92: a push was refused, 93: tmux failed, 143: stopped after a checkpoint.
 set -uo pipefail
 EXCHANGE=$1 BASE=$2 PREFIX=$3 BRANCH=$4 EVERY=$5
 shift 5
@@ -53,16 +53,45 @@ checkpoint() {
   if [ "$wip" != "$LAST_WIP" ]; then push wip "$wip" "$LAST_WIP" || return 1; LAST_WIP=$wip; fi
 }
 
+# The agent runs in a tmux server of the job's own, in the foreground under the job (a daemonised
+# server would escape Slurm's process tracking, and scancel), so `srun --jobid JOB --overlap
+# --pty tmux -L octl-JOB attach -t agent` reaches it (`run attach`). Its output goes to the
+# node's log ($OCTL_JOB_LOG, else the job's output) through pipe-pane, as a local agent's does;
+# its exit status to $RC, after which the wrapper wakes this script (USR2).
 export OCTL_WORKTREE=$WD
-"$@" &
-AGENT=$!
-stopped() { kill -TERM "$AGENT" 2>/dev/null; wait "$AGENT"; checkpoint; echo "octl: stopped"; exit 143; }
+unset TMUX TMUX_PANE
+SOCK=octl-${SLURM_JOB_ID:-$$}
+RC=$WD.rc
+LOG=${OCTL_JOB_LOG:-/proc/$$/fd/1}
+rm -f "$RC"
+T() { tmux -L "$SOCK" -f /dev/null "$@"; }
+SOCKET=${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK
+rm -f "$SOCKET"   # a killed earlier copy's, where /tmp is shared
+trap : USR2   # before the agent starts: it may end at once
+T -D &
+SERVER=$!
+# Only once it listens: a client finding no server would start a daemonised one.
+for _ in $(seq 250); do [ -S "$SOCKET" ] && break; sleep 0.02; done
+T new-session -d -s agent -x 200 -y 50 -c "$WD" -- /bin/sh -c '"$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"; kill -USR2 '$$ "$RC" "$@" \; \
+  pipe-pane -o -t agent "exec cat >> '${LOG//#/##}'" || { echo "octl: cannot start the agent's tmux"; exit 93; }
+AGENT=$(T display-message -p -t agent '#{pane_pid}')
+# Everything is in the exchange once the last checkpoint is pushed: the clone goes (kept when
+# a push failed, so nothing is lost).
+cleanup() { cd / && rm -rf "$WD" "$WD.rc"; }
+finish() { T kill-server 2>/dev/null; kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; rm -f "$SOCKET"; }
+stopped() {
+  kill -TERM -- "-$AGENT" 2>/dev/null
+  for _ in $(seq 100); do [ -e "$RC" ] && break; T has-session -t agent 2>/dev/null || break; sleep 0.1; done
+  finish; checkpoint && cleanup; echo "octl: stopped"; exit 143
+}
 trap stopped TERM USR1
-while kill -0 "$AGENT" 2>/dev/null; do
+while [ ! -e "$RC" ] && T has-session -t agent 2>/dev/null; do
   sleep "$EVERY" & wait $!
-  kill -0 "$AGENT" 2>/dev/null && checkpoint
+  kill "$!" 2>/dev/null
+  [ -e "$RC" ] || checkpoint
 done
-wait "$AGENT"
-RC=$?
+RC=$(cat "$RC" 2>/dev/null || echo 137)
+finish
 checkpoint || { echo "octl: the push of the result was refused"; exit 92; }
-exit $RC
+cleanup
+exit "$RC"

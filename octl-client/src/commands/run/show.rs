@@ -30,6 +30,7 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         let mut text = detail_text(&detail, &node_extras(&value));
         text.push_str(&failures_text(&detail, &logs));
         text.push_str(&denied_text(&detail));
+        text.push_str(&requeued_text(&detail));
         if let Some(c) = value.get("corrupt") {
             text.push_str(&corrupt_text(&detail.manifest.id, c));
         }
@@ -68,6 +69,32 @@ pub fn denied_text(d: &RunDetail) -> String {
         out
     } else {
         format!("\nDenied tools (grant one with [agents.<profile>] allowed_tools in config.toml):\n{out}")
+    }
+}
+
+/// Under `run show`'s tables: the nodes whose runner started their attempt again by itself
+/// (Slurm requeued the job when its compute node was lost), where and why.
+pub fn requeued_text(d: &RunDetail) -> String {
+    let mut out = String::new();
+    for n in &d.nodes {
+        if let Some(r) = &n.requeued {
+            out.push_str(&format!(
+                "  {} requeued at {}: copy {} runs{}; {}\n",
+                n.id,
+                short_time(&r.at),
+                r.copy,
+                r.from
+                    .as_deref()
+                    .map(|h| format!(" (the copy on {h} was lost)"))
+                    .unwrap_or_default(),
+                r.reason.as_deref().unwrap_or("no reason given")
+            ));
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\nRequeued (resumed from the last checkpoint):\n{out}")
     }
 }
 

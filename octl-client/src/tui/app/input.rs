@@ -8,8 +8,8 @@ use octl_proto::state::{Discussion, Node, Spinoff};
 use octl_proto::NodeState;
 
 use super::{App, Effect, InboxItem, Modal, Pane, Tab, Typing, View};
-use crate::commands::run::attach::{attach_argv, pick_node};
-use crate::tui::actions::{open_worktree, Action, Handoff};
+use crate::commands::run::attach::{pick_node, AttachTo};
+use crate::tui::actions::{open_worktree, Action};
 use crate::tui::keys::Cmd;
 use crate::tui::source::Request;
 
@@ -152,7 +152,7 @@ impl App {
         Vec::new()
     }
 
-    fn say(&mut self, ok: bool, text: &str) {
+    pub(super) fn say(&mut self, ok: bool, text: &str) {
         self.status = Some((ok, text.to_string()));
     }
 
@@ -408,7 +408,8 @@ impl App {
             .then(|| (e.id().to_string(), n.id.clone()))
     }
 
-    /// `t`: the same choice of node and the same tmux command as `run attach`.
+    /// `t`: the same choice of node and the same command as `run attach` (the node's
+    /// runner's, asked of the daemon; the terminal is handed to it when it comes).
     fn attach(&mut self) -> Vec<Effect> {
         let Some(e) = self.run_in_view() else {
             self.say(false, "no run selected");
@@ -424,10 +425,11 @@ impl App {
             _ => None,
         };
         match pick_node(&d, asked.as_deref()) {
-            Ok(node) => {
-                let argv = attach_argv(&self.tmux_socket, &d.manifest.id, node);
-                vec![Effect::Handoff(Handoff { argv, dir: None })]
-            }
+            Ok(node) => vec![Effect::Request(Request::Attach(AttachTo::of(
+                &self.tmux_socket,
+                &d.manifest.id,
+                node,
+            )))],
             Err(err) => {
                 self.say(false, &err.message);
                 Vec::new()

@@ -16,6 +16,9 @@
 //!   snapshotted and is kept. Registrations of worktrees whose directory is gone are dropped
 //!   (`git worktree remove` of that one path). Branches have their tip saved the same way,
 //!   then are deleted. Windows are closed.
+//! - a finished run's refs in remote runners' exchange repositories: a merged or cleaned-up
+//!   node's go when their commit is in a branch, tag or snapshot of the run's repository
+//!   ([`exchange`]); others are kept.
 //! - a corrupt run is never touched.
 //! - the worktree pool ([`crate::pool`]): entries left half-made, of a repository that is
 //!   gone, or beyond `[pool] size` are removed (they never held work: no snapshot).
@@ -34,6 +37,7 @@ use crate::daemon::Daemon;
 
 mod aged;
 pub(crate) mod branches;
+mod exchange;
 mod left_behind;
 mod recover;
 mod remove;
@@ -114,13 +118,14 @@ pub async fn gc(
         }
         if handle.view().manifest.status.is_terminal() {
             left_behind(daemon, &handle, dry_run, &mut going, &mut out).await;
+            exchange::exchange_refs(daemon, &handle, dry_run, &mut out).await;
         }
     }
     let found = orphans::find(daemon).await?;
     for o in found {
         let i = from_orphan(&o);
         match o.kind.as_str() {
-            "window" => remove_window(daemon, &o, i, dry_run, &mut out).await,
+            "window" | "job" => remove_window(daemon, &o, i, dry_run, &mut out).await,
             "worktree" => {
                 remove_orphan_worktree(daemon, &o, i, dry_run, &mut going, &mut out).await
             }

@@ -34,8 +34,16 @@ pub(super) async fn remove_window(
         out.removed.push(i);
         return;
     }
-    let runner = daemon.runner.clone();
-    match blocking(move || runner.stop(&run, &node, &crate::runner::AgentHandle::new(pane))).await {
+    // A window on the local tmux server, or a job of the runner it names.
+    let (d, named) = (daemon.clone(), o.runner.clone());
+    let stopped = blocking(move || {
+        d.runners.of(named.as_deref(), &d.home.config())?.stop(
+            &run,
+            &node,
+            &crate::runner::AgentHandle::new(pane),
+        )
+    });
+    match stopped.await {
         Ok(_) => out.removed.push(i),
         Err(e) => out.kept.push(kept(i, e.message)),
     }
