@@ -128,10 +128,7 @@ fn parse_name(name: &str) -> Option<(&str, &str, u32)> {
     Some((run, node, attempt.parse().ok()?))
 }
 
-/// This attempt's ref namespace in the exchange repository.
-pub fn ref_prefix(run: &str, node: &str, attempt: u32) -> String {
-    format!("refs/octl/remote/{run}/{node}/{attempt}")
-}
+pub use super::exchange::ref_prefix;
 
 /// Alive, or how it ended: `None` alive, `Some(Some(code))`, `Some(None)` ended, code unknown.
 fn ended(state: &str) -> Option<Option<i32>> {
@@ -312,7 +309,10 @@ impl super::Runner for SlurmRunner {
                 exit_signal: None,
             });
         }
-        Ok(Observation { agents, host: None })
+        Ok(Observation {
+            agents,
+            ..Observation::default()
+        })
     }
 
     fn owned(&self) -> Result<Vec<AgentStatus>> {
@@ -394,15 +394,6 @@ impl super::Runner for SlurmRunner {
                 &format!("+{head}:{head}"),
             ])
         })?;
-        // The branch moves to what the agent committed; what it left uncommitted comes back
-        // as changes in the worktree, as a local agent's would be.
-        wt.plumbing(&["merge", "-q", "--ff-only", &head])?;
-        if wt
-            .plumbing(&["rev-parse", "-q", "--verify", &format!("{wip}^{{commit}}")])
-            .is_ok()
-        {
-            wt.plumbing(&["read-tree", "-u", "-m", "HEAD", &wip])?;
-        }
-        Ok(())
+        super::exchange::apply(worktree, &head, &wip)
     }
 }
