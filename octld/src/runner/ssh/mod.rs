@@ -49,6 +49,9 @@ const LOOK_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long a start, stop or fetch may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often a host given up is looked at again.
+const PROBE_EVERY: Duration = Duration::from_secs(5);
+
 /// Most bytes of an agent's output brought back per look.
 const LOG_CHUNK: u64 = 256 * 1024;
 
@@ -89,6 +92,9 @@ struct HostState {
     starting: u32,
     last_fetch: Option<Instant>,
     fetching: bool,
+    /// A given-up host's background look (see `probe_in_background`).
+    probing: bool,
+    last_probe: Option<Instant>,
 }
 
 /// An agent on a host, as the runner last saw it.
@@ -697,83 +703,46 @@ impl SshRunner {
 
     /// Takes in one look at `host` (or its failure).
     fn take(&self, host: &str, look: Result<Look>) {
-        let mut state = self.state();
-        let State { hosts, lost } = &mut *state;
-        let h = hosts.entry(host.to_string()).or_default();
-        let look = match look {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::debug!(host, error = %e.message, "an ssh host did not answer a look");
-                h.failed += 1;
-                let since = *h.failing_since.get_or_insert_with(Instant::now);
-                h.error = e.message.clone();
-                if h.failed >= LOST_AFTER && !h.agents.is_empty() {
-                    let reason = format!(
-                        "ssh host {host} stopped answering: {} looks in a row failed over {:.0} s (last: {})",
-                        h.failed,
-                        since.elapsed().as_secs_f64(),
-                        e.message
-                    );
-                    for (handle, a) in std::mem::take(&mut h.agents) {
-                        give_up(&a, &reason);
-                        lost.insert(
-                            handle.clone(),
-                            Lost {
-                                run: a.run,
-                                node: a.node,
-                                handle: AgentHandle::new(handle),
-                                reason: reason.clone(),
-                            },
-                        );
-                    }
-                }
-                return;
-            }
-        };
-        tracing::debug!(host, panes = look.panes.len(), known = h.agents.len(), root = %look.root, "looked at an ssh host");
-        h.failed = 0;
-        h.failing_since = None;
-        h.answered = true;
-        h.root = Some(look.root.clone());
-        let mut seen = BTreeMap::new();
-        for p in &look.panes {
-            let Some((attempt, copy)) = p.attempt_copy() else {
-                continue;
-            };
-            let handle = handle_of(host, attempt, copy, &p.pane).into_string();
-            if lost.contains_key(&handle) {
-                continue;
-            }
-            let entry = match h.agents.remove(&handle) {
-                Some(a) => Some(a),
-                // A window made before this daemon started: adopted, unless its copy was
-                // given up on (the mark in the daemon's repository says so).
-                None => adopt(p, attempt, copy),
-            };
-            let Some(mut a) = entry else {
-                continue;
-            };
-            a.pid = p.pid.or(a.pid);
-            a.alive = !p.dead;
-            a.exit_status = p.status;
-            a.exit_signal = p.signal;
-            let _ = p.server_pid;
-            if let Some(bytes) = look.logs.get(&p.pane) {
-                if append_log(&a.log, bytes).is_ok() {
-                    a.offset += bytes.len() as u64;
-                }
-            }
-            seen.insert(handle, a);
-        }
-        // Windows no longer listed are gone (closed, or the server died): not reported.
-        h.agents = seen;
+        take(&self.state, host, look)
     }
 
     /// One look at `host`.
     fn look(&self, host: &str, ask: &Ask) -> Result<Look> {
-        let conn = self.conn(host)?;
-        let out = conn.run(&look_script(&self.pre(host), ask), None, LOOK_TIMEOUT)?;
-        Ok(parse_look(&out))
+        look(self.conn(host)?, &self.pre(host), ask)
+    }
+
+    /// Whether `host` was given up (its agents lost): it is then looked at in the background,
+    /// every [`PROBE_EVERY`], so that its bounded but slow failures do not hold up the looks
+    /// at the others. Starts that look when due.
+    fn probe_in_background(&self, host: &str) -> bool {
+        let Ok(conn) = self.conn(host).cloned() else {
+            return false;
+        };
+        {
+            let mut state = self.state();
+            let h = state.hosts.entry(host.to_string()).or_default();
+            if h.failed < LOST_AFTER || !h.agents.is_empty() {
+                return false;
+            }
+            if h.probing || h.last_probe.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
+                return true;
+            }
+            h.probing = true;
+            h.last_probe = Some(Instant::now());
+        }
+        let (state, pre, ask, host) = (
+            self.state.clone(),
+            self.pre(host),
+            self.ask(host),
+            host.to_string(),
+        );
+        std::thread::spawn(move || {
+            let answer = look(&conn, &pre, &ask);
+            take(&state, &host, answer);
+            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            state.hosts.entry(host).or_default().probing = false;
+        });
+        true
     }
 
     /// Looks at every host at once, and takes the answers in.
@@ -781,6 +750,7 @@ impl SshRunner {
         let asks: Vec<(String, Ask)> = self
             .hosts
             .iter()
+            .filter(|c| !self.probe_in_background(&c.host))
             .map(|c| (c.host.clone(), self.ask(&c.host)))
             .collect();
         let looks: Vec<(String, Result<Look>)> = std::thread::scope(|s| {
@@ -814,6 +784,87 @@ impl SshRunner {
         }
         !unsure
     }
+}
+
+/// Takes in one look at `host` (or its failure).
+fn take(state: &Mutex<State>, host: &str, look: Result<Look>) {
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let State { hosts, lost } = &mut *state;
+
+    let h = hosts.entry(host.to_string()).or_default();
+    let look = match look {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::debug!(host, error = %e.message, "an ssh host did not answer a look");
+            h.failed += 1;
+            let since = *h.failing_since.get_or_insert_with(Instant::now);
+            h.error = e.message.clone();
+            if h.failed >= LOST_AFTER && !h.agents.is_empty() {
+                let reason = format!(
+                    "ssh host {host} stopped answering: {} looks in a row failed over {:.0} s (last: {})",
+                    h.failed,
+                    since.elapsed().as_secs_f64(),
+                    e.message
+                );
+                for (handle, a) in std::mem::take(&mut h.agents) {
+                    give_up(&a, &reason);
+                    lost.insert(
+                        handle.clone(),
+                        Lost {
+                            run: a.run,
+                            node: a.node,
+                            handle: AgentHandle::new(handle),
+                            reason: reason.clone(),
+                        },
+                    );
+                }
+            }
+            return;
+        }
+    };
+    tracing::debug!(host, panes = look.panes.len(), known = h.agents.len(), root = %look.root, "looked at an ssh host");
+    h.failed = 0;
+    h.failing_since = None;
+    h.answered = true;
+    h.root = Some(look.root.clone());
+    let mut seen = BTreeMap::new();
+    for p in &look.panes {
+        let Some((attempt, copy)) = p.attempt_copy() else {
+            continue;
+        };
+        let handle = handle_of(host, attempt, copy, &p.pane).into_string();
+        if lost.contains_key(&handle) {
+            continue;
+        }
+        let entry = match h.agents.remove(&handle) {
+            Some(a) => Some(a),
+            // A window made before this daemon started: adopted, unless its copy was
+            // given up on (the mark in the daemon's repository says so).
+            None => adopt(p, attempt, copy),
+        };
+        let Some(mut a) = entry else {
+            continue;
+        };
+        a.pid = p.pid.or(a.pid);
+        a.alive = !p.dead;
+        a.exit_status = p.status;
+        a.exit_signal = p.signal;
+        let _ = p.server_pid;
+        if let Some(bytes) = look.logs.get(&p.pane) {
+            if append_log(&a.log, bytes).is_ok() {
+                a.offset += bytes.len() as u64;
+            }
+        }
+        seen.insert(handle, a);
+    }
+    // Windows no longer listed are gone (closed, or the server died): not reported.
+    h.agents = seen;
+}
+
+/// One look at a host.
+fn look(conn: &Conn, pre: &str, ask: &Ask) -> Result<Look> {
+    let out = conn.run(&look_script(pre, ask), None, LOOK_TIMEOUT)?;
+    Ok(parse_look(&out))
 }
 
 /// Marks a copy given up on in the daemon's repository (`…/<copy>/lost`, at the checkpoint
