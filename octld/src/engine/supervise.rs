@@ -254,6 +254,15 @@ async fn collect(
 /// in the same write, so nothing sees it failed; the retry's new attempt resumes from that
 /// checkpoint on another host (the runner marked the lost copy).
 async fn start_again(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, reason: &str) {
+    // Judged again under the slot: a look before may have started it again already.
+    let still = handle
+        .view()
+        .nodes
+        .iter()
+        .any(|n| n.id == node.id && n.pane == node.pane && n.state.is_alive());
+    if !still {
+        return;
+    }
     let _ = collect(daemon, handle, node, None).await;
     tracing::warn!(run = %handle.id, node = %node.id, reason, "the agent is lost; starting its node again");
     let failed = NodeFailed {

@@ -118,6 +118,8 @@ struct Placed {
     alive: bool,
     exit_status: Option<i32>,
     exit_signal: Option<i32>,
+    /// When the runner started (or adopted) it.
+    placed: Instant,
 }
 
 impl Placed {
@@ -608,6 +610,7 @@ impl SshRunner {
             alive: true,
             exit_status: None,
             exit_signal: None,
+            placed: Instant::now(),
         };
         Ok((
             placed,
@@ -702,8 +705,8 @@ impl SshRunner {
     }
 
     /// Takes in one look at `host` (or its failure).
-    fn take(&self, host: &str, look: Result<Look>) {
-        take(&self.state, host, look)
+    fn take(&self, host: &str, look: Result<Look>, began: Instant) {
+        take(&self.state, host, look, began)
     }
 
     /// One look at `host`.
@@ -737,8 +740,9 @@ impl SshRunner {
             host.to_string(),
         );
         std::thread::spawn(move || {
+            let began = Instant::now();
             let answer = look(&conn, &pre, &ask);
-            take(&state, &host, answer);
+            take(&state, &host, answer, began);
             let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
             state.hosts.entry(host).or_default().probing = false;
         });
@@ -753,6 +757,7 @@ impl SshRunner {
             .filter(|c| !self.probe_in_background(&c.host))
             .map(|c| (c.host.clone(), self.ask(&c.host)))
             .collect();
+        let began = Instant::now();
         let looks: Vec<(String, Result<Look>)> = std::thread::scope(|s| {
             let running: Vec<_> = asks
                 .iter()
@@ -771,7 +776,7 @@ impl SshRunner {
         });
         let mut unsure = false;
         for (host, look) in looks {
-            self.take(&host, look);
+            self.take(&host, look, began);
             let state = self.state();
             let h = &state.hosts[&host];
             // A host whose agents are not known yet (never answered since this daemon
@@ -787,7 +792,7 @@ impl SshRunner {
 }
 
 /// Takes in one look at `host` (or its failure).
-fn take(state: &Mutex<State>, host: &str, look: Result<Look>) {
+fn take(state: &Mutex<State>, host: &str, look: Result<Look>, began: Instant) {
     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let State { hosts, lost } = &mut *state;
 
@@ -858,6 +863,11 @@ fn take(state: &Mutex<State>, host: &str, look: Result<Look>) {
         seen.insert(handle, a);
     }
     // Windows no longer listed are gone (closed, or the server died): not reported.
+    // Agents started while the look ran are not in it yet.
+    let (newer, _gone): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut h.agents)
+        .into_iter()
+        .partition(|(_, a)| a.placed > began);
+    seen.extend(newer);
     h.agents = seen;
 }
 
@@ -908,6 +918,7 @@ fn adopt(p: &Pane, attempt: u32, copy: u32) -> Option<Placed> {
         alive: !p.dead,
         exit_status: p.status,
         exit_signal: p.signal,
+        placed: Instant::now(),
     };
     let given_up = has_commit(
         &Git::new(&placed.worktree),
