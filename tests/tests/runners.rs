@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use octl_tests::cluster::Cluster;
-use octl_tests::{TestEnv, TestRepo};
+use octl_tests::{bin, wait_until, Pane, TestEnv, TestRepo};
 
 fn write_config(env: &TestEnv, text: &str) {
     std::fs::create_dir_all(&env.home).unwrap();
@@ -212,6 +212,119 @@ fn a_bad_runner_in_config_is_refused_naming_the_field() {
             .as_str()
             .unwrap()
             .contains("runners.big.hosts: missing"),
+        "{e}"
+    );
+}
+
+/// `run attach` goes through the runner seam: `node.attach` gives the node's runner's command
+/// (the local runner's `tmux attach-session` on the daemon's socket), and `run attach` in a
+/// real terminal runs it and shows the agent's window. A node without an agent is refused
+/// naming its state.
+#[test]
+fn run_attach_runs_the_command_the_nodes_runner_gives() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "code",
+            &repo,
+            "echo hello-from-the-agent; sleep 600",
+            json!({"agent": "shell", "node": "api"}),
+        )
+        .unwrap(),
+    );
+    env.wait_node(&run, "api", "running");
+    let a = env.rpc("node.attach", json!({"run": run, "node": "api"}));
+    let socket = env.home.join("tmux.sock").display().to_string();
+    assert_eq!(
+        a["argv"],
+        json!([
+            "tmux",
+            "-S",
+            socket,
+            "attach-session",
+            "-t",
+            format!("{run}:api")
+        ]),
+        "{a}"
+    );
+    let e = env
+        .try_rpc("node.attach", json!({"run": run, "node": "nope"}))
+        .unwrap_err();
+    assert_eq!(e["data"]["kind"], "not_found", "{e}");
+
+    let home = env.home.display().to_string();
+    let pane = Pane::start(
+        &env,
+        100,
+        30,
+        &[],
+        &bin("orchestratectl"),
+        &["--home", &home, "run", "attach", &run],
+    );
+    pane.wait_for("hello-from-the-agent");
+    let clients = || {
+        let out = std::process::Command::new("tmux")
+            .args(["-S", &socket, "list-clients", "-F", "#{session_name}"])
+            .output()
+            .unwrap();
+        // The daemon's own control client sits on a hidden session of its own.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|s| *s == run)
+            .count()
+    };
+    wait_until(
+        "a client on the agent's session",
+        std::time::Duration::from_secs(10),
+        || (clients() == 1).then_some(()),
+    );
+    // Detach (C-b d): the agent goes on.
+    pane.keys(&["C-b", "d"]);
+    wait_until(
+        "run attach to end",
+        std::time::Duration::from_secs(10),
+        || (!pane.alive()).then_some(()),
+    );
+    assert_eq!(env.wait_node(&run, "api", "running")["state"], "running");
+
+    // The TUI's `t` runs the same command, and comes back on detach.
+    let tui = Pane::start(
+        &env,
+        120,
+        40,
+        &[],
+        &bin("orchestratectl"),
+        &["--home", &home, "tui"],
+    );
+    tui.wait_for(&run[..8]);
+    tui.keys(&["t"]);
+    tui.wait_for("hello-from-the-agent");
+    wait_until(
+        "the TUI's client on the agent's session",
+        std::time::Duration::from_secs(10),
+        || (clients() == 1).then_some(()),
+    );
+    tui.keys(&["C-b", "d"]);
+    tui.wait_for(&run[..8]);
+    assert!(tui.alive(), "the TUI is back after the detach");
+
+    // A plan node that has not started has nothing to attach to: invalid_transition.
+    let plan = "[[nodes]]\nid = \"first\"\ntask = \"sleep 600\"\n\
+                [[nodes]]\nid = \"later\"\ntask = \"true\"\ndeps = [\"first\"]\n";
+    let run = run_id(&env.rpc(
+        "orchestrate.start",
+        json!({"plan": plan, "format": "toml", "repo": repo.path.display().to_string(),
+               "agent": "shell"}),
+    ));
+    env.wait_node(&run, "first", "running");
+    let e = env
+        .try_rpc("node.attach", json!({"run": run, "node": "later"}))
+        .unwrap_err();
+    assert_eq!(e["data"]["kind"], "invalid_transition", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("has not started"),
         "{e}"
     );
 }

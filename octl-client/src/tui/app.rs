@@ -14,7 +14,7 @@ use super::detail::{Load, Loaded};
 use super::keys::Cmd;
 use super::model::{Attention, RunEntry, Runs};
 use super::source::{Link, Request, Update};
-use crate::commands::run::attach::{attach_argv, pick_node};
+use crate::commands::run::attach::{attach_argv, pick_node, AttachTo};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum View {
@@ -347,6 +347,10 @@ impl App {
                     ),
                 });
             }
+            Update::Attach(Ok(argv)) => {
+                effects.push(Effect::Handoff(Handoff { argv, dir: None }));
+            }
+            Update::Attach(Err(e)) => self.say(false, &e.message),
             // Handled by the loop (keys need the terminal's own decoding).
             Update::Input(_) => {}
             Update::Loaded(load, loaded) => {
@@ -901,7 +905,8 @@ impl App {
             .then(|| (e.id().to_string(), n.id.clone()))
     }
 
-    /// `t`: the same choice of node and the same tmux command as `run attach`.
+    /// `t`: the same choice of node and the same command as `run attach` (the node's
+    /// runner's, asked of the daemon; the terminal is handed to it when it comes).
     fn attach(&mut self) -> Vec<Effect> {
         let Some(e) = self.run_in_view() else {
             self.say(false, "no run selected");
@@ -917,10 +922,11 @@ impl App {
             _ => None,
         };
         match pick_node(&d, asked.as_deref()) {
-            Ok(node) => {
-                let argv = attach_argv(&self.tmux_socket, &d.manifest.id, node);
-                vec![Effect::Handoff(Handoff { argv, dir: None })]
-            }
+            Ok(node) => vec![Effect::Request(Request::Attach(AttachTo::of(
+                &self.tmux_socket,
+                &d.manifest.id,
+                node,
+            )))],
             Err(err) => {
                 self.say(false, &err.message);
                 Vec::new()

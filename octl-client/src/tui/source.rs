@@ -70,6 +70,8 @@ pub enum Update {
     Live(Vec<Event>),
     /// What an action ended with: a line for the status bar.
     Done(Result<String, AppError>),
+    /// The command to hand the terminal to for `t`, or why there is none.
+    Attach(Result<Vec<String>, AppError>),
     /// A load (screen, log, diff, numstat, events) finished.
     Loaded(Load, Loaded),
     /// A key or a resize, from the input thread: one channel, so the UI waits on one thing.
@@ -83,6 +85,8 @@ pub enum Request {
     /// Read this run's log again from the start (its fold did not fit).
     Refold(String),
     Load(Load),
+    /// The command that reaches a node's agent (`node.attach`), to hand the terminal to.
+    Attach(crate::commands::run::attach::AttachTo),
 }
 
 /// Starts the data thread, which sends its updates on `tx`.
@@ -262,6 +266,10 @@ impl Source {
                     ))
                 };
                 self.send(Update::Done(result));
+            }
+            Request::Attach(to) => {
+                let argv = to.command(&self.client, self.link.is_live()).await;
+                self.send(Update::Attach(argv));
             }
             Request::Load(load) => {
                 // Off this loop: a slow git or tmux must not hold the polling.

@@ -1,6 +1,7 @@
 //! The `node.*` family: what an agent reports about its own node (`node.done`, `node.fail`,
-//! `node.progress`) and a human's line of input to a live interactive agent and its screen
-//! (`node.send`, `node.screen`) — each method's params and result types beside its
+//! `node.progress`), a human's line of input to a live interactive agent and its screen
+//! (`node.send`, `node.screen`), and the command that reaches the agent from a terminal
+//! (`node.attach`) — each method's params and result types beside its
 //! declaration. A new method of the family is declared here; the compiler then asks for its
 //! daemon `Handle` (`octld/src/rpc/node.rs`), and the client calls it as `method::Name`.
 
@@ -59,6 +60,24 @@ pub struct Screen {
     /// The last lines of the agent's terminal (scrollback included), trailing blank lines
     /// left out, each ending with a newline.
     pub screen: String,
+}
+
+/// `node.attach`: how a terminal reaches the node's agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAttachParams {
+    pub run: String,
+    pub node: String,
+}
+
+/// `node.attach` result: the program and arguments a terminal runs to show the agent and
+/// take keys for it (`tmux … attach-session` for the local runner, `srun --pty …` on Slurm),
+/// run by the client on the daemon's machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attach {
+    pub run: String,
+    pub node: String,
+    pub argv: Vec<String>,
 }
 
 crate::methods! {
@@ -120,5 +139,11 @@ crate::methods! {
             },
         ],
         result: r#"{"type":"object","required":["run","node","screen"]}"#,
+    },
+    NodeAttach(NodeAttachParams) -> Attach {
+        name: "node.attach",
+        summary: "The command (argv) a terminal runs to reach a node's agent, from its runner.",
+        params: &[RUN_PARAM, NODE_PARAM],
+        result: r#"{"type":"object","required":["run","node","argv"]}"#,
     },
 }

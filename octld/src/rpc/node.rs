@@ -12,7 +12,9 @@ use serde_json::Value;
 use octl_proto::event::{NodeDone, NodeFailed, NodeProgress, Report as Held};
 use octl_proto::ids::validate_node_id;
 use octl_proto::method;
-use octl_proto::rpc::{NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen};
+use octl_proto::rpc::{
+    Attach, NodeAttachParams, NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen,
+};
 use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 
 use super::{to_value, Answer, Handle};
@@ -250,6 +252,57 @@ impl Handle for method::NodeSend {
 impl Handle for method::NodeScreen {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
         to_value(&screen(daemon, p).await?).map(Answer::Value)
+    }
+}
+
+/// The command a terminal runs to reach `node`'s agent, from the runner it runs on. Refused,
+/// naming the state, when the node has no agent to show (not started yet, or its place is
+/// gone: merged, cancelled, cleaned up).
+pub async fn attach(daemon: &Arc<Daemon>, p: NodeAttachParams) -> Result<Attach, AppError> {
+    validate_node_id("node", &p.node)?;
+    let handle = daemon.store.resolve("run", &p.run)?;
+    let view = handle.view();
+    let Some(n) = view.nodes.iter().find(|n| n.id == p.node) else {
+        return Err(
+            AppError::not_found(format!("run {} has no node {:?}", handle.id, p.node))
+                .with_hint(format!("see `orchestratectl run show {}`", handle.id)),
+        );
+    };
+    let gone = n.cleaned || matches!(n.state, NodeState::Merged | NodeState::Cancelled);
+    let agent = match &n.pane {
+        Some(pane) if !gone => crate::runner::AgentHandle::new(pane.clone()),
+        _ => {
+            return Err(AppError::new(
+                ErrorKind::InvalidTransition,
+                format!(
+                    "node {} of run {} is {}: {}",
+                    n.id,
+                    handle.id,
+                    n.state.as_str(),
+                    if gone {
+                        "its agent's place is gone"
+                    } else {
+                        "its agent has not started"
+                    }
+                ),
+            ))
+        }
+    };
+    let (d, runner) = (daemon.clone(), n.runner.clone());
+    let (run, node) = (handle.id.clone(), p.node);
+    let (r, nd) = (run.clone(), node.clone());
+    let argv = blocking(move || {
+        d.runners
+            .of(runner.as_deref(), &d.home.config())?
+            .attach(&r, &nd, &agent)
+    })
+    .await?;
+    Ok(Attach { run, node, argv })
+}
+
+impl Handle for method::NodeAttach {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
+        to_value(&attach(daemon, p).await?).map(Answer::Value)
     }
 }
 

@@ -13,14 +13,14 @@
 //! profile's `runner`, `[defaults] runner`, else `local`) and recorded in its `node.added`;
 //! [`Runners`] gives the runner of that name.
 //!
-//! `orchestratectl run attach` is the client's, not the daemon's: it execs `tmux attach` on
-//! the daemon's socket, so it stays tmux-only until a runner has its own way to show an agent.
+//! `orchestratectl run attach` asks the node's runner for the command that reaches its agent
+//! ([`Runner::attach`], over `node.attach`) and execs it in the user's terminal.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use octl_proto::AppError;
+use octl_proto::{AppError, ErrorKind};
 
 use crate::config::{Config, RunnerConfig, RunnerKind};
 
@@ -163,6 +163,17 @@ pub trait Runner: Send + Sync {
     fn capture(&self, handle: &AgentHandle) -> Result<String> {
         let _ = handle;
         Err(AppError::internal("this runner has no agent screen"))
+    }
+
+    /// The command (program and arguments) a terminal on the daemon's machine runs to show
+    /// the agent `handle` of `node` of `run` and type into it, for `run attach`. Optional: a
+    /// runner without one says so.
+    fn attach(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<Vec<String>> {
+        let _ = (run, node, handle);
+        Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            "this runner has no way to attach to an agent",
+        ))
     }
 
     /// Brings the work of the ended agent `handle` into its node's `worktree`, before the

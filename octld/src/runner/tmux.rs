@@ -95,6 +95,24 @@ impl Runner for TmuxRunner {
         Ok(self.tmux.capture_pane(handle.as_str())?)
     }
 
+    fn attach(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<Vec<String>> {
+        // A node id of digits only would be read by tmux as a window index: such a node is
+        // targeted by its pane.
+        let target = if node.bytes().all(|b| b.is_ascii_digit()) {
+            handle.as_str().to_string()
+        } else {
+            format!("{run}:{node}")
+        };
+        Ok(vec![
+            self.tmux.program().to_string_lossy().into_owned(),
+            "-S".to_string(),
+            self.tmux.socket().display().to_string(),
+            "attach-session".to_string(),
+            "-t".to_string(),
+            target,
+        ])
+    }
+
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         Ok(self.tmux.send_key(handle.as_str(), key)?)
     }

@@ -153,4 +153,9 @@ impl Tmux {
     pub fn socket(&self) -> &Path {
         &self.socket
     }
+
+    /// The tmux program commands run (`tmux` from `PATH` unless [`Tmux::with_program`]).
+    pub fn program(&self) -> &std::ffi::OsStr {
+        &self.program
+    }
 }

@@ -1,12 +1,13 @@
-//! `run attach RUN [--node NODE]`: which node's window, and replacing this process with
-//! `tmux attach-session` on the daemon's private tmux server.
+//! `run attach RUN [--node NODE]`: which node's agent, the command that reaches it — its
+//! runner's, from the daemon (`node.attach`: `tmux attach-session` on the daemon's private
+//! server for the local runner, `srun --pty` into the job on Slurm) — and replacing this
+//! process with that command.
 //!
-//! This is the one place that still knows agents run in tmux rather than going through the
-//! daemon's runner seam (`octld/src/runner/`): attaching is the user's terminal, not the
-//! daemon's, so a runner without tmux windows will need its own way here.
+//! With the daemon down (the TUI) or older than `node.attach`, a local node's window is still
+//! reached with the same tmux command, built here: agents keep running without the daemon.
 
 use octl_proto::method;
-use octl_proto::rpc::RunParams;
+use octl_proto::rpc::{NodeAttachParams, RunParams};
 use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -18,7 +19,7 @@ use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
 
 use super::run_param;
-use crate::client::find_on_path;
+use crate::client::{find_on_path, result_of, CallError, Client};
 use crate::commands::Ctx;
 use crate::output::shell_word;
 
@@ -44,11 +45,14 @@ pub(super) async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppErr
         .call_method::<method::RunShow>(&RunParams { run })
         .await?;
     let node = pick_node(&detail, args.node.as_deref())?;
-    let argv = attach_argv(&ctx.client.home().tmux_socket(), &detail.manifest.id, node);
+    let argv = AttachTo::of(&ctx.client.home().tmux_socket(), &detail.manifest.id, node)
+        .command(&ctx.client, true)
+        .await?;
+    let program = argv.first().cloned().unwrap_or_default();
     if !std::io::stdin().is_terminal() {
         return Err(AppError::invalid(format!(
-            "run attach needs a terminal: stdin is not one, and tmux can only show the window \
-             of node {} on a terminal",
+            "run attach needs a terminal: stdin is not one, and {program} can only show the \
+             window of node {} on a terminal",
             node.id
         ))
         .with_hint(format!(
@@ -59,19 +63,83 @@ pub(super) async fn attach(ctx: &Ctx, args: RunAttachArgs) -> Result<i32, AppErr
                 .join(" ")
         )));
     }
-    let Some(tmux) = find_on_path("tmux") else {
+    let found = if program.contains('/') {
+        Some(std::path::PathBuf::from(&program))
+    } else {
+        find_on_path(&program)
+    };
+    let Some(path) = found else {
         return Err(AppError::new(
             ErrorKind::ToolMissing,
-            "cannot attach: tmux is not installed (no tmux program on PATH)",
+            format!("cannot attach: {program} is not installed (no {program} program on PATH)"),
         )
-        .with_hint("install tmux (e.g. `apt install tmux` or `brew install tmux`)"));
+        .with_hint(if program == "tmux" {
+            "install tmux (e.g. `apt install tmux` or `brew install tmux`)".to_string()
+        } else {
+            format!("install {program} on this machine (the node's runner attaches with it)")
+        }));
     };
     // Only returns if the exec failed.
-    let err = std::process::Command::new(&tmux).args(&argv[1..]).exec();
+    let err = std::process::Command::new(&path).args(&argv[1..]).exec();
     Err(AppError::new(
         ErrorKind::ToolFailed,
-        format!("cannot start {}: {err}", tmux.display()),
+        format!("cannot start {}: {err}", path.display()),
     ))
+}
+
+/// Which agent to reach, and how when octld cannot say (see [`AttachTo::command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachTo {
+    pub run: String,
+    pub node: String,
+    /// The node's runner, if not local.
+    pub runner: Option<String>,
+    /// A local node's tmux window ([`attach_argv`]).
+    pub local: Option<Vec<String>>,
+}
+
+impl AttachTo {
+    pub fn of(socket: &Path, run: &str, node: &Node) -> AttachTo {
+        let runner = node.runner.clone().filter(|r| r != "local");
+        AttachTo {
+            run: run.to_string(),
+            node: node.id.clone(),
+            local: runner.is_none().then(|| attach_argv(socket, run, node)),
+            runner,
+        }
+    }
+
+    /// The command that reaches the agent: its runner's, from the daemon (`node.attach`).
+    /// Where the daemon is not asked (`live` false: it is down) or does not know
+    /// `node.attach`, a local node's tmux window; a remote node is reached only through octld.
+    pub async fn command(&self, client: &Client, live: bool) -> Result<Vec<String>, AppError> {
+        let why = if live {
+            let params = NodeAttachParams {
+                run: self.run.clone(),
+                node: self.node.clone(),
+            };
+            match client.try_call_method::<method::NodeAttach>(&params).await {
+                Ok(v) => return result_of::<method::NodeAttach>(&v).map(|a| a.argv),
+                Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => return Err(e),
+                Err(CallError::Failed(e) | CallError::NotRunning(e)) => e,
+            }
+        } else {
+            AppError::new(ErrorKind::DaemonUnreachable, "octld is not answering")
+        };
+        match &self.local {
+            Some(argv) => Ok(argv.clone()),
+            None => Err(AppError::new(
+                why.kind,
+                format!(
+                    "cannot attach to node {} of run {}: it runs on runner {}, which only octld reaches ({})",
+                    self.node,
+                    self.run,
+                    self.runner.as_deref().unwrap_or_default(),
+                    why.message
+                ),
+            )),
+        }
+    }
 }
 
 /// The node `run attach` shows: the one asked for; else the only one; else the first whose
@@ -132,7 +200,8 @@ pub fn pick_node<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, 
     Ok(node)
 }
 
-/// `tmux -S <HOME>/tmux.sock attach-session -t <RUN>:<NODE>`. A node id of digits only would be
+/// `tmux -S <HOME>/tmux.sock attach-session -t <RUN>:<NODE>`: the local runner's attach, as
+/// octld's `node.attach` gives it too (`octld/src/runner/tmux.rs`). A node id of digits only would be
 /// read by tmux as a window index, so such a node is targeted by its pane (`%N`) when known.
 pub fn attach_argv(socket: &Path, run: &str, node: &Node) -> Vec<String> {
     let target = match &node.pane {

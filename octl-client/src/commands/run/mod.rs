@@ -4,7 +4,7 @@
 //! in [`super::recover`]. JSON output is the daemon's result as it came; the human output
 //! reads it through the `octl-proto` projection types, plus the read-time node facts of
 //! `run.show` (`elapsed_s`, `waiting_for`). `wait` and `watch` follow the run through
-//! [`crate::follow`]; `attach` replaces this process with tmux.
+//! [`crate::follow`]; `attach` replaces this process with the command the node's runner gives.
 
 use crate::commands::result_of;
 use clap::{Args, Subcommand};
@@ -147,8 +147,10 @@ Examples:
 
     /// Attach this terminal to a node's agent window (tmux; detach with Ctrl-b d)
     ///
-    /// Replaces this process with `tmux -S $OCTL_HOME/tmux.sock attach-session -t RUN:NODE`
-    /// on the daemon's private tmux server. Needs a terminal.
+    /// Replaces this process with the command the node's runner gives (`node.attach`): for
+    /// the local runner `tmux -S $OCTL_HOME/tmux.sock attach-session -t RUN:NODE` on the
+    /// daemon's private tmux server; on Slurm `srun --overlap --pty --jobid JOB …` into the
+    /// agent's tmux inside the job. Needs a terminal.
     #[command(after_help = "\
 Examples:
   orchestratectl run attach 01JDXJ5R
