@@ -391,3 +391,76 @@ fn a_node_on_a_host_cut_off_starts_again_on_the_other_from_its_checkpoint() {
         merged.as_secs_f64()
     );
 }
+
+/// `run attach` of a node on an SSH host, in a real terminal: `node.attach` gives
+/// `ssh -t HOST tmux … attach-session` through the runner's master connection, and the agent's
+/// screen shows; detaching leaves it running.
+#[test]
+#[ignore = "needs root and ip netns: starts SSH hosts (tests/cluster/up.sh)"]
+fn attach_reaches_the_agent_on_its_host() {
+    let c = Cluster::shared();
+    let env = ssh_env(&c, 2);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "echo hello-from-far-away; sleep 600",
+            json!({"agent": "shell", "node": "far", "runner": "hosts"}),
+        )
+        .unwrap(),
+    );
+    let node = env.wait_node(&run, "far", "running");
+    let host = host_of(&node["pane"]);
+    let a = env.rpc("node.attach", json!({"run": run, "node": "far"}));
+    let argv: Vec<&str> = a["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], "ssh", "{a}");
+    assert!(argv.contains(&"-t") && argv.contains(&host.as_str()), "{a}");
+    assert!(argv.last().unwrap().contains("attach-session"), "{a}");
+
+    let home = env.home.display().to_string();
+    let path = c.path();
+    let t0 = Instant::now();
+    let pane = octl_tests::Pane::start(
+        &env,
+        100,
+        30,
+        &[("PATH", &path)],
+        &octl_tests::bin("orchestratectl"),
+        &["--home", &home, "run", "attach", &run],
+    );
+    pane.wait_for("hello-from-far-away");
+    let shown = t0.elapsed();
+    let clients = || {
+        let out = c
+            .ssh(&host)
+            .arg("for s in $HOME/.octl-remote/*/*/tmux.sock; do tmux -S $s list-clients -F '#{session_name}' 2>/dev/null; done")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|s| *s == run)
+            .count()
+    };
+    wait_until(
+        "a client on the agent's session",
+        Duration::from_secs(10),
+        || (clients() == 1).then_some(()),
+    );
+    pane.keys(&["C-b", "d"]);
+    wait_until("run attach to end", Duration::from_secs(10), || {
+        (!pane.alive()).then_some(())
+    });
+    assert_eq!(env.wait_node(&run, "far", "running")["state"], "running");
+    env.cli(["run", "cancel", &run]).ok();
+    eprintln!(
+        "attach on ssh: the agent's screen in {:.2} s",
+        shown.as_secs_f64()
+    );
+}

@@ -1233,6 +1233,27 @@ impl Runner for SshRunner {
         exchange::apply(worktree, &head, &format!("{mine}/wip"))
     }
 
+    fn attach(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<Vec<String>> {
+        let (host, _, _, pane) = parse_handle(handle).ok_or_else(|| {
+            AppError::internal(format!("node {node} of {run} has no ssh agent: {handle}"))
+        })?;
+        if self.state().lost.contains_key(handle.as_str()) {
+            return Err(AppError::new(
+                ErrorKind::InvalidTransition,
+                format!("node {node}'s agent on {host} is lost (the host stopped answering)"),
+            ));
+        }
+        // `$HOME` is the host's: the command is its shell's. A pane target selects the
+        // node's window in the run's session.
+        let command = format!(
+            "tmux -S \"$HOME/.octl-remote/{}/{}/tmux.sock\" attach-session -t {}",
+            self.tag,
+            dir_name(host),
+            q(pane)
+        );
+        Ok(self.conn(host)?.interactive(&command))
+    }
+
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
         let (host, _, _, pane) = parse_handle(handle)
             .ok_or_else(|| AppError::internal(format!("not an ssh agent: {handle}")))?;
