@@ -1280,7 +1280,8 @@ impl Runner for SshRunner {
     }
 }
 
-/// Runs `true` on every host at once; all must answer. Ok: how many answered.
+/// Asks every host at once for the tools agents need there (tmux and git); all must answer.
+/// Ok: how many answered, with each host's versions.
 pub fn check_hosts(hosts: &[String]) -> Result<String> {
     let tries: Vec<_> = hosts
         .iter()
@@ -1289,19 +1290,26 @@ pub fn check_hosts(hosts: &[String]) -> Result<String> {
                 .args(BATCH)
                 .arg("--")
                 .arg(h)
-                .arg("true")
+                .arg("tmux -V && git --version")
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn();
             (h, child)
         })
         .collect();
     let mut failed = Vec::new();
+    let mut tools = Vec::new();
     for (host, child) in tries {
         let answer = child.and_then(|c| c.wait_with_output());
         match answer {
-            Ok(o) if o.status.success() => {}
+            Ok(o) if o.status.success() => {
+                let versions: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(|l| l.trim().to_string())
+                    .collect();
+                tools.push(format!("{host}: {}", versions.join(", ")));
+            }
             Ok(o) => failed.push(format!(
                 "{host}: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
@@ -1316,14 +1324,18 @@ pub fn check_hosts(hosts: &[String]) -> Result<String> {
     }
     if failed.is_empty() {
         Ok(format!(
-            "{} host{} answered over ssh",
+            "{} host{} answered over ssh ({})",
             hosts.len(),
-            if hosts.len() == 1 { "" } else { "s" }
+            if hosts.len() == 1 { "" } else { "s" },
+            tools.join("; ")
         ))
     } else {
         Err(AppError::new(
             ErrorKind::ToolFailed,
-            format!("not reached over ssh: {}", failed.join("; ")),
+            format!(
+                "not reached over ssh, or without tmux and git: {}",
+                failed.join("; ")
+            ),
         ))
     }
 }
