@@ -160,7 +160,7 @@ fn a_fan_out_spreads_over_the_hosts_within_their_slots_and_merges() {
         .map(|i| format!("[[units]]\nid = \"u{i}\"\nvars = {{ x = \"f{i}\" }}\n"))
         .collect();
     let manifest = format!(
-        "prompt = \"hostname > {{x}}.txt; sleep 1\"\nagent = \"shell\"\nrunner = \"hosts\"\n{units}"
+        "prompt = \"hostname > {{x}}.txt; sleep 4\"\nagent = \"shell\"\nrunner = \"hosts\"\n{units}"
     );
     let t0 = Instant::now();
     let run = run_id(&env.rpc(
