@@ -168,8 +168,7 @@ fn a_fan_out_spreads_over_the_hosts_within_their_slots_and_merges() {
         json!({"manifest": manifest, "format": "toml", "repo": repo.path.display().to_string(),
                "max_parallel": 4}),
     ));
-    let show = wait_until("the fan-out to end", Duration::from_secs(180), || {
-        let show = env.rpc("run.show", json!({"run": run}));
+    let show = wait_end(&env, &run, "u1", 180);
         matches!(
             show["manifest"]["status"].as_str(),
             Some("completed" | "failed")
