@@ -169,12 +169,6 @@ fn a_fan_out_spreads_over_the_hosts_within_their_slots_and_merges() {
                "max_parallel": 4}),
     ));
     let show = wait_end(&env, &run, "u1", 180);
-        matches!(
-            show["manifest"]["status"].as_str(),
-            Some("completed" | "failed")
-        )
-        .then_some(show)
-    });
     let took = t0.elapsed();
     assert_eq!(
         show["manifest"]["status"],
