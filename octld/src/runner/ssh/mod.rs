@@ -568,7 +568,7 @@ impl SshRunner {
              P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
              P=$(t new-session -d -P -F '#{{pane_id}}' -s {run} -n {node} -x 200 -y 50 -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
              P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\") || exit 1\n\
-             t set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
+             t set-option -s exit-empty off \\; set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
              set-option -w -t \"$P\" @octl_wt {wt} \\; set-option -w -t \"$P\" @octl_log {log} \\; \
              set-option -w -t \"$P\" @octl_rlog {rlog} \\; set-option -w -t \"$P\" @octl_git {git} \\; \
              pipe-pane -t \"$P\" -o {pipe} \\; wait-for -S {go}\n\
@@ -1101,11 +1101,17 @@ impl Runner for SshRunner {
             CALL_TIMEOUT,
         )?;
         let stopped = String::from_utf8_lossy(&out).trim() == "yes";
-        let placed = self
-            .state()
-            .hosts
-            .get_mut(host)
-            .and_then(|h| h.agents.remove(handle.as_str()));
+        // Only this node's entry: a pane id comes again once a host's tmux server restarted.
+        let placed = {
+            let mut state = self.state();
+            let h = state.hosts.get_mut(host);
+            let mine = h
+                .as_ref()
+                .and_then(|h| h.agents.get(handle.as_str()))
+                .is_some_and(|p| p.run == run && p.node == node);
+            h.filter(|_| mine)
+                .and_then(|h| h.agents.remove(handle.as_str()))
+        };
         // What its trap pushed last comes back now.
         if let Some(p) = placed.filter(|p| stopped && p.alive) {
             if let Err(e) = Self::fetch(conn, &p, CALL_TIMEOUT) {
@@ -1191,7 +1197,8 @@ impl Runner for SshRunner {
                 .state()
                 .hosts
                 .get(host)
-                .and_then(|h| h.agents.get(handle.as_str()).cloned());
+                .and_then(|h| h.agents.get(handle.as_str()).cloned())
+                .filter(|p| p.run == run && p.node == node);
             let placed = match placed {
                 Some(p) => p,
                 None => {
