@@ -568,7 +568,7 @@ impl SshRunner {
              P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
              P=$(t new-session -d -P -F '#{{pane_id}}' -s {run} -n {node} -x 200 -y 50 -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
              P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\") || exit 1\n\
-             t set-option -s exit-empty off \\; set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
+             t set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
              set-option -w -t \"$P\" @octl_wt {wt} \\; set-option -w -t \"$P\" @octl_log {log} \\; \
              set-option -w -t \"$P\" @octl_rlog {rlog} \\; set-option -w -t \"$P\" @octl_git {git} \\; \
              pipe-pane -t \"$P\" -o {pipe} \\; wait-for -S {go}\n\
