@@ -110,8 +110,8 @@ fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
             .contains("no runner \"nope\"; known: local, big, here, hpc"),
         "{e}"
     );
-    // A kind this daemon cannot run yet (ssh): invalid_params; a Slurm cluster that does not
-    // answer (none here, or no such partition): tool_failed or tool_missing.
+    // SSH hosts that do not answer (no host build1 here) and a Slurm cluster that does not
+    // (none here, or no such partition): tool_failed or tool_missing, before anything exists.
     let spawn_on = |runner: &str| {
         let repo_dir = repo.path.display().to_string();
         let cli = env.cli([
@@ -122,12 +122,12 @@ fn the_runner_a_node_uses_is_resolved_recorded_and_refused_when_unknown() {
         cli.error()
     };
     let e = spawn_on("big");
-    assert_eq!(e["kind"], "invalid_params", "{e}");
+    assert_eq!(e["kind"], "tool_failed", "{e}");
     assert!(
         e["message"]
             .as_str()
             .unwrap()
-            .contains("runner \"big\" is of kind ssh"),
+            .contains("no host of runner \"big\" answers over ssh (build1: "),
         "{e}"
     );
     let e = spawn_on("hpc");
@@ -175,7 +175,7 @@ fn manifests_and_plans_name_runners_and_the_flag_decides_where_they_do_not() {
     assert_eq!(runners_added(&env, &run), [json!("local"), json!("local")]);
     env.wait_status(&run, &["completed"]);
     let e = fan(Some("big")).unwrap_err();
-    assert!(e["message"].as_str().unwrap().contains("kind ssh"), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("build1"), "{e}");
 
     // A plan node's runner stands; the others take --runner.
     let plan = "[[nodes]]\nid = \"p1\"\ntask = \"echo 1 > p1.txt\"\nrunner = \"here\"\n\

@@ -89,6 +89,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     names.sort();
     names.dedup();
     let mut panes: HashMap<(Option<String>, String), AgentStatus> = HashMap::new();
+    let mut lost: HashMap<(Option<String>, String), crate::runner::Lost> = HashMap::new();
     let mut looked: Vec<Option<String>> = Vec::new();
     for name in names {
         let d = daemon.clone();
@@ -106,6 +107,9 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
                 }
                 for a in o.agents {
                     panes.insert((name.clone(), a.handle.as_str().to_string()), a);
+                }
+                for l in o.lost {
+                    lost.insert((name.clone(), l.handle.as_str().to_string()), l);
                 }
                 looked.push(name);
             }
@@ -125,6 +129,20 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         let runner = runner_name(&node);
         if !looked.contains(&runner) {
+            continue;
+        }
+        let key = (runner.clone(), pane_id.to_string());
+        if let Some(l) = lost
+            .remove(&key)
+            .filter(|l| l.run == handle.id && l.node == node.id)
+        {
+            if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
+                let d = daemon.clone();
+                steps.push(tokio::spawn(async move {
+                    start_again(&d, &handle, &node, &l.reason).await;
+                    drop(slot);
+                }));
+            }
             continue;
         }
         // The pane must still be this node's: ids restart with a new tmux server.
@@ -270,6 +288,40 @@ async fn collect(
         tracing::warn!(run = %handle.id, node = %node.id, status = ?status, error = %e.message, "cannot bring the remote agent's work back");
         e.message
     })
+}
+
+/// An agent its runner gave up on (its SSH host stopped answering): what was fetched of its
+/// work comes into the worktree, then the node fails with the runner's reason and is retried
+/// in the same write, so nothing sees it failed; the retry's new attempt resumes from that
+/// checkpoint on another host (the runner marked the lost copy).
+async fn start_again(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, reason: &str) {
+    // Judged again under the slot: a look before may have started it again already.
+    let still = handle
+        .view()
+        .nodes
+        .iter()
+        .any(|n| n.id == node.id && n.pane == node.pane && n.state.is_alive());
+    if !still {
+        return;
+    }
+    let _ = collect(daemon, handle, node, None).await;
+    tracing::warn!(run = %handle.id, node = %node.id, reason, "the agent is lost; starting its node again");
+    let failed = NodeFailed {
+        reason: Some(format!("{reason}; started again from its last checkpoint")),
+        exit_status: Some(Nullable(None)),
+        ..NodeFailed::default()
+    };
+    let retried = octl_proto::event::NodeRetried {
+        cause: Some(reason.to_string()),
+        ..Default::default()
+    };
+    let drafts = vec![
+        crate::store::Draft::daemon(Some(&node.id), failed),
+        crate::store::Draft::daemon(Some(&node.id), retried),
+    ];
+    if let Err(e) = daemon.store.append_all(handle, drafts).await {
+        tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "a lost agent's node was not started again");
+    }
 }
 
 /// Logs, once per server, that the tmux server the agents ran in is gone (no server

@@ -86,7 +86,7 @@ impl Runner for FakeRunner {
     fn observe(&self) -> Result<Observation> {
         Ok(Observation {
             agents: self.state().agents.values().cloned().collect(),
-            host: None,
+            ..Observation::default()
         })
     }
 

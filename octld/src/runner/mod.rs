@@ -24,6 +24,7 @@ use octl_proto::{AppError, ErrorKind};
 
 use crate::config::{Config, RunnerConfig, RunnerKind};
 
+pub mod exchange;
 #[cfg(test)]
 pub mod fake;
 pub mod slurm;
@@ -124,6 +125,20 @@ pub struct Observation {
     pub agents: Vec<AgentStatus>,
     /// The pid of the process hosting the agents that answered (the tmux server), if any.
     pub host: Option<u32>,
+    /// Agents the runner gave up on, with why (an SSH host that stopped answering): their
+    /// nodes end with that reason and start again elsewhere (the engine's retry); whatever
+    /// such an agent does later is never brought back.
+    pub lost: Vec<Lost>,
+}
+
+/// An agent whose place stopped answering, from [`Observation::lost`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    pub run: String,
+    pub node: String,
+    pub handle: AgentHandle,
+    /// Names the place and how long it did not answer.
+    pub reason: String,
 }
 
 /// Where agents run. Adding one is a module implementing this trait (see
@@ -267,9 +282,9 @@ fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Ar
             config.clone(),
             home,
         ))),
-        kind => Err(AppError::invalid(format!(
-            "runner {name:?} is of kind {}, which this octld cannot start agents on yet (local and slurm; see docs/RUNNERS.md)",
-            kind.as_str()
+        RunnerKind::Ssh => Ok(std::sync::Arc::new(ssh::SshRunner::new(name, config, home))),
+        RunnerKind::Local => Err(AppError::internal(format!(
+            "runner {name:?} is local: it is the daemon's own tmux runner, not built"
         ))),
     }
 }

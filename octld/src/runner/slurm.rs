@@ -230,10 +230,7 @@ fn parse_name(name: &str) -> Option<(&str, &str, u32)> {
     Some((run, node, attempt.parse().ok()?))
 }
 
-/// This attempt's ref namespace in the exchange repository.
-pub fn ref_prefix(run: &str, node: &str, attempt: u32) -> String {
-    format!("refs/octl/remote/{run}/{node}/{attempt}")
-}
+pub use super::exchange::ref_prefix;
 
 /// Alive, or how it ended: `None` alive, `Some(Some(code))`, `Some(None)` ended, code unknown.
 fn ended(state: &str) -> Option<Option<i32>> {
@@ -561,7 +558,10 @@ impl super::Runner for SlurmRunner {
                 requeue: self.requeue_of(&job),
             });
         }
-        Ok(Observation { agents, host: None })
+        Ok(Observation {
+            agents,
+            ..Observation::default()
+        })
     }
 
     fn owned(&self) -> Result<Vec<AgentStatus>> {
@@ -690,13 +690,7 @@ impl super::Runner for SlurmRunner {
         })?;
         // The branch moves to what the agent committed; what it left uncommitted comes back
         // as changes in the worktree, as a local agent's would be.
-        wt.plumbing(&["merge", "-q", "--ff-only", &head])?;
-        if wt
-            .plumbing(&["rev-parse", "-q", "--verify", &format!("{wip}^{{commit}}")])
-            .is_ok()
-        {
-            wt.plumbing(&["read-tree", "-u", "-m", "HEAD", &wip])?;
-        }
+        super::exchange::apply(worktree, &head, &wip)?;
         // What came back is in the worktree; a push the exchange refused fails the node with
         // git's (the hook's) message.
         if let Some(why) = refused {

@@ -11,26 +11,31 @@ set -uo pipefail
 EXCHANGE=$1 BASE=$2 PREFIX=$3 BRANCH=$4 EVERY=$5
 shift 5
 [ "${1:-}" = -- ] && shift
-COPY=${SLURM_RESTART_COUNT:-0}
+# The SSH runner (runner/ssh) names the copy and the clone's place itself, and may give a
+# checkpoint of the attempt before (OCTL_BASE_WIP: uncommitted work on top of BASE).
+COPY=${OCTL_COPY:-${SLURM_RESTART_COUNT:-0}}
 REF=$PREFIX/$COPY
-WD=${TMPDIR:-/tmp}/octl-job-${SLURM_JOB_ID:-$$}-$COPY
+WD=${OCTL_CLONE:-${TMPDIR:-/tmp}/octl-job-${SLURM_JOB_ID:-$$}-$COPY}
 export GIT_AUTHOR_NAME=${GIT_AUTHOR_NAME:-octl} GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL:-octl@localhost}
 export GIT_COMMITTER_NAME=${GIT_COMMITTER_NAME:-octl} GIT_COMMITTER_EMAIL=${GIT_COMMITTER_EMAIL:-octl@localhost}
 
 rm -rf "$WD"
 git clone -q --no-checkout "$EXCHANGE" "$WD" && cd "$WD" || exit 90
-git fetch -q origin "+$PREFIX/*:$PREFIX/*" "+$BASE:$BASE" 2>/dev/null
+git fetch -q origin "+$PREFIX/*:$PREFIX/*" "+$BASE:$BASE" ${OCTL_BASE_WIP:+"+$OCTL_BASE_WIP:$OCTL_BASE_WIP"} 2>/dev/null
 # Resume from the newest checkpoint of an earlier copy of this attempt, else from the base.
 HEAD0=$(git rev-parse -q --verify "$BASE^{commit}") || exit 91
 WIP0=
-for ((c = COPY - 1; c >= 0; c--)); do
+[ -z "${OCTL_BASE_WIP:-}" ] || WIP0=$(git rev-parse -q --verify "$OCTL_BASE_WIP^{commit}") || exit 91
+EARLIER=$COPY                     # the SSH runner gives the resume point itself (its hosts'
+[ -z "${OCTL_COPY:-}" ] || EARLIER=0 # repositories may hold refs of a copy it gave up on)
+for ((c = EARLIER - 1; c >= 0; c--)); do
   h=$(git rev-parse -q --verify "$PREFIX/$c/head^{commit}") || continue
   HEAD0=$h; WIP0=$(git rev-parse -q --verify "$PREFIX/$c/wip^{commit}")
   break
 done
 git checkout -q -B "$BRANCH" "$HEAD0" || exit 91
 [ -z "$WIP0" ] || git read-tree -u -m HEAD "$WIP0" || exit 91
-echo "octl: job ${SLURM_JOB_ID:-?} copy $COPY on $(hostname) in $WD from ${WIP0:-$HEAD0}"
+echo "octl: job ${SLURM_JOB_ID:-${OCTL_JOB:-?}} copy $COPY on $(hostname) in $WD from ${WIP0:-$HEAD0}"
 
 LAST_HEAD= LAST_WIP=
 push() { # push WHAT SHA LAST: SHA to $REF/WHAT, only over what this copy pushed last

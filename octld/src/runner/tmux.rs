@@ -62,6 +62,7 @@ impl Runner for TmuxRunner {
         Ok(Observation {
             agents: panes.into_iter().map(status).collect(),
             host,
+            ..Observation::default()
         })
     }
 
