@@ -33,7 +33,7 @@ async fn steps(
     if node.state != NodeState::Done {
         return Ok(());
     }
-    wait_for_exit(daemon, &handle.id, node_id, node.pane.clone()).await;
+    wait_for_exit(daemon, &handle.id, &node, node.pane.clone()).await;
     if let Some(gate) = node
         .gate
         .clone()
@@ -56,18 +56,28 @@ async fn steps(
 }
 
 /// Waits (bounded) for the agent's pane to die, then closes its window.
-async fn wait_for_exit(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Option<String>) {
+/// Asks the node's own runner: a remote agent is not in the local runner's look.
+async fn wait_for_exit(
+    daemon: &Arc<Daemon>,
+    run: &str,
+    node: &octl_proto::state::Node,
+    pane: Option<String>,
+) {
     let Some(pane) = pane else { return };
     let deadline = Instant::now() + EXIT_GRACE;
+    let named = node.runner.clone();
+    let node = node.id.as_str();
     loop {
-        let (runner, p, r, n) = (
-            daemon.runner.clone(),
+        let (d, named, p, r, n) = (
+            daemon.clone(),
+            named.clone(),
             pane.clone(),
             run.to_string(),
             node.to_string(),
         );
         let alive = blocking(move || {
-            Ok(runner
+            Ok(d.runners
+                .of(named.as_deref(), &d.home.config())?
                 .observe()?
                 .agents
                 .into_iter()

@@ -206,6 +206,15 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let d = daemon.clone();
             steps.push(tokio::spawn(async move {
+                // The look was decided on a view from before the claim: a step of the tick
+                // before may have handled this exit already (its `node.done` written, its
+                // window closed). Only a node the log still shows as it was is judged; else
+                // a remote runner's second collect would fail a node already done.
+                let current = handle.view().nodes.iter().find(|n| n.id == node.id).cloned();
+                if current.is_none_or(|c| c.state != node.state || c.pane != node.pane) {
+                    drop(slot);
+                    return;
+                }
                 let judged = match runner {
                     Some(_) => collect(&d, &handle, &node, status).await,
                     None => Ok(()),

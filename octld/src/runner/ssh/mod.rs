@@ -272,7 +272,7 @@ struct Ask {
     close: Vec<(String, String)>,
 }
 
-fn parse_look(out: &[u8]) -> Look {
+fn parse_look(out: &[u8]) -> Option<Look> {
     let mut look = Look::default();
     let mut rest = out;
     let line = |rest: &mut &[u8]| -> Option<String> {
@@ -282,8 +282,10 @@ fn parse_look(out: &[u8]) -> Look {
         Some(l)
     };
     look.root = line(&mut rest).unwrap_or_default();
+    let mut ended = false;
     while let Some(l) = line(&mut rest) {
         if l == format!("{SEP}END") {
+            ended = true;
             break;
         }
         let f: Vec<&str> = l.split(SEP).collect();
@@ -315,7 +317,8 @@ fn parse_look(out: &[u8]) -> Look {
         look.logs.insert(pane.to_string(), rest[..n].to_vec());
         rest = &rest[n..];
     }
-    look
+    // A list cut short is no list: taking it would drop every agent after the cut.
+    ended.then_some(look)
 }
 
 /// The start of every script: `R`, this daemon's directory on the host, and `S`, its tmux
@@ -877,7 +880,12 @@ fn take(state: &Mutex<State>, host: &str, look: Result<Look>, began: Instant) {
 /// One look at a host.
 fn look(conn: &Conn, pre: &str, ask: &Ask) -> Result<Look> {
     let out = conn.run(&look_script(pre, ask), None, LOOK_TIMEOUT)?;
-    Ok(parse_look(&out))
+    parse_look(&out).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::ToolFailed,
+            format!("on {}: the look's answer was cut short", conn.host),
+        )
+    })
 }
 
 /// Marks a copy given up on in the daemon's repository (`…/<copy>/lost`, at the checkpoint
@@ -1375,7 +1383,7 @@ mod tests {
         .into_bytes();
         out.extend_from_slice(b"a\nb\x00c\n");
         out.extend_from_slice(format!("L{s}%2{s}2\nok").as_bytes());
-        let look = parse_look(&out);
+        let look = parse_look(&out).expect("the look ends with its marker");
         assert_eq!(look.root, "/root/.octl-remote/t/s1");
         assert_eq!(look.panes.len(), 2);
         assert!(!look.panes[0].dead && look.panes[1].dead);
