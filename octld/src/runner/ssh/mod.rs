@@ -451,8 +451,9 @@ impl Runner for SshRunner {
             h.filter(|_| mine)
                 .and_then(|h| h.agents.remove(handle.as_str()))
         };
-        // What its trap pushed last comes back now.
-        if let Some(p) = placed.filter(|p| stopped && p.alive) {
+        // What its trap pushed last comes back now: also when a look in between already saw
+        // the agent end (the TERM is what ended it), so its entry is no longer alive.
+        if let Some(p) = placed.filter(|_| stopped) {
             if let Err(e) = Self::fetch(conn, &p, CALL_TIMEOUT) {
                 tracing::warn!(host, run, node, error = %e.message, "the stopped agent's last checkpoint was not fetched");
             }
