@@ -75,12 +75,18 @@ fn build_info(manifest_dir: &std::path::Path) {
     };
     let from_git = || {
         let commit = git(&["rev-parse", "--short=12", "HEAD"])?;
-        // Built again when HEAD moves: HEAD itself, the branch it names, packed refs.
+        // Built again when HEAD moves: HEAD itself, the branch it names, packed refs. Only
+        // files that exist: cargo takes a watched file that is missing for a change, and
+        // would build again every time (a repository that never packed its refs has no
+        // packed-refs). A file that appears later (refs packed) comes with the loose ref's
+        // removal, which is a change of a watched file.
         let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
         watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
         for name in watched {
             if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]) {
-                println!("cargo:rerun-if-changed={path}");
+                if std::path::Path::new(&path).exists() {
+                    println!("cargo:rerun-if-changed={path}");
+                }
             }
         }
         Some(commit)
