@@ -98,7 +98,9 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     logging::init(&home.log(), config.foreground, config.verbose);
     tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "octld starting");
 
-    let store = Store::open(home.clone()).map_err(io_err("cannot load runs"))?;
+    let store = Store::open(home.clone())
+        .await
+        .map_err(io_err("cannot load runs"))?;
     let changes = store.watch_changes();
     let notices = store.watch_notices(crate::notify::QUEUE);
     // A socket handed over by systemd or launchd is theirs: served, never unlinked.

@@ -234,7 +234,8 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
     loop {
         tokio::select! {
             Some(run) = changes.recv() => {
-                if let Ok(handle) = daemon.store.resolve("run", &run) {
+                // Only an active run can have a step due (a finished one is let go of).
+                if let Some(handle) = daemon.store.active(&run) {
                     reconcile(&daemon, &handle);
                 }
             }
@@ -300,7 +301,7 @@ fn wake_port_waiters(daemon: &Arc<Daemon>) {
 /// whose key is free, performed by [`act`].
 pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
     let view = handle.view();
-    let run_exists = |id: &str| daemon.store.resolve("run", id).is_ok();
+    let run_exists = |id: &str| daemon.store.exists(id);
     let facts = Facts {
         corrupt: handle.corrupt().is_some(),
         run_exists: &run_exists,
@@ -328,7 +329,7 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
     match step {
         Step::CreateSpinoffRun { proposal, child } => {
             // Judged again under the slot: the accepting request may have made it meanwhile.
-            if d.store.resolve("run", &child).is_err() {
+            if !d.store.exists(&child) {
                 tracing::info!(run = %h.id, proposal = %proposal.id, child = %child, "creating the run of an accepted spin-off a crash cut short");
                 let _ = spinoff::create_child(&d, &h, &proposal, &child, None).await;
             }

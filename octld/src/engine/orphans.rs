@@ -23,6 +23,7 @@ use octl_proto::AppError;
 use super::blocking;
 use crate::daemon::Daemon;
 use crate::git::Git;
+use crate::store::RunHandle;
 
 /// What the orphan search needs to know of one run.
 #[derive(Debug, Clone)]
@@ -41,33 +42,116 @@ impl RunFacts {
     }
 }
 
-/// Every run the daemon knows, by id, as it is now.
-pub fn facts(daemon: &Arc<Daemon>) -> BTreeMap<String, RunFacts> {
-    daemon
-        .store
-        .handles()
-        .into_iter()
-        .map(|h| {
-            let view = h.view();
-            let facts = RunFacts {
-                corrupt: h.corrupt().is_some(),
-                status: view.manifest.status,
-                repo: view.manifest.repo.clone(),
-                integration: view.manifest.settings.integration.clone(),
-                nodes: view
-                    .nodes
-                    .iter()
-                    .map(|n| (n.id.clone(), n.clone()))
-                    .collect(),
-            };
-            (h.id.clone(), facts)
-        })
-        .collect()
+impl RunFacts {
+    fn of(h: &RunHandle) -> RunFacts {
+        let view = h.view();
+        RunFacts {
+            corrupt: h.corrupt().is_some(),
+            status: view.manifest.status,
+            repo: view.manifest.repo.clone(),
+            integration: view.manifest.settings.integration.clone(),
+            nodes: view
+                .nodes
+                .iter()
+                .map(|n| (n.id.clone(), n.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Where the orphan rules look a run up.
+pub trait Runs {
+    /// The run of this id as it is now; `None` when no run has it.
+    fn facts(&self, run: &str) -> Option<Arc<RunFacts>>;
+    /// The repositories the runs name.
+    fn repos(&self) -> Vec<PathBuf>;
+}
+
+impl Runs for BTreeMap<String, RunFacts> {
+    fn facts(&self, run: &str) -> Option<Arc<RunFacts>> {
+        self.get(run).cloned().map(Arc::new)
+    }
+
+    fn repos(&self) -> Vec<PathBuf> {
+        self.values()
+            .filter_map(|f| f.repo.as_ref().map(PathBuf::from))
+            .collect()
+    }
+}
+
+/// Every run the daemon knows, looked up as the search needs it: a finished run is folded
+/// from its log the first time something under its name is found (most are never needed).
+pub struct Known {
+    daemon: Arc<Daemon>,
+    seen: std::sync::Mutex<BTreeMap<String, Option<Arc<RunFacts>>>>,
+}
+
+impl Known {
+    pub fn new(daemon: &Arc<Daemon>) -> Known {
+        Known {
+            daemon: daemon.clone(),
+            seen: Default::default(),
+        }
+    }
+}
+
+impl Runs for Known {
+    fn facts(&self, run: &str) -> Option<Arc<RunFacts>> {
+        if let Some(f) = self.seen.lock().expect("seen lock").get(run) {
+            return f.clone();
+        }
+        let found = match self.daemon.store.get(run) {
+            Ok(h) => h.map(|h| Arc::new(RunFacts::of(&h))),
+            Err(e) => {
+                // Unreadable now: counted as owning what is under its name, never as gone.
+                tracing::warn!(run, error = %e.message, "orphans: cannot read a run; what it may own is left alone");
+                Some(Arc::new(RunFacts {
+                    corrupt: true,
+                    status: ListedStatus::Corrupt,
+                    repo: None,
+                    integration: None,
+                    nodes: BTreeMap::new(),
+                }))
+            }
+        };
+        self.seen
+            .lock()
+            .expect("seen lock")
+            .insert(run.to_string(), found.clone());
+        found
+    }
+
+    fn repos(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .daemon
+            .store
+            .handles()
+            .iter()
+            .filter_map(|h| h.view().manifest.repo.clone().map(PathBuf::from))
+            .collect();
+        #[derive(serde::Deserialize)]
+        struct RepoOnly {
+            #[serde(default)]
+            repo: Option<String>,
+        }
+        let mut finished = BTreeSet::new();
+        let _ = self.daemon.store.each_finished(|e| {
+            if let Some(r) = serde_json::from_str::<RepoOnly>(&e.summary)
+                .ok()
+                .and_then(|r| r.repo)
+            {
+                finished.insert(r);
+            }
+            true
+        });
+        out.extend(finished.into_iter().map(PathBuf::from));
+        out
+    }
 }
 
 /// Why the worktree directory `worktrees/<run>/<node>` is an orphan; `None` when a run owns it.
-pub fn worktree_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, node: &str) -> Option<String> {
-    let Some(facts) = runs.get(run) else {
+pub fn worktree_orphan(runs: &dyn Runs, run: &str, node: &str) -> Option<String> {
+    let Some(facts) = runs.facts(run) else {
         return Some(format!("run {run} is not known to this daemon"));
     };
     if facts.corrupt {
@@ -84,8 +168,8 @@ pub fn worktree_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, node: &str)
 }
 
 /// Why the branch `octl/<run>/<rest>` is an orphan; `None` when a run owns it.
-pub fn branch_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, rest: &str) -> Option<String> {
-    let Some(facts) = runs.get(run) else {
+pub fn branch_orphan(runs: &dyn Runs, run: &str, rest: &str) -> Option<String> {
+    let Some(facts) = runs.facts(run) else {
         return Some(format!("run {run} is not known to this daemon"));
     };
     if facts.corrupt || facts.integration.as_deref() == Some(&format!("octl/{run}/{rest}")) {
@@ -102,12 +186,8 @@ pub fn branch_orphan(runs: &BTreeMap<String, RunFacts>, run: &str, rest: &str) -
 }
 
 /// Why the window `<session>:<window>` is an orphan; `None` when a live node owns it.
-pub fn window_orphan(
-    runs: &BTreeMap<String, RunFacts>,
-    session: &str,
-    window: &str,
-) -> Option<String> {
-    let Some(facts) = runs.get(session) else {
+pub fn window_orphan(runs: &dyn Runs, session: &str, window: &str) -> Option<String> {
+    let Some(facts) = runs.facts(session) else {
         return Some(format!(
             "session {session} is not a run known to this daemon"
         ));
@@ -128,7 +208,7 @@ pub fn window_orphan(
 
 /// Finds every orphan. Reads only: nothing is created, moved or deleted.
 pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
-    let runs = facts(daemon);
+    let runs = Known::new(daemon);
     let own = daemon.home.worktrees();
     let d = daemon.clone();
     blocking(move || {
@@ -142,7 +222,7 @@ pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
 /// The agents of every remote runner config.toml names that no live node owns (a Slurm job
 /// of this daemon whose run ended or forgot it), by the same rule as windows. A runner that
 /// cannot be asked (its cluster down, a kind not built) is left out, with a warning.
-fn remote_jobs(daemon: &Daemon, runs: &BTreeMap<String, RunFacts>) -> Vec<Orphan> {
+fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
     let Ok(config) = crate::config::Config::load(&daemon.home.config()) else {
         return Vec::new();
     };
@@ -181,16 +261,13 @@ fn remote_jobs(daemon: &Daemon, runs: &BTreeMap<String, RunFacts>) -> Vec<Orphan
 }
 
 fn find_in(
-    runs: &BTreeMap<String, RunFacts>,
+    runs: &dyn Runs,
     own: &Path,
     runner: &dyn crate::runner::Runner,
 ) -> Result<Vec<Orphan>, AppError> {
     let mut out = Vec::new();
     // Repositories to look at: those the runs name, then those orphan worktrees belong to.
-    let mut repos: Vec<PathBuf> = runs
-        .values()
-        .filter_map(|f| f.repo.as_ref().map(PathBuf::from))
-        .collect();
+    let mut repos: Vec<PathBuf> = runs.repos();
 
     for (run, node, path) in worktree_dirs(own) {
         let Some(why) = worktree_orphan(runs, &run, &node) else {

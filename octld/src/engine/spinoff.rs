@@ -85,7 +85,7 @@ pub async fn create_child(
     };
     // A run that exists (its agent could not start, so its node failed) is the proposal's
     // run; a daemon going down leaves the creation to the next start.
-    if daemon.store.resolve("run", child).is_err() && err.kind != ErrorKind::ShuttingDown {
+    if !daemon.store.exists(child) && err.kind != ErrorKind::ShuttingDown {
         tracing::warn!(run = %parent.id, proposal = %proposal.id, child, error = %err.message, "the run of an accepted spin-off could not be created");
         let _ = super::append(
             daemon,

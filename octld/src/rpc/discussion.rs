@@ -75,17 +75,24 @@ pub fn find<R: Record>(
 ) -> Result<(Arc<RunHandle>, R), AppError> {
     let id = given.trim().to_ascii_lowercase();
     let mut matches: Vec<(Arc<RunHandle>, R)> = Vec::new();
-    for h in daemon.store.handles() {
+    let mut exact = None;
+    // Active runs first (an open record is in one), then the finished runs that have records.
+    daemon.store.each_with_records(|h| {
         let view = h.view();
         for r in R::all(&view) {
             if r.id() == id {
                 // An exact id wins over prefixes of longer ones.
-                return Ok((h.clone(), r.clone()));
+                exact = Some((h.clone(), r.clone()));
+                return false;
             }
             if id.len() >= MIN_PREFIX && r.id().starts_with(&id) && matches.len() < 6 {
                 matches.push((h.clone(), r.clone()));
             }
         }
+        true
+    })?;
+    if let Some(found) = exact {
+        return Ok(found);
     }
     match matches.len() {
         1 => Ok(matches.pop().expect("one match")),
@@ -115,11 +122,22 @@ pub fn find<R: Record>(
     }
 }
 
-/// The runs to look in: one (by id or prefix) or all.
+/// The runs to look in for records: one (by id or prefix), or every run that has any (the
+/// active ones and the finished ones the index flags), in id order.
 pub fn runs(daemon: &Daemon, run: Option<&str>) -> Result<Vec<Arc<RunHandle>>, AppError> {
     match run {
         Some(r) => Ok(vec![daemon.store.resolve("run", r)?]),
-        None => Ok(daemon.store.handles()),
+        None => {
+            let mut all = Vec::new();
+            daemon.store.each_with_records(|h| {
+                if !h.view().discussions.is_empty() || !h.view().spinoffs.is_empty() {
+                    all.push(h);
+                }
+                true
+            })?;
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            Ok(all)
+        }
     }
 }
 

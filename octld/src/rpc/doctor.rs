@@ -21,6 +21,7 @@ use crate::agents::{self, Mode};
 use crate::config::{Config, LOCAL_RUNNER};
 use crate::daemon::Daemon;
 use crate::engine::blocking;
+use crate::store::index;
 use crate::store::log::{self, CORRUPT_FILE};
 use crate::store::RunHandle;
 
@@ -61,7 +62,106 @@ pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> 
         let h = handle.clone();
         out.push(blocking(move || Ok(check_run(&h))).await?);
     }
+    // The finished runs, from the index: each log read once, one at a time.
+    let d = daemon.clone();
+    out.extend(blocking(move || check_finished(&d)).await?);
+    out.sort_by(|a, b| a.run.cmp(&b.run));
     to_value(&DoctorRunsResult { runs: out })
+}
+
+/// Every finished run: its log replays, its projections match, and its entry in the run
+/// index is byte for byte what its log derives; then the run directories the index lacks.
+fn check_finished(daemon: &Daemon) -> Result<Vec<DoctorRun>, AppError> {
+    let store = &daemon.store;
+    let mut out = Vec::new();
+    let rebuild_hint = format!(
+        "the run index ({}) is derived from the logs: stop the daemon, move {} away and start it again, and the start builds it anew",
+        index::TABLE_FILE,
+        daemon.home.root().join(index::TABLE_FILE).display()
+    );
+    store.each_finished(|entry| {
+        if store.active(&entry.id).is_some() {
+            return true;
+        }
+        let judged = |ok: bool, events: u64, problem: Option<String>, mismatched: Vec<String>| {
+            DoctorRun {
+                run: entry.id.clone(),
+                ok,
+                events,
+                problem,
+                mismatched,
+            }
+        };
+        let dir = daemon.home.run_dir(&entry.id);
+        let derived = store.entry_from_log(&entry.id);
+        let run = match derived {
+            Err(e) => judged(false, 0, Some(format!("cannot read its log: {e}")), vec![]),
+            Ok(None) => judged(
+                false,
+                0,
+                Some(format!("listed in the run index, but its directory has no log; {rebuild_hint}")),
+                vec![],
+            ),
+            Ok(Some((derived, state))) => {
+                let events = state.as_ref().map_or(0, |s| s.last_seq);
+                if derived != entry {
+                    judged(
+                        false,
+                        events,
+                        Some(format!(
+                            "its entry in the run index ({}, {}) is not what its log derives ({}, {}); {rebuild_hint}",
+                            entry.status, entry.flags.letters(), derived.status, derived.flags.letters()
+                        )),
+                        vec![],
+                    )
+                } else if entry.status == projection::ListedStatus::Corrupt {
+                    let reason = serde_json::from_str::<projection::RunSummary>(&entry.summary)
+                        .ok()
+                        .and_then(|s| s.error)
+                        .unwrap_or_default();
+                    judged(
+                        false,
+                        0,
+                        Some(format!(
+                            "corrupt: {reason} (its log was set aside as runs/{}/{CORRUPT_FILE}; the run is read-only)",
+                            entry.id
+                        )),
+                        vec![],
+                    )
+                } else {
+                    let state = state.expect("a readable log has a state");
+                    let mismatched = mismatched(&dir, &state);
+                    if mismatched.is_empty() {
+                        judged(true, events, None, vec![])
+                    } else {
+                        judged(
+                            false,
+                            events,
+                            Some(format!(
+                                "its projection files differ from what its log derives: {}",
+                                mismatched.join(", ")
+                            )),
+                            mismatched,
+                        )
+                    }
+                }
+            }
+        };
+        out.push(run);
+        true
+    })?;
+    for id in store.unindexed()? {
+        out.push(DoctorRun {
+            run: id,
+            ok: false,
+            events: 0,
+            problem: Some(format!(
+                "its directory is under runs/ but not in the run index (copied in by hand?); {rebuild_hint}"
+            )),
+            mismatched: Vec::new(),
+        });
+    }
+    Ok(out)
 }
 
 fn check_run(h: &RunHandle) -> DoctorRun {

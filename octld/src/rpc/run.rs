@@ -100,11 +100,11 @@ pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, App
             "invalid limit 0: give a whole number of runs, at least 1",
         ));
     }
-    Ok(daemon.store.list_json(&ListFilter {
+    daemon.store.list_json(&ListFilter {
         statuses,
         repo,
         limit: p.limit,
-    }))
+    })
 }
 
 pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {

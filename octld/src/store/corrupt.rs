@@ -101,11 +101,11 @@ impl Store {
                 ),
             ));
         }
-        let aside = self.home.root().join("corrupt");
+        let aside = self.shared.home.root().join("corrupt");
         let dest = aside.join(&handle.id);
         // Under the runs lock: the check that the run is still here and the move are one step.
-        let mut runs = self.runs.write().expect("runs lock");
-        if !runs.contains_key(&handle.id) {
+        let mut maps = self.shared.maps_mut();
+        if !handle.dir.exists() {
             return Err(AppError::not_found(format!(
                 "no run {}: it was set aside already",
                 handle.id
@@ -137,8 +137,12 @@ impl Store {
         fs::rename(&handle.dir, &dest).map_err(io_err)?;
         // Both directory entries, so the move survives a crash.
         let _ = super::log::sync_dir(&aside);
-        let _ = super::log::sync_dir(&self.home.runs());
-        runs.remove(&handle.id);
+        let _ = super::log::sync_dir(&self.shared.home.runs());
+        maps.active.remove(&handle.id);
+        maps.loaded.remove(&handle.id);
+        if let Err(e) = self.shared.index.forget(&handle.id) {
+            tracing::warn!(run = %handle.id, error = %e, "cannot record in the run index that a run was set aside; `run list` shows it until the index is rebuilt");
+        }
         tracing::warn!(run = %handle.id, to = %dest.display(), "corrupt run set aside");
         Ok(dest)
     }

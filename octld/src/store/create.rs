@@ -14,7 +14,8 @@ use octl_proto::event::RunCreated;
 use octl_proto::{AppError, ErrorKind, Event, RunState};
 
 use super::handle::{untrusted_hint, RunHandle};
-use super::log::{self, LogWriter, LOG_FILE};
+use super::index::Open;
+use super::log::{self, LogWriter, Unsynced, LOG_FILE};
 use super::{fault, projections, writer, Draft, Store};
 
 /// What a new run starts with; see [`Store::create_run`].
@@ -82,10 +83,16 @@ impl Store {
     pub async fn create_run(&self, new: NewRun) -> Result<Arc<RunHandle>, AppError> {
         let (handle, syncing) = self.begin_run(new).await?;
         if let Err(e) = syncing.wait().await {
-            self.runs.write().expect("runs lock").remove(&handle.id);
+            self.shared.maps_mut().active.remove(&handle.id);
             handle.tx.lock().expect("tx lock").take();
             let dir = handle.dir.clone();
-            let _ = tokio::task::spawn_blocking(move || fs::remove_dir_all(dir)).await;
+            let shared = self.shared.clone();
+            let id = handle.id.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let _ = fs::remove_dir_all(dir);
+                shared.index.forget(&id)
+            })
+            .await;
             return Err(e.with_hint(
                 "nothing was recorded: the run was not created; check the disk (dmesg) and retry",
             ));
@@ -106,13 +113,13 @@ impl Store {
             files,
         } = new;
         let kind = created.kind;
-        if self.closing.load(Ordering::Acquire) {
+        if self.shared.closing.load(Ordering::Acquire) {
             return Err(AppError::new(
                 ErrorKind::ShuttingDown,
                 "the daemon is shutting down",
             ));
         }
-        let dir = self.home.run_dir(&id);
+        let dir = self.shared.home.run_dir(&id);
         let draft = Draft::daemon(None, created);
         let seed = RunState {
             id: id.clone(),
@@ -146,10 +153,19 @@ impl Store {
             events.push(ev);
         }
         let events = Arc::new(events);
-        let runs_dir = self.home.runs();
+        let runs_dir = self.shared.home.runs();
         let created = state.clone();
         let dir2 = dir.clone();
-        let log = tokio::task::spawn_blocking(move || -> io::Result<LogWriter> {
+        let shared = self.shared.clone();
+        let run = id.clone();
+        let open = Open {
+            fed: 0,
+            at: self.shared.feed_head(),
+        };
+        let log = tokio::task::spawn_blocking(move || -> io::Result<Unsynced> {
+            // The index names the run before it exists: a crash from here on leaves at most a
+            // directory without a log, which the next start forgets (and says so).
+            shared.index.open_run(&run, open)?;
             // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
             // costs as much as a synced write on some disks, and most runs never need some.
             match fs::create_dir(&dir2) {
@@ -164,13 +180,14 @@ impl Store {
                 for (name, bytes) in &files {
                     fs::write(dir2.join(name), bytes)?;
                 }
-                let mut log = LogWriter::open(&dir2.join(LOG_FILE))?;
-                log.append(line.as_bytes())?;
-                Ok(log)
+                LogWriter::create(&dir2.join(LOG_FILE), line.as_bytes())
             })();
             if written.is_err() {
                 // A full disk: the run was never created, so nothing half-made stays.
                 let _ = fs::remove_dir_all(&dir2);
+                if let Err(e) = shared.index.forget(&run) {
+                    tracing::warn!(run = %run, error = %e, "cannot record in the run index that a run was not created; the next start forgets it");
+                }
             }
             written
         })
@@ -199,15 +216,12 @@ impl Store {
                 .and_then(|_| log::sync_dir(&runs_dir));
             let _ = done.send(Some(result.map(|_| projected).map_err(|e| e.to_string())));
         });
-        let handle = self
-            .start(
-                id.clone(),
-                dir,
-                state,
-                Some((first.clone(), events.clone())),
-                false,
-            )
-            .map_err(|e| AppError::internal(format!("cannot open the new run's log: {e}")))?;
+        let handle = self.start(
+            id.clone(),
+            state,
+            Some((first.clone(), events.clone())),
+            false,
+        );
         let seq = handle.view().manifest.last_seq;
         Ok((
             handle.clone(),

@@ -37,10 +37,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use octl_proto::{ids, AppError, Event};
 
+use super::index::Open;
 use super::log::{self, CORRUPT_FILE, LOG_FILE};
 
 /// Name of the index in the home.
@@ -58,6 +59,14 @@ const RETRY: Duration = Duration::from_secs(1);
 pub struct Committed {
     pub run: String,
     pub events: Arc<Vec<Event>>,
+}
+
+/// What the indexer is told, in order.
+pub enum Told {
+    Committed(Committed),
+    /// Answered once everything told before it is durable in the index (a run about to be
+    /// let go of waits for its last records: a restart would not index them).
+    Flush(oneshot::Sender<()>),
 }
 
 /// Groups made durable in the index together: their events carry the cursors
@@ -97,22 +106,31 @@ pub struct Feed {
     runs: PathBuf,
     /// Records durable in the index: the cursor number of the last published event.
     head: AtomicU64,
-    tx: mpsc::UnboundedSender<Committed>,
+    tx: mpsc::UnboundedSender<Told>,
     out: broadcast::Sender<Arc<Batch>>,
 }
 
 impl Feed {
-    /// Opens (or creates) the index, gives records to every event of `runs` (id, last
-    /// committed seq) that it lacks, and starts the indexer task.
-    pub fn open(home: &Path, runs_dir: &Path, runs: &[(String, u64)]) -> io::Result<Arc<Feed>> {
+    /// Opens (or creates) the index, gives records to every event of `runs` (the active runs:
+    /// id, last committed seq, and what the run index says of the feed's records for it) that
+    /// it lacks, and starts the indexer task. Finished runs are not read: all their events were
+    /// indexed before they were let go of.
+    /// An index made anew (none yet, or one set aside) numbers every event of every run:
+    /// `every` gives each run's id and last committed seq then.
+    pub fn open(
+        home: &Path,
+        runs_dir: &Path,
+        runs: &[(String, u64, Open)],
+        every: &dyn Fn() -> io::Result<Vec<(String, u64)>>,
+    ) -> io::Result<Arc<Feed>> {
         let path = home.join(FEED_FILE);
-        let (file, id, head) = match IndexFile::open(&path, runs)? {
+        let (file, id, head) = match IndexFile::open(&path, runs, every)? {
             Some(opened) => opened,
             None => {
                 let aside = home.join(format!("{FEED_FILE}.bad-{}", super::writer::now_ms()));
                 tracing::error!(index = %path.display(), aside = %aside.display(), "the feed index cannot be read: setting it aside and building a new one (cursors of the old one are refused)");
                 fs::rename(&path, &aside)?;
-                IndexFile::open(&path, runs)?
+                IndexFile::open(&path, runs, every)?
                     .ok_or_else(|| io::Error::other("a new feed index cannot be read back"))?
             }
         };
@@ -131,8 +149,13 @@ impl Feed {
     }
 
     /// Where run writers say what they committed.
-    pub fn sender(&self) -> mpsc::UnboundedSender<Committed> {
+    pub fn sender(&self) -> mpsc::UnboundedSender<Told> {
         self.tx.clone()
+    }
+
+    /// Returns once everything told so far is durable in the index.
+    pub async fn flush(&self) {
+        flush(&self.tx).await
     }
 
     pub fn head(&self) -> u64 {
@@ -258,14 +281,19 @@ struct IndexFile {
 impl IndexFile {
     /// Opens or creates the index and appends records for what `runs` committed beyond it.
     /// `None` if the file exists but is not a readable index. Returns the index's id and head.
-    fn open(path: &Path, runs: &[(String, u64)]) -> io::Result<Option<(IndexFile, String, u64)>> {
+    fn open(
+        path: &Path,
+        runs: &[(String, u64, Open)],
+        every: &dyn Fn() -> io::Result<Vec<(String, u64)>>,
+    ) -> io::Result<Option<(IndexFile, String, u64)>> {
         let created = !path.exists();
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(path)?;
-        let id = if created || file.metadata()?.len() < WIDTH {
+        let anew = created || file.metadata()?.len() < WIDTH;
+        let id = if anew {
             if !created && file.metadata()?.len() > 0 {
                 // A header cut short: nothing was ever published from it.
                 file.set_len(0)?;
@@ -296,26 +324,47 @@ impl IndexFile {
             );
             file.set_len(whole)?;
         }
-        let mut indexed: HashMap<String, u64> = HashMap::new();
-        file.seek(SeekFrom::Start(WIDTH))?;
+        // What each active run has in the index: every event up to its `fed`, and any record
+        // after its `at` (read from the earliest `at` on — not the whole index, which holds
+        // every event ever committed).
+        let mut head = whole / WIDTH - 1;
+        let mut indexed: HashMap<&str, u64> = runs
+            .iter()
+            .map(|(run, _, open)| (run.as_str(), open.fed))
+            .collect();
+        let from = runs
+            .iter()
+            .map(|(_, _, o)| o.at)
+            .min()
+            .unwrap_or(head)
+            .min(head);
+        file.seek(SeekFrom::Start((from + 1) * WIDTH))?;
         let mut reader = BufReader::with_capacity(1 << 20, &file);
         let mut rec = [0u8; WIDTH as usize];
-        let mut head = 0u64;
-        while head + 1 < whole / WIDTH {
+        for _ in from..head {
             reader.read_exact(&mut rec)?;
             let Some((run, seq)) = parse_record(&rec) else {
                 return Ok(None);
             };
-            let last = indexed.entry(run).or_insert(0);
-            *last = (*last).max(seq);
-            head += 1;
+            if let Some(last) = indexed.get_mut(run.as_str()) {
+                *last = (*last).max(seq);
+            }
         }
         drop(reader);
         let mut missing = Vec::new();
-        for (run, committed) in runs {
-            let from = indexed.get(run).copied().unwrap_or(0);
-            for seq in from + 1..=*committed {
-                missing.extend_from_slice(&record(run, seq));
+        if anew {
+            // Nothing is indexed: every run's events, finished runs' too.
+            for (run, committed) in every()? {
+                for seq in 1..=committed {
+                    missing.extend_from_slice(&record(&run, seq));
+                }
+            }
+        } else {
+            for (run, committed, _) in runs {
+                let from = indexed.get(run.as_str()).copied().unwrap_or(0);
+                for seq in from + 1..=*committed {
+                    missing.extend_from_slice(&record(run, seq));
+                }
             }
         }
         let mut index = IndexFile {
@@ -385,19 +434,33 @@ fn parse_header(rec: &[u8]) -> Option<String> {
 
 /// The indexer: writes the records of what the writers committed, in the order they said
 /// it, many groups per sync, and publishes each batch once it is durable.
-async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver<Committed>) {
+async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver<Told>) {
     let mut file = Some(file);
     let mut pending: Vec<Committed> = Vec::new();
+    // Flushes waiting for the records told before them: answered after the next write.
+    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    fn take(told: Told, pending: &mut Vec<Committed>, flushes: &mut Vec<oneshot::Sender<()>>) {
+        match told {
+            Told::Committed(c) => pending.push(c),
+            Told::Flush(reply) => flushes.push(reply),
+        }
+    }
     loop {
         let backlog = file.as_ref().map_or(0, |f| f.backlog.len() as u64 / WIDTH);
         if pending.is_empty() && backlog == 0 {
+            for reply in flushes.drain(..) {
+                let _ = reply.send(());
+            }
             match rx.recv().await {
-                Some(c) => pending.push(c),
+                Some(told) => take(told, &mut pending, &mut flushes),
                 None => return,
             }
         }
-        while let Ok(c) = rx.try_recv() {
-            pending.push(c);
+        while let Ok(told) = rx.try_recv() {
+            take(told, &mut pending, &mut flushes);
+        }
+        if pending.is_empty() && backlog == 0 {
+            continue;
         }
         let mut bytes = file.as_ref().map(|f| f.backlog.clone()).unwrap_or_default();
         for c in &pending {
@@ -432,6 +495,9 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
         let n: u64 = pending.iter().map(|c| c.events.len() as u64).sum();
         // The backlog's events are published by reading them (followers see the gap).
         let first = feed.head.fetch_add(backlog + n, Ordering::AcqRel) + backlog + 1;
+        for reply in flushes.drain(..) {
+            let _ = reply.send(());
+        }
         if n == 0 {
             continue;
         }
@@ -441,6 +507,15 @@ async fn index(feed: Arc<Feed>, file: IndexFile, mut rx: mpsc::UnboundedReceiver
             last: first + n - 1,
             groups,
         }));
+    }
+}
+
+/// Asks the indexer behind `tx` to say when everything told before is durable. Returns at
+/// once when there is no indexer (it stopped: nothing more is written).
+pub(super) async fn flush(tx: &mpsc::UnboundedSender<Told>) {
+    let (reply, done) = oneshot::channel();
+    if tx.send(Told::Flush(reply)).is_ok() {
+        let _ = done.await;
     }
 }
 

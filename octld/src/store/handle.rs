@@ -1,7 +1,7 @@
 //! [`RunHandle`]: one run as the rest of the daemon sees it — its published view and its
-//! `run.list` line, what it has committed, the channel to its writer, and where its changes,
-//! notices and committed events go. Apart from [`super::Store`], which holds every run's
-//! handle and creates, loads and finds them.
+//! `run.list` line, what it has committed, the channel to its writer (an active run's), and
+//! where its changes, notices and committed events go. Apart from [`super::Store`], which
+//! holds the active runs' handles, folds finished ones on demand, and creates and finds them.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +12,7 @@ use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::{AppError, ErrorKind, Event, RunState};
 use tokio::sync::{broadcast, mpsc};
 
-use super::feed::Committed;
+use super::feed::{Committed, Told};
 use super::log::{CORRUPT_FILE, LOG_FILE};
 use super::writer::Command;
 
@@ -72,7 +72,7 @@ pub struct RunHandle {
 
 /// A run's link to the feed's indexer.
 pub(super) struct Tap {
-    pub(super) tx: Option<mpsc::UnboundedSender<Committed>>,
+    pub(super) tx: Option<mpsc::UnboundedSender<Told>>,
     /// The last seq told to the feed.
     pub(super) fed: u64,
 }
@@ -122,12 +122,20 @@ impl RunHandle {
             } else {
                 Arc::new(events.iter().filter(|e| e.seq > fed).cloned().collect())
             };
-            let _ = tx.send(Committed {
+            let _ = tx.send(Told::Committed(Committed {
                 run: self.id.clone(),
                 events: new,
-            });
+            }));
         }
         tap.fed = last;
+    }
+
+    /// Returns once every event this run told the change feed is durable in its index.
+    pub(super) async fn flush_feed(&self) {
+        let tx = self.tap.lock().expect("tap lock").tx.clone();
+        if let Some(tx) = tx {
+            super::feed::flush(&tx).await;
+        }
     }
 
     /// The state as of the last committed group.
@@ -216,15 +224,18 @@ impl RunHandle {
         }
     }
 
-    pub(super) fn sender(&self) -> Result<mpsc::Sender<Command>, AppError> {
+    /// Its writer's queue; `None` when it has none (a finished run, or a daemon that is
+    /// shutting down).
+    pub(super) fn sender(&self) -> Result<Option<mpsc::Sender<Command>>, AppError> {
         if let Some(reason) = &self.corrupt {
             return Err(corrupt_error(&self.id, reason));
         }
-        self.tx
-            .lock()
-            .expect("tx lock")
-            .clone()
-            .ok_or_else(|| AppError::new(ErrorKind::ShuttingDown, "the daemon is shutting down"))
+        Ok(self.tx.lock().expect("tx lock").clone())
+    }
+
+    /// Whether it has a writer (an active run).
+    pub fn is_active(&self) -> bool {
+        self.tx.lock().expect("tx lock").is_some()
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use octl_proto::{Event, RunState};
 
@@ -151,65 +151,86 @@ impl AppendFault {
     }
 }
 
-/// An open log, appended to in batches.
+/// A run's log, appended to in batches. It holds no descriptor between batches: the file is
+/// opened for each one (a few microseconds beside its `fdatasync`), so the daemon's open files
+/// do not grow with its runs — an `ulimit -n` of 256 (macOS's default) holds any number.
 pub struct LogWriter {
-    file: File,
+    path: PathBuf,
     /// Length of what was written and synced: where a failed batch is cut back to.
     len: u64,
 }
 
+/// The first batch of a new log, written but not yet synced.
+pub struct Unsynced {
+    file: File,
+}
+
+impl Unsynced {
+    pub fn sync(&self) -> io::Result<()> {
+        crate::failpoint::io_error("log:sync-eio")?;
+        self.file.sync_data()
+    }
+}
+
 impl LogWriter {
+    /// The log at `path` (created empty when missing).
     pub fn open(path: &Path) -> io::Result<LogWriter> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let len = file.metadata()?.len();
-        Ok(LogWriter { file, len })
+        Ok(LogWriter {
+            path: path.to_path_buf(),
+            len,
+        })
+    }
+
+    /// Creates the log of a new run with its first batch, without waiting for the disk: the
+    /// caller must [`Unsynced::sync`] before acknowledging anything in it.
+    pub fn create(path: &Path, bytes: &[u8]) -> io::Result<Unsynced> {
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        file.lock()?;
+        let written = file.write_all(bytes);
+        let _ = file.unlock();
+        written?;
+        Ok(Unsynced { file })
     }
 
     /// Writes a batch of lines in one write and syncs it, under the run's flock. Returns only
     /// when the data is on disk: the caller acknowledges after this. On a fault the log is
     /// cut back to where it was before the batch.
     pub fn append_synced(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
-        self.file.lock().map_err(AppendFault::Write)?;
-        let result = self.write(bytes).and_then(|_| match self.sync() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.cut_back();
-                Err(AppendFault::Untrusted(e))
-            }
-        });
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(AppendFault::Write)?;
+        file.lock().map_err(AppendFault::Write)?;
+        let result = self
+            .write(&mut file, bytes)
+            .and_then(|_| match sync(&file) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.cut_back(&file);
+                    Err(AppendFault::Untrusted(e))
+                }
+            });
         if result.is_ok() {
             self.len += bytes.len() as u64;
         }
-        let _ = self.file.unlock();
-        result
-    }
-
-    /// Writes a batch of lines in one write, under the run's flock, without waiting for the
-    /// disk: the caller must [`LogWriter::sync`] before acknowledging anything it wrote.
-    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.lock()?;
-        let result = self.write(bytes).map_err(|f| match f {
-            AppendFault::Write(e) | AppendFault::Untrusted(e) => e,
-        });
-        if result.is_ok() {
-            self.len += bytes.len() as u64;
-        }
-        let _ = self.file.unlock();
+        let _ = file.unlock();
         result
     }
 
     /// One write of the whole batch; on failure (a full disk, EIO) the log is cut back, so a
     /// partly written batch never stays behind to be replayed as if acknowledged.
-    fn write(&mut self, bytes: &[u8]) -> Result<(), AppendFault> {
+    fn write(&mut self, file: &mut File, bytes: &[u8]) -> Result<(), AppendFault> {
         let written = match crate::failpoint::io_error("log:write-eio") {
             // A write the disk gave up on halfway, as a full disk does.
-            Err(e) => self.file.write_all(&bytes[..bytes.len() / 2]).and(Err(e)),
-            Ok(()) => self.file.write_all(bytes),
+            Err(e) => file.write_all(&bytes[..bytes.len() / 2]).and(Err(e)),
+            Ok(()) => file.write_all(bytes),
         };
         match written {
             Ok(()) => Ok(()),
             Err(e) => {
-                if self.cut_back() {
+                if self.cut_back(file) {
                     Err(AppendFault::Write(e))
                 } else {
                     Err(AppendFault::Untrusted(e))
@@ -219,8 +240,8 @@ impl LogWriter {
     }
 
     /// Truncates the file to its last committed length; false if even that failed.
-    fn cut_back(&mut self) -> bool {
-        match self.file.set_len(self.len) {
+    fn cut_back(&self, file: &File) -> bool {
+        match file.set_len(self.len) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(error = %e, len = self.len, "cannot cut the log back after a failed write");
@@ -228,11 +249,11 @@ impl LogWriter {
             }
         }
     }
+}
 
-    pub fn sync(&self) -> io::Result<()> {
-        crate::failpoint::io_error("log:sync-eio")?;
-        self.file.sync_data()
-    }
+fn sync(file: &File) -> io::Result<()> {
+    crate::failpoint::io_error("log:sync-eio")?;
+    file.sync_data()
 }
 
 /// Syncs a directory, so a file created in it survives a crash.

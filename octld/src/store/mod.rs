@@ -1,7 +1,16 @@
 //! The event store: every run's log, its writer, its published state and its event stream.
 //!
+//! Two kinds of run: an **active** one (not ended, or something in it still waits) has a
+//! writer task, its folded state in memory and a [`RunHandle`] held here; a **finished** one
+//! has nothing but its line in the on-disk [`index`]. [`Store::resolve`] finds both: a finished
+//! run is folded from its log when asked for, and dropped again once no one holds its handle.
+//! Appending to a finished run makes it active again first. A run's writer lets go of it once
+//! it has finished and stayed untouched for a moment ([`writer`]). The daemon's descriptors and
+//! memory therefore grow with the runs it works on, never with the runs it ever made.
+//!
 //! - [`log`]: reading, repairing and appending `events.jsonl`.
-//! - [`writer`]: the per-run group-commit writer.
+//! - [`writer`]: the per-run group-commit writer; it also lets go of a finished run.
+//! - [`index`]: what `run.list` needs of every run, and which runs are active, on disk.
 //! - [`projections`]: atomic writes of the derived files.
 //! - [`corrupt`]: what a corrupt run's log still says, and setting such a run aside.
 //! - [`fault`]: the errors of a full or failing disk (`storage_full`, `io_error`).
@@ -14,25 +23,27 @@ mod create;
 pub mod fault;
 pub mod feed;
 mod handle;
+pub mod index;
 pub mod log;
 pub mod projections;
 pub mod writer;
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use octl_proto::notice::Notice;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use octl_proto::ids::{self, RunRef};
 use octl_proto::projection::{self, ListedStatus, RunDetail, RunSummary};
 use octl_proto::rpc::{AppendResult, RebuildResult};
+use octl_proto::state::SpinoffStatus;
 use octl_proto::{AppError, ErrorKind, Event, RunState};
 
 use crate::home::Home;
@@ -41,6 +52,8 @@ use feed::Feed;
 pub(crate) use handle::untrusted_hint;
 use handle::Listing;
 pub use handle::RunHandle;
+pub use index::Entry;
+use index::{Flags, Found, Index, Open};
 use log::{LogWriter, CORRUPT_FILE, LOG_FILE};
 pub use writer::Draft;
 use writer::{Command, Writer};
@@ -60,75 +73,243 @@ pub struct ListFilter {
 }
 
 impl ListFilter {
+    fn status_ok(&self, s: ListedStatus) -> bool {
+        self.statuses.as_ref().is_none_or(|l| l.contains(&s))
+    }
+
+    fn repo_ok(&self, repo: Option<&str>) -> bool {
+        self.repo
+            .as_ref()
+            .is_none_or(|path| repo.is_some_and(|r| path.starts_with(std::path::Path::new(r))))
+    }
+
     fn passes(&self, l: &Listing) -> bool {
-        self.statuses.as_ref().is_none_or(|s| s.contains(&l.status))
-            && self
-                .repo
-                .as_ref()
-                .is_none_or(|path| l.repo.as_ref().is_some_and(|repo| path.starts_with(repo)))
+        self.status_ok(l.status) && self.repo_ok(l.repo.as_deref().and_then(|p| p.to_str()))
+    }
+
+    fn passes_entry(&self, e: &Entry) -> bool {
+        if !self.status_ok(e.status) {
+            return false;
+        }
+        if self.repo.is_none() {
+            return true;
+        }
+        #[derive(serde::Deserialize)]
+        struct RepoOnly<'a> {
+            #[serde(borrow, default)]
+            repo: Option<Cow<'a, str>>,
+        }
+        let repo = serde_json::from_str::<RepoOnly>(&e.summary)
+            .ok()
+            .and_then(|r| r.repo);
+        self.repo_ok(repo.as_deref())
     }
 }
 
-pub struct Store {
+/// Whether a run is **finished**: it ended (completed, failed, cancelled, or its log is
+/// corrupt) and nothing in it waits — no open question, no proposal to decide, no accepted
+/// proposal whose run does not exist yet (the engine creates it). Such a run is kept in the
+/// index only. A failed run may still be retried or merged as committed: that writes to it,
+/// which makes it active again.
+pub fn finished(view: &RunDetail, exists: &dyn Fn(&str) -> bool) -> bool {
+    view.manifest.status.is_ended()
+        && view.discussions.iter().all(|d| !d.open)
+        && view.spinoffs.iter().all(|s| match s.status {
+            SpinoffStatus::Proposed => false,
+            SpinoffStatus::Accepted => s
+                .child_run
+                .as_deref()
+                .is_none_or(|c| !ids::is_full_run_id(c) || exists(c)),
+            SpinoffStatus::Rejected | SpinoffStatus::Failed => true,
+        })
+}
+
+/// The index entry of a finished run, from its view.
+fn entry_of(id: &str, view: &RunDetail) -> Entry {
+    Entry {
+        id: id.to_string(),
+        status: view.manifest.status,
+        flags: Flags {
+            records: !view.discussions.is_empty() || !view.spinoffs.is_empty(),
+            left: view.nodes.iter().any(|n| !n.cleaned || n.runner.is_some()),
+            kept: view.nodes.iter().any(|n| {
+                n.kept
+                    .iter()
+                    .any(|k| k.status == octl_proto::state::KeptStatus::Kept)
+            }),
+        },
+        summary: Arc::from(Listing::of(&view.manifest).json),
+    }
+}
+
+/// What the store shares with the writers (which let go of their runs themselves).
+pub(crate) struct Shared {
     home: Home,
-    runs: RwLock<BTreeMap<String, Arc<RunHandle>>>,
+    maps: RwLock<Maps>,
+    index: Index,
+    closing: AtomicBool,
     /// Told the id of every run whose state changed (the engine listens).
     changes: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Given the notices committed events call for (the notifier listens).
     notices: Mutex<Option<mpsc::Sender<Notice>>>,
-    closing: AtomicBool,
-    writers: Mutex<Vec<JoinHandle<()>>>,
-    /// The change feed; set once every run is loaded.
+    /// The change feed; set once the active runs are loaded.
     feed: OnceLock<Arc<Feed>>,
+    /// How many writers run: shutdown waits for none.
+    writers: watch::Sender<usize>,
+    /// One finished run made active at a time.
+    activating: tokio::sync::Mutex<()>,
+}
+
+/// The runs in memory.
+#[derive(Default)]
+struct Maps {
+    /// Every active run (each has a writer).
+    active: BTreeMap<String, Arc<RunHandle>>,
+    /// Finished runs folded for someone who still holds them: one handle per run at a time.
+    loaded: HashMap<String, Weak<RunHandle>>,
+}
+
+impl Shared {
+    fn maps(&self) -> std::sync::RwLockReadGuard<'_, Maps> {
+        self.maps.read().expect("runs lock")
+    }
+
+    fn maps_mut(&self) -> std::sync::RwLockWriteGuard<'_, Maps> {
+        self.maps.write().expect("runs lock")
+    }
+
+    /// Whether a run of this id exists (without reading it).
+    pub(crate) fn exists(&self, id: &str) -> bool {
+        self.maps().active.contains_key(id)
+            || !matches!(self.index.find(id), Ok(Found::Absent) | Err(_))
+    }
+
+    /// The change feed's durable head, for an `open` entry written now.
+    fn feed_head(&self) -> u64 {
+        self.feed.get().map_or(0, |f| f.head())
+    }
+}
+
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+/// What is on disk of one run, read at start.
+enum OnDisk {
+    /// A directory without a log: a creation cut short.
+    Missing,
+    /// Set aside as corrupt (now or before): finished, read-only.
+    Corrupt(Entry),
+    Replayed {
+        state: Box<RunState>,
+        /// Its projections could not be written now.
+        stale: bool,
+    },
 }
 
 impl Store {
-    /// Loads every run under `runs/`: replays its log (cutting a torn tail), re-derives its
-    /// projections, and starts its writer. A run that cannot be replayed is set aside.
-    pub fn open(home: Home) -> io::Result<Store> {
-        let store = Store {
+    /// Opens the index and loads the active runs it names: replays each log (cutting a torn
+    /// tail), re-derives its projections, and starts its writer. Without a readable index,
+    /// builds it from every run's log first. Then opens the change feed.
+    pub async fn open(home: Home) -> io::Result<Store> {
+        let opened = Index::open(home.root())?;
+        let shared = Arc::new(Shared {
             home,
-            runs: RwLock::new(BTreeMap::new()),
+            maps: RwLock::new(Maps::default()),
+            index: opened.index,
+            closing: AtomicBool::new(false),
             changes: Mutex::new(None),
             notices: Mutex::new(None),
-            closing: AtomicBool::new(false),
-            writers: Mutex::new(Vec::new()),
             feed: OnceLock::new(),
-        };
-        let mut ids: Vec<String> = fs::read_dir(store.home.runs())?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|name| ids::is_full_run_id(name))
-            .collect();
-        ids.sort();
-        for id in ids {
-            store.load(id)?;
+            writers: watch::channel(0).0,
+            activating: tokio::sync::Mutex::new(()),
+        });
+        let store = Store { shared };
+        // Runs whose feed records must be checked: the active ones, and after a rebuild every
+        // run (nothing says what the feed's index holds of them).
+        let mut feed_runs: Vec<(String, u64, Open)> = Vec::new();
+        match opened.rebuild {
+            Some(why) => {
+                tracing::warn!(why = %why, "building the run index from the runs' logs");
+                store.rebuild_index(&mut feed_runs)?;
+            }
+            None => {
+                for (id, open) in opened.open {
+                    if let Some(committed) = store.load_active(&id)? {
+                        feed_runs.push((id, committed, open));
+                    }
+                }
+            }
         }
         // Nothing appends before the store is returned, so what each run has committed is
         // what the feed must have indexed.
+        let home = &store.shared.home;
+        let every = || store.committed_everywhere();
+        let feed = Feed::open(home.root(), &home.runs(), &feed_runs, &every)?;
+        drop(feed_runs);
         let handles = store.handles();
-        let committed: Vec<(String, u64)> = handles
-            .iter()
-            .filter(|h| h.corrupt.is_none())
-            .map(|h| (h.id.clone(), h.committed()))
-            .collect();
-        let feed = Feed::open(store.home.root(), &store.home.runs(), &committed)?;
         for h in &handles {
             let mut tap = h.tap.lock().expect("tap lock");
             tap.tx = Some(feed.sender());
             tap.fed = h.committed();
         }
-        let _ = store.feed.set(feed);
+        let _ = store.shared.feed.set(feed.clone());
+        // Every active run's events are in the feed's index now: the next start reads it from
+        // here on only.
+        feed.flush().await;
+        let head = feed.head();
+        let points: Vec<(String, Open)> = handles
+            .iter()
+            .map(|h| {
+                (
+                    h.id.clone(),
+                    Open {
+                        fed: h.committed(),
+                        at: head,
+                    },
+                )
+            })
+            .collect();
+        store.shared.index.checkpoint(&points)?;
         Ok(store)
+    }
+
+    /// Every run's id and last committed seq (finished runs' from their summaries), for a
+    /// change feed index made anew.
+    fn committed_everywhere(&self) -> io::Result<Vec<(String, u64)>> {
+        #[derive(serde::Deserialize)]
+        struct SeqOnly {
+            last_seq: u64,
+        }
+        let mut out: Vec<(String, u64)> = self
+            .handles()
+            .iter()
+            .filter(|h| h.corrupt().is_none())
+            .map(|h| (h.id.clone(), h.committed()))
+            .collect();
+        self.shared.index.each_finished(|e| {
+            if e.status != ListedStatus::Corrupt && !self.shared.maps().active.contains_key(&e.id) {
+                if let Ok(s) = serde_json::from_str::<SeqOnly>(&e.summary) {
+                    out.push((e.id, s.last_seq));
+                }
+            }
+            true
+        })?;
+        out.sort();
+        Ok(out)
     }
 
     /// The change feed (every run's committed events in one order).
     pub fn feed(&self) -> &Arc<Feed> {
-        self.feed.get().expect("the feed opens with the store")
+        self.shared
+            .feed
+            .get()
+            .expect("the feed opens with the store")
     }
 
-    fn load(&self, id: String) -> io::Result<()> {
-        let dir = self.home.run_dir(&id);
+    /// Reads one run's directory at start.
+    fn read_run(&self, id: &str) -> io::Result<OnDisk> {
+        let dir = self.shared.home.run_dir(id);
         let path = dir.join(LOG_FILE);
         let aside = dir.join(CORRUPT_FILE);
         if !path.exists() {
@@ -137,11 +318,12 @@ impl Store {
                     Err(c) => describe(&c),
                     Ok(_) => "its log was set aside earlier".to_string(),
                 };
-                self.insert_corrupt(id, dir, reason);
-            } else {
-                tracing::warn!(run = %id, "run directory without a log (a creation cut short); ignored");
+                return Ok(OnDisk::Corrupt(entry_of(
+                    id,
+                    &corrupt_view(id, &dir, &reason),
+                )));
             }
-            return Ok(());
+            return Ok(OnDisk::Missing);
         }
         match log::replay(&path, true)? {
             Ok(replayed) => {
@@ -156,63 +338,90 @@ impl Store {
                         true
                     }
                 };
-                self.start(id, dir, replayed.state, None, stale)?;
+                Ok(OnDisk::Replayed {
+                    state: Box::new(replayed.state),
+                    stale,
+                })
             }
             Err(c) => {
                 let reason = describe(&c);
                 tracing::error!(run = %id, line = c.line, reason = %c.reason, "corrupt log: setting it aside; the run is read-only");
                 fs::rename(&path, &aside)?;
-                self.insert_corrupt(id, dir, reason);
+                Ok(OnDisk::Corrupt(entry_of(
+                    id,
+                    &corrupt_view(id, &dir, &reason),
+                )))
             }
         }
-        Ok(())
     }
 
-    fn insert_corrupt(&self, id: String, dir: PathBuf, reason: String) {
-        // What the lines before the bad one say (kind, title, creation, node counts), for
-        // `run list`. Its nodes stay out of the view, so nothing supervises or schedules them;
-        // `run show` reads them from the log.
-        if let Some(state) = corrupt::salvage(&dir).ok().and_then(|s| s.state) {
-            let mut manifest = projection::summary(&state);
-            manifest.status = ListedStatus::Corrupt;
-            manifest.error = Some(reason.clone());
-            let view = RunDetail {
-                manifest,
-                nodes: vec![],
-                discussions: vec![],
-                spinoffs: vec![],
-            };
-            let handle = Arc::new(RunHandle::new(id.clone(), dir, view, Some(reason)));
-            self.runs.write().expect("runs lock").insert(id, handle);
-            return;
+    /// Loads a run the journal names as active; its committed seq, or `None` when it turned
+    /// out corrupt or never created (the index says so now).
+    fn load_active(&self, id: &str) -> io::Result<Option<u64>> {
+        match self.read_run(id)? {
+            OnDisk::Missing => {
+                tracing::warn!(run = %id, "run directory without a log (a creation cut short); ignored");
+                self.shared.index.forget(id)?;
+                Ok(None)
+            }
+            OnDisk::Corrupt(entry) => {
+                self.shared.index.finish(entry)?;
+                Ok(None)
+            }
+            // Even one that has finished meanwhile (a crash before its index entry): its
+            // writer lets go of it once the feed has its last events.
+            OnDisk::Replayed { state, stale } => {
+                let committed = state.last_seq;
+                self.start(id.to_string(), *state, None, stale);
+                Ok(Some(committed))
+            }
         }
-        let summary = RunSummary {
-            id: id.clone(),
-            kind: None,
-            status: ListedStatus::Corrupt,
-            title: None,
-            repo: None,
-            base: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-            nodes: BTreeMap::new(),
-            activity: BTreeMap::new(),
-            last_seq: 0,
-            settings: Default::default(),
-            merge: None,
-            merge_commit: None,
-            error: Some(reason.clone()),
-            cost_usd: None,
-            budget_spent: false,
+    }
+
+    /// Builds the index from every run directory (a home from before the index, or one whose
+    /// index could not be read): finished runs go into the table, the others are loaded.
+    fn rebuild_index(&self, feed_runs: &mut Vec<(String, u64, Open)>) -> io::Result<()> {
+        let home = &self.shared.home;
+        let mut ids: Vec<String> = fs::read_dir(home.runs())?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| ids::is_full_run_id(name))
+            .collect();
+        ids.sort();
+        let runs_dir = home.runs();
+        let on_disk = |id: &str| {
+            let dir = runs_dir.join(id);
+            dir.join(LOG_FILE).exists() || dir.join(CORRUPT_FILE).exists()
         };
-        let view = RunDetail {
-            manifest: summary,
-            nodes: vec![],
-            discussions: vec![],
-            spinoffs: vec![],
-        };
-        let handle = Arc::new(RunHandle::new(id.clone(), dir, view, Some(reason)));
-        self.runs.write().expect("runs lock").insert(id, handle);
+        let mut table = self.shared.index.rebuild()?;
+        let mut open = Vec::new();
+        for id in &ids {
+            match self.read_run(id)? {
+                OnDisk::Missing => {
+                    tracing::warn!(run = %id, "run directory without a log (a creation cut short); ignored");
+                }
+                OnDisk::Corrupt(entry) => table.push(&entry)?,
+                OnDisk::Replayed { state, stale } => {
+                    let view = projection::detail(&state);
+                    let o = Open { fed: 0, at: 0 };
+                    feed_runs.push((id.clone(), state.last_seq, o));
+                    if !stale && finished(&view, &on_disk) {
+                        table.push(&entry_of(id, &view))?;
+                    } else {
+                        open.push((id.clone(), o));
+                        self.start(id.clone(), *state, None, stale);
+                    }
+                }
+            }
+        }
+        let finished_runs = table.count();
+        table.finish(&open)?;
+        tracing::info!(
+            finished = finished_runs,
+            active = open.len(),
+            "run index built from the logs"
+        );
+        Ok(())
     }
 
     /// Starts telling the returned receiver the id of each run whose state changes.
@@ -221,7 +430,7 @@ impl Store {
         for h in self.handles() {
             *h.changes.lock().expect("changes lock") = Some(tx.clone());
         }
-        *self.changes.lock().expect("changes lock") = Some(tx);
+        *self.shared.changes.lock().expect("changes lock") = Some(tx);
         rx
     }
 
@@ -232,143 +441,524 @@ impl Store {
         for h in self.handles() {
             *h.notices.lock().expect("notices lock") = Some(tx.clone());
         }
-        *self.notices.lock().expect("notices lock") = Some(tx);
+        *self.shared.notices.lock().expect("notices lock") = Some(tx);
         rx
     }
 
     /// Says that `run` changed, so the engine looks at it again.
     pub fn notify(&self, run: &str) {
-        if let Some(tx) = self.changes.lock().expect("changes lock").as_ref() {
+        if let Some(tx) = self.shared.changes.lock().expect("changes lock").as_ref() {
             let _ = tx.send(run.to_string());
         }
     }
 
-    /// Opens a run's log and starts its writer. `first`, for a new run, is its first write
+    /// Makes `state` an active run with a writer. `first`, for a new run, is its first write
     /// still on its way to disk: the writer commits nothing before it is.
     fn start(
         &self,
         id: String,
-        dir: PathBuf,
         state: RunState,
         first: Option<(FirstWrite, Arc<Vec<Event>>)>,
         stale: bool,
-    ) -> io::Result<Arc<RunHandle>> {
-        let log = LogWriter::open(&dir.join(LOG_FILE))?;
+    ) -> Arc<RunHandle> {
+        let dir = self.shared.home.run_dir(&id);
         let handle = Arc::new(RunHandle::new(
             id.clone(),
             dir,
             projection::detail(&state),
             None,
         ));
-        {
-            let mut tap = handle.tap.lock().expect("tap lock");
-            tap.tx = self.feed.get().map(|f| f.sender());
-            if first.is_some() {
-                // Nothing is on disk yet; the writer says so once the first write is.
-                handle.committed.store(0, Ordering::Release);
-                tap.fed = 0;
-            }
+        if first.is_some() {
+            // Nothing is on disk yet; the writer says so once the first write is.
+            handle.committed.store(0, Ordering::Release);
+            handle.tap.lock().expect("tap lock").fed = 0;
         }
+        self.shared.maps_mut().active.insert(id, handle.clone());
+        self.run_writer(&handle, state, first, stale);
+        handle
+    }
+
+    /// Starts the writer of an active run (new, loaded at start, or made active again).
+    fn run_writer(
+        &self,
+        handle: &Arc<RunHandle>,
+        state: RunState,
+        first: Option<(FirstWrite, Arc<Vec<Event>>)>,
+        stale: bool,
+    ) {
+        let shared = &self.shared;
+        handle.tap.lock().expect("tap lock").tx = shared.feed.get().map(|f| f.sender());
         let (tx, rx) = mpsc::channel(QUEUE);
         *handle.tx.lock().expect("tx lock") = Some(tx);
         *handle.changes.lock().expect("changes lock") =
-            self.changes.lock().expect("changes lock").clone();
+            shared.changes.lock().expect("changes lock").clone();
         *handle.notices.lock().expect("notices lock") =
-            self.notices.lock().expect("notices lock").clone();
+            shared.notices.lock().expect("notices lock").clone();
         let writer = Writer {
             handle: handle.clone(),
+            shared: shared.clone(),
+            log: LogWriter::open(&handle.dir.join(LOG_FILE)).ok(),
             state,
-            log: Some(log),
             first,
             stale,
             faulted: false,
+            listed_done: false,
         };
-        let task = tokio::spawn(writer.run(rx));
-        self.writers.lock().expect("writers lock").push(task);
-        self.runs
-            .write()
-            .expect("runs lock")
-            .insert(id, handle.clone());
-        Ok(handle)
+        shared.writers.send_modify(|n| *n += 1);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            writer.run(rx).await;
+            shared.writers.send_modify(|n| *n -= 1);
+        });
     }
 
-    /// Finds a run by full id or unique prefix (`field` names the parameter in errors).
+    /// Finds a run by full id or unique prefix (`field` names the parameter in errors). A
+    /// finished run is folded from its log now.
     pub fn resolve(&self, field: &str, given: &str) -> Result<Arc<RunHandle>, AppError> {
         let r = ids::parse_run_ref(field, given)?;
-        let runs = self.runs.read().expect("runs lock");
-        match &r {
-            RunRef::Full(id) => runs.get(id).cloned().ok_or_else(|| not_found(given)),
+        let id = match &r {
+            RunRef::Full(id) => id.clone(),
             RunRef::Prefix(p) => {
-                let matches: Vec<&Arc<RunHandle>> = runs
+                let mut found: BTreeSet<String> = self
+                    .shared
+                    .maps()
+                    .active
                     .range(p.clone()..)
                     .take_while(|(k, _)| k.starts_with(p.as_str()))
-                    .map(|(_, v)| v)
+                    .map(|(k, _)| k.clone())
                     .take(6)
                     .collect();
-                match matches.as_slice() {
-                    [] => Err(not_found(given)),
-                    [one] => Ok((*one).clone()),
-                    many => Err(AppError::new(
-                        ErrorKind::AmbiguousId,
-                        format!(
-                            "{field} {given:?} matches more than one run: {}{}",
-                            many.iter()
-                                .take(5)
-                                .map(|h| h.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            if many.len() > 5 { ", …" } else { "" }
-                        ),
-                    )
-                    .with_hint("give more characters of the run id")),
+                found.extend(
+                    self.shared
+                        .index
+                        .with_prefix(p, 6)
+                        .map_err(|e| self.index_error(e))?,
+                );
+                let many: Vec<String> = found.into_iter().collect();
+                match many.as_slice() {
+                    [] => return Err(not_found(given)),
+                    [one] => one.clone(),
+                    _ => {
+                        return Err(AppError::new(
+                            ErrorKind::AmbiguousId,
+                            format!(
+                                "{field} {given:?} matches more than one run: {}{}",
+                                many.iter()
+                                    .take(5)
+                                    .map(String::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                if many.len() > 5 { ", …" } else { "" }
+                            ),
+                        )
+                        .with_hint("give more characters of the run id"))
+                    }
                 }
             }
+        };
+        self.get(&id)?.ok_or_else(|| not_found(given))
+    }
+
+    /// The run of this full id, if it exists: an active one, or a finished one folded now.
+    pub fn get(&self, id: &str) -> Result<Option<Arc<RunHandle>>, AppError> {
+        if let Some(h) = self.held(id) {
+            return Ok(Some(h));
         }
+        match self
+            .shared
+            .index
+            .find(id)
+            .map_err(|e| self.index_error(e))?
+        {
+            Found::Absent => Ok(None),
+            Found::Open(_) | Found::Done(_) => self.load(id),
+        }
+    }
+
+    /// The run's handle if it is in memory (active, or finished and held by someone).
+    fn held(&self, id: &str) -> Option<Arc<RunHandle>> {
+        let maps = self.shared.maps();
+        maps.active
+            .get(id)
+            .cloned()
+            .or_else(|| maps.loaded.get(id).and_then(Weak::upgrade))
+    }
+
+    /// The active run of this id, if it is one (never reads a log).
+    pub fn active(&self, id: &str) -> Option<Arc<RunHandle>> {
+        self.shared.maps().active.get(id).cloned()
+    }
+
+    /// Whether a run of this id exists, without reading it.
+    pub fn exists(&self, id: &str) -> bool {
+        self.shared.exists(id)
+    }
+
+    /// Folds a finished run from its log: a handle without a writer, kept only while
+    /// someone holds it. A log found corrupt now is set aside, and the index says so.
+    fn load(&self, id: &str) -> Result<Option<Arc<RunHandle>>, AppError> {
+        let dir = self.shared.home.run_dir(id);
+        let read = blocking_here(|| -> io::Result<Option<(RunDetail, Option<String>)>> {
+            let path = dir.join(LOG_FILE);
+            let aside = dir.join(CORRUPT_FILE);
+            let corrupt = |reason: String| {
+                let view = corrupt_view(id, &dir, &reason);
+                Ok(Some((view, Some(reason))))
+            };
+            if !path.exists() {
+                if !aside.exists() {
+                    return Ok(None);
+                }
+                let reason = match log::replay(&aside, false)? {
+                    Err(c) => describe(&c),
+                    Ok(_) => "its log was set aside earlier".to_string(),
+                };
+                return corrupt(reason);
+            }
+            match log::replay(&path, false) {
+                Ok(Ok(r)) => Ok(Some((projection::detail(&r.state), None))),
+                Ok(Err(c)) => {
+                    let reason = describe(&c);
+                    tracing::error!(run = %id, line = c.line, reason = %c.reason, "corrupt log: setting it aside; the run is read-only");
+                    match fs::rename(&path, &aside) {
+                        Ok(()) => {}
+                        // Set aside by another reader meanwhile.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                    let view = corrupt_view(id, &dir, &reason);
+                    if !self.shared.maps().active.contains_key(id) {
+                        self.shared.index.finish(entry_of(id, &view))?;
+                    }
+                    Ok(Some((view, Some(reason))))
+                }
+                // Gone meanwhile (set aside by another reader).
+                Err(e) if e.kind() == io::ErrorKind::NotFound && aside.exists() => {
+                    let reason = match log::replay(&aside, false)? {
+                        Err(c) => describe(&c),
+                        Ok(_) => "its log was set aside earlier".to_string(),
+                    };
+                    corrupt(reason)
+                }
+                Err(e) => Err(e),
+            }
+        })
+        .map_err(|e| {
+            fault::storage_error(&format!("cannot read run {id}"), &self.shared.home.run_dir(id), &e)
+        })?;
+        let Some((view, corrupt)) = read else {
+            return Ok(None);
+        };
+        let mut maps = self.shared.maps_mut();
+        // Another caller may have loaded it (or made it active) meanwhile: one handle a run.
+        if let Some(h) = maps
+            .active
+            .get(id)
+            .cloned()
+            .or_else(|| maps.loaded.get(id).and_then(Weak::upgrade))
+        {
+            return Ok(Some(h));
+        }
+        let handle = Arc::new(RunHandle::new(
+            id.to_string(),
+            self.shared.home.run_dir(id),
+            view,
+            corrupt,
+        ));
+        if maps.loaded.len() >= 64 {
+            maps.loaded.retain(|_, w| w.strong_count() > 0);
+        }
+        maps.loaded.insert(id.to_string(), Arc::downgrade(&handle));
+        Ok(Some(handle))
+    }
+
+    /// Makes a finished run active again (something is appended to it): its log replayed
+    /// into a writer, listed as active before the index says so, which it does before the
+    /// first append.
+    async fn activate(&self, id: &str) -> Result<(), AppError> {
+        let _one = self.shared.activating.lock().await;
+        let handle = {
+            let maps = self.shared.maps();
+            if maps.active.contains_key(id) {
+                return Ok(());
+            }
+            maps.loaded.get(id).and_then(Weak::upgrade)
+        };
+        let Some(handle) = handle else {
+            return Err(AppError::internal(format!(
+                "run {id} is neither active nor loaded"
+            )));
+        };
+        let path = handle.log_path();
+        let replayed = tokio::task::spawn_blocking(move || log::replay(&path, true))
+            .await
+            .map_err(|e| AppError::internal(e.to_string()))?
+            .map_err(|e| fault::storage_error(&format!("cannot read run {id}"), &handle.dir, &e))?
+            .map_err(|c| {
+                AppError::new(ErrorKind::RunCorrupt, format!("run {id}: {}", describe(&c)))
+            })?;
+        let state = replayed.state;
+        {
+            let mut maps = self.shared.maps_mut();
+            maps.active.insert(id.to_string(), handle.clone());
+            maps.loaded.remove(id);
+        }
+        let open = Open {
+            fed: state.last_seq,
+            at: self.shared.feed_head(),
+        };
+        let shared = self.shared.clone();
+        let run = id.to_string();
+        let written = tokio::task::spawn_blocking(move || shared.index.open_run(&run, open))
+            .await
+            .map_err(|e| AppError::internal(e.to_string()))?;
+        if let Err(e) = written {
+            let mut maps = self.shared.maps_mut();
+            maps.active.remove(id);
+            maps.loaded.insert(id.to_string(), Arc::downgrade(&handle));
+            return Err(self.index_error(e));
+        }
+        tracing::debug!(run = %id, "a finished run is active again");
+        handle.committed.store(state.last_seq, Ordering::Release);
+        handle.tap.lock().expect("tap lock").fed = state.last_seq;
+        self.run_writer(&handle, state, None, false);
+        Ok(())
+    }
+
+    fn index_error(&self, e: io::Error) -> AppError {
+        fault::storage_error(
+            "cannot use the run index",
+            &self.shared.home.root().join(index::JOURNAL_FILE),
+            &e,
+        )
     }
 
     /// The summaries of the runs that pass `filter` as one JSON array, oldest first (ULIDs
-    /// sort by creation time).
-    pub fn list_json(&self, filter: &ListFilter) -> Box<RawValue> {
-        let mut listings: Vec<Arc<Listing>> = self
-            .runs
-            .read()
-            .expect("runs lock")
-            .values()
-            .map(|h| h.listing.read().expect("listing lock").clone())
-            .filter(|l| filter.passes(l))
+    /// sort by creation time): the active runs' from memory, the finished runs' from the
+    /// index.
+    pub fn list_json(&self, filter: &ListFilter) -> Result<Box<RawValue>, AppError> {
+        // Under the runs lock throughout: a run made active (or let go of) meanwhile is in
+        // memory or in the index, never in neither (see `index`'s order of writes).
+        let maps = self.shared.maps();
+        let active: Vec<(String, Arc<Listing>)> = maps
+            .active
+            .iter()
+            .map(|(id, h)| (id.clone(), h.listing.read().expect("listing lock").clone()))
             .collect();
-        if let Some(limit) = filter.limit {
-            let keep = usize::try_from(limit).unwrap_or(usize::MAX);
-            listings.drain(..listings.len().saturating_sub(keep));
-        }
+        let is_active = |id: &str| maps.active.contains_key(id);
+        let mut parts: Vec<(String, Arc<str>)> = Vec::new();
+        let result = match filter.limit {
+            Some(limit) => {
+                let keep = usize::try_from(limit).unwrap_or(usize::MAX);
+                let mut newest: Vec<(String, Arc<str>)> = Vec::new();
+                let taken = std::cell::Cell::new(0usize);
+                let result = self.shared.index.newest(
+                    &is_active,
+                    &|s| filter.status_ok(s),
+                    &mut |e| {
+                        if filter.passes_entry(e) {
+                            newest.push((e.id.clone(), e.summary.clone()));
+                            taken.set(taken.get() + 1);
+                        }
+                        true
+                    },
+                    &|| taken.get() >= keep,
+                );
+                parts.extend(newest);
+                parts.extend(
+                    active
+                        .iter()
+                        .filter(|(_, l)| filter.passes(l))
+                        .map(|(id, l)| (id.clone(), Arc::from(l.json.as_str()))),
+                );
+                parts.sort_by(|a, b| a.0.cmp(&b.0));
+                parts.drain(..parts.len().saturating_sub(keep));
+                result
+            }
+            None => {
+                let result = self.shared.index.each_finished(|e| {
+                    if !is_active(&e.id) && filter.passes_entry(&e) {
+                        parts.push((e.id, e.summary));
+                    }
+                    true
+                });
+                parts.extend(
+                    active
+                        .iter()
+                        .filter(|(_, l)| filter.passes(l))
+                        .map(|(id, l)| (id.clone(), Arc::from(l.json.as_str()))),
+                );
+                parts.sort_by(|a, b| a.0.cmp(&b.0));
+                result
+            }
+        };
+        drop(maps);
+        result.map_err(|e| self.index_error(e))?;
         let mut out =
-            String::with_capacity(2 + listings.iter().map(|l| l.json.len() + 1).sum::<usize>());
+            String::with_capacity(2 + parts.iter().map(|(_, j)| j.len() + 1).sum::<usize>());
         out.push('[');
-        for l in &listings {
+        for (_, json) in &parts {
             if out.len() > 1 {
                 out.push(',');
             }
-            out.push_str(&l.json);
+            out.push_str(json);
         }
         out.push(']');
-        RawValue::from_string(out).expect("summaries serialize to JSON")
+        Ok(RawValue::from_string(out).expect("summaries serialize to JSON"))
     }
 
+    /// How many runs the home holds, active or finished.
     pub fn len(&self) -> usize {
-        self.runs.read().expect("runs lock").len()
+        self.shared.index.len() as usize
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// How many runs are active (in memory, each with a writer).
+    pub fn active_len(&self) -> usize {
+        self.shared.maps().active.len()
+    }
+
+    /// Every active run. Finished runs are not in memory: see [`Store::each_run`].
     pub fn handles(&self) -> Vec<Arc<RunHandle>> {
-        self.runs
-            .read()
-            .expect("runs lock")
-            .values()
-            .cloned()
-            .collect()
+        self.shared.maps().active.values().cloned().collect()
+    }
+
+    /// Every run, active or finished, one at a time (a finished one folded from its log and
+    /// dropped after `visit`): for the checks that look at every run (`doctor`). Stops early
+    /// when `visit` returns false.
+    pub fn each_run(&self, mut visit: impl FnMut(Arc<RunHandle>) -> bool) -> Result<(), AppError> {
+        let ids = self.shared.index.ids().map_err(|e| self.index_error(e))?;
+        for id in ids {
+            if let Some(h) = self.get(&id)? {
+                if !visit(h) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every finished run's entry in the index, in id order (no log is read).
+    pub fn each_finished(&self, visit: impl FnMut(Entry) -> bool) -> Result<(), AppError> {
+        self.shared
+            .index
+            .each_finished(visit)
+            .map_err(|e| self.index_error(e))
+    }
+
+    /// The index entry a finished run's log derives now, with the state it folds to (none
+    /// for a corrupt log); `None` when its directory has no log. For checking the index.
+    pub fn entry_from_log(&self, id: &str) -> io::Result<Option<(Entry, Option<RunState>)>> {
+        let dir = self.shared.home.run_dir(id);
+        if !dir.join(LOG_FILE).exists() {
+            if !dir.join(CORRUPT_FILE).exists() {
+                return Ok(None);
+            }
+            let reason = match log::replay(&dir.join(CORRUPT_FILE), false)? {
+                Err(c) => describe(&c),
+                Ok(_) => "its log was set aside earlier".to_string(),
+            };
+            return Ok(Some((entry_of(id, &corrupt_view(id, &dir, &reason)), None)));
+        }
+        match log::replay(&dir.join(LOG_FILE), false)? {
+            Ok(r) => Ok(Some((
+                entry_of(id, &projection::detail(&r.state)),
+                Some(r.state),
+            ))),
+            Err(c) => {
+                let reason = describe(&c);
+                Ok(Some((entry_of(id, &corrupt_view(id, &dir, &reason)), None)))
+            }
+        }
+    }
+
+    /// Run directories (with a log) that the index does not know: copied in by hand, or an
+    /// index damaged. Read from the directory first, so a run created meanwhile (named in the
+    /// index before its directory exists) is never among them.
+    pub fn unindexed(&self) -> Result<Vec<String>, AppError> {
+        let runs = self.shared.home.runs();
+        let on_disk: Vec<String> = fs::read_dir(&runs)
+            .map_err(|e| fault::storage_error("cannot read the runs", &runs, &e))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| ids::is_full_run_id(name))
+            .filter(|name| {
+                let dir = runs.join(name);
+                dir.join(LOG_FILE).exists() || dir.join(CORRUPT_FILE).exists()
+            })
+            .collect();
+        let known: BTreeSet<String> = self
+            .shared
+            .index
+            .ids()
+            .map_err(|e| self.index_error(e))?
+            .into_iter()
+            .collect();
+        let mut out: Vec<String> = on_disk
+            .into_iter()
+            .filter(|id| !known.contains(id))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The runs that may hold a record (discussion or proposal) by that id prefix: every
+    /// active run, then the finished runs that have records, folded one at a time.
+    pub fn each_with_records(
+        &self,
+        mut visit: impl FnMut(Arc<RunHandle>) -> bool,
+    ) -> Result<(), AppError> {
+        for h in self.handles() {
+            if !visit(h) {
+                return Ok(());
+            }
+        }
+        let mut ids = Vec::new();
+        self.shared
+            .index
+            .each_finished(|e| {
+                if e.flags.records {
+                    ids.push(e.id);
+                }
+                true
+            })
+            .map_err(|e| self.index_error(e))?;
+        for id in ids {
+            if self.active(&id).is_some() {
+                continue;
+            }
+            if let Some(h) = self.get(&id)? {
+                if !visit(h) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer's queue of an active run, making a finished run active first.
+    async fn sender(&self, run: &RunHandle) -> Result<mpsc::Sender<Command>, AppError> {
+        loop {
+            if let Some(tx) = run.sender()? {
+                return Ok(tx);
+            }
+            if self.shared.closing.load(Ordering::Acquire) {
+                return Err(AppError::new(
+                    ErrorKind::ShuttingDown,
+                    "the daemon is shutting down",
+                ));
+            }
+            self.activate(&run.id).await?;
+            if run.sender()?.is_none() && self.active(&run.id).is_none() {
+                return Err(AppError::internal(format!(
+                    "run {} could not be made active",
+                    run.id
+                )));
+            }
+        }
     }
 
     /// Appends one event and returns once it is on disk.
@@ -378,7 +968,7 @@ impl Store {
         draft: Draft,
         client: bool,
     ) -> Result<AppendResult, AppError> {
-        let tx = run.sender()?;
+        let tx = self.sender(run).await?;
         if let Some(e) = run.untrusted_error() {
             return Err(e);
         }
@@ -400,7 +990,7 @@ impl Store {
         run: &RunHandle,
         drafts: Vec<Draft>,
     ) -> Result<Vec<AppendResult>, AppError> {
-        let tx = run.sender()?;
+        let tx = self.sender(run).await?;
         if let Some(e) = run.untrusted_error() {
             return Err(e);
         }
@@ -414,7 +1004,13 @@ impl Store {
 
     /// Re-derives every projection of a run from its log alone.
     pub async fn rebuild(&self, run: &RunHandle) -> Result<RebuildResult, AppError> {
-        let tx = run.sender()?;
+        if run.sender()?.is_none() {
+            // A finished run: no writer to ask, nothing appends to it meanwhile.
+            return writer::rebuild_projections(&run.id, &run.dir)
+                .await
+                .map(|(r, _)| r);
+        }
+        let tx = self.sender(run).await?;
         let (reply, rx) = oneshot::channel();
         tx.send(Command::Rebuild { reply })
             .await
@@ -423,17 +1019,90 @@ impl Store {
             .map_err(|_| AppError::internal("the run's writer stopped"))?
     }
 
-    /// Stops taking appends, lets every writer finish what is queued, and waits for them.
+    /// Stops taking appends, lets every writer finish what is queued, and waits for them;
+    /// then, once the feed holds every committed event, notes in the index where the next
+    /// start reads the feed's index from.
     pub async fn shutdown(&self) {
-        self.closing.store(true, Ordering::Release);
-        for h in self.handles() {
+        self.shared.closing.store(true, Ordering::Release);
+        let handles = self.handles();
+        for h in &handles {
             h.tx.lock().expect("tx lock").take();
         }
-        let tasks: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.writers.lock().expect("writers lock"));
-        for t in tasks {
-            let _ = t.await;
+        let mut writers = self.shared.writers.subscribe();
+        let _ = writers.wait_for(|n| *n == 0).await;
+        if let Some(feed) = self.shared.feed.get() {
+            feed.flush().await;
+            let head = feed.head();
+            let points: Vec<(String, Open)> = self
+                .handles()
+                .iter()
+                .map(|h| {
+                    (
+                        h.id.clone(),
+                        Open {
+                            fed: h.committed(),
+                            at: head,
+                        },
+                    )
+                })
+                .collect();
+            if let Err(e) = self.shared.index.checkpoint(&points) {
+                tracing::warn!(error = %e, "cannot checkpoint the run journal; the next start reads more of the feed's index");
+            }
         }
+    }
+}
+
+/// What a corrupt run still says, as a view: the lines before the bad one (kind, title,
+/// creation, node counts) for `run list`. Its nodes stay out of it, so nothing supervises or
+/// schedules them; `run show` reads them from the log.
+fn corrupt_view(id: &str, dir: &std::path::Path, reason: &str) -> RunDetail {
+    if let Some(state) = corrupt::salvage(dir).ok().and_then(|s| s.state) {
+        let mut manifest = projection::summary(&state);
+        manifest.status = ListedStatus::Corrupt;
+        manifest.error = Some(reason.to_string());
+        return RunDetail {
+            manifest,
+            nodes: vec![],
+            discussions: vec![],
+            spinoffs: vec![],
+        };
+    }
+    let summary = RunSummary {
+        id: id.to_string(),
+        kind: None,
+        status: ListedStatus::Corrupt,
+        title: None,
+        repo: None,
+        base: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+        nodes: BTreeMap::new(),
+        activity: BTreeMap::new(),
+        last_seq: 0,
+        settings: Default::default(),
+        merge: None,
+        merge_commit: None,
+        error: Some(reason.to_string()),
+        cost_usd: None,
+        budget_spent: false,
+    };
+    RunDetail {
+        manifest: summary,
+        nodes: vec![],
+        discussions: vec![],
+        spinoffs: vec![],
+    }
+}
+
+/// Runs blocking work (a log read) on this thread, letting the runtime move its other tasks
+/// elsewhere meanwhile when it can.
+fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

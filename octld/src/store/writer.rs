@@ -1,12 +1,17 @@
-//! The writer of one run: a task that owns the run's state and log, takes append requests
-//! from a queue, and commits them in groups. Everything queued while the previous group was
-//! syncing goes into the next one, so many clients share one `fdatasync`.
+//! The writer of one active run: a task that owns the run's state and log, takes append
+//! requests from a queue, and commits them in groups. Everything queued while the previous
+//! group was syncing goes into the next one, so many clients share one `fdatasync`.
+//!
+//! Once the run has finished (`super::finished`) and nothing came for [`rest_after`], the
+//! writer lets go of it: the change feed's index gets its last records, the run index its
+//! summary, and — unless someone holds the run meanwhile — the store forgets its handle and
+//! the task ends. A later append makes it active again (`Store::activate`).
 
 use octl_proto::notice::Notice;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -17,14 +22,29 @@ use octl_proto::reducer::{client_may_append, client_types};
 use octl_proto::rpc::{AppendResult, RebuildResult};
 use octl_proto::{ids, time, Actor, AppError, ErrorKind, Event, RunState, EVENT_VERSION};
 
+use super::index::Open;
 use super::log::{self, AppendFault, LogWriter, LOG_FILE};
-use super::{fault, projections, untrusted_hint, RunHandle};
+use super::{fault, projections, untrusted_hint, RunHandle, Shared};
 
 /// Largest group committed at once.
 const MAX_BATCH: usize = 4096;
 /// How long projections that a full disk kept from being written wait for the next try
 /// when no append comes (an append tries at once).
 const HEAL_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a finished run stays active after its last append, for what usually follows an
+/// end (`run wait` returning, `run show`, the TUI folding it): 5 s, or
+/// `OCTL_REST_AFTER_MS` (the tests set it low, so that they go through finished runs too).
+pub fn rest_after() -> Duration {
+    static AFTER: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *AFTER.get_or_init(|| {
+        std::env::var("OCTL_REST_AFTER_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(Duration::from_secs(5))
+    })
+}
 
 /// An event to append, before the writer gives it its seq, id and time.
 #[derive(Debug, Clone)]
@@ -125,6 +145,7 @@ impl Ack {
 
 pub struct Writer {
     pub handle: Arc<RunHandle>,
+    pub(super) shared: Arc<Shared>,
     pub state: RunState,
     pub log: Option<LogWriter>,
     /// A new run's first write, still being synced: waited for before the first commit, so
@@ -137,6 +158,9 @@ pub struct Writer {
     /// the run again every [`HEAL_EVERY`], so a step whose event was refused is tried again
     /// by itself once there is room, as after a crash.
     pub faulted: bool,
+    /// The run index lists this run as finished (it was let go of, but someone held it
+    /// meanwhile): it must say `open` again before the next append.
+    pub listed_done: bool,
 }
 
 type Reply = oneshot::Sender<Result<AppendResult, AppError>>;
@@ -171,9 +195,18 @@ impl Writer {
                     .set_untrusted("its first write was lost".to_string()),
             }
         }
+        let mut last = Instant::now();
         loop {
-            let next = if self.stale || self.faulted {
-                match tokio::time::timeout(HEAL_EVERY, rx.recv()).await {
+            let resting = self.resting();
+            let wait = if self.stale || self.faulted {
+                Some(HEAL_EVERY)
+            } else if resting {
+                Some(rest_after().saturating_sub(last.elapsed()))
+            } else {
+                None
+            };
+            let next = match wait {
+                Some(wait) => match tokio::time::timeout(wait, rx.recv()).await {
                     Ok(next) => next,
                     Err(_) => {
                         if self.stale {
@@ -182,13 +215,20 @@ impl Writer {
                         if self.faulted && self.handle.untrusted().is_none() {
                             self.handle.changed();
                         }
+                        if resting && last.elapsed() >= rest_after() {
+                            if self.rest(&rx).await {
+                                break;
+                            }
+                            // Held by someone (a stream, a step): looked at again later.
+                            last = Instant::now();
+                        }
                         continue;
                     }
-                }
-            } else {
-                rx.recv().await
+                },
+                None => rx.recv().await,
             };
             let Some(first) = next else { break };
+            last = Instant::now();
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -218,6 +258,45 @@ impl Writer {
         }
     }
 
+    /// Whether the run may be let go of: finished, with nothing left to heal.
+    fn resting(&self) -> bool {
+        !self.stale
+            && !self.faulted
+            && self.handle.untrusted().is_none()
+            && super::finished(&self.handle.view(), &|c| self.shared.exists(c))
+    }
+
+    /// Lets go of the finished run: its last events into the feed's index, its summary into
+    /// the run index, then out of the store — unless someone holds it or has queued
+    /// something, which keeps it active. True when the task should end.
+    async fn rest(&mut self, rx: &mpsc::Receiver<Command>) -> bool {
+        self.handle.flush_feed().await;
+        if !self.listed_done {
+            let entry = super::entry_of(&self.handle.id, &self.handle.view());
+            let shared = self.shared.clone();
+            match tokio::task::spawn_blocking(move || shared.index.finish(entry)).await {
+                Ok(Ok(())) => self.listed_done = true,
+                Ok(Err(e)) => {
+                    tracing::warn!(run = %self.handle.id, error = %e, "cannot list a finished run in the run index; it stays active");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::error!(run = %self.handle.id, error = %e, "run index task failed");
+                    return false;
+                }
+            }
+        }
+        let mut maps = self.shared.maps_mut();
+        // The store's handle and this task's: nobody else can be about to append.
+        if Arc::strong_count(&self.handle) > 2 || !rx.is_empty() {
+            return false;
+        }
+        maps.active.remove(&self.handle.id);
+        self.handle.tx.lock().expect("tx lock").take();
+        tracing::debug!(run = %self.handle.id, "finished run let go of");
+        true
+    }
+
     /// Checks, writes, syncs, projects, publishes, then acknowledges one group.
     async fn commit(&mut self, appends: Vec<Item>) {
         if let Some(err) = self.handle.untrusted_error() {
@@ -225,6 +304,33 @@ impl Writer {
                 item.refuse(&err);
             }
             return;
+        }
+        if self.listed_done {
+            // The run index lists it as finished: it says `open` again before the log moves.
+            let open = Open {
+                fed: self.handle.committed(),
+                at: self.shared.feed_head(),
+            };
+            let shared = self.shared.clone();
+            let id = self.handle.id.clone();
+            let said = tokio::task::spawn_blocking(move || shared.index.open_run(&id, open))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+            match said {
+                Ok(()) => self.listed_done = false,
+                Err(e) => {
+                    let root = self.shared.home.root().join(super::index::JOURNAL_FILE);
+                    let err = fault::storage_error(
+                        &format!("cannot append to run {}", self.handle.id),
+                        &root,
+                        &e,
+                    );
+                    for item in appends {
+                        item.refuse(&err);
+                    }
+                    return;
+                }
+            }
         }
         let mut lines = String::new();
         let mut events: Vec<Event> = Vec::new();
@@ -398,39 +504,8 @@ impl Writer {
     }
 
     async fn rebuild(&mut self) -> Result<RebuildResult, AppError> {
-        let dir = self.handle.dir.clone();
-        let id = self.handle.id.clone();
-        let replayed = tokio::task::spawn_blocking(move || {
-            let state = match log::replay(&dir.join(LOG_FILE), false) {
-                Ok(Ok(r)) => r.state,
-                Ok(Err(c)) => {
-                    return Err(AppError::new(
-                        ErrorKind::RunCorrupt,
-                        format!("run {id}: line {} of its log: {}", c.line, c.reason),
-                    ))
-                }
-                Err(e) => {
-                    return Err(fault::storage_error(
-                        &format!("cannot read run {id}"),
-                        &dir.join(LOG_FILE),
-                        &e,
-                    ))
-                }
-            };
-            let files = projections::write_all(&dir, &state).map_err(|e| {
-                fault::storage_error(&format!("cannot write projections of run {id}"), &dir, &e)
-            })?;
-            Ok((state, files))
-        })
-        .await
-        .map_err(|e| AppError::internal(e.to_string()))??;
-        let (state, files) = replayed;
+        let (result, state) = rebuild_projections(&self.handle.id, &self.handle.dir).await?;
         self.stale = false;
-        let result = RebuildResult {
-            run: self.handle.id.clone(),
-            events: state.last_seq,
-            files,
-        };
         if state != self.state {
             tracing::error!(run = %self.handle.id, "the state replayed from the log differs from the daemon's; adopting the log's");
             self.state = state;
@@ -506,6 +581,44 @@ impl Writer {
             Err(e) => tracing::error!(run = %self.handle.id, error = %e, "projection task failed"),
         }
     }
+}
+
+/// Re-derives every projection of the run in `dir` from its log alone; also returns the
+/// state the log folds to.
+pub(super) async fn rebuild_projections(
+    id: &str,
+    dir: &std::path::Path,
+) -> Result<(RebuildResult, RunState), AppError> {
+    let (dir, id) = (dir.to_path_buf(), id.to_string());
+    tokio::task::spawn_blocking(move || {
+        let state = match log::replay(&dir.join(LOG_FILE), false) {
+            Ok(Ok(r)) => r.state,
+            Ok(Err(c)) => {
+                return Err(AppError::new(
+                    ErrorKind::RunCorrupt,
+                    format!("run {id}: line {} of its log: {}", c.line, c.reason),
+                ))
+            }
+            Err(e) => {
+                return Err(fault::storage_error(
+                    &format!("cannot read run {id}"),
+                    &dir.join(LOG_FILE),
+                    &e,
+                ))
+            }
+        };
+        let files = projections::write_all(&dir, &state).map_err(|e| {
+            fault::storage_error(&format!("cannot write projections of run {id}"), &dir, &e)
+        })?;
+        let result = RebuildResult {
+            run: id,
+            events: state.last_seq,
+            files,
+        };
+        Ok((result, state))
+    })
+    .await
+    .map_err(|e| AppError::internal(e.to_string()))?
 }
 
 /// Which projection files a group changed.

@@ -35,7 +35,32 @@ pub(super) async fn delete_old_kept(
     };
     let mut recorded: BTreeSet<PathBuf> = BTreeSet::new();
     let mut leave: BTreeSet<String> = BTreeSet::new();
-    for handle in daemon.store.handles() {
+    // The runs that can have kept files: the active ones and those named under kept/ (every
+    // kept set lives there), folded one at a time.
+    let mut ids: BTreeSet<String> = daemon
+        .store
+        .handles()
+        .iter()
+        .map(|h| h.id.clone())
+        .collect();
+    let root = daemon.home.kept();
+    ids.extend(
+        std::fs::read_dir(&root)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| octl_proto::ids::is_full_run_id(name)),
+    );
+    for id in ids {
+        let handle = match daemon.store.get(&id) {
+            Ok(Some(h)) => h,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e.message, "gc: cannot read a run; its kept files stay");
+                leave.insert(id);
+                continue;
+            }
+        };
         if handle.corrupt().is_some() {
             leave.insert(handle.id.clone());
             continue;

@@ -102,7 +102,26 @@ pub async fn gc(
     };
     // Worktrees this collection removes: a branch checked out there does not keep it.
     let mut going: BTreeSet<PathBuf> = BTreeSet::new();
-    for handle in daemon.store.handles() {
+    // Every active run, and the finished ones whose index entry says something may be left
+    // (a node not cleaned up, a remote node's refs) or that are corrupt: folded one at a time.
+    let mut ids: Vec<String> = daemon
+        .store
+        .handles()
+        .iter()
+        .map(|h| h.id.clone())
+        .collect();
+    daemon.store.each_finished(|e| {
+        if e.flags.left || e.status == octl_proto::projection::ListedStatus::Corrupt {
+            ids.push(e.id);
+        }
+        true
+    })?;
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let Some(handle) = daemon.store.get(&id)? else {
+            continue;
+        };
         if handle.corrupt().is_some() {
             let dir = daemon.home.worktrees().join(&handle.id);
             if dir.exists() {
