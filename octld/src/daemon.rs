@@ -31,7 +31,7 @@ pub struct Config {
 pub enum DaemonError {
     #[error(transparent)]
     Lock(#[from] LockError),
-    #[error("{what}: {source}")]
+    #[error("{what}: {source}{}", crate::nofile::explain(source).map(|m| format!(" — {m}")).unwrap_or_default())]
     Io { what: String, source: io::Error },
     #[error("{0} still answers: another daemon serves it; not removing it")]
     SocketInUse(String),
@@ -96,8 +96,18 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         .map_err(io_err(format!("cannot create {}", home.root().display())))?;
     let _lock = lock::acquire(&home.lock())?;
     logging::init(&home.log(), config.foreground, config.verbose);
-    tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "octld starting");
+    let (soft, hard) = crate::nofile::limits();
+    tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), open_files = soft, open_files_hard = hard, "octld starting");
+    let served = serve_home(home, stop).await;
+    if let Err(e) = &served {
+        // In octld.log too: a detached daemon's stderr goes nowhere, and `daemon start`
+        // shows this line when the daemon exits before it answers.
+        tracing::error!(error = %e, "octld cannot start");
+    }
+    served
+}
 
+async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
     let store = Store::open(home.clone())
         .await
         .map_err(io_err("cannot load runs"))?;

@@ -4,6 +4,7 @@
 //! - [`activation`]: a socket handed over by systemd or launchd, and readiness (`sd_notify`).
 //! - [`home`]: the state layout under `$OCTL_HOME` and its permissions.
 //! - [`lock`]: the daemon lock (`octld.lock`): one daemon per home.
+//! - [`nofile`]: the open-file limit: raised at start, named in errors that hit it.
 //! - [`logging`]: JSON-lines logs to `octld.log` (and stderr in the foreground).
 //! - [`store`]: the event store: per-run logs, group commit, projections, repair.
 //! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
@@ -35,6 +36,7 @@ pub mod home;
 pub mod kept;
 pub mod lock;
 pub mod logging;
+pub mod nofile;
 pub mod notify;
 pub mod pool;
 pub mod rpc;

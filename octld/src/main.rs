@@ -71,6 +71,8 @@ fn main() -> ExitCode {
     }
     // A long-lived daemon holds no directory of the shell that started it.
     let _ = std::env::set_current_dir("/");
+    // Before any thread or descriptor exists; the start logs the limits it runs with.
+    octld::nofile::raise();
     let config = octld::Config {
         home,
         foreground: true,

@@ -29,6 +29,9 @@ impl Client {
     /// Starts the daemon detached and waits (≤ 3 s) until it answers `daemon.status`.
     pub async fn start(&self) -> Result<(), AppError> {
         let program = find_octld()?;
+        // What the daemon logs from here on is this start's.
+        let log = self.home.log();
+        let log_from = std::fs::metadata(&log).map_or(0, |m| m.len());
         let mut child = spawn_detached(&program, self.home.dir()).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 self.unreachable(format!(
@@ -57,21 +60,77 @@ impl Client {
                 Ok(Err(CallError::Failed(e))) => return Err(e),
             }
             if Instant::now() >= deadline {
+                // A first start on a home from before the run index builds it from every
+                // log: it says so, and is waited for while it is alive.
+                let building = matches!(child.try_wait(), Ok(None))
+                    && logged_since(&log, log_from)
+                        .iter()
+                        .any(|l| l.message == BUILDING_INDEX);
+                if !building {
+                    break;
+                }
+            }
+            if let Ok(Some(_)) = child.try_wait() {
                 break;
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
-        let exited = match child.try_wait() {
-            Ok(Some(status)) => format!(" ({} exited: {status})", program.display()),
-            _ => String::new(),
-        };
+        // Why it stopped, from its log (a detached daemon's stderr goes nowhere).
+        let why = logged_since(&log, log_from)
+            .into_iter()
+            .rev()
+            .find(|l| l.level == "ERROR")
+            .map(|l| format!(": {}", l.error.unwrap_or(l.message)))
+            .unwrap_or_default();
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(self.unreachable(format!(
+                "started {} but it stopped before it answered ({status}){why}{last_failure}",
+                program.display(),
+            )));
+        }
         Err(self.unreachable(format!(
-            "started {} but it did not answer on {} within {} s{exited}{last_failure}",
+            "started {} but it did not answer on {} within {} s{why}{last_failure}",
             program.display(),
             self.home.socket().display(),
             START_DEADLINE.as_secs()
         )))
     }
+}
+
+/// What octld logs while it builds the run index from the logs (`store::open`).
+const BUILDING_INDEX: &str = "building the run index from the runs' logs";
+
+/// One line of octld.log, as far as a start needs it.
+#[derive(Debug, Default)]
+struct Logged {
+    level: String,
+    message: String,
+    error: Option<String>,
+}
+
+/// The lines octld.log gained after `from` (at most its last 64 KiB).
+fn logged_since(log: &Path, from: u64) -> Vec<Logged> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = from.max(len.saturating_sub(64 * 1024));
+    let mut text = String::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let field = |k: &str| v["fields"][k].as_str().map(str::to_string);
+            Some(Logged {
+                level: v["level"].as_str()?.to_string(),
+                message: field("message")?,
+                error: field("error"),
+            })
+        })
+        .collect()
 }
 
 /// Finds the daemon program: `$OCTLD_BIN`, else `octld` next to this executable, else on PATH.

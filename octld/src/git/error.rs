@@ -14,7 +14,7 @@ pub enum GitError {
     #[error("`{program}` was not found: install git {MIN_VERSION} or newer")]
     Missing { program: String },
     /// The program exists but could not be started.
-    #[error("could not run `{}`: {source}", display_argv(argv))]
+    #[error("could not run `{}`: {source}{}", display_argv(argv), crate::nofile::explain(source).map(|m| format!(" — {m}")).unwrap_or_default())]
     Spawn {
         argv: Vec<String>,
         #[source]

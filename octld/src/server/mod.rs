@@ -28,8 +28,6 @@ use crate::daemon::{io_err, Daemon, DaemonError};
 
 /// How long a client may take to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once.
-const MAX_CONNECTIONS: usize = 512;
 /// How long in-flight connections get to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -67,7 +65,10 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
     let router = routes::router(daemon.clone());
     let stop = daemon.shutdown_requested();
     tokio::pin!(stop);
-    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // Connections served at once: what the open-file limit leaves beside a reserve for
+    // logs, git and tmux (at most 512).
+    let open = Arc::new(tokio::sync::Semaphore::new(crate::nofile::connections()));
+    let mut told_limit = None::<std::time::Instant>;
     loop {
         // At the limit, new connections wait in the socket's backlog until one closes (an
         // idle one is closed by the header timeout), rather than exhausting the daemon.
@@ -80,7 +81,15 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
                 let stream = match accepted {
                     Ok((s, _)) => s,
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
+                        match crate::nofile::explain(&e) {
+                            // Once a minute: it lasts until something closes.
+                            Some(why) if told_limit.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) => {
+                                told_limit = Some(std::time::Instant::now());
+                                tracing::error!(error = %e, why = %why, "cannot accept connections");
+                            }
+                            Some(_) => {}
+                            None => tracing::warn!(error = %e, "accept failed"),
+                        }
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }

@@ -49,6 +49,8 @@ pub fn storage_error(what: &str, path: &Path, e: &io::Error) -> AppError {
             "the filesystem of {} is full ({room}): free space (`orchestratectl run gc` removes what ended runs left behind, after snapshotting it), then retry",
             path.display()
         ))
+    } else if let Some(why) = crate::nofile::explain(e) {
+        AppError::new(ErrorKind::IoError, message).with_hint(why)
     } else if e.raw_os_error() == Some(libc::EROFS) {
         AppError::new(ErrorKind::IoError, message).with_hint(format!(
             "{} is on a read-only filesystem: remount it read-write, or choose another home with --home or OCTL_HOME",

@@ -11,7 +11,7 @@ pub enum TmuxError {
     /// The tmux program could not be found (maps to kind `tool_missing`).
     #[error("`{program}` was not found: install tmux {MIN_VERSION} or newer")]
     Missing { program: String },
-    #[error("could not run `{}`: {source}", argv.join(" "))]
+    #[error("could not run `{}`: {source}{}", argv.join(" "), crate::nofile::explain(source).map(|m| format!(" — {m}")).unwrap_or_default())]
     Spawn {
         argv: Vec<String>,
         #[source]
