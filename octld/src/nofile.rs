@@ -22,6 +22,8 @@ pub fn limits() -> (u64, u64) {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return (1024, 1024);
     }
+    // `rlim_t` is 32 bits wide on some 32-bit systems.
+    #[allow(clippy::unnecessary_cast)]
     (lim.rlim_cur as u64, lim.rlim_max as u64)
 }
 
