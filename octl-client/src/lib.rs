@@ -7,6 +7,7 @@
 //!   stream, autostart.
 //! - [`output`]: human and JSON printing, error printing, exit codes, tables.
 //! - [`log_file`]: reading and following a run's `events.jsonl` when the daemon is down.
+//! - [`run_index`]: the daemon's run index read from disk when it is down (the TUI).
 //! - [`follow`]: following runs: until they settle (`run wait`, `… --wait`, `demo`) with live
 //!   progress on stderr; until they end (`run watch`, a redrawn view or plain lines); and the
 //!   event stream across daemon restarts (also for `discussion ask --wait`).
@@ -30,6 +31,7 @@ pub mod home;
 pub mod hook;
 pub mod log_file;
 pub mod output;
+pub mod run_index;
 pub mod skills;
 pub mod text_file;
 pub mod tui;

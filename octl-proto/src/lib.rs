@@ -9,6 +9,7 @@
 //! - [`projection`]: the JSON files derived from the state (`manifest.json`, `nodes/…`).
 //! - [`plan`]: fan-out manifests and orchestrate plans, every problem at once; `--max-parallel`.
 //! - [`rpc`]: JSON-RPC 2.0 envelopes, parameter and result types.
+//! - [`run_index`]: the formats of the run index (`runs.idx`, `runs.journal`).
 //! - [`method`]: one declaration per RPC method (name, types, summary, schemas).
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`).
@@ -24,6 +25,7 @@ pub mod plan;
 pub mod projection;
 pub mod reducer;
 pub mod rpc;
+pub mod run_index;
 pub mod state;
 pub mod time;
 

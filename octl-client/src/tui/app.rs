@@ -126,6 +126,8 @@ pub struct App {
     pub loaded: bool,
     /// The daemon's private tmux server, where `t` attaches.
     pub tmux_socket: std::path::PathBuf,
+    /// Finished runs the home holds beyond those listed (the newest are).
+    pub hidden: u64,
 }
 
 impl App {
@@ -152,6 +154,7 @@ impl App {
             dirty: true,
             loaded: false,
             tmux_socket,
+            hidden: 0,
         }
     }
 
@@ -229,6 +232,7 @@ impl App {
                 }
                 self.changed();
             }
+            Update::Hidden(n) => self.hidden = n,
             Update::Events(events) => self.fold_events(events, false, &mut effects),
             Update::Live(events) => self.fold_events(events, true, &mut effects),
             Update::Done(result) => {

@@ -2,14 +2,18 @@
 //! the UI thread never waits on the daemon, git or the disk. It sends [`Update`]s: the runs'
 //! summaries, their events to fold, the link's state, what an action or a load gave.
 //!
-//! - Daemon up: `run.list` for the summaries (the first frame), then the change feed
-//!   (`GET /v1/events?since=now&follow=true`) for every new event, while each run's earlier
-//!   events are read with `event.list` (newest runs first) and folded. After a restart the
-//!   feed is opened again from its last cursor, so nothing is missed or seen twice. A daemon
-//!   without the feed is polled every [`POLL`] instead: `run.list` tells which runs moved
-//!   (their `last_seq`), and only those are read.
-//! - Daemon down: the runs are read-only from their `events.jsonl` on disk, folded the same
-//!   way, and the link says so; the daemon is asked again every [`POLL`].
+//! - Daemon up: `run.list` for the summaries (the first frame) — every active and waiting
+//!   run, the newest [`SHOWN`] of any status, and any run with an open question or proposal;
+//!   a home's older finished runs are counted, not listed (`run list` has them) —, then the
+//!   change feed (`GET /v1/events?since=now&follow=true`) for every new event, while each
+//!   listed run's earlier events are read with `event.list` (newest runs first) and folded.
+//!   After a restart the feed is opened again from its last cursor, so nothing is missed or
+//!   seen twice. A daemon without the feed is polled every [`POLL`] instead: `run.list` tells
+//!   which runs moved (their `last_seq`), and only those are read.
+//! - Daemon down: the runs are read-only from disk: the finished ones' summaries from the
+//!   daemon's run index (`run_index`), the active ones folded from their `events.jsonl` the
+//!   same way (a home without an index: every log), and the link says so; the daemon is
+//!   asked again every [`POLL`].
 //!
 //! The first `run.list` starts the daemon when it is down exactly as `orchestratectl run list`
 //! does (autostart, unless `OCTL_NO_AUTOSTART`); later reconnects never start it: a daemon
@@ -37,6 +41,9 @@ use octl_proto::ids::is_full_run_id;
 pub const POLL: Duration = Duration::from_millis(500);
 /// At most this many runs' logs are read in one round, so requests are never held long.
 const CATCH_UP_BATCH: usize = 100;
+/// The newest runs listed whatever their status (besides every active and waiting one): a
+/// home of a year's runs opens as fast as a new one.
+pub const SHOWN: u64 = 500;
 
 /// The state of the link to the daemon, shown in the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +68,10 @@ impl Link {
 #[derive(Debug)]
 pub enum Update {
     Link(Link),
-    /// Every run's summary (a full `run.list`).
+    /// The listed runs' summaries (see the module's map): those not in it are dropped.
     Summaries(Vec<RunSummary>),
+    /// How many finished runs the home holds beyond those listed.
+    Hidden(u64),
     /// Events to fold, in seq order within each run (read from a log or `event.list`).
     Events(Vec<Event>),
     /// Events from the change feed as they commit: folded like [`Update::Events`], and a run
@@ -120,6 +129,8 @@ struct Source {
     cursor: Option<String>,
     /// The daemon has no change feed: poll.
     polling: bool,
+    /// The finished runs' summaries were sent from the index on disk (daemon down).
+    disk_listed: bool,
 }
 
 impl Source {
@@ -134,6 +145,7 @@ impl Source {
             first: true,
             cursor: None,
             polling: false,
+            disk_listed: false,
         }
     }
 
@@ -284,35 +296,93 @@ impl Source {
         }
     }
 
-    /// One look at the daemon (or the disk). True when there is more to read at once.
-    async fn round(&mut self) -> bool {
-        let params = RunListParams::default();
-        let listed = if self.first {
-            // As `run list` does: this may start the daemon (unless OCTL_NO_AUTOSTART).
+    /// One call to the daemon; the first one may start it, as `run list` does (unless
+    /// OCTL_NO_AUTOSTART), later ones never do.
+    async fn call<M: octl_proto::method::Method>(
+        &mut self,
+        params: &M::Params,
+    ) -> Result<M::Result, CallError> {
+        if self.first {
             self.first = false;
-            self.client
-                .call_method::<method::RunList>(&params)
+            return self
+                .client
+                .call_method::<M>(params)
                 .await
                 .map_err(|e| match e.kind {
                     ErrorKind::DaemonUnreachable => CallError::NotRunning(e),
                     _ => CallError::Failed(e),
-                })
-        } else {
-            match self
-                .client
-                .try_call_method::<method::RunList>(&params)
-                .await
-            {
-                Ok(v) => result_of::<method::RunList>(&v).map_err(CallError::Failed),
-                Err(e) => Err(e),
-            }
+                });
+        }
+        match self.client.try_call_method::<M>(params).await {
+            Ok(v) => result_of::<M>(&v).map_err(CallError::Failed),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The runs to list (see the module's map), in id order, and how many finished runs the
+    /// home holds beyond them.
+    async fn list(&mut self) -> Result<(Vec<RunSummary>, u64), CallError> {
+        use octl_proto::rpc::{ListParams, RunParams, Statuses};
+        let unfinished = RunListParams {
+            status: Some(Statuses::Many(vec!["active".into(), "waiting".into()])),
+            ..RunListParams::default()
         };
-        match listed {
-            Ok(runs) => {
+        let mut runs: std::collections::BTreeMap<String, RunSummary> = self
+            .call::<method::RunList>(&unfinished)
+            .await?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let newest = RunListParams {
+            limit: Some(SHOWN),
+            ..RunListParams::default()
+        };
+        for r in self.call::<method::RunList>(&newest).await? {
+            runs.insert(r.id.clone(), r);
+        }
+        // An ended run can still hold an open question or proposal (its agent asked, then
+        // failed): it is in the inbox whatever its age.
+        let open = ListParams {
+            run: None,
+            open: Some(true),
+        };
+        let mut asking: Vec<String> = self
+            .call::<method::DiscussionList>(&open)
+            .await?
+            .into_iter()
+            .map(|d| d.run)
+            .collect();
+        asking.extend(
+            self.call::<method::SpinoffList>(&open)
+                .await?
+                .into_iter()
+                .map(|p| p.run),
+        );
+        asking.sort();
+        asking.dedup();
+        asking.retain(|r| !runs.contains_key(r));
+        for run in asking {
+            if let Ok(detail) = self.call::<method::RunShow>(&RunParams { run }).await {
+                runs.insert(detail.manifest.id.clone(), detail.manifest);
+            }
+        }
+        let total = self
+            .call::<method::DaemonStatus>(&method::NoParams {})
+            .await
+            .map_or(0, |s| s.runs as u64);
+        let hidden = total.saturating_sub(runs.len() as u64);
+        Ok((runs.into_values().collect(), hidden))
+    }
+
+    /// One look at the daemon (or the disk). True when there is more to read at once.
+    async fn round(&mut self) -> bool {
+        match self.list().await {
+            Ok((runs, hidden)) => {
                 self.set_link(Link::Live);
                 self.disk.clear();
+                self.disk_listed = false;
                 self.listed = runs.iter().map(|r| (r.id.clone(), r.last_seq)).collect();
-                if !self.send(Update::Summaries(runs)) {
+                if !self.send(Update::Summaries(runs)) || !self.send(Update::Hidden(hidden)) {
                     return false;
                 }
                 self.catch_up().await
@@ -391,19 +461,47 @@ impl Source {
         more
     }
 
-    /// With the daemon down: every run's new complete lines from its `events.jsonl`.
+    /// With the daemon down: the finished runs' summaries from the run index once, then the
+    /// active runs' new complete lines from their `events.jsonl` (every run's, in a home
+    /// without an index).
     fn read_disk(&mut self) {
         let runs = self.client.home().runs();
-        let Ok(entries) = std::fs::read_dir(&runs) else {
-            return;
+        let indexed = crate::run_index::read(self.client.home().dir(), SHOWN as usize)
+            .ok()
+            .flatten();
+        let dirs: Vec<(String, PathBuf)> = match indexed {
+            Some(index) => {
+                if !self.disk_listed {
+                    // What was folded before is read again from the logs: the summaries
+                    // replace the list.
+                    self.disk_listed = true;
+                    self.sent.clear();
+                    self.disk.clear();
+                    let _ = self.send(Update::Summaries(index.finished))
+                        && self.send(Update::Hidden(index.finished_total.saturating_sub(SHOWN)));
+                }
+                index
+                    .active
+                    .into_iter()
+                    .map(|id| {
+                        let dir = runs.join(&id);
+                        (id, dir)
+                    })
+                    .collect()
+            }
+            None => {
+                let Ok(entries) = std::fs::read_dir(&runs) else {
+                    return;
+                };
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        is_full_run_id(&name).then(|| (name, e.path()))
+                    })
+                    .collect()
+            }
         };
-        let dirs: Vec<(String, PathBuf)> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                is_full_run_id(&name).then(|| (name, e.path()))
-            })
-            .collect();
         for (id, dir) in dirs {
             let log = self
                 .disk

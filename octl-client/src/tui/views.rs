@@ -143,8 +143,13 @@ fn header(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         View::Inbox => format!("inbox ({})", app.inbox.len()),
         View::Run(id) => format!("run {}", &id[..id.len().min(10)]),
     };
+    // Older finished runs are counted, not listed: `run list` has them.
+    let older = match app.hidden {
+        0 => String::new(),
+        n => format!(" (+{n} older)"),
+    };
     let left = format!(
-        " orchestratectl · {view} · {} runs, {need} need you",
+        " orchestratectl · {view} · {} runs{older}, {need} need you",
         app.runs.by_id.len()
     );
     let (link, color) = link_text(&app.link);

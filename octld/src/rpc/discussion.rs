@@ -123,10 +123,16 @@ pub fn find<R: Record>(
 }
 
 /// The runs to look in for records: one (by id or prefix), or every run that has any (the
-/// active ones and the finished ones the index flags), in id order.
-pub fn runs(daemon: &Daemon, run: Option<&str>) -> Result<Vec<Arc<RunHandle>>, AppError> {
+/// active ones and the finished ones the index flags), in id order. Open records are only
+/// ever in active runs (a finished run has none), so `open_only` reads no finished run.
+pub fn runs(
+    daemon: &Daemon,
+    run: Option<&str>,
+    open_only: bool,
+) -> Result<Vec<Arc<RunHandle>>, AppError> {
     match run {
         Some(r) => Ok(vec![daemon.store.resolve("run", r)?]),
+        None if open_only => Ok(daemon.store.handles()),
         None => {
             let mut all = Vec::new();
             daemon.store.each_with_records(|h| {
@@ -187,7 +193,7 @@ fn with_run(run: &str, record: &impl serde::Serialize) -> Result<Value, AppError
 
 pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
-    for h in runs(daemon, p.run.as_deref())? {
+    for h in runs(daemon, p.run.as_deref(), p.open == Some(true))? {
         for d in h
             .view()
             .discussions

@@ -38,8 +38,14 @@ pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, Ap
 
 pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
-    for h in runs(daemon, p.run.as_deref())? {
-        for s in h.view().spinoffs.iter() {
+    for h in runs(daemon, p.run.as_deref(), p.open == Some(true))? {
+        // Open: still to be decided (proposed).
+        for s in h
+            .view()
+            .spinoffs
+            .iter()
+            .filter(|s| p.open.is_none_or(|o| (s.status == SpinoffStatus::Proposed) == o))
+        {
             let mut v = to_value(s)?;
             v["run"] = json!(h.id);
             out.push(v);

@@ -42,77 +42,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use octl_proto::projection::ListedStatus;
+use octl_proto::run_index::{Record, Said};
 
-use journal::{read_journal, set_aside, write_journal, Journal, Said};
-use table::{merge_into, Record, Table, TableWriter};
+use journal::{read_journal, set_aside, write_journal, Journal};
+use table::{merge_into, Table, TableWriter};
 
-/// The table's name in the home.
-pub const TABLE_FILE: &str = "runs.idx";
-/// The journal's name in the home.
-pub const JOURNAL_FILE: &str = "runs.journal";
+pub use octl_proto::run_index::{Entry, Flags, Open, JOURNAL_FILE, TABLE_FILE};
 /// Finished runs the journal holds before it is merged into the table: bounds both the
 /// memory it takes (a summary each, ~1 KiB) and how much of it a start reads.
 pub const MERGE_AT: usize = 1000;
-
-/// One finished run as the index keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub id: String,
-    pub status: ListedStatus,
-    /// What it still has, so the searches that need such runs fold only those.
-    pub flags: Flags,
-    /// Its line of `run.list`, as [`super::handle::Listing`] serializes it.
-    pub summary: Arc<str>,
-}
-
-/// What a finished run still has that some search must look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Flags {
-    /// Discussions or spin-off proposals (all closed, since it is finished): a search for
-    /// one by id.
-    pub records: bool,
-    /// A node not cleaned up (its worktree, branch or window may be left), or one that ran
-    /// on a remote runner (its exchange refs): `run gc` and the orphan search.
-    pub left: bool,
-    /// Ignored files kept aside: `run gc --older-than`.
-    pub kept: bool,
-}
-
-impl Flags {
-    /// Three letters, `-` for each absent: `r`, `l`, `k`.
-    pub fn letters(self) -> String {
-        [(self.records, 'r'), (self.left, 'l'), (self.kept, 'k')]
-            .iter()
-            .map(|(on, c)| if *on { *c } else { '-' })
-            .collect()
-    }
-
-    pub fn parse(s: &str) -> Option<Flags> {
-        let b = s.as_bytes();
-        if b.len() != 3 {
-            return None;
-        }
-        let one = |i: usize, c: u8| match b[i] {
-            x if x == c => Some(true),
-            b'-' => Some(false),
-            _ => None,
-        };
-        Some(Flags {
-            records: one(0, b'r')?,
-            left: one(1, b'l')?,
-            kept: one(2, b'k')?,
-        })
-    }
-}
-
-/// An active run as the journal names it, for the start that reads its log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Open {
-    /// Its events up to this seq are in the change feed's index…
-    pub fed: u64,
-    /// …and records of later ones can only come after this position of it.
-    pub at: u64,
-}
 
 /// What the index says of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]

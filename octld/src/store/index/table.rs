@@ -1,6 +1,5 @@
-//! The table, `runs.idx`: a header line, one fixed-width record per finished run in id order
-//! (`<RUN> <status> <flags> <offset> <length>`, [`RECORD`] bytes), then every run's summary
-//! in the same order, each on its line. Read with `pread`s; written whole, beside the old one.
+//! The table, `runs.idx` (its format: `octl_proto::run_index`): read with `pread`s, written
+//! whole, beside the old one.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -9,81 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use octl_proto::ids;
-use octl_proto::projection::ListedStatus;
-
-use super::journal::Said;
-use super::{Entry, Flags};
-
-/// Bytes of the table's header line.
-const HEADER: u64 = 64;
-/// Bytes of one record: 26 + 1 + 9 + 1 + 3 + 1 + 12 + 1 + 9 + 1.
-pub const RECORD: u64 = 64;
-const TABLE_MAGIC: &str = "octl-runs v1";
-
-/// One record of the table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Record {
-    pub(super) id: String,
-    pub(super) status: ListedStatus,
-    flags: Flags,
-    /// Where its summary starts, from the start of the summaries.
-    offset: u64,
-    len: u64,
-}
-
-impl Record {
-    #[cfg(test)]
-    pub(super) fn new(
-        id: String,
-        status: ListedStatus,
-        flags: Flags,
-        offset: u64,
-        len: u64,
-    ) -> Record {
-        Record {
-            id,
-            status,
-            flags,
-            offset,
-            len,
-        }
-    }
-
-    pub(super) fn encode(&self) -> [u8; RECORD as usize] {
-        let line = format!(
-            "{:<26} {:<9} {} {:>12} {:>9}\n",
-            self.id,
-            self.status.as_str(),
-            self.flags.letters(),
-            self.offset,
-            self.len
-        );
-        let mut out = [b' '; RECORD as usize];
-        out.copy_from_slice(&line.as_bytes()[..RECORD as usize]);
-        out
-    }
-
-    pub(super) fn decode(bytes: &[u8]) -> Option<Record> {
-        let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
-        let mut parts = text.split_ascii_whitespace();
-        let id = parts.next()?;
-        let status = ListedStatus::parse(parts.next()?)?;
-        let flags = Flags::parse(parts.next()?)?;
-        let offset = parts.next()?.parse().ok()?;
-        let len = parts.next()?.parse().ok()?;
-        if parts.next().is_some() || !ids::is_full_run_id(id) || !status.is_ended() {
-            return None;
-        }
-        Some(Record {
-            id: id.to_string(),
-            status,
-            flags,
-            offset,
-            len,
-        })
-    }
-}
+use octl_proto::run_index::{header, parse_header, Entry, Record, Said, HEADER, RECORD};
 
 /// The table file, read with `pread`s.
 pub(super) struct Table {
@@ -252,12 +177,6 @@ impl TableReader<'_> {
     }
 }
 
-fn parse_header(bytes: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
-    let rest = text.strip_prefix(TABLE_MAGIC)?.trim();
-    rest.parse().ok()
-}
-
 fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("run index: {what}"))
 }
@@ -331,10 +250,6 @@ impl TableWriter {
         }
         result
     }
-}
-
-fn header(count: u64) -> String {
-    format!("{:<63}\n", format!("{TABLE_MAGIC} {count}"))
 }
 
 /// Streams `table` with `changes` applied into `out`.

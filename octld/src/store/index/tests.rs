@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use octl_proto::projection::ListedStatus;
 
-use super::journal::JOURNAL_MAGIC;
-use super::table::{Record, TableWriter, RECORD};
+use octl_proto::run_index::{Record, JOURNAL_MAGIC, RECORD};
+use super::table::TableWriter;
 use super::*;
 
 /// The table `finished` makes, as bytes.
