@@ -187,13 +187,7 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn new(
-        id: String,
-        status: ListedStatus,
-        flags: Flags,
-        offset: u64,
-        len: u64,
-    ) -> Record {
+    pub fn new(id: String, status: ListedStatus, flags: Flags, offset: u64, len: u64) -> Record {
         Record {
             id,
             status,
@@ -249,4 +243,3 @@ pub fn parse_header(bytes: &[u8]) -> Option<u64> {
 pub fn header(count: u64) -> String {
     format!("{:<63}\n", format!("{TABLE_MAGIC} {count}"))
 }
-

@@ -39,6 +39,8 @@ pub struct TestEnv {
     /// `$CLAUDE_CONFIG_DIR`.
     pub claude_dir: PathBuf,
     extra_env: Vec<(String, String)>,
+    /// The open-file limit (soft and hard) of every process started here, when set.
+    open_files: Option<u64>,
 }
 
 impl Default for TestEnv {
@@ -64,6 +66,7 @@ impl TestEnv {
             user_home,
             claude_dir,
             extra_env: Vec::new(),
+            open_files: None,
         }
     }
 
@@ -80,8 +83,30 @@ impl TestEnv {
         self.extra_env.push((key.into(), value.into()));
     }
 
+    /// Gives every process started from now on (the daemon, the CLI, what they start) an
+    /// open-file limit of `n`, soft and hard, as `ulimit -n n` does (macOS's default is 256).
+    pub fn limit_open_files(&mut self, n: u64) {
+        self.open_files = Some(n);
+    }
+
     /// Applies the isolated environment to a command.
     pub fn isolate(&self, cmd: &mut Command) {
+        if let Some(n) = self.open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n as libc::rlim_t,
+                        rlim_max: n as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         for var in [
             "OCTL_RUN",
             "OCTL_NODE",
@@ -113,7 +138,10 @@ impl TestEnv {
             .env("GIT_COMMITTER_EMAIL", "test@octl.invalid")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", self.user_home.join(".gitconfig"))
-            .env("RUST_BACKTRACE", "1");
+            .env("RUST_BACKTRACE", "1")
+            // A finished run is let go of at once, so every test also goes through the runs
+            // the daemon folds from their logs on demand (and makes active again).
+            .env("OCTL_REST_AFTER_MS", "0");
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
@@ -127,6 +155,12 @@ impl TestEnv {
     /// Like [`start_daemon`](Self::start_daemon), with extra environment for this daemon only
     /// (e.g. `OCTL_FAILPOINTS`).
     pub fn start_daemon_with(&self, env: &[(&str, &str)]) -> Daemon {
+        self.start_daemon_within(env, Duration::from_secs(10))
+    }
+
+    /// Like [`start_daemon_with`](Self::start_daemon_with), waiting up to `wait` for it to
+    /// answer (a start that builds the run index from many logs).
+    pub fn start_daemon_within(&self, env: &[(&str, &str)], wait: Duration) -> Daemon {
         let mut cmd = Command::new(bin("octld"));
         cmd.arg("--home").arg(&self.home).arg("--foreground");
         self.isolate(&mut cmd);
@@ -143,7 +177,7 @@ impl TestEnv {
             .stdout(Stdio::null())
             .stderr(stderr);
         let mut child = cmd.spawn().expect("start octld");
-        wait_until("octld to answer", Duration::from_secs(10), || {
+        wait_until("octld to answer", wait, || {
             if let Ok(Some(status)) = child.try_wait() {
                 let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 panic!("octld exited during start ({status}): {err}");

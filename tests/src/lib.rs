@@ -7,6 +7,7 @@
 //! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
 //! - [`pane`]: a real terminal (a tmux pane on a private socket) for the TUI's tests.
 //! - [`repo`]: a real git repository with a test identity.
+//! - [`runs`]: a finished run copied many times, for homes of a year's runs.
 //! - [`tmpfs`]: a small real filesystem mounted by a test, to fill up (disk-full tests).
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
@@ -17,6 +18,7 @@ pub mod model;
 pub mod netns;
 pub mod pane;
 pub mod repo;
+pub mod runs;
 pub mod tmpfs;
 pub mod wait;
 

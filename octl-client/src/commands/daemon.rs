@@ -306,7 +306,13 @@ pub fn status_text(s: &DaemonStatus) -> String {
             ("protocol", s.protocol.to_string()),
             ("home", s.home.clone()),
             ("uptime", duration(s.uptime_s)),
-            ("runs", s.runs.to_string()),
+            (
+                "runs",
+                match s.active {
+                    Some(a) => format!("{} ({a} active)", s.runs),
+                    None => s.runs.to_string(),
+                },
+            ),
             ("notify", notify_text(&s.notify)),
         ])
     )
@@ -379,11 +385,12 @@ mod tests {
             home: "/h".into(),
             uptime_s: 65,
             runs: 3,
+            active: Some(1),
             notify: Default::default(),
         };
         assert_eq!(
             status_text(&s),
-            "octld is running\npid       42\nversion   0.1.0\nprotocol  1\nhome      /h\nuptime    1m 5s\nruns      3\nnotify    none configured\n"
+            "octld is running\npid       42\nversion   0.1.0\nprotocol  1\nhome      /h\nuptime    1m 5s\nruns      3 (1 active)\nnotify    none configured\n"
         );
     }
 

@@ -16,7 +16,12 @@ pub struct DaemonStatusResult {
     pub protocol: u32,
     pub home: String,
     pub uptime_s: u64,
+    /// Every run of the home, active or finished.
     pub runs: usize,
+    /// The active runs: those the daemon holds in memory (a finished run is only in the
+    /// run index). Absent from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<usize>,
     /// The notifiers of `[notify]` and their last failure (absent from older daemons).
     #[serde(default)]
     pub notify: NotifyStatus,

@@ -34,27 +34,33 @@ pub async fn first_look(daemon: &Arc<Daemon>) {
 }
 
 /// A cancel is decided in the log before its windows are closed: windows of a cancelled run
-/// that a crash left running are closed now.
+/// that a crash left running are closed now. Found from the windows there are (a cancelled
+/// run may be finished already, known to the index only).
 async fn close_cancelled(daemon: &Arc<Daemon>) {
-    let cancelled: Vec<String> = daemon
-        .store
-        .handles()
+    let runner = daemon.runner.clone();
+    let Ok(observed) = blocking(move || runner.observe()).await else {
+        return;
+    };
+    let mut sessions: Vec<String> = observed.agents.into_iter().map(|a| a.run).collect();
+    sessions.sort();
+    sessions.dedup();
+    let cancelled: Vec<String> = sessions
         .into_iter()
-        .filter(|h| h.view().manifest.status == ListedStatus::Cancelled)
-        .map(|h| h.id.clone())
+        .filter(|run| {
+            daemon
+                .store
+                .get(run)
+                .ok()
+                .flatten()
+                .is_some_and(|h| h.view().manifest.status == ListedStatus::Cancelled)
+        })
         .collect();
     if cancelled.is_empty() {
         return;
     }
     let runner = daemon.runner.clone();
     let _ = blocking(move || {
-        let sessions: std::collections::HashSet<String> = runner
-            .observe()?
-            .agents
-            .into_iter()
-            .map(|a| a.run)
-            .collect();
-        for run in cancelled.iter().filter(|r| sessions.contains(*r)) {
+        for run in &cancelled {
             tracing::info!(run = %run, "closing the windows of a cancelled run a crash left open");
             let _ = runner.stop_run(run);
         }

@@ -19,6 +19,7 @@ pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
         home: daemon.home.root().display().to_string(),
         uptime_s: daemon.uptime_s(),
         runs: daemon.store.len(),
+        active: Some(daemon.store.active_len()),
         // An unreadable config.toml names no notifier here; `doctor`'s agents check says why.
         notify: daemon.notified.status(
             &crate::config::Config::load(&daemon.home.config())

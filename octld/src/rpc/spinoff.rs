@@ -40,12 +40,10 @@ pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref(), p.open == Some(true))? {
         // Open: still to be decided (proposed).
-        for s in h
-            .view()
-            .spinoffs
-            .iter()
-            .filter(|s| p.open.is_none_or(|o| (s.status == SpinoffStatus::Proposed) == o))
-        {
+        for s in h.view().spinoffs.iter().filter(|s| {
+            p.open
+                .is_none_or(|o| (s.status == SpinoffStatus::Proposed) == o)
+        }) {
             let mut v = to_value(s)?;
             v["run"] = json!(h.id);
             out.push(v);

@@ -166,6 +166,8 @@ impl Store {
             // The index names the run before it exists: a crash from here on leaves at most a
             // directory without a log, which the next start forgets (and says so).
             shared.index.open_run(&run, open)?;
+            // A crash here: the index names a run that was never made.
+            crate::failpoint::crash("create:after-index");
             // Subdirectories (`nodes/`, `logs/`, …) appear with their first file: a directory
             // costs as much as a synced write on some disks, and most runs never need some.
             match fs::create_dir(&dir2) {

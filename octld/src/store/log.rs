@@ -80,7 +80,9 @@ pub fn replay(path: &Path, repair: bool) -> io::Result<Result<Replayed, Corrupti
             reason: "the log holds no complete event".into(),
         }));
     };
-    let cut = total - offset;
+    // A reader without `repair` may race an append (a finished run being made active
+    // again): the file can have grown past the length read at the start.
+    let cut = total.saturating_sub(offset);
     if cut > 0 && repair {
         let f = OpenOptions::new().write(true).open(path)?;
         f.set_len(offset)?;

@@ -32,6 +32,9 @@ const MAX_BATCH: usize = 4096;
 /// when no append comes (an append tries at once).
 const HEAL_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a finished run that was found held waits before it is looked at again.
+const HELD_AGAIN: Duration = Duration::from_millis(250);
+
 /// How long a finished run stays active after its last append, for what usually follows an
 /// end (`run wait` returning, `run show`, the TUI folding it): 5 s, or
 /// `OCTL_REST_AFTER_MS` (the tests set it low, so that they go through finished runs too).
@@ -196,12 +199,15 @@ impl Writer {
             }
         }
         let mut last = Instant::now();
+        // How long a finished run waits before it is let go of: `rest_after`, and after an
+        // attempt found it held, at least HELD_AGAIN (so a held run never spins).
+        let mut after = rest_after();
         loop {
             let resting = self.resting();
             let wait = if self.stale || self.faulted {
                 Some(HEAL_EVERY)
             } else if resting {
-                Some(rest_after().saturating_sub(last.elapsed()))
+                Some(after.saturating_sub(last.elapsed()))
             } else {
                 None
             };
@@ -215,12 +221,13 @@ impl Writer {
                         if self.faulted && self.handle.untrusted().is_none() {
                             self.handle.changed();
                         }
-                        if resting && last.elapsed() >= rest_after() {
+                        if resting && last.elapsed() >= after {
                             if self.rest(&rx).await {
                                 break;
                             }
                             // Held by someone (a stream, a step): looked at again later.
                             last = Instant::now();
+                            after = rest_after().max(HELD_AGAIN);
                         }
                         continue;
                     }
@@ -229,6 +236,7 @@ impl Writer {
             };
             let Some(first) = next else { break };
             last = Instant::now();
+            after = rest_after();
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -270,7 +278,15 @@ impl Writer {
     /// the run index, then out of the store — unless someone holds it or has queued
     /// something, which keeps it active. True when the task should end.
     async fn rest(&mut self, rx: &mpsc::Receiver<Command>) -> bool {
+        // Held by someone (a step still acting on it, say a cancel closing its windows): it
+        // stays active, and the index does not call it finished meanwhile.
+        let held = || Arc::strong_count(&self.handle) > 2 || !rx.is_empty();
+        if held() {
+            return false;
+        }
         self.handle.flush_feed().await;
+        // A crash here: the run has finished, the index does not say so yet.
+        crate::failpoint::crash("index:before-done");
         if !self.listed_done {
             let entry = super::entry_of(&self.handle.id, &self.handle.view());
             let shared = self.shared.clone();
@@ -288,7 +304,7 @@ impl Writer {
         }
         let mut maps = self.shared.maps_mut();
         // The store's handle and this task's: nobody else can be about to append.
-        if Arc::strong_count(&self.handle) > 2 || !rx.is_empty() {
+        if held() {
             return false;
         }
         maps.active.remove(&self.handle.id);

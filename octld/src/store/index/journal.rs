@@ -8,8 +8,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 
-use octl_proto::run_index::{Said, JOURNAL_FILE, JOURNAL_MAGIC};
 use crate::store::log::sync_dir;
+use octl_proto::run_index::{Said, JOURNAL_FILE, JOURNAL_MAGIC};
 
 /// Reads the journal: `None` when it cannot be parsed (a bad line before the last). A last
 /// line cut short (a crash mid-write, never acknowledged) is cut off.

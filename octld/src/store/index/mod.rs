@@ -398,6 +398,30 @@ impl Index {
         Ok(())
     }
 
+    /// The table this index makes once its journal is merged in: what a rebuild from the
+    /// logs must give, byte for byte (the finished runs only; the active are in no table).
+    pub fn canonical(&self) -> io::Result<Vec<u8>> {
+        let (table, overlay) = {
+            let inner = self.lock();
+            (inner.table.clone(), inner.overlay.clone())
+        };
+        let changes: BTreeMap<String, Said> = overlay
+            .into_iter()
+            .map(|(id, s)| match s {
+                // An open run is in no table.
+                Said::Open(_) => (id, Said::Gone),
+                other => (id, other),
+            })
+            .collect();
+        let tmp = self.root.join(format!("{TABLE_FILE}.check.tmp"));
+        let mut out = TableWriter::create(&tmp)?;
+        merge_into(&table, &changes, &mut out)?;
+        out.finish()?;
+        let bytes = fs::read(&tmp);
+        let _ = fs::remove_file(&tmp);
+        bytes
+    }
+
     /// Every id the index knows (open or finished), in order.
     pub fn ids(&self) -> io::Result<Vec<String>> {
         let (table, overlay) = {

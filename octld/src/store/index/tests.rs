@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use octl_proto::projection::ListedStatus;
 
-use octl_proto::run_index::{Record, JOURNAL_MAGIC, RECORD};
 use super::table::TableWriter;
 use super::*;
+use octl_proto::run_index::{Record, JOURNAL_MAGIC, RECORD};
 
 /// The table `finished` makes, as bytes.
 fn table_bytes(dir: &Path, finished: &[Entry]) -> Vec<u8> {
