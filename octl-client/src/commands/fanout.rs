@@ -70,7 +70,7 @@ pub struct FanOutStartArgs {
 /// The flags `fan-out` and `orchestrate` share.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// At most this many agents alive at once: a number from 1 to 256, `auto`
+    /// At most this many agents alive at once: a number from 1 to 1000, `auto`
     /// (max(1, min(2 × cores, available memory in GiB)), at most 32), or `cluster` on a Slurm
     /// runner (the idle CPUs of its partition now over the CPUs a job asks); the chosen number
     /// and what it came from are recorded in the run; default: auto
@@ -222,7 +222,7 @@ pub fn read_input_file(flag: &str, given: &Path, cwd: &Path) -> Result<InputFile
     Ok(InputFile { path, format, text })
 }
 
-/// Parses `--max-parallel` (a number from 1 to 256, `auto` or `cluster`) by the daemon's own rule.
+/// Parses `--max-parallel` (a number from 1 to 1000, `auto` or `cluster`) by the daemon's own rule.
 pub fn parse_max_parallel(given: &str) -> Result<MaxParallel, AppError> {
     plan::parse_max_parallel(given).map_err(|e| {
         e.with_hint("auto is derived from the machine's cores and available memory (at most 32)")
@@ -480,13 +480,13 @@ mod tests {
         assert_eq!(parse_max_parallel(" 4 ").unwrap(), MaxParallel::N(4));
         assert_eq!(parse_max_parallel("AUTO").unwrap(), MaxParallel::Auto);
         assert_eq!(parse_max_parallel("1").unwrap(), MaxParallel::N(1));
-        assert_eq!(parse_max_parallel("256").unwrap(), MaxParallel::N(256));
-        for bad in ["0", "257", "-1", "3.5", "", "many", "1e3"] {
+        assert_eq!(parse_max_parallel("1000").unwrap(), MaxParallel::N(1000));
+        for bad in ["0", "1001", "-1", "3.5", "", "many", "1e3"] {
             let err = parse_max_parallel(bad).unwrap_err();
             assert_eq!(err.kind.exit_code(), 2, "{bad}");
             assert!(
                 err.message.starts_with(&format!(
-                    "invalid --max-parallel {bad:?}: use a number from 1 to 256, auto, or cluster"
+                    "invalid --max-parallel {bad:?}: use a number from 1 to 1000, auto, or cluster"
                 )),
                 "{}",
                 err.message

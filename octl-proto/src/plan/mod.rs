@@ -57,8 +57,9 @@ pub const MAX_NODES: usize = 500;
 pub const MAX_PROMPT_BYTES: usize = 32 * 1024;
 /// Largest task of a plan node (32 KiB).
 pub const MAX_TASK_BYTES: usize = 32 * 1024;
-/// Largest explicit `--max-parallel`.
-pub const MAX_PARALLEL: usize = 256;
+/// Largest explicit `--max-parallel`: every unit of the largest manifest at once (the daemon's
+/// cost per live agent is flat; what the machine can hold is `auto`'s business).
+pub const MAX_PARALLEL: usize = MAX_UNITS;
 /// Largest value `auto` ever picks.
 pub const AUTO_PARALLEL_CAP: usize = 32;
 /// How many problems [`Problems::into_error`] lists before it says "… and N more".

@@ -777,13 +777,13 @@ fn max_parallel_values() {
     assert_eq!(parse_max_parallel("auto").unwrap(), MaxParallel::Auto);
     assert_eq!(parse_max_parallel("AUTO").unwrap(), MaxParallel::Auto);
     assert_eq!(parse_max_parallel("1").unwrap(), MaxParallel::N(1));
-    assert_eq!(parse_max_parallel("256").unwrap(), MaxParallel::N(256));
-    for bad in ["0", "257", "-1", "+3", "", "two", "3.5"] {
+    assert_eq!(parse_max_parallel("1000").unwrap(), MaxParallel::N(1000));
+    for bad in ["0", "1001", "-1", "+3", "", "two", "3.5"] {
         let err = parse_max_parallel(bad).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidParams);
         assert_eq!(
             err.message,
-            format!("invalid --max-parallel {bad:?}: use a number from 1 to 256, auto, or cluster (a Slurm runner's)")
+            format!("invalid --max-parallel {bad:?}: use a number from 1 to 1000, auto, or cluster (a Slurm runner's)")
         );
     }
     assert_eq!(MaxParallel::default(), MaxParallel::Auto);

@@ -91,7 +91,7 @@ const BASE_PARAM: ParamSpec = ParamSpec {
 const MAX_PARALLEL_PARAM: ParamSpec = ParamSpec {
     name: "max_parallel",
     required: false,
-    schema: r#"{"oneOf":[{"type":"integer","minimum":1,"maximum":256},{"const":"auto"}]}"#,
+    schema: r#"{"oneOf":[{"type":"integer","minimum":1,"maximum":1000},{"const":"auto"}]}"#,
     doc: "at most this many agents alive at once; auto (the default) derives it from cores and memory",
 };
 

@@ -9,6 +9,7 @@
 //! target/release/bench hook      # the Claude Code hook entry, daemon up and down
 //! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
 //! target/release/bench slurm [--rounds 5]   # root: on the test Slurm cluster (tests/cluster/up.sh)
+//! target/release/bench scale [--sizes 1000,10000,100000] [--agents 1000]   # a year of runs, live agents
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -26,6 +27,8 @@ use octl_tests::{http, TestEnv};
 use serde_json::{json, Value};
 
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
+#[path = "bench/scale.rs"]
+mod scale;
 #[path = "bench/slurm.rs"]
 mod slurm;
 #[path = "bench/tmux.rs"]
@@ -1177,6 +1180,20 @@ fn main() {
             slurm::timings(&mut rows, rounds);
         }
         "hook" => hook(&mut rows),
+        "scale" => {
+            let sizes: Vec<usize> = opt("--sizes").map_or(vec![1000, 10_000, 100_000], |s| {
+                s.split(',')
+                    .map(|n| n.parse().expect("--sizes 1000,10000"))
+                    .collect()
+            });
+            let agents = opt("--agents").map_or(1000, |n| n.parse().expect("--agents N"));
+            if agents > 0 {
+                scale::live(&mut rows, agents);
+            }
+            if !sizes.is_empty() && sizes[0] > 0 {
+                scaled = Some(vec![scale::finished(&mut rows, &sizes)]);
+            }
+        }
         "memory-burst" => {
             let burst = after_burst(100, 1000);
             burst_rows(&mut rows, burst, pueued_rss());
@@ -1202,7 +1219,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 spawn-big, fanout, memory, memory-burst, scaling, hook, slurm, tmux or tui"
+                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, tmux or tui"
             );
             std::process::exit(2);
         }
