@@ -941,24 +941,19 @@ impl Store {
 
     /// The writer's queue of an active run, making a finished run active first.
     async fn sender(&self, run: &RunHandle) -> Result<mpsc::Sender<Command>, AppError> {
-        loop {
-            if let Some(tx) = run.sender()? {
-                return Ok(tx);
-            }
-            if self.shared.closing.load(Ordering::Acquire) {
-                return Err(AppError::new(
-                    ErrorKind::ShuttingDown,
-                    "the daemon is shutting down",
-                ));
-            }
-            self.activate(&run.id).await?;
-            if run.sender()?.is_none() && self.active(&run.id).is_none() {
-                return Err(AppError::internal(format!(
-                    "run {} could not be made active",
-                    run.id
-                )));
-            }
+        if let Some(tx) = run.sender()? {
+            return Ok(tx);
         }
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(AppError::new(
+                ErrorKind::ShuttingDown,
+                "the daemon is shutting down",
+            ));
+        }
+        // One handle a run at a time (the loaded map), so the one made active is `run`.
+        self.activate(&run.id).await?;
+        run.sender()?
+            .ok_or_else(|| AppError::internal(format!("run {} could not be made active", run.id)))
     }
 
     /// Appends one event and returns once it is on disk.

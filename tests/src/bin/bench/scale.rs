@@ -60,6 +60,25 @@ fn stop(env: &TestEnv, mut child: Child) {
     let _ = child.wait();
 }
 
+/// Ends what a bench left running if it stops half-way: the daemon (by pid) and its private
+/// tmux server (by socket), with their agents.
+struct Cleanup<'a> {
+    env: &'a TestEnv,
+    pid: u32,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a pid this bench started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(self.env.home.join("tmux.sock"))
+            .arg("kill-server")
+            .status();
+    }
+}
+
 /// `orchestratectl ARGS` to completion, in ms.
 fn cli_ms(env: &TestEnv, args: &[&str]) -> f64 {
     let mut cmd = Command::new(bin("orchestratectl"));
@@ -223,6 +242,10 @@ pub fn finished(rows: &mut Vec<Row>, sizes: &[usize]) -> Value {
 pub fn live(rows: &mut Vec<Row>, agents: usize) {
     let env = TestEnv::new();
     let (d, _) = start_timed(&env);
+    let _cleanup = Cleanup {
+        env: &env,
+        pid: d.id(),
+    };
     let repo = TestRepo::new(&env, "repo");
     let mut manifest = String::from("prompt = \"sleep 3600\"\n");
     for i in 0..agents {
@@ -260,20 +283,27 @@ pub fn live(rows: &mut Vec<Row>, agents: usize) {
         .map(|i| latency(&format!("u{i}")))
         .collect();
     let (first5, last5) = (median(firsts), median(lasts));
+    eprintln!("live {agents}: all running after {all_running:.1} s; spawn first {first:.0} ms (median of 5: {first5:.0}), last {last:.0} ms (median of 5: {last5:.0})");
     // CPU while they all sleep: the supervisor's ticks.
     std::thread::sleep(Duration::from_secs(2));
     let pid = d.id();
     let (c0, t0) = (cpu_s(pid), Instant::now());
     std::thread::sleep(Duration::from_secs(10));
     let cpu = (cpu_s(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0;
+    eprintln!("live {agents}: octld CPU {cpu:.2} % of a core while they sleep");
     // Event → redraw beside them: a generic run's node finishing, shown by its count.
     let other = env.create_run("beside the agents");
     let nodes = 40;
     for n in 0..nodes {
-        env.rpc(
-            "event.append",
-            json!({"run": other, "node": format!("n{n}"), "type": "node.added", "data": {}}),
-        );
+        for (ty, data) in [
+            ("node.added", json!({})),
+            ("node.progress", json!({"message": "working"})),
+        ] {
+            env.rpc(
+                "event.append",
+                json!({"run": other, "node": format!("n{n}"), "type": ty, "data": data}),
+            );
+        }
     }
     let home = env.home.display().to_string();
     let pane = Pane::start(
@@ -302,7 +332,7 @@ pub fn live(rows: &mut Vec<Row>, agents: usize) {
     pane.keys(&["q"]);
     redraws.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let p95 = redraws[((redraws.len() as f64 - 1.0) * 0.95).round() as usize];
-    eprintln!("live {agents}: all running after {all_running:.1} s; spawn first {first:.0} ms (median of 5: {first5:.0}), last {last:.0} ms (median of 5: {last5:.0}); octld CPU {cpu:.2} % of a core; redraw p95 {p95:.0} ms");
+    eprintln!("live {agents}: event → TUI redraw p95 {p95:.0} ms");
     rows.push(Row {
         metric: format!("{agents} live shell agents: octld CPU while they sleep"),
         ours: cpu,
