@@ -50,6 +50,26 @@ impl Pane {
         pane
     }
 
+    /// `orchestratectl tui` on `env`'s home in a `width`×`height` pane, started only when
+    /// `Enter` is sent (it waits in a shell's `read`), so a timing from that key leaves tmux's
+    /// own start out.
+    pub fn tui_on_enter(env: &TestEnv, width: u16, height: u16) -> Pane {
+        let home = env.home.display().to_string();
+        Pane::start(
+            env,
+            width,
+            height,
+            &[],
+            std::path::Path::new("/bin/sh"),
+            &[
+                "-c",
+                "read _; exec \"$0\" --home \"$1\" tui",
+                &crate::env::bin("orchestratectl").display().to_string(),
+                &home,
+            ],
+        )
+    }
+
     fn tmux(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-S")

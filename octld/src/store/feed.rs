@@ -393,19 +393,7 @@ impl IndexFile {
 
     /// One write and one sync; on failure the file is cut back to what was synced before.
     fn append_synced(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let result = crate::failpoint::io_error("feed:write-eio")
-            .and_then(|_| self.file.write_all(bytes))
-            .and_then(|_| self.file.sync_data());
-        match result {
-            Ok(()) => {
-                self.len += bytes.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                let _ = self.file.set_len(self.len);
-                Err(e)
-            }
-        }
+        log::append_synced(&mut self.file, &mut self.len, bytes, "feed:write-eio")
     }
 }
 

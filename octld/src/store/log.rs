@@ -258,6 +258,26 @@ fn sync(file: &File) -> io::Result<()> {
     file.sync_data()
 }
 
+/// Appends `bytes` to `file` in one write and syncs it; on failure the file is cut back to
+/// `len`, what was written and synced before, so a failed append leaves nothing. `point` is
+/// the failpoint that fails it in tests. For the files other than logs that only grow (the
+/// change feed's index, the run journal).
+pub fn append_synced(file: &mut File, len: &mut u64, bytes: &[u8], point: &str) -> io::Result<()> {
+    let result = crate::failpoint::io_error(point)
+        .and_then(|_| file.write_all(bytes))
+        .and_then(|_| file.sync_data());
+    match result {
+        Ok(()) => {
+            *len += bytes.len() as u64;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = file.set_len(*len);
+            Err(e)
+        }
+    }
+}
+
 /// Syncs a directory, so a file created in it survives a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -253,25 +253,30 @@ impl Store {
             tap.tx = Some(feed.sender());
             tap.fed = h.committed();
         }
-        let _ = store.shared.feed.set(feed.clone());
+        let _ = store.shared.feed.set(feed);
         // Every active run's events are in the feed's index now: the next start reads it from
         // here on only.
+        store.checkpoint().await?;
+        Ok(store)
+    }
+
+    /// Once the feed's index holds every event told to it, notes in the journal, for each
+    /// active run, how far that is: the next start reads the feed's index from there on.
+    async fn checkpoint(&self) -> io::Result<()> {
+        let Some(feed) = self.shared.feed.get() else {
+            return Ok(());
+        };
         feed.flush().await;
-        let head = feed.head();
-        let points: Vec<(String, Open)> = handles
+        let at = feed.head();
+        let points: Vec<(String, Open)> = self
+            .handles()
             .iter()
             .map(|h| {
-                (
-                    h.id.clone(),
-                    Open {
-                        fed: h.committed(),
-                        at: head,
-                    },
-                )
+                let fed = h.committed();
+                (h.id.clone(), Open { fed, at })
             })
             .collect();
-        store.shared.index.checkpoint(&points)?;
-        Ok(store)
+        self.shared.index.checkpoint(&points)
     }
 
     /// Every run's id and last committed seq (finished runs' from their summaries), for a
@@ -1025,25 +1030,8 @@ impl Store {
         }
         let mut writers = self.shared.writers.subscribe();
         let _ = writers.wait_for(|n| *n == 0).await;
-        if let Some(feed) = self.shared.feed.get() {
-            feed.flush().await;
-            let head = feed.head();
-            let points: Vec<(String, Open)> = self
-                .handles()
-                .iter()
-                .map(|h| {
-                    (
-                        h.id.clone(),
-                        Open {
-                            fed: h.committed(),
-                            at: head,
-                        },
-                    )
-                })
-                .collect();
-            if let Err(e) = self.shared.index.checkpoint(&points) {
-                tracing::warn!(error = %e, "cannot checkpoint the run journal; the next start reads more of the feed's index");
-            }
+        if let Err(e) = self.checkpoint().await {
+            tracing::warn!(error = %e, "cannot checkpoint the run journal; the next start reads more of the feed's index");
         }
     }
 }

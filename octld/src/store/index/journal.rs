@@ -8,7 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 
-use crate::store::log::sync_dir;
+use crate::store::log::{append_synced, sync_dir};
 use octl_proto::run_index::{Said, JOURNAL_FILE, JOURNAL_MAGIC};
 
 /// Reads the journal: `None` when it cannot be parsed (a bad line before the last). A last
@@ -107,19 +107,7 @@ impl Journal {
     }
 
     pub(super) fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let result = crate::failpoint::io_error("index:write-eio")
-            .and_then(|_| self.file.write_all(bytes))
-            .and_then(|_| self.file.sync_data());
-        match result {
-            Ok(()) => {
-                self.len += bytes.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                let _ = self.file.set_len(self.len);
-                Err(e)
-            }
-        }
+        append_synced(&mut self.file, &mut self.len, bytes, "index:write-eio")
     }
 }
 

@@ -12,7 +12,6 @@
 //!   `node.started`) of the last agent against the first, octld's CPU over 10 s while they
 //!   sleep, and event → TUI redraw (p95 of 40) beside them.
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -93,20 +92,7 @@ fn cli_ms(env: &TestEnv, args: &[&str]) -> f64 {
 /// The TUI's first frame in a real terminal: from the key that starts it to a screen
 /// showing `newest` (and, when some are not listed, the count of the older ones).
 fn tui_first_frame(env: &TestEnv, newest: &str, older: bool) -> f64 {
-    let home = env.home.display().to_string();
-    let pane = Pane::start(
-        env,
-        120,
-        40,
-        &[],
-        Path::new("/bin/sh"),
-        &[
-            "-c",
-            "read _; exec \"$0\" --home \"$1\" tui",
-            &bin("orchestratectl").display().to_string(),
-            &home,
-        ],
-    );
+    let pane = Pane::tui_on_enter(env, 120, 40);
     let t = Instant::now();
     pane.keys(&["Enter"]);
     pane.wait_screen("the first frame", |s| {

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use octl_proto::{Actor, Event};
-use octl_tests::{bin, wait_until, Pane, TestEnv};
+use octl_tests::{wait_until, Pane, TestEnv};
 use serde_json::json;
 
 use super::{rss_kib, BigDaemon, Row};
@@ -104,20 +104,7 @@ pub fn timings(rows: &mut Vec<Row>) {
     let env = TestEnv::new();
     let runs: Vec<(String, u64)> = (0..RUNS).map(|i| write_run(&env.home, i)).collect();
     let _d = BigDaemon::start(&env);
-    let home = env.home.display().to_string();
-    let pane = Pane::start(
-        &env,
-        120,
-        40,
-        &[],
-        Path::new("/bin/sh"),
-        &[
-            "-c",
-            "read _; exec \"$0\" --home \"$1\" tui",
-            &bin("orchestratectl").display().to_string(),
-            &home,
-        ],
-    );
+    let pane = Pane::tui_on_enter(&env, 120, 40);
     let start = Instant::now();
     pane.keys(&["Enter"]);
     // Full: the header counts every run and the list is drawn to the bottom row.
