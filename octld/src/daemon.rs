@@ -107,7 +107,12 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         None => (server::bind(&home.socket())?, false),
     };
     let (shutdown, _) = watch::channel(false);
-    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket())));
+    // Read once: whether agents go into cgroups is settled for the daemon's life.
+    let cgroups = crate::config::Config::load(&home.config())
+        .map(|c| c.limits.cgroups)
+        .unwrap_or(true);
+    let contain = crate::contain::Containment::new(home.root(), cgroups);
+    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket()), contain));
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
