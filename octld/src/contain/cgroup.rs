@@ -426,7 +426,7 @@ mod tests {
             ("/".to_string(), true)
         );
         // Not ours: another name that starts alike.
-        assert_eq!(above_agents("/octl-notes/x").1, false);
+        assert!(!above_agents("/octl-notes/x").1);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! What an agent is expected to need comes from watching them: every second (less often with
 //! many agents) the runner measures each local agent's whole process tree
 //! ([`crate::contain`]); each profile keeps the peaks of its agents that were watched for at
-//! least [`MATURE`] — a quick failure teaches nothing about what a working agent takes.
+//! least [`MATURE`] — a quick failure teaches nothing about what a working agent takes — and
+//! a live agent watched that long is expected to need its own peak (plus headroom), not its
+//! profile's.
 //! Observations live with the daemon: after a restart a profile starts again from its
 //! `memory_estimate` and its live agents.
 
@@ -69,6 +71,17 @@ impl Observed {
             .live
             .get(&(run.to_string(), node.to_string()))
             .cloned()
+    }
+
+    /// What the live agent `node` of `run` (of `profile`) is expected to need: once watched
+    /// for [`MATURE`], its own peak plus `headroom` — a long-lived agent is best told by what
+    /// it has done; before, what a new agent of its profile is expected to need.
+    pub fn expected(&self, run: &str, node: &str, profile: &str, prior: u64, headroom: f64) -> u64 {
+        let own = self
+            .seen(run, node)
+            .filter(|s| s.since.elapsed() >= MATURE)
+            .map(|s| room::estimate(prior, Some(s.peak), 0, headroom));
+        own.unwrap_or_else(|| self.estimate(profile, prior, headroom))
     }
 
     /// What a new agent of `profile` is expected to need ([`room::estimate`]).
@@ -223,7 +236,7 @@ pub fn check(
         .filter(|(r, n, _)| !(r == run && n == node))
         .map(|(r, n, p)| Live {
             resident: observed.seen(&r, &n).map_or(0, |s| s.resident),
-            estimate: observed.estimate(&p, prior(&config, &p), limits.headroom),
+            estimate: observed.expected(&r, &n, &p, prior(&config, &p), limits.headroom),
         })
         .collect();
     // Where the machine does not say, only the budget and the count hold agents back.
