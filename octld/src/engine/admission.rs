@@ -268,3 +268,56 @@ pub fn check_node(daemon: &Daemon, run: &str, node: &Node) -> Result<(), Shortfa
         node.runner.as_deref(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn usage(node: &str, resident: u64) -> crate::runner::Usage {
+        crate::runner::Usage {
+            run: "R".into(),
+            node: node.into(),
+            resident,
+            limit: None,
+        }
+    }
+
+    fn live(nodes: &[&str]) -> Vec<(String, String, String)> {
+        nodes
+            .iter()
+            .map(|n| ("R".to_string(), n.to_string(), "shell".to_string()))
+            .collect()
+    }
+
+    /// Moves every watch of `o` back by `by`, as if it had started that much earlier.
+    fn age(o: &Observed, by: Duration) {
+        for s in o.lock().live.values_mut() {
+            s.since = Instant::now().checked_sub(by).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_profile_learns_from_agents_watched_long_enough_and_live_ones_from_themselves() {
+        let o = Observed::default();
+        let prior = 1024 * MIB;
+        o.record(
+            &live(&["a", "b"]),
+            &[usage("a", 100 * MIB), usage("b", 40 * MIB)],
+        );
+        // Young: the prior, for new and live agents alike.
+        assert_eq!(o.estimate("shell", prior, 0.0), prior);
+        assert_eq!(o.expected("R", "b", "shell", prior, 0.0), prior);
+        // A quick end teaches nothing.
+        o.record(&live(&["b"]), &[usage("b", 40 * MIB)]);
+        assert_eq!(o.estimate("shell", prior, 0.0), prior);
+        // Watched long enough, b is known by its own peak; once it ends, its profile learns.
+        age(&o, MATURE);
+        assert_eq!(o.expected("R", "b", "shell", prior, 0.5), 60 * MIB);
+        o.record(&live(&[]), &[]);
+        assert_eq!(o.estimate("shell", prior, 0.25), 50 * MIB);
+        assert_eq!(o.estimate("claude", prior, 0.25), prior);
+        assert!(o.seen("R", "b").is_none());
+    }
+}
