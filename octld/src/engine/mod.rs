@@ -311,15 +311,21 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
     let held = spawn::held_ports(daemon, None);
     let mut woken = Vec::new();
     for ((run, node), wait) in waits {
+        // A node cancelled (or its run set aside) meanwhile waits no more.
+        let waiting = daemon.store.resolve("run", &run).ok().and_then(|h| {
+            h.view()
+                .nodes
+                .iter()
+                .find(|n| n.id == node && matches!(n.state, NodeState::Pending | NodeState::Paused))
+                .cloned()
+        });
+        let Some(n) = waiting else {
+            daemon.engine.wait_over(&run, &node);
+            continue;
+        };
         let over = match &wait {
             Wait::Port(range) => range.free(&held).is_some(),
-            Wait::Room(_) => daemon.store.resolve("run", &run).is_ok_and(|h| {
-                h.view()
-                    .nodes
-                    .iter()
-                    .find(|n| n.id == node)
-                    .is_none_or(|n| admission::check_node(daemon, &run, n).is_ok())
-            }),
+            Wait::Room(_) => admission::check_node(daemon, &run, &n).is_ok(),
         };
         if over {
             daemon.engine.wait_over(&run, &node);

@@ -319,21 +319,25 @@ pub async fn create(
             port,
         ));
     }
+    // Said before the run exists: the engine may look at its pending node at once.
+    if let Err(why) = &room {
+        daemon
+            .engine
+            .wait_for(&id, &checked.node, super::Wait::Room(why.clone()));
+    }
     // Written before the worktree and window exist; synced while they are made.
-    let (handle, syncing) = daemon
+    let begun = daemon
         .store
         .begin_run(NewRun {
             initial,
-            id,
+            id: id.clone(),
             created,
             files: Vec::new(),
         })
-        .await?;
+        .await;
     drop(starts);
-    if let Err(why) = room {
-        daemon
-            .engine
-            .wait_for(&handle.id, &checked.node, super::Wait::Room(why));
+    let (handle, syncing) = begun.inspect_err(|_| daemon.engine.wait_over(&id, &checked.node))?;
+    if room.is_err() {
         syncing.wait().await?;
         return Ok(handle);
     }
