@@ -112,7 +112,10 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
         .map(|c| c.limits.cgroups)
         .unwrap_or(true);
     let contain = crate::contain::Containment::new(home.root(), cgroups);
-    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket()), contain));
+    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(
+        Tmux::new(home.tmux_socket()),
+        contain.clone(),
+    ));
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
@@ -151,6 +154,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     let _ = serving.await;
     let _ = driving.await;
     daemon.store.shutdown().await;
+    contain.release();
     if !activated {
         let _ = std::fs::remove_file(home.socket());
     }

@@ -238,7 +238,7 @@ fn a_daemon_killed_alone_adopts_its_agents_as_they_are() {
 
 #[test]
 fn what_an_agent_leaves_running_ends_with_it() {
-    let (env, _d, repo) = world("");
+    let (env, d, repo) = world("");
     let m = marks(&env);
     let pidfile = m.join("left.pid");
     // The agent starts a server of its own in another session and exits at once.
@@ -266,4 +266,14 @@ fn what_an_agent_leaves_running_ends_with_it() {
         .unwrap();
     assert!(!runs(left), "the agent's sleep (pid {left}) outlived it");
     assert_eq!(env.agent_processes(), vec![]);
+    // A daemon that stops with no agent left leaves no empty cgroup directory behind.
+    let bases: Vec<PathBuf> = std::fs::read_to_string(env.home.join("cgroups"))
+        .unwrap()
+        .lines()
+        .map(PathBuf::from)
+        .collect();
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+    for b in bases {
+        assert!(!b.exists(), "{} is left", b.display());
+    }
 }

@@ -121,7 +121,15 @@ impl Containment {
         c
     }
 
-    /// In words, for the log and `doctor`.
+    /// Removes this home's agents' directories where no agent's is left in them (a daemon
+    /// that stops leaves no empty cgroup behind; agents still running keep theirs).
+    pub fn release(&self) {
+        for h in &self.tree.hierarchies {
+            let _ = std::fs::remove_dir(&h.base);
+        }
+    }
+
+    /// In words, for the log.
     pub fn describe(&self) -> String {
         if self.tree.is_empty() {
             return format!(

@@ -24,11 +24,6 @@ impl TmuxRunner {
     pub fn new(tmux: Tmux, contain: Containment) -> TmuxRunner {
         TmuxRunner { tmux, contain }
     }
-
-    /// How this runner keeps its agents' processes, in words (`doctor`).
-    pub fn containment(&self) -> &Containment {
-        &self.contain
-    }
 }
 
 /// Joins the cgroups whose `cgroup.procs` files come before `--`, then becomes the program
