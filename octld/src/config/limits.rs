@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! [limits]
-//! min_available = "10%"       # never start an agent that would leave less available
+//! min_available = "15%"       # never start an agent that would leave less available
 //! headroom = "25%"            # added to a profile's observed memory
 //! memory_budget = "16GiB"     # optional: what all agents together may use
 //! max_load = 2.0              # optional: no start while the load average per core is above
@@ -90,7 +90,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            min_available: Memory::Share(0.10),
+            // Out of the machine's last tenth, where out-of-memory killers start acting, with
+            // room for its other programs to grow: an agent once started is not taken back.
+            min_available: Memory::Share(0.15),
             headroom: 0.25,
             memory_budget: None,
             max_load: None,
