@@ -38,6 +38,9 @@
 //! [pool]                      # worktrees checked out ahead of time (crate::pool)
 //! size = 1                    # per repository of `min_files` files or more; 0: off
 //!
+//! [limits]                    # admission of agents on this machine (see [`limits`])
+//! min_available = "10%"
+//!
 //! [notify]                    # when a node starts needing a person (see crate::notify)
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
 //! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON
@@ -52,6 +55,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use octl_proto::AppError;
+
+pub mod limits;
+pub use limits::Limits;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +76,12 @@ pub struct Config {
     /// The warm pool of prepared worktrees ([`crate::pool`]).
     #[serde(default)]
     pub pool: crate::pool::PoolConfig,
+    /// `[limits]` as written; [`Config::parse`] checks it into [`Config::limits`].
+    #[serde(default, rename = "limits")]
+    raw_limits: limits::RawLimits,
+    /// Admission of new agents on this machine and the agents' cgroups.
+    #[serde(skip)]
+    pub limits: Limits,
 }
 
 /// `[notify]`: who is told when a node starts needing a person.
@@ -241,6 +253,26 @@ pub struct AgentConfig {
     /// The runner this profile's agents use unless `--runner` (or the manifest, the plan)
     /// names one.
     pub runner: Option<String>,
+    /// What a new agent of this profile is assumed to need until one has been observed to
+    /// its end (default [`limits::DEFAULT_ESTIMATE`]).
+    pub memory_estimate: Option<limits::Amount>,
+    /// The memory limit of each agent's cgroup (default: the machine's total less
+    /// `limits.min_available`).
+    pub memory_max: Option<limits::Amount>,
+}
+
+impl AgentConfig {
+    /// `memory_estimate` in bytes (checked by [`Config::parse`]).
+    pub fn memory_estimate(&self) -> Option<u64> {
+        let a = self.memory_estimate.as_ref()?;
+        limits::size("memory_estimate", a).ok()
+    }
+
+    /// `memory_max` in bytes (checked by [`Config::parse`]).
+    pub fn memory_max(&self) -> Option<u64> {
+        let a = self.memory_max.as_ref()?;
+        limits::size("memory_max", a).ok()
+    }
 }
 
 impl Config {
@@ -259,10 +291,19 @@ impl Config {
     }
 
     pub fn parse(text: &str) -> Result<Config, AppError> {
-        let config: Config = toml::from_str(text)
+        let mut config: Config = toml::from_str(text)
             .map_err(|e| AppError::invalid(e.to_string().trim().to_string()))?;
+        config.limits = Limits::from_raw(&config.raw_limits)?;
         for (name, agent) in &config.agents {
             octl_proto::ids::validate_node_id("agent profile name", name)?;
+            for (field, amount) in [
+                ("memory_estimate", &agent.memory_estimate),
+                ("memory_max", &agent.memory_max),
+            ] {
+                if let Some(a) = amount {
+                    limits::size(&format!("agents.{name}.{field}"), a)?;
+                }
+            }
             octl_proto::rpc::check_budget(
                 &format!("agents.{name}.max_budget_usd"),
                 agent.max_budget_usd,

@@ -119,7 +119,15 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         None => (server::bind(&home.socket())?, false),
     };
     let (shutdown, _) = watch::channel(false);
-    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(Tmux::new(home.tmux_socket())));
+    // Read once: whether agents go into cgroups is settled for the daemon's life.
+    let cgroups = crate::config::Config::load(&home.config())
+        .map(|c| c.limits.cgroups)
+        .unwrap_or(true);
+    let contain = crate::contain::Containment::new(home.root(), cgroups);
+    let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(
+        Tmux::new(home.tmux_socket()),
+        contain.clone(),
+    ));
     let daemon = Arc::new(Daemon {
         home: home.clone(),
         store,
@@ -158,6 +166,7 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
     let _ = serving.await;
     let _ = driving.await;
     daemon.store.shutdown().await;
+    contain.release();
     if !activated {
         let _ = std::fs::remove_file(home.socket());
     }

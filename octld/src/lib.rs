@@ -14,7 +14,10 @@
 //! - [`agents`]: agent profiles (`shell`, `claude`, `codex`, `gemini`, `opencode`, `aider`,
 //!   user argv templates) and their launch.
 //! - [`streams`]: how Codex, Gemini CLI and opencode's JSON-lines output says they ended.
-//! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners and worktree bootstrap.
+//! - [`config`]: `config.toml`: agent profiles, defaults, notifiers, runners, worktree
+//!   bootstrap and `[limits]`.
+//! - [`contain`]: agents' processes on this machine: cgroups (memory limits), the environment
+//!   marker, measuring and ending them whatever became of their window.
 //! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`pool`]: the warm pool: worktrees checked out ahead of time, taken by a spawn.
@@ -28,6 +31,7 @@ pub mod activation;
 pub mod agents;
 pub mod bootstrap;
 pub mod config;
+pub mod contain;
 pub mod daemon;
 pub mod engine;
 pub mod failpoint;

@@ -45,6 +45,9 @@ fn main() -> ExitCode {
     if let Some(Internal::AgentWrap { raw_log, argv }) = args.command {
         return ExitCode::from(octld::wrap::run(&raw_log, &argv).clamp(0, 255) as u8);
     }
+    // A daemon an agent started (its `orchestratectl` found none up) is not that agent's:
+    // nothing it starts may carry the agent's marker (see octld::contain).
+    std::env::remove_var(octld::contain::MARKER);
     // The resolver the CLI uses too, so both find the same home.
     let cwd = std::env::current_dir().ok();
     let home = match octl_proto::home::resolve(

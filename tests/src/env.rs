@@ -321,6 +321,21 @@ impl Drop for TestEnv {
                 .stderr(Stdio::null())
                 .status();
         }
+        // What the agents left (a process that ignored the tmux server's SIGHUP) and their
+        // cgroups: only this home's, by its marker and the cgroups it recorded.
+        octld::contain::reap_home(&self.home);
+    }
+}
+
+impl TestEnv {
+    /// The agents of this home with processes now, found as the daemon finds them (their
+    /// cgroups, their environment marker), daemon or not: (run, node, pids).
+    pub fn agent_processes(&self) -> Vec<(String, String, Vec<u32>)> {
+        octld::contain::found_in_home(&self.home)
+            .into_iter()
+            .filter(|f| !f.pids.is_empty())
+            .map(|f| (f.run, f.node, f.pids))
+            .collect()
     }
 }
 

@@ -9,8 +9,11 @@ use std::time::Duration;
 use octl_tests::{wait_until, TestEnv, TestRepo};
 use serde_json::json;
 
-/// Every repository spawned in is pooled (`min_files = 0`), one entry each.
-const POOL_EVERY_REPO: &str = "[pool]\nsize = 1\nmin_files = 0\n";
+/// Every repository spawned in is pooled (`min_files = 0`), one entry each. The agents only
+/// sleep, a few MiB each: admission is told so, or it would keep 1 GiB for each of the 25
+/// that live at once in the race below (README, "Admission by resources").
+const POOL_EVERY_REPO: &str =
+    "[pool]\nsize = 1\nmin_files = 0\n[agents.shell]\nmemory_estimate = \"16MiB\"\n";
 
 fn pooled_env() -> TestEnv {
     let env = TestEnv::new();

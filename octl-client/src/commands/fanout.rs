@@ -70,10 +70,10 @@ pub struct FanOutStartArgs {
 /// The flags `fan-out` and `orchestrate` share.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// At most this many agents alive at once: a number from 1 to 1000, `auto`
-    /// (max(1, min(2 × cores, available memory in GiB)), at most 32), or `cluster` on a Slurm
-    /// runner (the idle CPUs of its partition now over the CPUs a job asks); the chosen number
-    /// and what it came from are recorded in the run; default: auto
+    /// At most this many agents alive at once: a number from 1 to 1000, `auto` (at most 32,
+    /// each start admitted while the machine has memory for it: [limits] in config.toml), or
+    /// `cluster` on a Slurm runner (the idle CPUs of its partition now over the CPUs a job
+    /// asks); the number and what it came from are recorded in the run; default: auto
     #[arg(long, value_name = "N|auto|cluster")]
     pub max_parallel: Option<String>,
 
@@ -224,9 +224,8 @@ pub fn read_input_file(flag: &str, given: &Path, cwd: &Path) -> Result<InputFile
 
 /// Parses `--max-parallel` (a number from 1 to 1000, `auto` or `cluster`) by the daemon's own rule.
 pub fn parse_max_parallel(given: &str) -> Result<MaxParallel, AppError> {
-    plan::parse_max_parallel(given).map_err(|e| {
-        e.with_hint("auto is derived from the machine's cores and available memory (at most 32)")
-    })
+    plan::parse_max_parallel(given)
+        .map_err(|e| e.with_hint("auto starts as many as the machine has memory for (at most 32)"))
 }
 
 /// The checked flags that `fan-out` and `orchestrate` share.
@@ -475,7 +474,7 @@ mod tests {
     use octl_proto::ErrorKind;
 
     #[test]
-    fn max_parallel_is_a_number_from_1_to_256_or_auto() {
+    fn max_parallel_is_a_number_from_1_to_1000_or_auto() {
         assert_eq!(parse_max_parallel("auto").unwrap(), MaxParallel::Auto);
         assert_eq!(parse_max_parallel(" 4 ").unwrap(), MaxParallel::N(4));
         assert_eq!(parse_max_parallel("AUTO").unwrap(), MaxParallel::Auto);

@@ -337,6 +337,12 @@ pub fn spawned_text(kind: SpawnKind, value: &Value) -> String {
     if let Some(worktree) = node_field(value, "worktree") {
         text.push_str(&format!("  worktree {worktree}\n"));
     }
+    // No room on the machine for its agent yet: it starts by itself once there is.
+    if node_field(value, "state").as_deref() == Some("pending") {
+        text.push_str(&format!(
+            "  pending: it starts once the machine has room (what it waits for: orchestratectl run show {run})\n"
+        ));
+    }
     text.push_str(&format!(
         "  follow it: orchestratectl run wait {run}   attach: orchestratectl run attach {run}\n"
     ));

@@ -1,6 +1,6 @@
 //! Fan-out manifests and orchestrate plans: parsing (TOML or JSON, one schema) and validation
 //! that reports every problem at once, in document order, so a caller fixes them all in one go.
-//! Also the parallelism cap (`--max-parallel N|auto`) and the formula behind `auto`.
+//! Also the parallelism cap (`--max-parallel N|auto|cluster`).
 //!
 //! Both formats are read into one small ordered tree (keys in document order) and walked by
 //! hand, which is what lets validation collect every problem instead of stopping at the first.
@@ -26,7 +26,7 @@
 //! - `manifest`: fan-out manifests ([`Manifest`]) and their validation.
 //! - `dag`: orchestrate plans ([`Plan`]): validation, topological order, dependents.
 //! - `cycles`: the cycles of a plan, one problem per strongly connected component.
-//! - `parallel`: `--max-parallel` ([`MaxParallel`]) and the formula behind `auto`.
+//! - `parallel`: `--max-parallel` ([`MaxParallel`]).
 //!
 //! The limits stay together below: they bound what a document may hold, and the CLI, the daemon
 //! and the tests all read them from here.
@@ -47,7 +47,7 @@ mod tests;
 pub use dag::{parse_plan, Plan, PlanNode};
 pub use format::{Format, Problems};
 pub use manifest::{parse_manifest, Manifest, Unit};
-pub use parallel::{auto_parallel, parse_max_parallel, MaxParallel};
+pub use parallel::{parse_max_parallel, MaxParallel};
 
 /// Most units in one fan-out manifest.
 pub const MAX_UNITS: usize = 1000;
@@ -58,9 +58,10 @@ pub const MAX_PROMPT_BYTES: usize = 32 * 1024;
 /// Largest task of a plan node (32 KiB).
 pub const MAX_TASK_BYTES: usize = 32 * 1024;
 /// Largest explicit `--max-parallel`: every unit of the largest manifest at once (the daemon's
-/// cost per live agent is flat; what the machine can hold is `auto`'s business).
+/// cost per live agent is flat; whether the machine can hold them is admission's business).
 pub const MAX_PARALLEL: usize = MAX_UNITS;
-/// Largest value `auto` ever picks.
+/// Most agents an `auto` run has alive at once (each admitted by the daemon while the
+/// machine has room).
 pub const AUTO_PARALLEL_CAP: usize = 32;
 /// How many problems [`Problems::into_error`] lists before it says "… and N more".
 pub const MAX_LISTED_PROBLEMS: usize = 100;

@@ -1,34 +1,18 @@
-//! The parallelism cap: `--max-parallel N|auto`, and the formula `auto` derives from the machine.
+//! The parallelism cap: `--max-parallel N|auto|cluster`.
 
 use std::fmt;
 
 use serde::de;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{AUTO_PARALLEL_CAP, MAX_PARALLEL};
+use super::MAX_PARALLEL;
 use crate::error::AppError;
 
-pub(super) const GIB: u64 = 1024 * 1024 * 1024;
-
-/// The cap `auto` picks: `max(1, min(2 × cores, floor(mem_available / 1 GiB)))`, at most 32.
-///
-/// Agents spend most of their time waiting on the model API, not on the CPU, so two agents per
-/// core keep the machine busy without starving it; but each agent with its tools (a language
-/// server, a build, the test suite) wants about 1 GiB of memory, so available memory bounds it
-/// too. At least one agent always runs, and no more than 32 are started by `auto` (beyond that,
-/// merges, API rate limits and a human's attention are the bottleneck; ask for more explicitly
-/// with `--max-parallel N`).
-pub fn auto_parallel(cores: usize, mem_available_bytes: u64) -> usize {
-    let by_mem = usize::try_from(mem_available_bytes / GIB).unwrap_or(usize::MAX);
-    cores
-        .saturating_mul(2)
-        .min(by_mem)
-        .clamp(1, AUTO_PARALLEL_CAP)
-}
-
-/// The `--max-parallel` setting: `auto` (derived from the machine by [`auto_parallel`]),
-/// `cluster` (what the Slurm cluster of the run's runner can run now, read by the daemon), or
-/// a number from 1 to [`MAX_PARALLEL`]. Serialized as `"auto"`, `"cluster"` or a number.
+/// The `--max-parallel` setting: `auto` (at most [`AUTO_PARALLEL_CAP`](super::AUTO_PARALLEL_CAP)
+/// alive, each start admitted by the daemon while the machine has room for it: `[limits]`,
+/// README "Admission by resources"), `cluster` (what the Slurm cluster of the run's runner can
+/// run now, read by the daemon), or a number from 1 to [`MAX_PARALLEL`]. Serialized as
+/// `"auto"`, `"cluster"` or a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MaxParallel {
     #[default]
@@ -38,15 +22,6 @@ pub enum MaxParallel {
 }
 
 impl MaxParallel {
-    /// The cap to use on a machine with `cores` and `mem_available_bytes` (`cluster` is the
-    /// daemon's to read from the cluster; on a machine alone it is `auto`).
-    pub fn resolve(self, cores: usize, mem_available_bytes: u64) -> usize {
-        match self {
-            MaxParallel::Auto | MaxParallel::Cluster => auto_parallel(cores, mem_available_bytes),
-            MaxParallel::N(n) => n,
-        }
-    }
-
     /// From an RPC parameter: a number, or a string as [`parse_max_parallel`] takes it.
     pub fn from_json(v: &serde_json::Value) -> Result<MaxParallel, AppError> {
         match v {

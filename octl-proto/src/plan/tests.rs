@@ -1,4 +1,3 @@
-use super::parallel::GIB;
 use super::suggest::{did_you_mean, edit_distance};
 use super::template::{parse_template, placeholder_names};
 use super::*;
@@ -758,18 +757,6 @@ fn a_long_chain_has_no_false_cycles_and_orders_fully() {
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(p[0].starts_with("cycle: n0 → n1 → n2 → "), "{p:?}");
     assert!(p[0].contains("n499 → n0 (each"), "{p:?}");
-}
-
-#[test]
-fn auto_parallel_formula() {
-    assert_eq!(auto_parallel(8, 64 * GIB), 16);
-    assert_eq!(auto_parallel(8, 6 * GIB + GIB / 2), 6);
-    assert_eq!(auto_parallel(0, 0), 1);
-    assert_eq!(auto_parallel(4, GIB - 1), 1);
-    assert_eq!(auto_parallel(64, 1024 * GIB), 32);
-    assert_eq!(auto_parallel(usize::MAX, u64::MAX), 32);
-    assert_eq!(MaxParallel::Auto.resolve(2, 64 * GIB), 4);
-    assert_eq!(MaxParallel::N(100).resolve(2, 0), 100);
 }
 
 #[test]

@@ -267,5 +267,6 @@ pub fn run_end(view: &RunDetail) -> Option<RunEnd> {
 }
 
 pub mod limits;
+pub mod room;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! What this machine offers, for `--max-parallel auto`.
+//! What this machine offers, recorded with a `--max-parallel auto` run.
 
 /// Cores available to this process, and memory available (Linux `MemAvailable`; elsewhere
 /// an unknown amount counts as plenty, leaving the cores to decide).

@@ -15,6 +15,8 @@
 //! - [`heal`]: finishing starts and merges a crash interrupted, from their intent events.
 //! - [`cancel`]: stop a run, keeping or discarding (after a snapshot) its worktrees.
 //! - [`schedule`]: fan-out and DAG nodes started under the parallelism cap, deps first.
+//! - [`admission`]: a new agent starts only while this machine has room for it (`[limits]`);
+//!   its agents measured for what they hold.
 //! - [`resume`]: a node paused by a usage limit, started again after the reset.
 //! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
 //! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
@@ -23,6 +25,7 @@
 //! - [`gc`]: `run gc` (what finished runs left behind, and orphans, after a snapshot) and
 //!   `recover` (a snapshot back into a branch).
 
+pub mod admission;
 pub mod cancel;
 pub mod cleanup;
 pub mod decide;
@@ -77,9 +80,30 @@ pub struct Engine {
     tools_ok: std::sync::atomic::AtomicBool,
     /// Limit resets up to this time (ms since the epoch) have woken the runs already.
     resets_seen: std::sync::atomic::AtomicU64,
-    /// Nodes whose start found every port of their range held, by (run, node): each waits,
-    /// unchanged, until a port of the range frees; then its run is looked at again.
-    port_waits: Mutex<HashMap<(String, String), crate::bootstrap::PortRange>>,
+    /// Nodes whose start was turned away, by (run, node), with what they wait for: each
+    /// waits, unchanged, until that frees; then its run is looked at again.
+    waits: Mutex<HashMap<(String, String), Wait>>,
+    /// What the agents on this machine were measured to hold (admission).
+    pub(crate) observed: admission::Observed,
+}
+
+/// What a node whose start was turned away waits for; `run show` lists it under
+/// `waiting_for`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wait {
+    /// Live nodes hold every port of the range.
+    Port(crate::bootstrap::PortRange),
+    /// The machine has no room for its agent now ([`admission`]).
+    Room(decide::room::Shortfall),
+}
+
+impl std::fmt::Display for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wait::Port(range) => write!(f, "a free port in worktree.ports {range}"),
+            Wait::Room(why) => write!(f, "{why}"),
+        }
+    }
 }
 
 /// Held while a step runs for a node; frees the slot when dropped.
@@ -185,30 +209,30 @@ impl Engine {
         Ok(())
     }
 
-    /// `node` of `run` could not start: live nodes hold every port of `range`.
-    pub fn wait_for_port(&self, run: &str, node: &str, range: crate::bootstrap::PortRange) {
-        tracing::info!(run, node, ports = %range, "every port is held by a live node; the node waits for one");
-        self.port_waits
+    /// `node` of `run` could not start: it waits for `what`.
+    pub fn wait_for(&self, run: &str, node: &str, what: Wait) {
+        tracing::info!(run, node, waits_for = %what, "the node waits to start");
+        self.waits
             .lock()
-            .expect("port_waits lock")
-            .insert((run.to_string(), node.to_string()), range);
+            .expect("waits lock")
+            .insert((run.to_string(), node.to_string()), what);
     }
 
-    /// `node` of `run` got its port (or started without one).
-    pub fn port_wait_over(&self, run: &str, node: &str) {
-        self.port_waits
+    /// `node` of `run` started (or no longer waits to).
+    pub fn wait_over(&self, run: &str, node: &str) {
+        self.waits
             .lock()
-            .expect("port_waits lock")
+            .expect("waits lock")
             .remove(&(run.to_string(), node.to_string()));
     }
 
-    /// The range `node` of `run` waits for a free port of, if it does.
-    pub fn waits_for_port(&self, run: &str, node: &str) -> Option<crate::bootstrap::PortRange> {
-        self.port_waits
+    /// What `node` of `run` waits for to start, if it does.
+    pub fn waits_for(&self, run: &str, node: &str) -> Option<Wait> {
+        self.waits
             .lock()
-            .expect("port_waits lock")
+            .expect("waits lock")
             .get(&(run.to_string(), node.to_string()))
-            .copied()
+            .cloned()
     }
 
     pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {
@@ -241,8 +265,9 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
             }
             _ = tick.tick() => {
                 supervise::tick(&daemon).await;
+                admission::sample(&daemon);
                 wake_paused(&daemon);
-                wake_port_waiters(&daemon);
+                wake_waiters(&daemon);
             }
             _ = &mut stop => return,
         }
@@ -273,24 +298,42 @@ fn wake_paused(daemon: &Arc<Daemon>) {
     }
 }
 
-/// A port freed in another run is no change in the waiting node's log: each tick, the run
-/// of a node waiting for a port of a range that has one free again is looked at again.
-fn wake_port_waiters(daemon: &Arc<Daemon>) {
-    let waiting = || daemon.engine.port_waits.lock().expect("port_waits lock");
-    if waiting().is_empty() {
-        return;
-    }
+/// A port freed or memory freed elsewhere is no change in the waiting node's log: each tick,
+/// the run of a node whose wait is over (a port of its range is free, or there is room for
+/// its agent) is looked at again.
+fn wake_waiters(daemon: &Arc<Daemon>) {
+    let waits: Vec<((String, String), Wait)> = {
+        let waits = daemon.engine.waits.lock().expect("waits lock");
+        if waits.is_empty() {
+            return;
+        }
+        waits.iter().map(|(k, w)| (k.clone(), w.clone())).collect()
+    };
     let held = spawn::held_ports(daemon, None);
     let mut woken = Vec::new();
-    let mut waits = waiting();
-    waits.retain(|(run, _), range| {
-        let free = range.free(&held).is_some();
-        if free {
-            woken.push(run.clone());
+    for ((run, node), wait) in waits {
+        // A node cancelled (or its run set aside) meanwhile waits no more.
+        let waiting = daemon.store.resolve("run", &run).ok().and_then(|h| {
+            h.view()
+                .nodes
+                .iter()
+                .find(|n| n.id == node && matches!(n.state, NodeState::Pending | NodeState::Paused))
+                .cloned()
+        });
+        let Some(n) = waiting else {
+            daemon.engine.wait_over(&run, &node);
+            continue;
+        };
+        let over = match &wait {
+            Wait::Port(range) => range.free(&held).is_some(),
+            Wait::Room(_) => admission::check_node(daemon, &run, &n).is_ok(),
+        };
+        if over {
+            daemon.engine.wait_over(&run, &node);
+            woken.push(run);
         }
-        !free
-    });
-    drop(waits);
+    }
+    woken.sort();
     woken.dedup();
     for run in woken {
         daemon.store.notify(&run);

@@ -7,7 +7,9 @@
 //! - branches `octl/<RUN>/…` in the repositories the runs name (and those the orphan
 //!   worktrees belong to) whose run is unknown, or whose node is not recorded or was cleaned;
 //! - windows on the private tmux server whose session is not an unfinished run, or whose
-//!   node is not recorded, finished or cleaned.
+//!   node is not recorded, finished or cleaned;
+//! - agents' processes on this machine (their cgroup, their marker: [`crate::contain`]) whose
+//!   node is so, or whose window is gone: what outlived its window (a restart ends them).
 //!
 //! A corrupt run owns everything under its id: its log cannot say what it made.
 
@@ -206,6 +208,21 @@ pub fn window_orphan(runs: &dyn Runs, session: &str, window: &str) -> Option<Str
     }
 }
 
+/// Why an agent's processes are orphans (`windowed`: its window is still there); `None` while
+/// a live node's window holds them.
+pub fn process_orphan(runs: &dyn Runs, run: &str, node: &str, windowed: bool) -> Option<String> {
+    window_orphan(runs, run, node).or_else(|| {
+        let facts = runs.facts(run)?;
+        let n = facts.nodes.get(node)?;
+        (!windowed && !facts.corrupt).then(|| {
+            format!(
+                "node {node} ({}) has no window: they outlived it",
+                n.state.as_str()
+            )
+        })
+    })
+}
+
 /// Finds every orphan. Reads only: nothing is created, moved or deleted.
 pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
     let runs = Known::new(daemon);
@@ -349,7 +366,40 @@ fn find_in(
         }
     }
 
-    for a in runner.owned()? {
+    let owned = runner.owned()?;
+    let windows: BTreeSet<(String, String)> = owned
+        .iter()
+        .map(|a| (a.run.clone(), a.node.clone()))
+        .collect();
+    for f in runner.processes()? {
+        if f.pids.is_empty() {
+            continue;
+        }
+        let key = (f.run.clone(), f.node.clone());
+        let Some(why) = process_orphan(runs, &f.run, &f.node, windows.contains(&key)) else {
+            continue;
+        };
+        let pids: Vec<String> = f.pids.iter().map(u32::to_string).collect();
+        out.push(Orphan {
+            kind: "process".into(),
+            path: None,
+            refname: None,
+            target: Some(format!("{}:{}", f.run, f.node)),
+            pane: None,
+            runner: None,
+            repo: None,
+            run: Some(f.run),
+            node: Some(f.node),
+            why: format!(
+                "{} process{} (pid {}) still run{}: {why}",
+                pids.len(),
+                if pids.len() == 1 { "" } else { "es" },
+                pids.join(", "),
+                if pids.len() == 1 { "s" } else { "" },
+            ),
+        });
+    }
+    for a in owned {
         let Some(why) = window_orphan(runs, &a.run, &a.node) else {
             continue;
         };
@@ -575,6 +625,17 @@ mod tests {
             .unwrap()
             .contains("not a run"));
         assert!(window_orphan(&r, "BAD", "x").is_none());
+
+        // Processes: a live node's while its window is there; otherwise they outlived it.
+        assert!(process_orphan(&r, "LIVE", "a", true).is_none());
+        assert!(process_orphan(&r, "LIVE", "a", false)
+            .unwrap()
+            .contains("outlived"));
+        assert!(process_orphan(&r, "LIVE", "c", true)
+            .unwrap()
+            .contains("failed"));
+        assert!(process_orphan(&r, "GONE", "a", true).is_some());
+        assert!(process_orphan(&r, "BAD", "x", false).is_none());
     }
 
     #[test]

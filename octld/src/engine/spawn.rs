@@ -285,41 +285,62 @@ pub async fn create(
     // The node, and the intent to give it a branch and worktree named after the new run,
     // go into the run's first write.
     let worktrees = daemon.home.worktrees();
-    // The port is chosen and recorded under one lock, so no other start takes it meanwhile.
-    let ports = PORTS.lock().await;
-    let port = match checked.bootstrap.ports {
-        Some(range) => Some(free_port(daemon, range, None)?),
-        None => None,
+    // The port is chosen, and the agent admitted, under one lock, so no other start takes
+    // them meanwhile.
+    let starts = STARTS.lock().await;
+    let room = super::admission::check(
+        daemon,
+        &id,
+        &checked.node,
+        &checked.profile.name,
+        Some(checked.runner.as_str()),
+    );
+    let port = match (&room, checked.bootstrap.ports) {
+        (Ok(()), Some(range)) => Some(free_port(daemon, range, None)?),
+        _ => None,
     };
+    let mut initial = vec![Draft::daemon(
+        Some(&checked.node),
+        NodeAdded {
+            agent: Some(checked.profile.name.clone()),
+            task: Some(req.task.clone()),
+            gate: req.gate.clone(),
+            runner: Some(checked.runner.clone()),
+            ..NodeAdded::default()
+        },
+    )];
+    // Without room the node is added and waits, pending; the engine starts it once there is.
+    if room.is_ok() {
+        initial.push(starting(
+            &id,
+            &checked.node,
+            &worktrees,
+            checked.launch.session.as_ref(),
+            port,
+        ));
+    }
+    // Said before the run exists: the engine may look at its pending node at once.
+    if let Err(why) = &room {
+        daemon
+            .engine
+            .wait_for(&id, &checked.node, super::Wait::Room(why.clone()));
+    }
     // Written before the worktree and window exist; synced while they are made.
-    let (handle, syncing) = daemon
+    let begun = daemon
         .store
         .begin_run(NewRun {
-            initial: vec![
-                Draft::daemon(
-                    Some(&checked.node),
-                    NodeAdded {
-                        agent: Some(checked.profile.name.clone()),
-                        task: Some(req.task.clone()),
-                        gate: req.gate.clone(),
-                        runner: Some(checked.runner.clone()),
-                        ..NodeAdded::default()
-                    },
-                ),
-                starting(
-                    &id,
-                    &checked.node,
-                    &worktrees,
-                    checked.launch.session.as_ref(),
-                    port,
-                ),
-            ],
-            id,
+            initial,
+            id: id.clone(),
             created,
             files: Vec::new(),
         })
-        .await?;
-    drop(ports);
+        .await;
+    drop(starts);
+    let (handle, syncing) = begun.inspect_err(|_| daemon.engine.wait_over(&id, &checked.node))?;
+    if room.is_err() {
+        syncing.wait().await?;
+        return Ok(handle);
+    }
     let t_create = t0.elapsed();
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
@@ -363,12 +384,13 @@ pub fn starting(
     )
 }
 
-/// Held from choosing a port until the `node.starting` naming it is in the run's state.
-static PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Held from choosing a port and admitting a node ([`super::admission::check`]) until the
+/// `node.starting` naming it is in the run's state: no two starts take the same port or room.
+static STARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The lowest port of `range` that no live node of any run holds (`except`: the node being
 /// started again). Every live node's port is in its run's state, read from the log, so the
-/// choice survives restarts. Call with [`PORTS`] held.
+/// choice survives restarts. Call with [`STARTS`] held.
 fn free_port(
     daemon: &Daemon,
     range: bootstrap::PortRange,
@@ -409,10 +431,11 @@ pub fn branch_name(run: &str, node: &str) -> String {
 }
 
 /// Writes the intent `node.starting` with the port the node holds while live (the lowest free
-/// one of `[worktree] ports`, if the bootstrap names a range). A node that cannot get one
-/// because live nodes hold them all waits, unchanged, as for the cap: the engine looks at
-/// its run again once one frees ([`super::Engine::wait_for_port`]); one whose bootstrap is
-/// bad fails with the reason.
+/// one of `[worktree] ports`, if the bootstrap names a range), once this machine has room for
+/// its agent ([`super::admission`]). A node that cannot get a port because live nodes hold
+/// them all, or room, waits, unchanged, as for the cap: the engine looks at its run again
+/// once what it waits for frees ([`super::Engine::wait_for`]); one whose bootstrap is bad
+/// fails with the reason.
 pub(super) async fn write_intent(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
@@ -420,14 +443,25 @@ pub(super) async fn write_intent(
     boot: Result<&Bootstrap, AppError>,
     session: Option<&Session>,
 ) -> Result<(), AppError> {
-    let ports = PORTS.lock().await;
+    let starts = STARTS.lock().await;
+    if let Some(n) = handle.view().nodes.iter().find(|n| n.id == node) {
+        if let Err(why) = super::admission::check_node(daemon, &handle.id, n) {
+            let e = no_room(&why);
+            daemon
+                .engine
+                .wait_for(&handle.id, node, super::Wait::Room(why));
+            return Err(e);
+        }
+    }
     let port = match boot {
         Ok(Bootstrap {
             ports: Some(range), ..
         }) => match free_port(daemon, *range, Some((&handle.id, node))) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
-                daemon.engine.wait_for_port(&handle.id, node, *range);
+                daemon
+                    .engine
+                    .wait_for(&handle.id, node, super::Wait::Port(*range));
                 return Err(e);
             }
         },
@@ -437,7 +471,7 @@ pub(super) async fn write_intent(
     let port = match port {
         Ok(p) => p,
         Err(e) => {
-            drop(ports);
+            drop(starts);
             append(
                 daemon,
                 handle,
@@ -450,8 +484,17 @@ pub(super) async fn write_intent(
     };
     let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
     daemon.store.append(handle, intent, false).await?;
-    daemon.engine.port_wait_over(&handle.id, node);
+    daemon.engine.wait_over(&handle.id, node);
     Ok(())
+}
+
+/// The error of a start turned away for want of room (the node waits; nothing failed).
+fn no_room(why: &super::decide::room::Shortfall) -> AppError {
+    AppError::new(
+        ErrorKind::InvalidTransition,
+        format!("no room to start: waiting for {why}"),
+    )
+    .with_hint("it starts by itself once there is room; see [limits] in the README")
 }
 
 /// Starts the agent of an added node: `node.starting` (the intent), the branch and worktree
@@ -741,6 +784,10 @@ fn open_window(
         first: view.nodes.iter().all(|n| n.pane.is_none()),
         // Each retry's cleanup kept the attempt before it as a snapshot.
         attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
+        memory_max: Config::load(&daemon.home.config()).ok().and_then(|c| {
+            let profile = this.and_then(|n| n.agent.as_deref())?;
+            super::admission::memory_max(&c, profile)
+        }),
     };
     let runner = daemon.runners.of(
         this.and_then(|n| n.runner.as_deref()),

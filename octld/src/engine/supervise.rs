@@ -31,6 +31,56 @@ pub async fn first_look(daemon: &Arc<Daemon>) {
         let _ = step.await;
     }
     close_cancelled(daemon).await;
+    end_outlived(daemon).await;
+}
+
+/// Agents' processes that outlived their window — the tmux server killed while the daemon
+/// was down, a process that ignored SIGHUP, a crash between a node's end and its window's
+/// close — are ended; those of a live node whose window is still there are adopted as they
+/// are. Judged after the first look recorded every exit, so a node still live here has an
+/// agent the supervisor watches.
+async fn end_outlived(daemon: &Arc<Daemon>) {
+    use octl_proto::NodeState::{Running, Starting, Waiting};
+    let live: std::collections::HashSet<(String, String)> = daemon
+        .store
+        .handles()
+        .into_iter()
+        .flat_map(|h| {
+            let id = h.id.clone();
+            h.view()
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.state, Starting | Running | Waiting))
+                .map(|n| (id.clone(), n.id.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let runner = daemon.runner.clone();
+    let swept = blocking(move || {
+        let found = runner.processes()?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        let windows: std::collections::HashSet<(String, String)> = runner
+            .observe()?
+            .agents
+            .into_iter()
+            .map(|a| (a.run, a.node))
+            .collect();
+        for f in found {
+            let key = (f.run.clone(), f.node.clone());
+            if live.contains(&key) && windows.contains(&key) {
+                continue;
+            }
+            let ended = runner.end_processes(&f.run, &f.node)?;
+            tracing::info!(run = %f.run, node = %f.node, processes = ended, "ended the processes of an agent that outlived its window");
+        }
+        Ok(())
+    })
+    .await;
+    if let Err(e) = swept {
+        tracing::warn!(error = %e.message, "could not look for agents' processes that outlived their window");
+    }
 }
 
 /// A cancel is decided in the log before its windows are closed: windows of a cancelled run
@@ -447,6 +497,20 @@ async fn on_exit(
         })
     })
     .await?;
+    // Killed by the kernel at its cgroup's memory limit: that is its end, whatever it said
+    // (and not a death to resume from: it would only grow again).
+    if let Some(reason) = over_memory(daemon, &handle.id, node).await {
+        tracing::warn!(run = %handle.id, node = %node.id, %reason, "the agent went over its memory limit");
+        let failed = NodeFailed {
+            reason: Some(reason),
+            exit_status: Some(Nullable(status.map(i64::from))),
+            outcome,
+            ..NodeFailed::default()
+        };
+        append(daemon, handle, Some(&node.id), failed).await?;
+        super::close_window(daemon, &handle.id, &node.id, node.pane.as_deref()).await;
+        return Ok(());
+    }
     // A session stopped by a usage limit waits for the reset instead of failing; one that
     // reported before (done, or failed on purpose) is judged by its report.
     let now = crate::store::writer::now_ms();
@@ -554,6 +618,44 @@ async fn on_exit(
         }
     }
     Ok(())
+}
+
+/// Why `node`'s agent ended, if the kernel killed it at its memory limit (a local agent in a
+/// cgroup with the memory controller).
+async fn over_memory(daemon: &Arc<Daemon>, run: &str, node: &Node) -> Option<String> {
+    if runner_name(node).is_some() {
+        return None;
+    }
+    let (d, run, id) = (daemon.clone(), run.to_string(), node.id.clone());
+    let kill = blocking(move || Ok(d.runner.memory_kill(&run, &id)))
+        .await
+        .ok()
+        .flatten()?;
+    let profile = node
+        .agent
+        .as_deref()
+        .unwrap_or(crate::agents::DEFAULT_PROFILE);
+    let configured = crate::config::Config::load(&daemon.home.config())
+        .ok()
+        .and_then(|c| c.agents.get(profile).and_then(|a| a.memory_max()))
+        .is_some();
+    let limit = kill
+        .limit
+        .map(crate::config::limits::show_size)
+        .unwrap_or_else(|| "its memory limit".into());
+    let whence = if configured {
+        format!("agents.{profile}.memory_max")
+    } else {
+        format!("the machine's memory less limits.min_available; set agents.{profile}.memory_max")
+    };
+    let processes = if kill.kills == 1 {
+        "1 process".to_string()
+    } else {
+        format!("{} processes", kill.kills)
+    };
+    Some(format!(
+        "the agent went over its memory limit of {limit} ({whence}): the kernel killed {processes} of it"
+    ))
 }
 
 /// What an agent's exit means for its node.

@@ -55,14 +55,18 @@ async fn cap(
     let n = match plan::parse_max_parallel(&text)? {
         MaxParallel::N(n) => n,
         MaxParallel::Auto => {
+            // What the machine had is recorded for reading; each start is admitted by the
+            // daemon while the machine has room (engine::admission), under this ceiling.
             let (cores, mem) = machine::resources();
-            let n = plan::auto_parallel(cores, mem);
             settings.max_parallel_auto = Some(AutoParallel {
                 cores: cores as u64,
                 mem_available_mib: (mem != u64::MAX).then_some(mem / (1024 * 1024)),
-                formula: "max(1, min(2 × cores, MemAvailable in GiB)), at most 32".into(),
+                formula: format!(
+                    "at most {}, each start admitted while memory allows ([limits] in config.toml)",
+                    plan::AUTO_PARALLEL_CAP
+                ),
             });
-            n
+            plan::AUTO_PARALLEL_CAP
         }
         MaxParallel::Cluster => {
             let config = crate::config::Config::load(&daemon.home.config())?;

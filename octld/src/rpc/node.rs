@@ -358,6 +358,7 @@ mod tests {
                 log: Path::new("/dev/null"),
                 first: false,
                 attempt: 0,
+                memory_max: None,
             })
             .unwrap()
             .handle

@@ -131,16 +131,30 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
                 json["elapsed_s"] = json!(until.saturating_sub(s) / 1000);
             }
             let mut waiting_for = crate::engine::schedule::waiting_for(&view, node);
-            // A start turned away because live nodes hold every port waits for one to free.
+            // A start turned away (live nodes hold every port of its range, or the machine has
+            // no room for its agent) waits for that to free.
             let unstarted = matches!(node.state, NodeState::Pending | NodeState::Paused);
-            if let Some(range) = daemon
+            if let Some(wait) = daemon
                 .engine
-                .waits_for_port(&handle.id, &node.id)
+                .waits_for(&handle.id, &node.id)
                 .filter(|_| unstarted)
             {
-                waiting_for.push(format!("a free port in worktree.ports {range}"));
+                waiting_for.push(wait.to_string());
             }
             json["waiting_for"] = json!(waiting_for);
+            // What its agent's processes hold now, as last measured (a live local agent).
+            if let Some(seen) = daemon
+                .engine
+                .observed
+                .seen(&handle.id, &node.id)
+                .filter(|_| node.state.is_alive())
+            {
+                json["memory"] = json!({
+                    "resident_bytes": seen.resident,
+                    "peak_bytes": seen.peak,
+                    "limit_bytes": seen.limit,
+                });
+            }
         }
     }
     Ok(out)

@@ -79,6 +79,9 @@ pub struct AgentSpec<'a> {
     /// How many attempts of the node came before this one (remote runners name their refs
     /// and jobs by it).
     pub attempt: u32,
+    /// The memory the agent may hold, swap included (its profile's `memory_max`): a runner
+    /// that can bound it does (the local one: the agent's cgroup).
+    pub memory_max: Option<u64>,
 }
 
 /// An agent just started.
@@ -210,7 +213,35 @@ pub trait Runner: Send + Sync {
         let _ = (run, node, handle, text);
         Err(AppError::internal("this runner cannot type into an agent"))
     }
+
+    /// The memory each agent on this machine holds now (its whole process tree), for
+    /// admission. Optional: agents elsewhere take none of this machine's.
+    fn usage(&self) -> Result<Vec<Usage>> {
+        Ok(Vec::new())
+    }
+
+    /// Whether the kernel killed processes of `node` of `run` for going over its memory
+    /// limit, asked before its exit is judged. Optional.
+    fn memory_kill(&self, run: &str, node: &str) -> Option<MemoryKill> {
+        let _ = (run, node);
+        None
+    }
+
+    /// Every agent whose processes (or cgroup) this runner still finds, window or not: what
+    /// outlived its window is ended on restart and reported as an orphan. Optional.
+    fn processes(&self) -> Result<Vec<Found>> {
+        Ok(Vec::new())
+    }
+
+    /// Ends every process of `node` of `run` whatever became of its window ([`Runner::stop`]
+    /// does so too); gives how many there were. Optional.
+    fn end_processes(&self, run: &str, node: &str) -> Result<usize> {
+        let _ = (run, node);
+        Ok(0)
+    }
 }
+
+pub use crate::contain::{Found, MemoryKill, Usage};
 
 /// The daemon's runners by name: `local` (the tmux runner) always, the others of config.toml's
 /// `[runners]` built on first use and rebuilt when their configuration changes (the file is

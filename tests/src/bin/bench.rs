@@ -10,6 +10,7 @@
 //! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
 //! target/release/bench slurm [--rounds 5]   # root: on the test Slurm cluster (tests/cluster/up.sh)
 //! target/release/bench scale [--sizes 1000,10000,100000] [--agents 1000]   # a year of runs, live agents
+//! target/release/bench admission [--units 40] [--mib 1024] [--hold 5] [--max-parallel auto]
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -27,6 +28,8 @@ use octl_tests::{http, TestEnv};
 use serde_json::{json, Value};
 
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
+#[path = "bench/admission.rs"]
+mod admission;
 #[path = "bench/scale.rs"]
 mod scale;
 #[path = "bench/slurm.rs"]
@@ -1194,6 +1197,16 @@ fn main() {
                 scaled = Some(vec![scale::finished(&mut rows, &sizes)]);
             }
         }
+        "admission" => {
+            let units = opt("--units").map_or(40, |n| n.parse().expect("--units N"));
+            let mib = opt("--mib").map_or(1024, |n| n.parse().expect("--mib N"));
+            let hold = opt("--hold").map_or(5.0, |n| n.parse().expect("--hold SECONDS"));
+            let cap = match opt("--max-parallel") {
+                Some(n) if n != "auto" => json!(n.parse::<u64>().expect("--max-parallel N|auto")),
+                _ => json!("auto"),
+            };
+            admission::run(&mut rows, units, mib, hold, cap);
+        }
         "memory-burst" => {
             let burst = after_burst(100, 1000);
             burst_rows(&mut rows, burst, pueued_rss());
@@ -1219,7 +1232,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, tmux or tui"
+                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, tmux, tui or admission"
             );
             std::process::exit(2);
         }

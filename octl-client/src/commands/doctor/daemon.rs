@@ -363,7 +363,7 @@ pub(super) fn orphans_check(orphans: &[Orphan]) -> Check {
     if orphans.is_empty() {
         return Check::ok(
             id,
-            "no worktrees, branches or windows under orchestratectl's names without a run",
+            "no worktrees, branches, windows or agents' processes under orchestratectl's names without a run",
         );
     }
     let message = format!(

@@ -22,8 +22,8 @@
 //!   partition; one that does not is a warning, a failure when an unfinished run needs it;
 //! - `runs`: every run's log replays and its projections are what the log derives
 //!   (`doctor.runs`); a corrupt run fails;
-//! - `orphans`: worktrees, branches and windows under the daemon's names that no run owns
-//!   (`doctor.orphans`), a warning listing them;
+//! - `orphans`: worktrees, branches, windows and agents' processes under the daemon's names
+//!   that no run owns (`doctor.orphans`), a warning listing them;
 //! - `notify`: the notifiers of `[notify]` and their last failure since the daemon started
 //!   (`daemon.status`'s `notify`), a warning while the notifier that failed has not delivered
 //!   since;

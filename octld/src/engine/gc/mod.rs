@@ -15,7 +15,8 @@
 //!   worktree belongs to) and then removed; a directory that is not a git worktree cannot be
 //!   snapshotted and is kept. Registrations of worktrees whose directory is gone are dropped
 //!   (`git worktree remove` of that one path). Branches have their tip saved the same way,
-//!   then are deleted. Windows are closed.
+//!   then are deleted. Windows are closed; agents' processes that outlived their window are
+//!   ended.
 //! - a finished run's refs in remote runners' exchange repositories: a merged or cleaned-up
 //!   node's go when their commit is in a branch, tag or snapshot of the run's repository
 //!   ([`exchange`]); others are kept.
@@ -48,7 +49,7 @@ pub use recover::{default_branch, recover};
 
 use aged::delete_old_kept;
 use left_behind::left_behind;
-use remove::{remove_orphan_branch, remove_orphan_worktree, remove_window};
+use remove::{end_processes, remove_orphan_branch, remove_orphan_worktree, remove_window};
 
 /// One collection at a time: two would snapshot and remove the same things.
 static GC: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -145,6 +146,7 @@ pub async fn gc(
         let i = from_orphan(&o);
         match o.kind.as_str() {
             "window" | "job" => remove_window(daemon, &o, i, dry_run, &mut out).await,
+            "process" => end_processes(daemon, &o, i, dry_run, &mut out).await,
             "worktree" => {
                 remove_orphan_worktree(daemon, &o, i, dry_run, &mut going, &mut out).await
             }

@@ -49,6 +49,30 @@ pub(super) async fn remove_window(
     }
 }
 
+/// Ends an agent's processes that outlived their window (they hold no work of their own: it
+/// is in the worktree, kept as the node's).
+pub(super) async fn end_processes(
+    daemon: &Arc<Daemon>,
+    o: &Orphan,
+    i: GcItem,
+    dry_run: bool,
+    out: &mut GcResult,
+) {
+    let (Some(run), Some(node)) = (o.run.clone(), o.node.clone()) else {
+        out.kept.push(kept(i, "no run and node named"));
+        return;
+    };
+    if dry_run {
+        out.removed.push(i);
+        return;
+    }
+    let runner = daemon.runner.clone();
+    match blocking(move || runner.end_processes(&run, &node)).await {
+        Ok(_) => out.removed.push(i),
+        Err(e) => out.kept.push(kept(i, e.message)),
+    }
+}
+
 pub(super) async fn remove_orphan_worktree(
     daemon: &Arc<Daemon>,
     o: &Orphan,

@@ -227,6 +227,9 @@ pub fn finished(rows: &mut Vec<Row>, sizes: &[usize]) -> Value {
 /// The live-agents figures.
 pub fn live(rows: &mut Vec<Row>, agents: usize) {
     let env = TestEnv::new();
+    // A sleeping shell takes a few MiB: admitted by that, all of them fit (`auto`'s 1 GiB
+    // default estimate would let about 20 in on this machine).
+    env.write_config("[agents.shell]\nmemory_estimate = \"16MiB\"\n");
     let (d, _) = start_timed(&env);
     let _cleanup = Cleanup {
         env: &env,
