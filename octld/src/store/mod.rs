@@ -781,12 +781,24 @@ impl Store {
                 result
             }
             None => {
-                let result = self.shared.index.each_finished(|e| {
-                    if !is_active(&e.id) && filter.passes_entry(&e) {
-                        parts.push((e.id, e.summary));
-                    }
-                    true
-                });
+                // A finished run's status is an ended one: `--status active,waiting` reads
+                // nothing of the index, and any status filter skips the others' summaries.
+                let result = if filter
+                    .statuses
+                    .as_ref()
+                    .is_some_and(|l| !l.iter().any(|s| s.is_ended()))
+                {
+                    Ok(())
+                } else {
+                    self.shared
+                        .index
+                        .each_finished_where(&|s| filter.status_ok(s), |e| {
+                            if !is_active(&e.id) && filter.passes_entry(&e) {
+                                parts.push((e.id, e.summary));
+                            }
+                            true
+                        })
+                };
                 parts.extend(
                     active
                         .iter()

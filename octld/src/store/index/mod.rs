@@ -363,36 +363,54 @@ impl Index {
 
     /// Every finished run the index holds, in id order, `visit`ed one at a time (runs open
     /// in the journal are left out). Stops early when `visit` returns false.
-    pub fn each_finished(&self, mut visit: impl FnMut(Entry) -> bool) -> io::Result<()> {
+    pub fn each_finished(&self, visit: impl FnMut(Entry) -> bool) -> io::Result<()> {
+        self.each_finished_where(&|_| true, visit)
+    }
+
+    /// [`Index::each_finished`] for the runs whose status `wanted` takes: the others' records
+    /// are passed over without reading their summaries.
+    pub fn each_finished_where(
+        &self,
+        wanted: &dyn Fn(ListedStatus) -> bool,
+        mut visit: impl FnMut(Entry) -> bool,
+    ) -> io::Result<()> {
         let (table, overlay) = {
             let inner = self.lock();
             (inner.table.clone(), inner.overlay.clone())
         };
         let mut own = overlay.iter().peekable();
+        let said = |s: &Said, visit: &mut dyn FnMut(Entry) -> bool| match s {
+            Said::Done(e) if wanted(e.status) => visit(e.clone()),
+            _ => true,
+        };
         let mut reader = table.reader()?;
-        while let Some(from_table) = reader.next_entry()? {
-            while let Some((_, said)) = own.next_if(|(id, _)| **id < from_table.id) {
-                if let Said::Done(e) = said {
-                    if !visit(e.clone()) {
-                        return Ok(());
-                    }
-                }
-            }
-            let shadow = own.next_if(|(id, _)| **id == from_table.id);
-            let e = match shadow {
-                Some((_, Said::Done(e))) => e.clone(),
-                Some(_) => continue,
-                None => from_table,
+        while let Some(next) = reader.next_where(wanted)? {
+            // The record's id, to order it among the journal's (read or passed over).
+            let id = match &next {
+                Some(e) => e.id.clone(),
+                None => reader.last_id().to_string(),
             };
-            if !visit(e) {
-                return Ok(());
-            }
-        }
-        for (_, said) in own {
-            if let Said::Done(e) = said {
-                if !visit(e.clone()) {
+            while let Some((_, s)) = own.next_if(|(k, _)| **k < id) {
+                if !said(s, &mut visit) {
                     return Ok(());
                 }
+            }
+            if let Some((_, s)) = own.next_if(|(k, _)| **k == id) {
+                // The journal's word on it wins.
+                if !said(s, &mut visit) {
+                    return Ok(());
+                }
+                continue;
+            }
+            if let Some(e) = next {
+                if !visit(e) {
+                    return Ok(());
+                }
+            }
+        }
+        for (_, s) in own {
+            if !said(s, &mut visit) {
+                return Ok(());
             }
         }
         Ok(())

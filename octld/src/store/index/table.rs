@@ -8,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use octl_proto::projection::ListedStatus;
 use octl_proto::run_index::{header, parse_header, Entry, Record, Said, HEADER, RECORD};
 
 /// The table file, read with `pread`s.
@@ -139,6 +140,7 @@ impl Table {
             next: 0,
             chunk: Vec::new(),
             summaries,
+            last: String::new(),
         })
     }
 }
@@ -148,10 +150,16 @@ pub(super) struct TableReader<'a> {
     next: u64,
     chunk: Vec<Record>,
     summaries: Option<BufReader<File>>,
+    last: String,
 }
 
 impl TableReader<'_> {
-    pub(super) fn next_entry(&mut self) -> io::Result<Option<Entry>> {
+    /// The next entry, its summary read only when `wanted` says so of its status (else
+    /// `Some(None)`: skipped without reading it).
+    pub(super) fn next_where(
+        &mut self,
+        wanted: &dyn Fn(ListedStatus) -> bool,
+    ) -> io::Result<Option<Option<Entry>>> {
         if self.chunk.is_empty() {
             if self.next >= self.table.count {
                 return Ok(None);
@@ -162,18 +170,32 @@ impl TableReader<'_> {
             self.next = to;
         }
         let rec = self.chunk.pop().expect("a record");
+        self.last = rec.id.clone();
         let reader = self.summaries.as_mut().ok_or_else(|| bad("no summaries"))?;
+        if !wanted(rec.status) {
+            reader.seek_relative(rec.len as i64 + 1)?;
+            return Ok(Some(None));
+        }
         let mut buf = vec![0u8; rec.len as usize + 1];
         reader.read_exact(&mut buf)?;
         if buf.pop() != Some(b'\n') {
             return Err(bad("a summary without its newline"));
         }
-        Ok(Some(Entry {
+        Ok(Some(Some(Entry {
             id: rec.id,
             status: rec.status,
             flags: rec.flags,
             summary: Arc::from(String::from_utf8(buf).map_err(|_| bad("not UTF-8"))?),
-        }))
+        })))
+    }
+
+    /// The id of the record read last.
+    pub(super) fn last_id(&self) -> &str {
+        &self.last
+    }
+
+    pub(super) fn next_entry(&mut self) -> io::Result<Option<Entry>> {
+        Ok(self.next_where(&|_| true)?.flatten())
     }
 }
 

@@ -216,3 +216,39 @@ fn a_table_of_the_wrong_shape_rebuilds() {
     fs::write(&path, &bytes).unwrap();
     assert!(Index::open(dir.path()).unwrap().rebuild.is_some());
 }
+
+#[test]
+fn a_status_filter_reads_only_those_summaries_and_the_journal_still_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path()).unwrap().index;
+    let table: Vec<Entry> = (0..10)
+        .map(|n| {
+            entry(
+                n,
+                if n % 2 == 0 {
+                    ListedStatus::Failed
+                } else {
+                    ListedStatus::Completed
+                },
+            )
+        })
+        .collect();
+    index.replace(table, &[]).unwrap();
+    // A failed one retried and now completed; a new failed one between two.
+    index.finish(entry(4, ListedStatus::Completed)).unwrap();
+    index.finish(entry(5, ListedStatus::Failed)).unwrap();
+    index.forget(&entry(8, ListedStatus::Failed).id).unwrap();
+    let mut failed = Vec::new();
+    index
+        .each_finished_where(&|s| s == ListedStatus::Failed, |e| {
+            assert_eq!(e.status, ListedStatus::Failed);
+            failed.push(e.id);
+            true
+        })
+        .unwrap();
+    let want: Vec<String> = [0, 2, 5, 6]
+        .iter()
+        .map(|n| entry(*n, ListedStatus::Failed).id)
+        .collect();
+    assert_eq!(failed, want);
+}

@@ -340,6 +340,36 @@ pub fn live(rows: &mut Vec<Row>, agents: usize) {
         pass: p95 <= 100.0,
         skipped: None,
     });
+    // The floor: git's own `worktree add` in a repository that has that many worktrees
+    // already, against one that has none (it reads every worktree's HEAD).
+    let add = |repo: &TestRepo, name: &str| -> f64 {
+        let t = Instant::now();
+        repo.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            name,
+            &format!("../wt-{name}"),
+            "main",
+        ]);
+        t.elapsed().as_secs_f64() * 1000.0
+    };
+    let fresh = TestRepo::new(&env, "fresh");
+    let git_first = median((0..5).map(|i| add(&fresh, &format!("f{i}"))).collect());
+    let git_last = median((0..5).map(|i| add(&repo, &format!("l{i}"))).collect());
+    eprintln!("live {agents}: git worktree add {git_first:.0} ms in a fresh repository, {git_last:.0} ms beside {agents} worktrees");
+    rows.push(Row {
+        metric: format!(
+            "git's own `worktree add`: beside {agents} worktrees vs none (medians of 5)"
+        ),
+        ours: git_last,
+        baseline: Some(git_first),
+        unit: "ms",
+        target: "—".into(),
+        pass: true,
+        skipped: None,
+    });
     rows.push(Row {
         metric: format!(
             "spawn latency of the last 5 of {agents} agents vs the first 5 (medians; all running after {all_running:.0} s)"
