@@ -171,7 +171,14 @@ impl Source {
                 loop {
                     let more = self.round().await;
                     if self.link.is_live() && !self.polling {
+                        let first = self.cursor.is_none();
                         if let Some(feed) = self.open_feed().await {
+                            // Opened at `now`, after the listing: what committed between the
+                            // two is on neither, so the runs are listed again (what both have
+                            // is folded once).
+                            if first {
+                                self.round().await;
+                            }
                             if !self.follow(feed, &mut requests).await {
                                 return;
                             }

@@ -253,9 +253,34 @@ impl Containment {
         pids
     }
 
-    /// The memory every agent of this home holds now (one look at `/proc` for all).
+    /// The memory every agent of this home holds now. With cgroups, read from the agents'
+    /// own groups alone; without, one look at every process of `/proc` for the marker (it
+    /// reads each one's environment: at a thousand agents, most of what the daemon spends).
     pub fn usage(&self) -> Vec<Usage> {
-        self.found()
+        let found: Vec<Found> = if self.tree.hierarchies.is_empty() {
+            self.found()
+        } else {
+            self.tree
+                .names()
+                .into_iter()
+                .filter_map(|name| {
+                    let (run, node) = name.split_once('.')?;
+                    let pids: Vec<u32> = self
+                        .tree
+                        .pids(&name)
+                        .into_iter()
+                        .filter(|p| *p != self.me)
+                        .collect();
+                    Some(Found {
+                        run: run.to_string(),
+                        node: node.to_string(),
+                        pids,
+                        cgroup: None,
+                    })
+                })
+                .collect()
+        };
+        found
             .into_iter()
             .filter(|f| !f.pids.is_empty())
             .map(|f| {
