@@ -242,11 +242,16 @@ impl Containment {
     /// The live processes of `node` of `run`.
     pub fn pids(&self, run: &str, node: &str) -> Vec<u32> {
         let mut pids = self.tree.pids(&group_name(run, node));
-        pids.extend(
-            self.marked()
-                .remove(&(run.to_string(), node.to_string()))
-                .unwrap_or_default(),
-        );
+        // In a cgroup, what the agent starts stays there: its group says it all. Only without
+        // one is every process's environment read for the marker (a scan of all of `/proc`,
+        // once per start: at a thousand agents, 100 ms of each start).
+        if self.tree.hierarchies.is_empty() {
+            pids.extend(
+                self.marked()
+                    .remove(&(run.to_string(), node.to_string()))
+                    .unwrap_or_default(),
+            );
+        }
         pids.retain(|p| *p != self.me && !procfs::ended(*p));
         pids.sort_unstable();
         pids.dedup();
