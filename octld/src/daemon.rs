@@ -146,6 +146,10 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), D
     let _ = serving.await;
     let _ = driving.await;
     daemon.store.shutdown().await;
+    // Remote runners' connections (ssh masters) go with the daemon; their agents go on.
+    for (_, runner) in daemon.runners.remote() {
+        let _ = tokio::task::spawn_blocking(move || runner.shutdown()).await;
+    }
     if !activated {
         let _ = std::fs::remove_file(home.socket());
     }

@@ -19,6 +19,11 @@ fn run_id(v: &Value) -> String {
 /// A test home whose daemon reaches the cluster's hosts, with an `ssh` runner named `hosts`
 /// on all of them (`slots` each) and checkpoints every second.
 fn ssh_env(c: &Turn, slots: u32) -> TestEnv {
+    ssh_env_with(c, slots, "")
+}
+
+/// [`ssh_env`] with more of `[runners.hosts]` (`lost_after = "5s"`, …).
+fn ssh_env_with(c: &Turn, slots: u32, more: &str) -> TestEnv {
     let mut env = TestEnv::new();
     env.set_env("PATH", &c.path());
     env.set_env("OCTL_SSH_CHECKPOINT_S", "1");
@@ -27,7 +32,7 @@ fn ssh_env(c: &Turn, slots: u32) -> TestEnv {
     std::fs::write(
         env.home.join("config.toml"),
         format!(
-            "[runners.hosts]\nkind = \"ssh\"\nhosts = [{}]\nslots = {slots}\n",
+            "[runners.hosts]\nkind = \"ssh\"\nhosts = [{}]\nslots = {slots}\n{more}",
             hosts.join(", ")
         ),
     )
@@ -62,6 +67,16 @@ fn wait_end(env: &TestEnv, run: &str, node: &str, secs: u64) -> Value {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The session of every window on `host`'s tmux servers of ours, one a line.
+fn windows_on(c: &Cluster, host: &str) -> String {
+    let out = c
+        .ssh(host)
+        .arg("for s in $HOME/.octl-remote/*/*/tmux.sock; do tmux -S $s list-windows -a -F '#{session_name}' 2>/dev/null; done")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The host a handle `ssh:<attempt>:<copy>:<pane>:<host>` names.
@@ -239,12 +254,7 @@ fn cancelling_a_run_on_an_ssh_host_stops_its_agent_after_a_last_checkpoint() {
         &format!("refs/octl/remote/{run}/long/0/0/wip:draft.txt"),
     ]);
     assert_eq!(draft.trim(), "draft", "{}", node_log(&env, &run, "long"));
-    let windows = c
-        .ssh(&host)
-        .arg("for s in $HOME/.octl-remote/*/*/tmux.sock; do tmux -S $s list-windows -a -F '#{session_name}' 2>/dev/null; done")
-        .output()
-        .unwrap();
-    let windows = String::from_utf8_lossy(&windows.stdout);
+    let windows = windows_on(&c, &host);
     assert!(
         !windows.contains(&run),
         "the run's window is still on {host}: {windows}"
@@ -255,16 +265,17 @@ fn cancelling_a_run_on_an_ssh_host_stops_its_agent_after_a_last_checkpoint() {
     );
 }
 
-/// A host cut off mid-run (its link down: what runs there goes on, unreachable): after
-/// `LOST_AFTER` failed looks its node fails with a reason naming the host and is retried in the
-/// same write; the new attempt runs on the other host from the last checkpoint fetched, so
-/// what the first copy committed (and even what it had not committed yet) merges. What the
-/// cut-off copy commits after the cut is never fetched, even once the host is back.
+/// A host cut off mid-run (its link down: what runs there goes on, unreachable): its node is
+/// `lost` (never failed) once the host failed its looks, and after `lost_after` it fails with
+/// a reason naming the host and is retried in the same write; the new attempt runs on the
+/// other host from the last checkpoint fetched, so what the first copy committed (and even
+/// what it had not committed yet) merges. What the cut-off copy commits after the cut is
+/// never fetched, even once the host is back, and its window there is stopped.
 #[test]
 #[ignore = "needs root and ip netns: starts SSH hosts (tests/cluster/up.sh)"]
 fn a_node_on_a_host_cut_off_starts_again_on_the_other_from_its_checkpoint() {
     let c = Cluster::shared();
-    let env = ssh_env(&c, 1);
+    let env = ssh_env_with(&c, 1, "lost_after = \"3s\"\n");
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let mark = env.root.path().join("first-copy-ran");
@@ -322,10 +333,11 @@ fn a_node_on_a_host_cut_off_starts_again_on_the_other_from_its_checkpoint() {
     c.fault("join", &first_host);
     assert_eq!(show["manifest"]["status"], "completed", "{show}\n{log}");
     let events = env.log_events(&run);
-    let failed = events
-        .iter()
-        .find(|e| e["type"] == "node.failed")
-        .expect("the lost node failed first");
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let lost_at = types.iter().position(|t| *t == "node.lost").expect("lost first");
+    let failed_at = types.iter().position(|t| *t == "node.failed").unwrap();
+    assert!(lost_at < failed_at, "{types:?}");
+    let failed = &events[failed_at];
     let reason = failed["data"]["reason"].as_str().unwrap();
     assert!(
         reason.contains(&format!("ssh host {first_host} stopped answering")),
@@ -378,6 +390,11 @@ fn a_node_on_a_host_cut_off_starts_again_on_the_other_from_its_checkpoint() {
             "{r} holds the late commit: {files}"
         );
     }
+    wait_until(
+        "the cut-off copy's window to be stopped",
+        Duration::from_secs(30),
+        || (!windows_on(&c, &first_host).contains(&run)).then_some(()),
+    );
     eprintln!(
         "host cut: node retried {:.1} s after the cut, merged {:.1} s after it",
         retried.as_secs_f64(),

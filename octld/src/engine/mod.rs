@@ -77,9 +77,35 @@ pub struct Engine {
     tools_ok: std::sync::atomic::AtomicBool,
     /// Limit resets up to this time (ms since the epoch) have woken the runs already.
     resets_seen: std::sync::atomic::AtomicU64,
-    /// Nodes whose start found every port of their range held, by (run, node): each waits,
-    /// unchanged, until a port of the range frees; then its run is looked at again.
-    port_waits: Mutex<HashMap<(String, String), crate::bootstrap::PortRange>>,
+    /// Nodes whose start found no room, by (run, node): each waits, unchanged, until what it
+    /// waits for frees; then its run is looked at again.
+    start_waits: Mutex<HashMap<(String, String), StartWait>>,
+    /// Room waits are being looked at (off the async threads: a runner may ask its place).
+    room_looking: std::sync::atomic::AtomicBool,
+    /// Starts under way on each remote runner, bounded ([`STARTS_PER_RUNNER`]).
+    start_permits: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+/// Starts under way at once on one remote runner (each a push and a submission or a window).
+pub const STARTS_PER_RUNNER: usize = 8;
+
+/// What a node whose start found no room waits for (shown by `run show` as `waiting_for`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartWait {
+    /// Live nodes hold every port of `[worktree] ports`.
+    Port(crate::bootstrap::PortRange),
+    /// Its runner has no room now (every SSH host full or silent; the Slurm controller
+    /// silent): the runner's name, and why.
+    Room { runner: String, why: String },
+}
+
+impl std::fmt::Display for StartWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartWait::Port(range) => write!(f, "a free port in worktree.ports {range}"),
+            StartWait::Room { runner, why } => write!(f, "room on runner {runner} ({why})"),
+        }
+    }
 }
 
 /// Held while a step runs for a node; frees the slot when dropped.
@@ -185,30 +211,40 @@ impl Engine {
         Ok(())
     }
 
-    /// `node` of `run` could not start: live nodes hold every port of `range`.
-    pub fn wait_for_port(&self, run: &str, node: &str, range: crate::bootstrap::PortRange) {
-        tracing::info!(run, node, ports = %range, "every port is held by a live node; the node waits for one");
-        self.port_waits
+    /// `node` of `run` could not start: it waits for `what`.
+    pub fn wait_for(&self, run: &str, node: &str, what: StartWait) {
+        tracing::info!(run, node, waits_for = %what, "the node waits to start");
+        self.start_waits
             .lock()
-            .expect("port_waits lock")
-            .insert((run.to_string(), node.to_string()), range);
+            .expect("start_waits lock")
+            .insert((run.to_string(), node.to_string()), what);
     }
 
-    /// `node` of `run` got its port (or started without one).
-    pub fn port_wait_over(&self, run: &str, node: &str) {
-        self.port_waits
+    /// `node` of `run` got what it waited for (or started without waiting).
+    pub fn wait_over(&self, run: &str, node: &str) {
+        self.start_waits
             .lock()
-            .expect("port_waits lock")
+            .expect("start_waits lock")
             .remove(&(run.to_string(), node.to_string()));
     }
 
-    /// The range `node` of `run` waits for a free port of, if it does.
-    pub fn waits_for_port(&self, run: &str, node: &str) -> Option<crate::bootstrap::PortRange> {
-        self.port_waits
+    /// What `node` of `run` waits for to start, if it does.
+    pub fn waits_for(&self, run: &str, node: &str) -> Option<StartWait> {
+        self.start_waits
             .lock()
-            .expect("port_waits lock")
+            .expect("start_waits lock")
             .get(&(run.to_string(), node.to_string()))
-            .copied()
+            .cloned()
+    }
+
+    /// The bound on starts under way on the remote runner `name`.
+    pub fn start_permits(&self, name: &str) -> Arc<tokio::sync::Semaphore> {
+        self.start_permits
+            .lock()
+            .expect("start_permits lock")
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(STARTS_PER_RUNNER)))
+            .clone()
     }
 
     pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {
@@ -241,7 +277,7 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
             _ = tick.tick() => {
                 supervise::tick(&daemon).await;
                 wake_paused(&daemon);
-                wake_port_waiters(&daemon);
+                wake_start_waiters(&daemon);
             }
             _ = &mut stop => return,
         }
@@ -272,28 +308,67 @@ fn wake_paused(daemon: &Arc<Daemon>) {
     }
 }
 
-/// A port freed in another run is no change in the waiting node's log: each tick, the run
-/// of a node waiting for a port of a range that has one free again is looked at again.
-fn wake_port_waiters(daemon: &Arc<Daemon>) {
-    let waiting = || daemon.engine.port_waits.lock().expect("port_waits lock");
+/// A port freed in another run, or room on a runner, is no change in the waiting node's log:
+/// each tick, the run of a node whose wait is over is looked at again. Room is asked of the
+/// runners off the async threads (a runner may ask its place), one look at a time.
+fn wake_start_waiters(daemon: &Arc<Daemon>) {
+    use std::sync::atomic::Ordering;
+    let waiting = || daemon.engine.start_waits.lock().expect("start_waits lock");
     if waiting().is_empty() {
         return;
     }
     let held = spawn::held_ports(daemon, None);
     let mut woken = Vec::new();
+    let mut rooms: Vec<String> = Vec::new();
     let mut waits = waiting();
-    waits.retain(|(run, _), range| {
-        let free = range.free(&held).is_some();
-        if free {
-            woken.push(run.clone());
+    waits.retain(|(run, _), what| match what {
+        StartWait::Port(range) => {
+            let free = range.free(&held).is_some();
+            if free {
+                woken.push(run.clone());
+            }
+            !free
         }
-        !free
+        StartWait::Room { runner, .. } => {
+            rooms.push(runner.clone());
+            true
+        }
     });
     drop(waits);
     woken.dedup();
     for run in woken {
         daemon.store.notify(&run);
     }
+    rooms.sort();
+    rooms.dedup();
+    if rooms.is_empty() || daemon.engine.room_looking.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let d = daemon.clone();
+    tokio::task::spawn_blocking(move || {
+        let config = d.home.config();
+        let free: Vec<String> = rooms
+            .into_iter()
+            .filter(|r| d.runners.of(Some(r), &config).is_ok_and(|r| r.has_room()))
+            .collect();
+        let mut runs = Vec::new();
+        d.engine
+            .start_waits
+            .lock()
+            .expect("start_waits lock")
+            .retain(|(run, _), what| match what {
+                StartWait::Room { runner, .. } if free.contains(runner) => {
+                    runs.push(run.clone());
+                    false
+                }
+                _ => true,
+            });
+        runs.dedup();
+        for run in runs {
+            d.store.notify(&run);
+        }
+        d.engine.room_looking.store(false, Ordering::Release);
+    });
 }
 
 /// Starts whatever step is due for the run as it is now: each step [`decide::due`] names

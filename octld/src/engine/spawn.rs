@@ -12,13 +12,13 @@ use octl_proto::ids::validate_node_id;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::merge::failpoint;
-use super::{append, blocking};
+use super::{append, blocking, StartWait};
 use crate::agents::{self, Launch, Mode, Profile, Session};
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
-use crate::runner::{AgentHandle, AgentSpec};
+use crate::runner::{AgentHandle, AgentSpec, Room};
 use crate::store::{Draft, NewRun, RunHandle};
 
 /// Largest accepted task text.
@@ -283,13 +283,32 @@ pub async fn create(
         },
     };
     // The node, and the intent to give it a branch and worktree named after the new run,
-    // go into the run's first write.
+    // go into the run's first write — where its runner has room (a remote runner's place
+    // recorded with it); without room the node waits, pending, as for a port.
     let worktrees = daemon.home.worktrees();
+    let room = reserve(daemon, &checked.runner, &id, &checked.node, 0).await?;
     // The port is chosen and recorded under one lock, so no other start takes it meanwhile.
     let ports = PORTS.lock().await;
-    let port = match checked.bootstrap.ports {
-        Some(range) => Some(free_port(daemon, range, None)?),
-        None => None,
+    let port = match (&room, checked.bootstrap.ports) {
+        (Room::Free { .. }, Some(range)) => match free_port(daemon, range, None) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                release(daemon, &checked.runner, &id, &checked.node).await;
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    let intent = match &room {
+        Room::Free { place } => Some(starting(
+            &id,
+            &checked.node,
+            &worktrees,
+            checked.launch.session.as_ref(),
+            port,
+            place.clone(),
+        )),
+        Room::Full(_) => None,
     };
     // Written before the worktree and window exist; synced while they are made.
     let (handle, syncing) = daemon
@@ -306,14 +325,10 @@ pub async fn create(
                         ..NodeAdded::default()
                     },
                 ),
-                starting(
-                    &id,
-                    &checked.node,
-                    &worktrees,
-                    checked.launch.session.as_ref(),
-                    port,
-                ),
-            ],
+            ]
+            .into_iter()
+            .chain(intent)
+            .collect(),
             id,
             created,
             files: Vec::new(),
@@ -321,6 +336,18 @@ pub async fn create(
         .await?;
     drop(ports);
     let t_create = t0.elapsed();
+    if let Room::Full(why) = room {
+        daemon.engine.wait_for(
+            &handle.id,
+            &checked.node,
+            StartWait::Room {
+                runner: checked.runner.clone(),
+                why,
+            },
+        );
+        syncing.wait().await?;
+        return Ok(handle);
+    }
     // The node is being started: the engine must not take it for a start a crash cut short.
     let slot = super::Engine::claim(daemon, &handle.id, super::StepKey::node(&checked.node));
     let started = start_node(
@@ -349,6 +376,7 @@ pub fn starting(
     worktrees: &Path,
     session: Option<&Session>,
     port: Option<u16>,
+    place: Option<String>,
 ) -> Draft {
     let worktree = worktrees.join(run).join(node);
     Draft::daemon(
@@ -359,8 +387,46 @@ pub fn starting(
             session_id: session.map(|s| s.id.clone()),
             resume: session.and_then(|s| s.resume.then_some(true)),
             port: port.map(u64::from),
+            place,
         },
     )
+}
+
+/// Room on the runner `name` for starting `node` of `run` (see `Runner::reserve`).
+async fn reserve(
+    daemon: &Arc<Daemon>,
+    name: &str,
+    run: &str,
+    node: &str,
+    attempt: u32,
+) -> Result<Room, AppError> {
+    let (d, name, run, node) = (
+        daemon.clone(),
+        name.to_string(),
+        run.to_string(),
+        node.to_string(),
+    );
+    blocking(move || {
+        d.runners
+            .of(Some(&name), &d.home.config())?
+            .reserve(&run, &node, attempt)
+    })
+    .await
+}
+
+/// Gives back the room [`reserve`] held (the start was not made).
+async fn release(daemon: &Arc<Daemon>, name: &str, run: &str, node: &str) {
+    let (d, name, run, node) = (
+        daemon.clone(),
+        name.to_string(),
+        run.to_string(),
+        node.to_string(),
+    );
+    let _ = blocking(move || {
+        d.runners.of(Some(&name), &d.home.config())?.release(&run, &node);
+        Ok(())
+    })
+    .await;
 }
 
 /// Held from choosing a port until the `node.starting` naming it is in the run's state.
@@ -408,11 +474,12 @@ pub fn branch_name(run: &str, node: &str) -> String {
     format!("octl/{run}/{node}")
 }
 
-/// Writes the intent `node.starting` with the port the node holds while live (the lowest free
-/// one of `[worktree] ports`, if the bootstrap names a range). A node that cannot get one
-/// because live nodes hold them all waits, unchanged, as for the cap: the engine looks at
-/// its run again once one frees ([`super::Engine::wait_for_port`]); one whose bootstrap is
-/// bad fails with the reason.
+/// Writes the intent `node.starting` with where the node's runner starts it (room reserved
+/// on it, the SSH host or Slurm job it goes to) and the port the node holds while live (the
+/// lowest free one of `[worktree] ports`, if the bootstrap names a range). A node whose
+/// runner has no room, or that cannot get a port because live nodes hold them all, waits,
+/// unchanged, as for the cap: the engine looks at its run again once what it waits for frees
+/// ([`super::Engine::wait_for`]); one whose bootstrap is bad fails with the reason.
 pub(super) async fn write_intent(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
@@ -420,24 +487,25 @@ pub(super) async fn write_intent(
     boot: Result<&Bootstrap, AppError>,
     session: Option<&Session>,
 ) -> Result<(), AppError> {
-    let ports = PORTS.lock().await;
-    let port = match boot {
-        Ok(Bootstrap {
-            ports: Some(range), ..
-        }) => match free_port(daemon, *range, Some((&handle.id, node))) {
-            Ok(p) => Ok(Some(p)),
-            Err(e) => {
-                daemon.engine.wait_for_port(&handle.id, node, *range);
-                return Err(e);
-            }
-        },
-        Ok(_) => Ok(None),
-        Err(e) => Err(e),
-    };
-    let port = match port {
-        Ok(p) => p,
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
+    let runner = this
+        .and_then(|n| n.runner.clone())
+        .unwrap_or_else(|| crate::config::LOCAL_RUNNER.to_string());
+    let attempt = this.map_or(0, |n| n.snapshot_refs.len() as u32);
+    let place = match reserve(daemon, &runner, &handle.id, node, attempt).await {
+        Ok(Room::Free { place }) => place,
+        Ok(Room::Full(why)) => {
+            let e = AppError::new(
+                ErrorKind::InvalidTransition,
+                format!("runner {runner} has no room now: {why}"),
+            );
+            daemon
+                .engine
+                .wait_for(&handle.id, node, StartWait::Room { runner, why });
+            return Err(e);
+        }
         Err(e) => {
-            drop(ports);
             append(
                 daemon,
                 handle,
@@ -448,9 +516,53 @@ pub(super) async fn write_intent(
             return Err(e);
         }
     };
-    let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
-    daemon.store.append(handle, intent, false).await?;
-    daemon.engine.port_wait_over(&handle.id, node);
+    let ports = PORTS.lock().await;
+    let port = match boot {
+        Ok(Bootstrap {
+            ports: Some(range), ..
+        }) => match free_port(daemon, *range, Some((&handle.id, node))) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) => {
+                drop(ports);
+                release(daemon, &runner, &handle.id, node).await;
+                daemon
+                    .engine
+                    .wait_for(&handle.id, node, StartWait::Port(*range));
+                return Err(e);
+            }
+        },
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let port = match port {
+        Ok(p) => p,
+        Err(e) => {
+            drop(ports);
+            release(daemon, &runner, &handle.id, node).await;
+            append(
+                daemon,
+                handle,
+                Some(node),
+                NodeFailed::because(format!("cannot start: {}", e.message)),
+            )
+            .await?;
+            return Err(e);
+        }
+    };
+    let intent = starting(
+        &handle.id,
+        node,
+        &daemon.home.worktrees(),
+        session,
+        port,
+        place,
+    );
+    if let Err(e) = daemon.store.append(handle, intent, false).await {
+        drop(ports);
+        release(daemon, &runner, &handle.id, node).await;
+        return Err(e);
+    }
+    daemon.engine.wait_over(&handle.id, node);
     Ok(())
 }
 
@@ -484,7 +596,15 @@ pub async fn start_node(
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
     let resume = launch.session.as_ref().is_some_and(|s| s.resume);
-    if boot.is_ok_and(|b| b.setup.is_some()) {
+    // A remote start is a push and a submission or a window over the network: the next node
+    // of a fan-out or plan does not wait for it (starts go at once, bounded per runner).
+    let view = handle.view();
+    let remote = view
+        .nodes
+        .iter()
+        .any(|n| n.id == node && n.runner.as_deref().is_some_and(|r| r != crate::config::LOCAL_RUNNER));
+    let scheduled = super::decide::schedules(view.manifest.kind);
+    if boot.is_ok_and(|b| b.setup.is_some()) || (remote && scheduled) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
         // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
         // or `failed` with the reason. The slot goes with it.
@@ -520,6 +640,18 @@ pub async fn bring_up(
 ) -> Result<(), AppError> {
     let branch = branch_name(&handle.id, node);
     let worktree = daemon.home.worktrees().join(&handle.id).join(node);
+    let runner_of = handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.runner.clone())
+        .filter(|r| r != crate::config::LOCAL_RUNNER);
+    // Starts under way on one remote runner are bounded.
+    let _permit = match &runner_of {
+        Some(r) => daemon.engine.start_permits(r).acquire_owned().await.ok(),
+        None => None,
+    };
     let started = {
         let (d, h, n, repo, start_point, launch) = (
             daemon.clone(),
@@ -534,16 +666,6 @@ pub async fn bring_up(
             let t0 = std::time::Instant::now();
             let git = Git::new(&repo);
             if healing {
-                let live = d
-                    .runner
-                    .observe()?
-                    .agents
-                    .into_iter()
-                    .find(|a| a.run == h.id && a.node == n && a.alive);
-                if let Some(a) = live {
-                    tracing::info!(run = %h.id, node = %n, pane = %a.handle, "adopted the live window of a half-started node");
-                    return Ok((a.handle.into_string(), a.pid.unwrap_or(0)));
-                }
                 let registered = git.worktree_list()?.iter().any(|w| w.path == worktree && !w.prunable);
                 if crate::pool::unfinished_take(&git, &worktree, &branch, registered) {
                     // A pool entry was taken (renamed here) but not made the node's yet.
@@ -557,6 +679,21 @@ pub async fn bring_up(
                         git.worktree_add(&worktree, &branch, &start_point)?;
                     }
                 }
+                // The agent a start cut short left (found by its name where the start went)
+                // is adopted, not started again. Its place not answering: the start waits.
+                match find_agent(&d, &h, &n, &worktree, &launch) {
+                    Ok(Some(found)) => {
+                        tracing::info!(run = %h.id, node = %n, pane = %found.0, "adopted the agent of a half-started node");
+                        return Ok(Some(found));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(run = %h.id, node = %n, error = %e.message, "the place of a half-started node does not answer; its start waits");
+                        let runner = runner_name(&h, &n);
+                        d.engine.wait_for(&h.id, &n, super::StartWait::Room { runner, why: e.message });
+                        return Ok(None);
+                    }
+                }
             } else if !crate::pool::take(&d.home, &repo, &worktree, &branch, &start_point) {
                 git.worktree_add(&worktree, &branch, &start_point)?;
                 crate::pool::note_checkout(&d.home, &repo, &worktree);
@@ -565,14 +702,22 @@ pub async fn bring_up(
             let t_worktree = t0.elapsed();
             let window = open_window(&d, &h, &n, &worktree, &launch);
             tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
-            window
+            window.map(Some)
         })
         .await
     };
+    // The agent runs; a crash here leaves `starting` with an agent to adopt.
+    failpoint("spawn:after-agent");
     match started {
-        Ok((pane, pid)) => {
+        // Waits for its runner's place (the engine looks again once it answers).
+        Ok(None) => Ok(()),
+        Ok(Some((pane, pid))) => {
             if launch.answers_trust {
-                super::trust::answer(daemon, AgentHandle::new(pane.clone()));
+                let d = daemon.clone();
+                let named = runner_of.clone();
+                if let Ok(r) = blocking(move || d.runners.of(named.as_deref(), &d.home.config())).await {
+                    super::trust::answer(r, AgentHandle::new(pane.clone()));
+                }
             }
             let confirmed = append(
                 daemon,
@@ -701,6 +846,17 @@ fn agent_env(
     env
 }
 
+/// The runner a node's `node.added` names (`local` if none).
+fn runner_name(handle: &RunHandle, node: &str) -> String {
+    handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.runner.clone())
+        .unwrap_or_else(|| crate::config::LOCAL_RUNNER.to_string())
+}
+
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
 fn open_window(
     daemon: &Daemon,
@@ -709,6 +865,38 @@ fn open_window(
     worktree: &Path,
     launch: &Launch,
 ) -> Result<(String, u32), AppError> {
+    with_spec(daemon, handle, node, worktree, launch, |runner, spec| {
+        let started = runner.start(spec)?;
+        Ok((started.handle.into_string(), started.pid))
+    })
+}
+
+/// The agent a start cut short by a crash left behind, asked of the node's runner (see
+/// `Runner::find`).
+fn find_agent(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+    launch: &Launch,
+) -> Result<Option<(String, u32)>, AppError> {
+    with_spec(daemon, handle, node, worktree, launch, |runner, spec| {
+        Ok(runner
+            .find(spec)?
+            .map(|s| (s.handle.into_string(), s.pid)))
+    })
+}
+
+/// Calls `f` with the node's runner and the spec of its agent: the agent's argv with the
+/// octl environment, its output kept.
+fn with_spec<T>(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+    launch: &Launch,
+    f: impl FnOnce(&dyn crate::runner::Runner, &AgentSpec<'_>) -> Result<T, AppError>,
+) -> Result<T, AppError> {
     let logs = handle.dir.join("logs");
     let log = logs.join(format!("{node}.log"));
     let exe = std::env::current_exe()
@@ -741,11 +929,11 @@ fn open_window(
         first: view.nodes.iter().all(|n| n.pane.is_none()),
         // Each retry's cleanup kept the attempt before it as a snapshot.
         attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
+        place: this.and_then(|n| n.place.as_deref()),
     };
     let runner = daemon.runners.of(
         this.and_then(|n| n.runner.as_deref()),
         &daemon.home.config(),
     )?;
-    let started = runner.start(&spec)?;
-    Ok((started.handle.into_string(), started.pid))
+    f(&*runner, &spec)
 }

@@ -78,6 +78,7 @@ impl Runner for FakeRunner {
                 exit_status: None,
                 exit_signal: None,
                 requeue: None,
+                queued: None,
             },
         );
         Ok(Started { handle, pid })
@@ -136,6 +137,7 @@ mod tests {
             log: Path::new("/dev/null"),
             first: false,
             attempt: 0,
+            place: None,
         })
         .unwrap()
     }

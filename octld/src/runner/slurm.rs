@@ -14,15 +14,28 @@ use crate::config::RunnerConfig;
 use crate::git::Git;
 use octl_proto::{AppError, ErrorKind};
 
-/// Runs a Slurm client command (`sinfo`, `squeue`, `sbatch`, `scancel`); its stdout.
+/// How long a Slurm client command may take: a controller that does not answer makes them
+/// wait out its `MessageTimeout`, which must not hold up the supervisor.
+const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs a Slurm client command (`sinfo`, `squeue`, `sbatch`, `scancel`) within
+/// [`COMMAND_TIMEOUT`]; its stdout.
 pub fn slurm(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let out = super::ssh::bounded(cmd, None, COMMAND_TIMEOUT)
         .map_err(|e| {
-            AppError::new(ErrorKind::ToolMissing, format!("cannot run {program}: {e}")).with_hint(
+            AppError::new(ErrorKind::ToolMissing, e.message).with_hint(
                 "install Slurm's client commands (Debian: slurm-client) on the daemon's machine",
+            )
+        })?
+        .ok_or_else(|| {
+            AppError::new(
+                ErrorKind::ToolFailed,
+                format!(
+                    "{program} did not answer within {} s (the Slurm controller does not answer?)",
+                    COMMAND_TIMEOUT.as_secs()
+                ),
             )
         })?;
     if !out.status.success() {
@@ -153,6 +166,9 @@ const SHIM: &str = include_str!("slurm_shim.sh");
 /// The exchange repositories' `update` hook: pushes only to open attempts (see its header).
 const HOOK: &str = include_str!("exchange_hook.sh");
 
+/// The job script's exit code when a push of its result was refused.
+const REFUSED: i32 = 92;
+
 /// In an exchange repository: the attempts agents may push to, one ref prefix a line.
 const OPEN: &str = "octl-open";
 
@@ -166,6 +182,19 @@ const ATTACH_STEP: &str = "unset TMUX TMUX_PANE; for _ in $(seq 300); do \
 
 /// Job names: `octl.<run>.<node>.<attempt>` (run ids and node names have no '.').
 const JOB_PREFIX: &str = "octl.";
+
+/// The one place of this runner ([`Runner::place_of`](super::Runner::place_of)): every job is
+/// known through the controller.
+const CONTROLLER: &str = "slurmctld";
+
+/// How long `squeue` must have failed before the controller counts as unreachable (its
+/// nodes `lost`); before that a failed look leaves every node as it is.
+const UNREACHABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The job name of an attempt.
+fn job_name(run: &str, node: &str, attempt: u32) -> String {
+    format!("{JOB_PREFIX}{run}.{node}.{attempt}")
+}
 
 /// [`Runner`](super::Runner) over a Slurm cluster: one batch job per attempt, observed by one
 /// `squeue` per tick. Jobs are told apart from other daemons' by their comment (a tag of this
@@ -193,10 +222,20 @@ struct Job {
     restarts: u32,
     /// The node its batch script runs on; empty while pending.
     host: String,
+    /// Why it waits, while pending (`Resources`, `Priority`, …).
+    reason: String,
 }
 
 /// `squeue -O`: every field as it is (no width given: none is cut), each ending in '|'.
-const SQUEUE_FIELDS: &str = "JobID:|,Name:|,State:|,Comment:|,RestartCnt:|,BatchHost:|";
+const SQUEUE_FIELDS: &str = "JobID:|,Name:|,State:|,Comment:|,RestartCnt:|,BatchHost:|,Reason:|";
+
+/// The states of a job that waits in the queue (it holds nothing and its agent does not run).
+fn queued(state: &str) -> bool {
+    matches!(
+        state,
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+    )
+}
 
 /// What the runner remembers between looks, to say where a requeued job's lost copy ran.
 #[derive(Debug, Default)]
@@ -210,6 +249,10 @@ struct Seen {
     /// Exit codes of ended jobs, asked of `scontrol` once each (ended jobs stay listed by
     /// `squeue` for `MinJobAge`, and their code does not change).
     exits: HashMap<String, Option<i32>>,
+    /// `squeue` fails since then (also as a time of day), with its last error.
+    failing: Option<(std::time::Instant, u64, String)>,
+    /// Jobs the engine gave up on (`abandon`) to cancel once the controller answers.
+    cancel: std::collections::HashSet<String>,
 }
 
 /// `slurm:<jobid>:<attempt>`, the handle the log keeps as the node's `pane`.
@@ -217,7 +260,7 @@ fn handle_of(job: &str, attempt: u32) -> AgentHandle {
     AgentHandle::new(format!("slurm:{job}:{attempt}"))
 }
 
-fn parse_handle(h: &AgentHandle) -> Option<(&str, u32)> {
+pub(crate) fn parse_handle(h: &AgentHandle) -> Option<(&str, u32)> {
     let rest = h.as_str().strip_prefix("slurm:")?;
     let (job, attempt) = rest.split_once(':')?;
     Some((job, attempt.parse().ok()?))
@@ -276,10 +319,61 @@ impl SlurmRunner {
                     comment: f.next()?.to_string(),
                     restarts: f.next()?.parse().unwrap_or(0),
                     host: f.next()?.to_string(),
+                    reason: f.next().unwrap_or_default().to_string(),
                 })
             })
             .filter(|j| j.comment == self.tag && j.name.starts_with(JOB_PREFIX))
             .collect())
+    }
+
+    /// [`SlurmRunner::jobs`] for the supervisor: a failure is remembered (since when, why), an
+    /// answer clears it and cancels the jobs given up on that still run.
+    fn look(&self) -> Result<Vec<Job>> {
+        let jobs = self.jobs();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match &jobs {
+            Ok(list) => {
+                if seen.failing.take().is_some() {
+                    tracing::info!("the Slurm controller answers again");
+                }
+                let cancel: Vec<String> = std::mem::take(&mut seen.cancel)
+                    .into_iter()
+                    .filter(|id| list.iter().any(|j| &j.id == id && ended(&j.state).is_none()))
+                    .collect();
+                drop(seen);
+                for id in cancel {
+                    if let Err(e) = Self::cancel(&id) {
+                        tracing::warn!(job = %id, error = %e.message, "cannot cancel a job given up on");
+                        self.seen
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .cancel
+                            .insert(id);
+                    }
+                }
+            }
+            Err(e) => {
+                let now = (std::time::Instant::now(), crate::store::writer::now_ms());
+                let since = seen.failing.as_ref().map_or(now, |f| (f.0, f.1));
+                seen.failing = Some((since.0, since.1, e.message.clone()));
+            }
+        }
+        jobs
+    }
+
+    /// Why the controller counts as unreachable now, if it does: `(since ms, reason)`.
+    fn unreachable(&self) -> Option<(u64, String)> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (t, since, why) = seen.failing.as_ref()?;
+        (t.elapsed() >= UNREACHABLE_AFTER).then(|| {
+            (
+                *since,
+                format!(
+                    "the Slurm controller stopped answering {:.0} s ago (squeue: {why})",
+                    t.elapsed().as_secs_f64()
+                ),
+            )
+        })
     }
 
     /// The exit code of an ended job (`scontrol`'s `ExitCode=N:S`; a signal counts as 128+S).
@@ -489,7 +583,7 @@ impl super::Runner for SlurmRunner {
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(CHECKPOINT_S)
             .to_string();
-        let name = format!("{JOB_PREFIX}{}.{}.{}", spec.run, spec.node, spec.attempt);
+        let name = job_name(spec.run, spec.node, spec.attempt);
         let mut cmd = Command::new("sbatch");
         cmd.arg("--parsable")
             .arg(format!("--job-name={name}"))
@@ -533,8 +627,25 @@ impl super::Runner for SlurmRunner {
     }
 
     fn observe(&self) -> Result<Observation> {
+        let jobs = match self.look() {
+            Ok(j) => j,
+            Err(e) => {
+                return match self.unreachable() {
+                    Some((since_ms, reason)) => Ok(Observation {
+                        unreachable: vec![super::Unreachable {
+                            place: CONTROLLER.to_string(),
+                            since_ms,
+                            reason,
+                        }],
+                        ..Observation::default()
+                    }),
+                    // A failure or two: every node stays as it is.
+                    None => Err(e),
+                };
+            }
+        };
         let mut agents = Vec::new();
-        for job in self.jobs()? {
+        for job in jobs {
             let Some((run, node, attempt)) = parse_name(&job.name) else {
                 continue;
             };
@@ -556,6 +667,7 @@ impl super::Runner for SlurmRunner {
                 exit_status,
                 exit_signal: None,
                 requeue: self.requeue_of(&job),
+                queued: queued(&job.state).then(|| job.reason.clone()),
             });
         }
         Ok(Observation {
@@ -572,6 +684,56 @@ impl super::Runner for SlurmRunner {
             .into_iter()
             .filter(|a| a.alive)
             .collect())
+    }
+
+    fn place_of(&self, _handle: &AgentHandle) -> Option<String> {
+        Some(CONTROLLER.to_string())
+    }
+
+    fn reserve(&self, run: &str, node: &str, attempt: u32) -> Result<super::Room> {
+        // Pending jobs hold nothing: the cluster's queue is the room, as long as it answers.
+        Ok(match self.unreachable() {
+            Some((_, why)) => super::Room::Full(why),
+            None => super::Room::Free {
+                place: Some(job_name(run, node, attempt)),
+            },
+        })
+    }
+
+    fn has_room(&self) -> bool {
+        let failing = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing
+            .is_some();
+        !failing || self.look().is_ok()
+    }
+
+    fn find(&self, spec: &AgentSpec<'_>) -> Result<Option<Started>> {
+        // By name: a controller restarted with a clean state numbers jobs from 1 again. A job
+        // that ended meanwhile is adopted too: its end is judged like any other.
+        let name = job_name(spec.run, spec.node, spec.attempt);
+        let mut jobs: Vec<Job> = self.jobs()?.into_iter().filter(|j| j.name == name).collect();
+        jobs.sort_by_key(|j| (ended(&j.state).is_none(), j.id.parse::<u64>().unwrap_or(0)));
+        Ok(jobs.pop().map(|j| Started {
+            handle: handle_of(&j.id, spec.attempt),
+            pid: 0,
+        }))
+    }
+
+    fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
+        let Some((id, attempt)) = parse_handle(handle) else {
+            return Ok(());
+        };
+        // No push of it is taken any more; the job is cancelled once the controller answers.
+        self.close(id, &ref_prefix(run, node, attempt));
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancel
+            .insert(id.to_string());
+        Ok(())
     }
 
     fn stop(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<bool> {
@@ -659,7 +821,26 @@ impl super::Runner for SlurmRunner {
                 .join(format!("{run}.{node}.{attempt}")),
         )
         .ok()
-        .and_then(|t| t.lines().last().map(str::to_string));
+        .and_then(|t| t.lines().last().map(str::to_string))
+        .or_else(|| {
+            // The shim's own word for a push git refused (another copy moved the ref: its
+            // lease failed), when the hook recorded none.
+            let (id, _) = parse_handle(handle)?;
+            // Asked of `scontrol` already when the job was seen failed.
+            let code = self
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .exits
+                .get(id)
+                .copied()
+                .flatten();
+            (code == Some(REFUSED)).then(|| {
+                format!(
+                    "the cluster refused the agent's push (job {id} exited {REFUSED}: another copy of attempt {attempt} pushed first; see the node's log)"
+                )
+            })
+        });
         let Some(copy) = newest else {
             return Err(AppError::new(
                 ErrorKind::ToolFailed,

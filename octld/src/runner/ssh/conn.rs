@@ -217,7 +217,7 @@ fn unreachable(host: &str, why: &str) -> AppError {
 }
 
 /// Runs `cmd` to its end or until `timeout` (then it is killed: `None`).
-fn bounded(mut cmd: Command, input: Option<&[u8]>, timeout: Duration) -> Result<Option<Output>> {
+pub(crate) fn bounded(mut cmd: Command, input: Option<&[u8]>, timeout: Duration) -> Result<Option<Output>> {
     cmd.stdin(if input.is_some() {
         Stdio::piped()
     } else {
