@@ -610,7 +610,10 @@ mod tests {
         let e = refused("[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\npass_env = [\"A B\"]\n");
         assert!(e.contains("runners.x.pass_env entry \"A B\""), "{e}");
         let e = refused("[runners.x]\nkind = \"slurm\"\npass_env = [\"A\"]\n");
-        assert!(e.contains("runners.x.pass_env: only for kind = \"ssh\""), "{e}");
+        assert!(
+            e.contains("runners.x.pass_env: only for kind = \"ssh\""),
+            "{e}"
+        );
         let c = Config::parse(
             "[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\nlost_after = \"30s\"\npass_env = [\"HOME\"]\n",
         )

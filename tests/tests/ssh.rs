@@ -334,7 +334,10 @@ fn a_node_on_a_host_cut_off_starts_again_on_the_other_from_its_checkpoint() {
     assert_eq!(show["manifest"]["status"], "completed", "{show}\n{log}");
     let events = env.log_events(&run);
     let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
-    let lost_at = types.iter().position(|t| *t == "node.lost").expect("lost first");
+    let lost_at = types
+        .iter()
+        .position(|t| *t == "node.lost")
+        .expect("lost first");
     let failed_at = types.iter().position(|t| *t == "node.failed").unwrap();
     assert!(lost_at < failed_at, "{types:?}");
     let failed = &events[failed_at];
@@ -473,4 +476,311 @@ fn attach_reaches_the_agent_on_its_host() {
         "attach on ssh: the agent's screen in {:.2} s",
         shown.as_secs_f64()
     );
+}
+
+/// Stops a daemon the CLI started, even when the test fails.
+struct StopOnDrop<'a>(&'a TestEnv);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.cli(["daemon", "stop"]);
+    }
+}
+
+/// The types of a run's events, in order.
+fn types(env: &TestEnv, run: &str) -> Vec<String> {
+    env.event_types(run)
+}
+
+/// Repro (issue 23, 1 and 5): the daemon stopped, a host cut off, the daemon started again.
+/// `daemon start` answers at once (it never waits for a host); the node on the cut host is
+/// `lost` — never failed or exited — until the host answers again; then its agent is found,
+/// finishes, and what it did after the cut comes back and merges. Nothing is left on the host.
+#[test]
+#[ignore = "needs root and ip netns: starts SSH hosts (tests/cluster/up.sh)"]
+fn a_daemon_restarted_while_its_host_is_cut_off_finds_the_agent_again_and_merges_its_work() {
+    let c = Cluster::shared();
+    let env = ssh_env(&c, 2);
+    let _stop = StopOnDrop(&env);
+    env.cli(["daemon", "start"]).ok();
+    let repo = TestRepo::new(&env, "repo");
+    let (mark, go) = (env.root.path().join("a-done"), env.root.path().join("go"));
+    let task = format!(
+        "echo a > a.txt; git add a.txt; git commit -qm a; touch {mark}; \
+         while [ ! -f {go} ]; do sleep 0.2; done; echo b > b.txt; git add b.txt; git commit -qm b",
+        mark = mark.display(),
+        go = go.display()
+    );
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            &task,
+            json!({"agent": "shell", "node": "far", "runner": "hosts"}),
+        )
+        .unwrap(),
+    );
+    wait_until("the agent's first commit", Duration::from_secs(60), || {
+        mark.exists().then_some(())
+    });
+    let host = host_of(&env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]);
+    env.cli(["daemon", "stop"]).ok();
+    c.fault("cut", &host);
+    let t0 = Instant::now();
+    let started = env.cli(["daemon", "start"]);
+    let took = t0.elapsed();
+    let cut = Instant::now();
+    started.ok();
+    let lost = wait_until("the node to be lost", Duration::from_secs(60), || {
+        let t = types(&env, &run);
+        assert!(
+            !t.iter().any(|t| t == "node.failed" || t == "node.exited"),
+            "the node ended while its host was cut off: {t:?}\n{}",
+            node_log(&env, &run, "far")
+        );
+        t.iter().any(|t| t == "node.lost").then(|| cut.elapsed())
+    });
+    let show = env.cli(["run", "show", &run]);
+    assert!(
+        show.stdout.contains("lost") && show.stdout.contains(&format!("ssh host {host}")),
+        "{show:?}"
+    );
+    let node = &env.rpc("run.show", json!({"run": run}))["nodes"][0];
+    assert_eq!(node["state"], "lost", "{node}");
+    assert!(
+        node["waiting_for"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("its place to answer")),
+        "{node}"
+    );
+    c.fault("join", &host);
+    wait_until("the agent to be found", Duration::from_secs(60), || {
+        types(&env, &run)
+            .iter()
+            .any(|t| t == "node.found")
+            .then_some(())
+    });
+    std::fs::write(&go, "").unwrap();
+    let show = wait_end(&env, &run, "far", 120);
+    assert_eq!(
+        show["manifest"]["status"],
+        "completed",
+        "{show}\n{}",
+        node_log(&env, &run, "far")
+    );
+    assert_eq!(repo.show("main", "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(
+        repo.show("main", "b.txt").as_deref(),
+        Some("b\n"),
+        "what the agent did after the cut merged"
+    );
+    let found = octl_tests::remote::problems(&env, &c, &repo, &[run.clone()]);
+    assert!(found.is_empty(), "{found:#?}");
+    let log = node_log(&env, &run, "far");
+    assert!(!log.contains("empty repository"), "{log}");
+    eprintln!(
+        "restart with a host cut: daemon start {:.2} s, the node lost {:.1} s after the start",
+        took.as_secs_f64(),
+        lost.as_secs_f64()
+    );
+}
+
+/// Repro (issue 23, 2; deliverables 3 and 6): a fan-out of 8 over two hosts of 2 slots with
+/// `max_parallel` 8. Starts go at once (several nodes starting together); the units beyond
+/// the slots wait, pending, with the reason in `run show`, and start as slots free — never
+/// failed as "full". A host cut with units on it: they are lost, and after `lost_after` start
+/// again on the other host from their checkpoints (their first commits survive). Every unit
+/// merges; once the host is back nothing of the run is left on it.
+#[test]
+#[ignore = "needs root and ip netns: starts SSH hosts (tests/cluster/up.sh)"]
+fn a_fan_out_beyond_the_hosts_slots_waits_for_room_and_survives_a_host_cut() {
+    let c = Cluster::shared();
+    let env = ssh_env_with(&c, 2, "lost_after = \"2s\"\n");
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let marks = env.root.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let hold = env.root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let units: String = (1..=8)
+        .map(|i| format!("[[units]]\nid = \"u{i}\"\nvars = {{ x = \"f{i}\" }}\n"))
+        .collect();
+    // Step a once (a resumed copy finds it committed), then held until the test lets go.
+    let prompt = format!(
+        "if [ ! -f {{x}}.a ]; then hostname > {{x}}.a; git add {{x}}.a; git commit -qm a-{{x}}; touch {m}/{{x}}; fi; \
+         while [ -f {h} ]; do sleep 0.2; done; hostname > {{x}}.b",
+        m = marks.display(),
+        h = hold.display()
+    );
+    let manifest = format!("prompt = \"{prompt}\"\nagent = \"shell\"\nrunner = \"hosts\"\n{units}");
+    let run = run_id(&env.rpc(
+        "fanout.start",
+        json!({"manifest": manifest, "format": "toml", "repo": repo.path.display().to_string(),
+               "max_parallel": 8}),
+    ));
+    // Four run (two per host) and have their first commit fetched; the other four wait.
+    let on_host = |host: &str| -> Vec<String> {
+        env.rpc("run.show", json!({"run": run}))["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["state"] == "running" && host_of(&n["pane"]) == host)
+            .map(|n| n["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let cut = c.ssh_hosts[0].clone();
+    let victims = wait_until(
+        "two units on the first host",
+        Duration::from_secs(90),
+        || {
+            let units = on_host(&cut);
+            let fetched = units.iter().all(|u| {
+                repo.refs(&format!("refs/octl/remote/{run}/{u}/0/0/head"))
+                    .len()
+                    == 1
+            });
+            (units.len() == 2 && fetched && std::fs::read_dir(&marks).unwrap().count() == 4)
+                .then_some(units)
+        },
+    );
+    let show = env.rpc("run.show", json!({"run": run}));
+    let waiting: Vec<&Value> = show["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["state"] == "pending")
+        .collect();
+    // The next in order says what it waits for; the others wait behind it.
+    assert_eq!(waiting.len(), 4, "{show}");
+    assert!(
+        waiting[0]["waiting_for"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("room on runner hosts (every answering host")),
+        "{show}"
+    );
+    c.fault("cut", &cut);
+    std::fs::remove_file(&hold).unwrap();
+    let show = wait_end(&env, &run, "u1", 240);
+    c.fault("join", &cut);
+    assert_eq!(
+        show["manifest"]["status"],
+        "completed",
+        "{show}\n{}",
+        node_log(&env, &run, &victims[0])
+    );
+    let events = env.log_events(&run);
+    for e in events.iter().filter(|e| e["type"] == "node.failed") {
+        let reason = e["data"]["reason"].as_str().unwrap_or("");
+        assert!(
+            reason.contains(&format!("ssh host {cut} stopped answering")),
+            "only lost units end, and only to start again: {e}"
+        );
+    }
+    for u in &victims {
+        let lost = events
+            .iter()
+            .position(|e| e["node"] == json!(u) && e["type"] == "node.lost");
+        assert!(lost.is_some(), "{u} was lost first");
+        let x = u.replace('u', "f");
+        assert_eq!(
+            repo.show("main", &format!("{x}.a"))
+                .as_deref()
+                .map(str::trim),
+            Some(cut.as_str()),
+            "{u}'s first commit, made on the cut host, survived"
+        );
+        assert_ne!(
+            repo.show("main", &format!("{x}.b"))
+                .as_deref()
+                .map(str::trim),
+            Some(cut.as_str()),
+            "{u} finished elsewhere"
+        );
+    }
+    for i in 1..=8 {
+        assert!(
+            repo.show("main", &format!("f{i}.b")).is_some(),
+            "f{i} merged"
+        );
+    }
+    // Starts overlapped: a node began starting before another's start was recorded.
+    let mut starting = 0usize;
+    let mut most = 0usize;
+    for e in &events {
+        match e["type"].as_str().unwrap() {
+            "node.starting" => starting += 1,
+            "node.started" | "node.failed" => starting = starting.saturating_sub(1),
+            _ => {}
+        }
+        most = most.max(starting);
+    }
+    assert!(most >= 2, "starts never overlapped");
+    wait_until("nothing left on the hosts", Duration::from_secs(60), || {
+        octl_tests::remote::problems(&env, &c, &repo, &[run.clone()])
+            .is_empty()
+            .then_some(())
+    });
+}
+
+/// Repro (issue 23, 1, the merge: deliverable 2): a remote node whose window vanished (its
+/// host's tmux server killed) fails — with what its agent pushed brought back into its branch;
+/// `merge --accept-failed` then puts that work in main, and the checker agrees that the log
+/// says nothing git does not hold.
+#[test]
+#[ignore = "needs root and ip netns: starts SSH hosts (tests/cluster/up.sh)"]
+fn a_remote_node_whose_window_vanished_merges_as_committed_with_its_pushed_work() {
+    let c = Cluster::shared();
+    let env = ssh_env(&c, 2);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let mark = env.root.path().join("committed");
+    let task = format!(
+        "echo c > c.txt; git add c.txt; git commit -qm c; touch {}; sleep 600",
+        mark.display()
+    );
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            &task,
+            json!({"agent": "shell", "node": "gone", "runner": "hosts"}),
+        )
+        .unwrap(),
+    );
+    wait_until("the agent's commit", Duration::from_secs(60), || {
+        mark.exists().then_some(())
+    });
+    let host = host_of(&env.rpc("run.show", json!({"run": run}))["nodes"][0]["pane"]);
+    // Its checkpoint (the commit) is pushed to the host; then the host's tmux server goes.
+    let dir = octld::runner::ssh::host_dir(&env.home, &host);
+    wait_until(
+        "the commit pushed on the host",
+        Duration::from_secs(30),
+        || {
+            let out = c
+                .ssh(&host)
+                .arg(format!(
+                "git -C \"$HOME/{dir}\"/*.git for-each-ref refs/octl/remote/{run}/gone/0/0/head"
+            ))
+                .output()
+                .unwrap();
+            (!out.stdout.is_empty()).then_some(())
+        },
+    );
+    c.ssh(&host)
+        .arg(format!("tmux -S \"$HOME/{dir}/tmux.sock\" kill-server"))
+        .output()
+        .unwrap();
+    let node = env.wait_node(&run, "gone", "failed");
+    assert_eq!(
+        repo.show(node["branch"].as_str().unwrap(), "c.txt")
+            .as_deref(),
+        Some("c\n"),
+        "the pushed commit came back into the branch: {node}"
+    );
+    env.cli(["merge", &run, "--node", "gone", "--accept-failed"])
+        .ok();
+    assert_eq!(repo.show("main", "c.txt").as_deref(), Some("c\n"));
+    let found = octld::invariants::check(&env.run_dir(&run));
+    assert!(found.is_empty(), "{found:#?}");
 }

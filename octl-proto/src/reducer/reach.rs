@@ -40,7 +40,11 @@ impl RunState {
             return Err(transition(format!(
                 "node {id:?} is {}{}; {t} is accepted only for a started node that is {}",
                 node.state.as_str(),
-                if node.pane.is_none() { " without an agent" } else { "" },
+                if node.pane.is_none() {
+                    " without an agent"
+                } else {
+                    ""
+                },
                 names.join(", ")
             )));
         }

@@ -732,14 +732,20 @@ fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
         .unwrap();
     let a = &s.nodes["a"];
     assert_eq!(a.state, Queued);
-    assert_eq!(a.queued.as_ref().unwrap().reason.as_deref(), Some("Resources"));
+    assert_eq!(
+        a.queued.as_ref().unwrap().reason.as_deref(),
+        Some("Resources")
+    );
     assert_eq!(a.started_at, None, "a queued agent has not begun to run");
     assert!(a.state.is_alive());
     assert_eq!(s.status(), RunStatus::Active);
     s.apply(&d(6, "node.running", json!({}))).unwrap();
     let a = &s.nodes["a"];
     assert_eq!((a.state, a.queued.clone()), (Running, None));
-    assert_eq!(a.started_at.as_deref(), Some(d(6, "x", json!({})).ts.as_str()));
+    assert_eq!(
+        a.started_at.as_deref(),
+        Some(d(6, "x", json!({})).ts.as_str())
+    );
 
     // Lost: its reason and since when, alive still; found again as it was. Without a reason,
     // or with a time that is none, it is refused.
@@ -758,7 +764,10 @@ fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
     let a = &s.nodes["a"];
     assert_eq!(a.state, Lost);
     let l = a.lost.clone().unwrap();
-    assert_eq!((l.since.as_str(), l.was), ("2026-11-30T10:00:03.000Z", Running));
+    assert_eq!(
+        (l.since.as_str(), l.was),
+        ("2026-11-30T10:00:03.000Z", Running)
+    );
     assert!(l.reason.contains("s1"));
     assert_eq!(s.status(), RunStatus::Active, "it waits for its host");
 
@@ -778,7 +787,10 @@ fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
     assert!(!client_may_append(RunKind::Spinoff, "node.lost"));
 
     s.apply(&d(8, "node.found", json!({}))).unwrap();
-    assert_eq!((s.nodes["a"].state, s.nodes["a"].lost.clone()), (Running, None));
+    assert_eq!(
+        (s.nodes["a"].state, s.nodes["a"].lost.clone()),
+        (Running, None)
+    );
     // A queued node lost and found is queued again, with its reason.
     s.apply(&d(9, "node.queued", json!({"reason": "Priority"})))
         .unwrap();
@@ -787,7 +799,10 @@ fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
     s.apply(&d(11, "node.found", json!({}))).unwrap();
     let a = &s.nodes["a"];
     assert_eq!(a.state, Queued);
-    assert_eq!(a.queued.as_ref().unwrap().reason.as_deref(), Some("Priority"));
+    assert_eq!(
+        a.queued.as_ref().unwrap().reason.as_deref(),
+        Some("Priority")
+    );
 
     // Its end is judged from where it is, and clears what it waited for.
     s.apply(&d(12, "node.lost", json!({"reason": "gone quiet"})))
@@ -795,14 +810,19 @@ fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
     s.apply(&d(13, "node.exited", json!({"exit_status": 0})))
         .unwrap();
     let a = &s.nodes["a"];
-    assert_eq!((a.state, a.lost.clone(), a.queued.clone()), (Exited, None, None));
+    assert_eq!(
+        (a.state, a.lost.clone(), a.queued.clone()),
+        (Exited, None, None)
+    );
     let err = s.apply(&d(14, "node.found", json!({}))).unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidTransition);
 
     // Only a started node: one without an agent is neither queued nor lost.
     let mut s = started_spinoff();
     s.nodes.get_mut("a").unwrap().pane = None;
-    let err = s.apply(&d(5, "node.lost", json!({"reason": "x"}))).unwrap_err();
+    let err = s
+        .apply(&d(5, "node.lost", json!({"reason": "x"})))
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidTransition);
 }
 

@@ -336,7 +336,9 @@ async fn brought_back(
     node: &octl_proto::state::Node,
 ) -> Result<(), AppError> {
     let (Some(runner), Some(pane), Some(worktree), Some(branch), Some(repo)) = (
-        node.runner.clone().filter(|r| r != crate::config::LOCAL_RUNNER),
+        node.runner
+            .clone()
+            .filter(|r| r != crate::config::LOCAL_RUNNER),
         node.pane.clone(),
         node.worktree.clone(),
         node.branch.clone(),

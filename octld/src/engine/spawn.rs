@@ -314,18 +314,16 @@ pub async fn create(
     let (handle, syncing) = daemon
         .store
         .begin_run(NewRun {
-            initial: vec![
-                Draft::daemon(
-                    Some(&checked.node),
-                    NodeAdded {
-                        agent: Some(checked.profile.name.clone()),
-                        task: Some(req.task.clone()),
-                        gate: req.gate.clone(),
-                        runner: Some(checked.runner.clone()),
-                        ..NodeAdded::default()
-                    },
-                ),
-            ]
+            initial: vec![Draft::daemon(
+                Some(&checked.node),
+                NodeAdded {
+                    agent: Some(checked.profile.name.clone()),
+                    task: Some(req.task.clone()),
+                    gate: req.gate.clone(),
+                    runner: Some(checked.runner.clone()),
+                    ..NodeAdded::default()
+                },
+            )]
             .into_iter()
             .chain(intent)
             .collect(),
@@ -423,7 +421,9 @@ async fn release(daemon: &Arc<Daemon>, name: &str, run: &str, node: &str) {
         node.to_string(),
     );
     let _ = blocking(move || {
-        d.runners.of(Some(&name), &d.home.config())?.release(&run, &node);
+        d.runners
+            .of(Some(&name), &d.home.config())?
+            .release(&run, &node);
         Ok(())
     })
     .await;
@@ -599,10 +599,12 @@ pub async fn start_node(
     // A remote start is a push and a submission or a window over the network: the next node
     // of a fan-out or plan does not wait for it (starts go at once, bounded per runner).
     let view = handle.view();
-    let remote = view
-        .nodes
-        .iter()
-        .any(|n| n.id == node && n.runner.as_deref().is_some_and(|r| r != crate::config::LOCAL_RUNNER));
+    let remote = view.nodes.iter().any(|n| {
+        n.id == node
+            && n.runner
+                .as_deref()
+                .is_some_and(|r| r != crate::config::LOCAL_RUNNER)
+    });
     let scheduled = super::decide::schedules(view.manifest.kind);
     if boot.is_ok_and(|b| b.setup.is_some()) || (remote && scheduled) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
@@ -715,7 +717,9 @@ pub async fn bring_up(
             if launch.answers_trust {
                 let d = daemon.clone();
                 let named = runner_of.clone();
-                if let Ok(r) = blocking(move || d.runners.of(named.as_deref(), &d.home.config())).await {
+                if let Ok(r) =
+                    blocking(move || d.runners.of(named.as_deref(), &d.home.config())).await
+                {
                     super::trust::answer(r, AgentHandle::new(pane.clone()));
                 }
             }
@@ -881,9 +885,7 @@ fn find_agent(
     launch: &Launch,
 ) -> Result<Option<(String, u32)>, AppError> {
     with_spec(daemon, handle, node, worktree, launch, |runner, spec| {
-        Ok(runner
-            .find(spec)?
-            .map(|s| (s.handle.into_string(), s.pid)))
+        Ok(runner.find(spec)?.map(|s| (s.handle.into_string(), s.pid)))
     })
 }
 

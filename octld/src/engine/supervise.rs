@@ -210,7 +210,9 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                     .as_ref()
                     .map(|l| l.reason.clone())
                     .unwrap_or_default();
-                if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
+                if let Some(slot) =
+                    Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id))
+                {
                     let (d, r) = (daemon.clone(), seen.runner.clone());
                     steps.push(tokio::spawn(async move {
                         start_again(&d, &handle, &node, r, &reason).await;
@@ -221,26 +223,41 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
             }
             if let Some(u) = unreachable {
                 if node.state != NodeState::Lost {
-                    note(daemon, &handle, &node, NodeLost {
-                        reason: u.reason.clone(),
-                        since: Some(octl_proto::time::format_millis(u.since_ms)),
-                    });
+                    note(
+                        daemon,
+                        &handle,
+                        &node,
+                        NodeLost {
+                            reason: u.reason.clone(),
+                            since: Some(octl_proto::time::format_millis(u.since_ms)),
+                        },
+                    );
                 }
                 continue;
             }
         }
         let status = match mine {
             Some(_) if node.state == NodeState::Lost => {
-                note(daemon, &handle, &node, NodeFound {
-                    reason: Some("its place answers again and the agent is there".into()),
-                });
+                note(
+                    daemon,
+                    &handle,
+                    &node,
+                    NodeFound {
+                        reason: Some("its place answers again and the agent is there".into()),
+                    },
+                );
                 continue;
             }
             Some(p) if p.alive => {
                 match (&p.queued, node.state) {
-                    (Some(why), NodeState::Running) => note(daemon, &handle, &node, NodeQueued {
-                        reason: Some(why.clone()).filter(|w| !w.is_empty()),
-                    }),
+                    (Some(why), NodeState::Running) => note(
+                        daemon,
+                        &handle,
+                        &node,
+                        NodeQueued {
+                            reason: Some(why.clone()).filter(|w| !w.is_empty()),
+                        },
+                    ),
                     (None, NodeState::Queued) => note(daemon, &handle, &node, NodeRunning {}),
                     _ => {}
                 }
@@ -348,7 +365,12 @@ fn note<P: Payload + Send + 'static>(
     };
     let (d, handle, node) = (daemon.clone(), handle.clone(), node.clone());
     tokio::spawn(async move {
-        let current = handle.view().nodes.iter().find(|n| n.id == node.id).cloned();
+        let current = handle
+            .view()
+            .nodes
+            .iter()
+            .find(|n| n.id == node.id)
+            .cloned();
         if current.is_some_and(|c| c.state == node.state && c.pane == node.pane) {
             if append(&d, &handle, Some(&node.id), said).await.is_ok() {
                 tracing::info!(run = %handle.id, node = %node.id, event = P::TYPE, "recorded what the runner says of the agent");
@@ -440,10 +462,8 @@ async fn start_again(
         return;
     };
     let (run, id) = (handle.id.clone(), node.id.clone());
-    let given_up = blocking(move || {
-        runner.abandon(&run, &id, &crate::runner::AgentHandle::new(pane))
-    })
-    .await;
+    let given_up =
+        blocking(move || runner.abandon(&run, &id, &crate::runner::AgentHandle::new(pane))).await;
     if let Err(e) = given_up {
         tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "could not give up a lost agent; tried again next tick");
         return;

@@ -365,9 +365,17 @@ fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Ar
 /// The refs (`refs/octl/remote/<run>/<node>/<attempt>/<copy>`) of the copy of a remote
 /// agent `handle` whose work comes back, in the repository of `git`: the copy an SSH handle
 /// names, the newest copy fetched of a Slurm job's attempt; `None` for a local agent.
-pub fn last_copy(git: &crate::git::Git, run: &str, node: &str, handle: &AgentHandle) -> Option<String> {
+pub fn last_copy(
+    git: &crate::git::Git,
+    run: &str,
+    node: &str,
+    handle: &AgentHandle,
+) -> Option<String> {
     if let Some((_, attempt, copy, _)) = ssh::parse_handle(handle) {
-        return Some(format!("{}/{copy}", exchange::ref_prefix(run, node, attempt)));
+        return Some(format!(
+            "{}/{copy}",
+            exchange::ref_prefix(run, node, attempt)
+        ));
     }
     let (_, attempt) = slurm::parse_handle(handle)?;
     let prefix = exchange::ref_prefix(run, node, attempt);

@@ -338,7 +338,10 @@ impl SlurmRunner {
                 }
                 let cancel: Vec<String> = std::mem::take(&mut seen.cancel)
                     .into_iter()
-                    .filter(|id| list.iter().any(|j| &j.id == id && ended(&j.state).is_none()))
+                    .filter(|id| {
+                        list.iter()
+                            .any(|j| &j.id == id && ended(&j.state).is_none())
+                    })
                     .collect();
                 drop(seen);
                 for id in cancel {
@@ -644,13 +647,20 @@ impl super::Runner for SlurmRunner {
                 };
             }
         };
+        // An attempt takes pushes until no job of it is alive (a second job of one attempt,
+        // as a crash used to leave, must not close it for the first).
+        let alive: std::collections::HashSet<&str> = jobs
+            .iter()
+            .filter(|j| ended(&j.state).is_none())
+            .map(|j| j.name.as_str())
+            .collect();
         let mut agents = Vec::new();
-        for job in jobs {
+        for job in &jobs {
             let Some((run, node, attempt)) = parse_name(&job.name) else {
                 continue;
             };
             let end = ended(&job.state);
-            if end.is_some() {
+            if end.is_some() && !alive.contains(job.name.as_str()) {
                 self.close(&job.id, &ref_prefix(run, node, attempt));
             }
             let exit_status = match end {
@@ -666,7 +676,7 @@ impl super::Runner for SlurmRunner {
                 alive: end.is_none(),
                 exit_status,
                 exit_signal: None,
-                requeue: self.requeue_of(&job),
+                requeue: self.requeue_of(job),
                 queued: queued(&job.state).then(|| job.reason.clone()),
             });
         }
@@ -714,7 +724,11 @@ impl super::Runner for SlurmRunner {
         // By name: a controller restarted with a clean state numbers jobs from 1 again. A job
         // that ended meanwhile is adopted too: its end is judged like any other.
         let name = job_name(spec.run, spec.node, spec.attempt);
-        let mut jobs: Vec<Job> = self.jobs()?.into_iter().filter(|j| j.name == name).collect();
+        let mut jobs: Vec<Job> = self
+            .jobs()?
+            .into_iter()
+            .filter(|j| j.name == name)
+            .collect();
         jobs.sort_by_key(|j| (ended(&j.state).is_none(), j.id.parse::<u64>().unwrap_or(0)));
         Ok(jobs.pop().map(|j| Started {
             handle: handle_of(&j.id, spec.attempt),

@@ -560,8 +560,7 @@ mod tests {
     fn lost_nodes_and_their_runner_in_run_show() {
         let mut lost = node("far", "lost");
         lost["runner"] = json!("hosts");
-        lost["lost"] =
-            json!({"reason": "ssh host s1 stopped answering", "since": "2026-12-01T10:00:00.000Z", "was": "running"});
+        lost["lost"] = json!({"reason": "ssh host s1 stopped answering", "since": "2026-12-01T10:00:00.000Z", "was": "running"});
         let d = detail_with(json!([node("ok", "merged"), lost]));
         let text = lost_text(&d);
         assert!(
@@ -571,7 +570,10 @@ mod tests {
         assert!(text.contains(": ssh host s1 stopped answering\n"), "{text}");
         assert_eq!(lost_text(&detail_with(json!([node("a", "running")]))), "");
         let table = detail_text(&d, &HashMap::new());
-        assert!(table.contains("RUNNER") && table.contains("hosts\n"), "{table}");
+        assert!(
+            table.contains("RUNNER") && table.contains("hosts\n"),
+            "{table}"
+        );
     }
 
     #[test]

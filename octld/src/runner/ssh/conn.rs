@@ -217,7 +217,11 @@ fn unreachable(host: &str, why: &str) -> AppError {
 }
 
 /// Runs `cmd` to its end or until `timeout` (then it is killed: `None`).
-pub(crate) fn bounded(mut cmd: Command, input: Option<&[u8]>, timeout: Duration) -> Result<Option<Output>> {
+pub(crate) fn bounded(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Option<Output>> {
     cmd.stdin(if input.is_some() {
         Stdio::piped()
     } else {

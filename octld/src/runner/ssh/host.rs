@@ -61,7 +61,11 @@ impl Inner {
     /// The host that should take the next agent, not in `tried`: answering (or not looked at
     /// yet), with a free slot (agents alive, starts under way and room reserved count), the
     /// least loaded first. `Err`: why none can.
-    pub(super) fn choose(&self, state: &State, tried: &[String]) -> std::result::Result<String, String> {
+    pub(super) fn choose(
+        &self,
+        state: &State,
+        tried: &[String],
+    ) -> std::result::Result<String, String> {
         let mut full = 0;
         let mut best: Option<(u32, &Conn)> = None;
         for c in self.hosts.iter().filter(|c| !tried.contains(&c.host)) {
@@ -111,7 +115,9 @@ impl Inner {
     pub(super) fn reserve_room(&self, run: &str, node: &str) -> Room {
         let mut state = self.state();
         let key = (run.to_string(), node.to_string());
-        state.reserved.retain(|_, (_, at)| at.elapsed() < RESERVED_FOR);
+        state
+            .reserved
+            .retain(|_, (_, at)| at.elapsed() < RESERVED_FOR);
         if let Some((host, _)) = state.reserved.get(&key) {
             return Room::Free {
                 place: Some(host.clone()),
@@ -345,7 +351,18 @@ impl Inner {
         let ac = format!("{attempt}.{copy}");
         let wt = spec.cwd.display().to_string();
         let log = spec.log.display().to_string();
-        let window = window_script(&pre, &cmd, run, node, &ac, &wt, &log, &remote_log, &remote_git, &go);
+        let window = window_script(
+            &pre,
+            &cmd,
+            run,
+            node,
+            &ac,
+            &wt,
+            &log,
+            &remote_log,
+            &remote_git,
+            &go,
+        );
         let out = conn.run(&window, None, CALL_TIMEOUT)?;
         let out = String::from_utf8_lossy(&out);
         let mut f = out.split_whitespace();
@@ -421,7 +438,11 @@ impl Inner {
                 }
                 Err(e) if Some(c.host.as_str()) == spec.place => {
                     tracing::warn!(host = %c.host, run = spec.run, node = spec.node, error = %e.message, "the host of a start cut short does not answer: its copy is given up, the next one starts");
-                    let _ = git.plumbing(&["update-ref", &format!("{mine}/lost"), &format!("{mine}/base")]);
+                    let _ = git.plumbing(&[
+                        "update-ref",
+                        &format!("{mine}/lost"),
+                        &format!("{mine}/base"),
+                    ]);
                     return Ok(None);
                 }
                 Err(_) => {}
@@ -456,7 +477,13 @@ impl Inner {
         let dir = git.plumbing(&["rev-parse", "--show-toplevel"])?;
         conn.git(
             Path::new(dir.trim()),
-            &["fetch", "-q", "--no-tags", &url, &format!("+{mine}/*:{mine}/*")],
+            &[
+                "fetch",
+                "-q",
+                "--no-tags",
+                &url,
+                &format!("+{mine}/*:{mine}/*"),
+            ],
             CALL_TIMEOUT,
         )
     }

@@ -589,11 +589,7 @@ impl Runner for SshRunner {
         let mut any = false;
         for conn in &self.hosts {
             let host = &conn.host;
-            let unreachable = self
-                .state()
-                .hosts
-                .get(host)
-                .is_some_and(|h| h.failed > 0);
+            let unreachable = self.state().hosts.get(host).is_some_and(|h| h.failed > 0);
             if unreachable {
                 self.state()
                     .stop_later
@@ -635,11 +631,7 @@ impl Runner for SshRunner {
         };
         let mine = format!("{}/{copy}", ref_prefix(run, node, attempt));
         let abandoned = self.state().abandoned.contains_key(handle.as_str());
-        let reachable = !self
-            .state()
-            .hosts
-            .get(host)
-            .is_some_and(|h| h.failed > 0);
+        let reachable = !self.state().hosts.get(host).is_some_and(|h| h.failed > 0);
         let git = Git::new(worktree);
         if !abandoned && reachable {
             let conn = self.conn(host)?;
@@ -737,6 +729,22 @@ impl Runner for SshRunner {
             c.drop_master();
         }
     }
+}
+
+/// Where a daemon of `home` keeps its things on `host`, relative to the host's `$HOME`:
+/// `.octl-remote/<daemon>/<host>` (its tmux socket, job script, bare repositories, clones).
+pub fn host_dir(home: &Path, host: &str) -> String {
+    format!(
+        ".octl-remote/{}/{}",
+        conn::hash(home.as_os_str().as_encoded_bytes()),
+        dir_name(host)
+    )
+}
+
+/// The name of the bare repository on every host of the repository whose git directory is
+/// `common` (`git rev-parse --git-common-dir`, absolute).
+pub fn host_repo(common: &Path) -> String {
+    format!("{}.git", conn::hash(common.as_os_str().as_encoded_bytes()))
 }
 
 /// Asks every host at once for the tools agents need there (tmux and git); all must answer.
