@@ -11,7 +11,55 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::cluster::Cluster;
-use crate::{TestEnv, TestRepo};
+use crate::{wait_until_describing, TestEnv, TestRepo};
+
+/// Waits up to `timeout` for [`problems`] to find none (what is left on the cluster is being
+/// stopped in the background); on timeout, panics with what it found last.
+pub fn settle(
+    env: &TestEnv,
+    c: &Cluster,
+    repo: &TestRepo,
+    runs: &[String],
+    timeout: std::time::Duration,
+) {
+    let last = std::cell::RefCell::new(Vec::new());
+    wait_until_describing(
+        "nothing of the runs left on the cluster, and the checker clean",
+        timeout,
+        || {
+            let found = problems(env, c, repo, runs);
+            let clean = found.is_empty();
+            *last.borrow_mut() = found;
+            clean.then_some(())
+        },
+        || {
+            // What the logs say, to see how it came to be left.
+            let events: Vec<String> = runs
+                .iter()
+                .flat_map(|r| env.log_events(r))
+                .map(|e| {
+                    format!(
+                        "{} {} {} {}",
+                        e["seq"],
+                        e["type"].as_str().unwrap_or(""),
+                        e["node"].as_str().unwrap_or("-"),
+                        e["data"]
+                    )
+                })
+                .collect();
+            format!(
+                "{:#?}
+--- the runs' events ---
+{}",
+                last.borrow(),
+                events.join(
+                    "
+"
+                )
+            )
+        },
+    );
+}
 
 /// Every problem found, one sentence each (empty: all holds). `runs` are the runs of the
 /// home to look at (ended ones: their agents must all be gone).

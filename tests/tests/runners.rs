@@ -637,6 +637,17 @@ fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
         out.contains(&format!("the copy on {first_host} was lost")),
         "{out}"
     );
+    // The dead copy's clone (in the scratch directory the nodes share here) went with the
+    // copy that resumed from its checkpoint (issue 23, 6).
+    let job = show["nodes"][0]["pane"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let dead = std::env::temp_dir().join(format!("octl-job-{job}-0"));
+    assert!(!dead.exists(), "{} is still there", dead.display());
 }
 
 /// `run cancel` of a run on Slurm cancels its job; the agent's trap pushes a last checkpoint

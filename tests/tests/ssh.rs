@@ -97,7 +97,7 @@ fn host_of(pane: &Value) -> String {
 fn a_spinoff_on_an_ssh_host_comes_back_and_merges() {
     let c = Cluster::shared();
     let env = ssh_env(&c, 2);
-    let _d = env.start_daemon();
+    let d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let t0 = Instant::now();
     let run = run_id(
@@ -132,10 +132,36 @@ fn a_spinoff_on_an_ssh_host_comes_back_and_merges() {
         .git(&["log", "--format=%s", "main"])
         .contains("where it ran"));
     assert!(log.contains(&format!("on ssh host {host}")), "{log}");
+    assert!(!log.contains("empty repository"), "{log}");
+    // A graceful stop closes the master connections (issue 23, 6): no ssh of this home's is
+    // left running (a master persists for 10 minutes otherwise).
+    env.rpc("daemon.shutdown", json!({}));
+    d.wait_exit();
+    let masters = env.home.join("ssh").display().to_string();
+    wait_until(
+        "the ssh master connections to end",
+        Duration::from_secs(10),
+        || (!processes_naming(&masters)).then_some(()),
+    );
     eprintln!(
         "spinoff on ssh: {:.2} s from spawn to completed",
         took.as_secs_f64()
     );
+}
+
+/// Whether a live process has `text` in its command line (not a zombie).
+fn processes_naming(text: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        let cmd = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        let zombie = std::fs::read_to_string(p.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        !zombie && String::from_utf8_lossy(&cmd).contains(text)
+    })
 }
 
 /// The most agents alive at once on each host, replayed from the log: an agent is on the
@@ -450,6 +476,14 @@ fn attach_reaches_the_agent_on_its_host() {
     );
     pane.wait_for("hello-from-far-away");
     let shown = t0.elapsed();
+    // node.screen asks the node's own runner (issue 23, 6).
+    let screen = env.rpc("node.screen", json!({"run": run, "node": "far"}));
+    assert!(
+        screen["screen"]
+            .as_str()
+            .is_some_and(|s| s.contains("hello-from-far-away")),
+        "{screen}"
+    );
     let clients = || {
         let out = c
             .ssh(&host)
@@ -715,11 +749,7 @@ fn a_fan_out_beyond_the_hosts_slots_waits_for_room_and_survives_a_host_cut() {
         most = most.max(starting);
     }
     assert!(most >= 2, "starts never overlapped");
-    wait_until("nothing left on the hosts", Duration::from_secs(60), || {
-        octl_tests::remote::problems(&env, &c, &repo, &[run.clone()])
-            .is_empty()
-            .then_some(())
-    });
+    octl_tests::remote::settle(&env, &c, &repo, &[run.clone()], Duration::from_secs(60));
 }
 
 /// Repro (issue 23, 1, the merge: deliverable 2): a remote node whose window vanished (its

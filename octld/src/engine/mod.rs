@@ -387,6 +387,12 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
         if matches!(step, Step::EndRun(_)) && daemon.engine.busy(&handle.id) {
             continue;
         }
+        // A start waiting for its runner's room is made again once it has some.
+        if let Step::HealStart { node } = &step {
+            if daemon.engine.waits_for(&handle.id, &node.id).is_some() {
+                continue;
+            }
+        }
         let slot = if step.quiet() {
             Engine::claim_quiet(daemon, &handle.id, step.key())
         } else {

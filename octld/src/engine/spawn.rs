@@ -743,6 +743,21 @@ pub async fn bring_up(
             crate::pool::refill(daemon, repo, start_point);
             confirmed.map(|_| ())
         }
+        // A remote runner found no room after all: the node waits, starting, and its start
+        // is made again (as after a crash: what it may have left is looked for first) once
+        // the runner has room.
+        Err(e) if e.kind == ErrorKind::Timeout && runner_of.is_some() => {
+            tracing::warn!(run = %handle.id, node, error = %e.message, "no room for the agent after all; its start waits");
+            daemon.engine.wait_for(
+                &handle.id,
+                node,
+                StartWait::Room {
+                    runner: runner_of.clone().unwrap_or_default(),
+                    why: e.message,
+                },
+            );
+            Ok(())
+        }
         Err(e) => {
             tracing::error!(run = %handle.id, node, error = %e.message, "could not start the agent");
             let _ = append(

@@ -331,6 +331,12 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                 };
                 let exited = match judged {
                     Ok(()) => on_exit(&d, &handle, &node, status).await,
+                    // Its place stopped answering while its work was fetched: nothing is
+                    // known of it; the next look judges it again (or finds it lost).
+                    Err(reason) if !reachable(&d, &node) => {
+                        tracing::warn!(run = %handle.id, node = %node.id, %reason, "the agent's end is judged again once its place answers");
+                        Ok(())
+                    }
                     Err(reason) => {
                         let failed = NodeFailed {
                             reason: Some(reason),
@@ -396,6 +402,19 @@ fn note_requeue(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, r: R
             tracing::info!(run = %handle.id, node = %id, copy, "the runner requeued the node's agent");
         }
     });
+}
+
+/// Whether the place of `node`'s agent answers (see `Runner::reachable`).
+fn reachable(daemon: &Daemon, node: &Node) -> bool {
+    let (Some(pane), Ok(runner)) = (
+        node.pane.as_deref(),
+        daemon
+            .runners
+            .of(node.runner.as_deref(), &daemon.home.config()),
+    ) else {
+        return true;
+    };
+    runner.reachable(&crate::runner::AgentHandle::new(pane))
 }
 
 /// The runner a node's agent runs on; `None` is `local`.

@@ -168,7 +168,9 @@ pub trait Runner: Send + Sync {
     /// Checks the runner's tools (e.g. the tmux version); the engine calls it once per daemon.
     fn check(&self) -> Result<()>;
 
-    /// Starts an agent for `spec.node` of `spec.run`.
+    /// Starts an agent for `spec.node` of `spec.run`. An error of kind `timeout` means no
+    /// room after all (the place it went to stopped answering, the others are full): the
+    /// node waits, starting, until [`Runner::has_room`]; any other fails it.
     fn start(&self, spec: &AgentSpec<'_>) -> Result<Started>;
 
     /// Every agent the runner hosts, ended ones included, in one call: the supervisor calls
@@ -225,6 +227,13 @@ pub trait Runner: Send + Sync {
     fn place_of(&self, handle: &AgentHandle) -> Option<String> {
         let _ = handle;
         None
+    }
+
+    /// Whether the place of the agent `handle` answered its last look: a call that failed
+    /// while it does not (a fetch cut off) says nothing of the agent, and is tried again.
+    fn reachable(&self, handle: &AgentHandle) -> bool {
+        let _ = handle;
+        true
     }
 
     /// Gives up on the agent `handle` of `node` of `run`, whose place did not answer for the

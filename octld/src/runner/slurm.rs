@@ -209,6 +209,9 @@ pub struct SlurmRunner {
     seen: Mutex<Seen>,
     /// Held while an `octl-open` file changes.
     open_lock: Mutex<()>,
+    /// Held while an exchange repository, its hook or the job script is made (starts go at
+    /// once).
+    make_lock: Mutex<()>,
 }
 
 /// A job as `squeue` lists it.
@@ -302,6 +305,7 @@ impl SlurmRunner {
             tag: tag_of(home),
             seen: Mutex::default(),
             open_lock: Mutex::default(),
+            make_lock: Mutex::default(),
         }
     }
 
@@ -395,6 +399,7 @@ impl SlurmRunner {
     /// The bare exchange repository of the repository `worktree` belongs to, created on first
     /// use: agents clone from it and push into it; the daemon fetches from it.
     fn exchange_of(&self, worktree: &Path) -> Result<PathBuf> {
+        let _one = self.make_lock.lock().unwrap_or_else(|e| e.into_inner());
         let common = Git::new(worktree).plumbing(&[
             "rev-parse",
             "--path-format=absolute",
@@ -578,9 +583,20 @@ impl super::Runner for SlurmRunner {
             std::fs::create_dir_all(dir)
                 .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
         }
+        // Written once, whole (write, rename): another start's sbatch may be reading it.
         let script = self.exchange.join("slurm_shim.sh");
-        std::fs::write(&script, SHIM)
-            .map_err(|e| AppError::internal(format!("cannot write {}: {e}", script.display())))?;
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(SHIM) {
+            let tmp = self.exchange.join(format!(
+                "slurm_shim.sh.{}.{}",
+                std::process::id(),
+                crate::store::writer::now_ms()
+            ));
+            std::fs::write(&tmp, SHIM)
+                .and_then(|()| std::fs::rename(&tmp, &script))
+                .map_err(|e| {
+                    AppError::internal(format!("cannot write {}: {e}", script.display()))
+                })?;
+        }
         let every = std::env::var("OCTL_SLURM_CHECKPOINT_S")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -698,6 +714,14 @@ impl super::Runner for SlurmRunner {
 
     fn place_of(&self, _handle: &AgentHandle) -> Option<String> {
         Some(CONTROLLER.to_string())
+    }
+
+    fn reachable(&self, _handle: &AgentHandle) -> bool {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing
+            .is_none()
     }
 
     fn reserve(&self, run: &str, node: &str, attempt: u32) -> Result<super::Room> {

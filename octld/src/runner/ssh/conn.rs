@@ -172,10 +172,21 @@ impl Conn {
         let mut cmd = Command::new("git");
         cmd.current_dir(dir)
             .args(args)
+            .env("LC_ALL", "C")
             .env("GIT_SSH_COMMAND", self.git_ssh())
             .env("GIT_TERMINAL_PROMPT", "0");
         match bounded(cmd, None, timeout)? {
             Some(o) if o.status.success() => Ok(()),
+            Some(o) if String::from_utf8_lossy(&o.stderr).contains(GIT_UNREACHED) => {
+                Err(unreachable(
+                    &self.host,
+                    &format!(
+                        "git {} could not reach it: {}",
+                        args.first().unwrap_or(&""),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
+                ))
+            }
             Some(o) => Err(AppError::new(
                 ErrorKind::ToolFailed,
                 format!(
@@ -209,12 +220,17 @@ impl Conn {
     }
 }
 
+/// A host that did not answer: kind `timeout`, which a start takes for "no room now" (the
+/// node waits) rather than a failure of the node (see `Runner::start`).
 fn unreachable(host: &str, why: &str) -> AppError {
     AppError::new(
-        ErrorKind::ToolFailed,
+        ErrorKind::Timeout,
         format!("ssh host {host} does not answer: {why}"),
     )
 }
+
+/// What git prints when its transport (here: ssh to the host) failed, not the command.
+const GIT_UNREACHED: &str = "Could not read from remote repository";
 
 /// Runs `cmd` to its end or until `timeout` (then it is killed: `None`).
 pub(crate) fn bounded(

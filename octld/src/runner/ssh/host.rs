@@ -147,21 +147,27 @@ impl Inner {
     pub(super) fn start_agent(&self, spec: &AgentSpec<'_>) -> Result<Started> {
         let git = Git::new(spec.cwd);
         let repo_id = repo_id(&git)?;
-        let (copy, resume) = resume_point(&git, spec.run, spec.node, spec.attempt);
-        if let Some(r) = &resume {
-            // The new worktree takes the lost copy's branch; its uncommitted work goes with
-            // the base to the host.
-            git.plumbing(&["reset", "-q", "--keep", &r.head])?;
-        }
-        let head = git.plumbing(&["rev-parse", "HEAD"])?.trim().to_string();
         let branch = git
             .plumbing(&["rev-parse", "--abbrev-ref", "HEAD"])?
             .trim()
             .to_string();
-        let mine = format!("{}/{copy}", ref_prefix(spec.run, spec.node, spec.attempt));
-        // Holds the copy's number, and is what it resumes from if it is lost before its
-        // first checkpoint.
-        git.plumbing(&["update-ref", &format!("{mine}/base"), &head])?;
+        // The copy this start is, and what it resumes from; named in the daemon's repository
+        // (`…/<copy>/base`) before anything is made on a host.
+        let next_copy = || -> Result<(u32, Option<Resume>, String)> {
+            let (copy, resume) = resume_point(&git, spec.run, spec.node, spec.attempt);
+            if let Some(r) = &resume {
+                // The new worktree takes the lost copy's branch; its uncommitted work goes
+                // with the base to the host.
+                git.plumbing(&["reset", "-q", "--keep", &r.head])?;
+            }
+            let head = git.plumbing(&["rev-parse", "HEAD"])?.trim().to_string();
+            let mine = format!("{}/{copy}", ref_prefix(spec.run, spec.node, spec.attempt));
+            // Holds the copy's number, and is what it resumes from if it is lost before its
+            // first checkpoint.
+            git.plumbing(&["update-ref", &format!("{mine}/base"), &head])?;
+            Ok((copy, resume, mine))
+        };
+        let (mut copy, mut resume, mut mine) = next_copy()?;
         let mut first = {
             let mut state = self.state();
             let key = (spec.run.to_string(), spec.node.to_string());
@@ -170,19 +176,27 @@ impl Inner {
         };
         let mut tried = Vec::new();
         let mut errors: Vec<String> = Vec::new();
+        // Every host tried did not answer (or none had room): kind `timeout`, no room now (the
+        // node waits); a host that answered and refused is the node's failure.
+        let mut refused = false;
         loop {
+            let failing = |h: &str| self.state().hosts.get(h).is_some_and(|h| h.failed > 0);
             let host = match first.take() {
-                Some(h) if self.conn(&h).is_ok() => h,
+                Some(h) if self.conn(&h).is_ok() && !failing(&h) => h,
                 _ => {
                     let state = self.state();
                     match self.choose(&state, &tried) {
                         Ok(h) => h,
                         Err(why) if errors.is_empty() => {
-                            return Err(AppError::new(ErrorKind::ToolFailed, why))
+                            return Err(AppError::new(ErrorKind::Timeout, why))
                         }
                         Err(_) => {
                             return Err(AppError::new(
-                                ErrorKind::ToolFailed,
+                                if refused {
+                                    ErrorKind::ToolFailed
+                                } else {
+                                    ErrorKind::Timeout
+                                },
                                 format!(
                                     "no host of runner {:?} took the agent: {}",
                                     self.name,
@@ -240,7 +254,20 @@ impl Inner {
                     if let Some(s) = self.setup.get(&host) {
                         *s.lock().unwrap_or_else(|e| e.into_inner()) = Setup::default();
                     }
-                    self.note_failure(&host, &e);
+                    if e.kind == ErrorKind::Timeout {
+                        self.note_failure(&host, &e);
+                        // Its window may be there all the same (the answer was cut off): that
+                        // copy is given up, so it is never adopted or fetched, and is stopped
+                        // once the host answers; the next host starts the next copy.
+                        let _ = git.plumbing(&[
+                            "update-ref",
+                            &format!("{mine}/lost"),
+                            &format!("{mine}/base"),
+                        ]);
+                        (copy, resume, mine) = next_copy()?;
+                    } else {
+                        refused = true;
+                    }
                     errors.push(format!("{host}: {}", e.message));
                 }
             }
@@ -351,6 +378,10 @@ impl Inner {
         let ac = format!("{attempt}.{copy}");
         let wt = spec.cwd.display().to_string();
         let log = spec.log.display().to_string();
+        let repo = Git::new(spec.cwd)
+            .plumbing(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?
+            .trim()
+            .to_string();
         let window = window_script(
             &pre,
             &cmd,
@@ -361,6 +392,7 @@ impl Inner {
             &log,
             &remote_log,
             &remote_git,
+            &repo,
             &go,
         );
         let out = conn.run(&window, None, CALL_TIMEOUT)?;

@@ -142,6 +142,11 @@ impl Inner {
             if abandoned.contains_key(&handle) {
                 continue;
             }
+            // Known to be nobody's already: not asked about again at every look.
+            if let Some(stray) = h.strays.remove(&handle) {
+                strays.insert(handle, stray);
+                continue;
+            }
             let entry = match h.agents.remove(&handle) {
                 Some(a) => a,
                 // A window made before this daemon started: adopted, unless its copy was
@@ -287,9 +292,15 @@ pub(super) fn give_up(a: &Placed, reason: &str) {
     let _ = append_log(&a.log, format!("\noctl: {reason}\n").as_bytes());
 }
 
-/// A window found on a host that this runner did not start (a daemon restarted).
+/// A window found on a host that this runner did not start (a daemon restarted), or whose
+/// start it took for failed: a copy given up on (marked lost in the daemon's repository, which
+/// the window names) is to be stopped, also once its node's worktree is gone.
 pub(super) fn adopt(p: &Pane, attempt: u32, copy: u32) -> Adopted {
     let worktree = PathBuf::from(&p.worktree);
+    let mark = format!("{}/{copy}/lost", ref_prefix(&p.run, &p.node, attempt));
+    if !p.repo.is_empty() && Path::new(&p.repo).is_dir() && has_commit(&Git::new(&p.repo), &mark) {
+        return Adopted::GivenUp;
+    }
     if !worktree.is_dir() || p.remote_git.is_empty() {
         return Adopted::No;
     }

@@ -357,6 +357,8 @@ struct Pane {
     log: String,
     remote_log: String,
     remote_git: String,
+    /// The daemon's repository (its git directory), where a copy given up on is marked.
+    repo: String,
 }
 
 impl Pane {
@@ -469,6 +471,13 @@ impl Runner for SshRunner {
         parse_handle(handle).map(|(host, ..)| host.to_string())
     }
 
+    fn reachable(&self, handle: &AgentHandle) -> bool {
+        let Some((host, ..)) = parse_handle(handle) else {
+            return true;
+        };
+        !self.state().hosts.get(host).is_some_and(|h| h.failed > 0)
+    }
+
     fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
         let Some((host, attempt, copy, pane)) = parse_handle(handle) else {
             return Ok(());
@@ -551,11 +560,28 @@ impl Runner for SshRunner {
         }
         let conn = self.conn(host)?;
         let want = format!("{attempt}.{copy}|{run}|{node}");
-        let out = conn.run(
+        let out = match conn.run(
             &stop_script(&self.pre(host), pane, &want),
             None,
             CALL_TIMEOUT,
-        )?;
+        ) {
+            Ok(out) => out,
+            Err(e) => {
+                // Cut off meanwhile: stopped once the host answers again.
+                tracing::warn!(host, run, node, error = %e.message, "an agent on an ssh host was not stopped; stopped once it answers");
+                self.state().abandoned.insert(
+                    handle.as_str().to_string(),
+                    Abandoned {
+                        run: run.to_string(),
+                        node: node.to_string(),
+                        pane: pane.to_string(),
+                        ac: format!("{attempt}.{copy}"),
+                        stopping: false,
+                    },
+                );
+                return Ok(false);
+            }
+        };
         let stopped = String::from_utf8_lossy(&out).trim() == "yes";
         // Only this node's entry: a pane id comes again once a host's tmux server restarted.
         let placed = {
@@ -633,7 +659,14 @@ impl Runner for SshRunner {
         let abandoned = self.state().abandoned.contains_key(handle.as_str());
         let reachable = !self.state().hosts.get(host).is_some_and(|h| h.failed > 0);
         let git = Git::new(worktree);
-        if !abandoned && reachable {
+        if !abandoned && !reachable {
+            // What was fetched before may not be its last: asked again once the host answers.
+            return Err(AppError::new(
+                ErrorKind::ToolFailed,
+                format!("ssh host {host} does not answer: the work of its agent is fetched once it does"),
+            ));
+        }
+        if !abandoned {
             let conn = self.conn(host)?;
             let placed = self
                 .state()

@@ -23,6 +23,8 @@ pub(super) fn parse_look(out: &[u8]) -> Option<Look> {
         if f.len() < 13 {
             continue;
         }
+        // Windows made before the daemon's repository was recorded with them have 13 fields.
+        let repo = f.get(13).copied().unwrap_or_default().to_string();
         look.panes.push(Pane {
             server_pid: f[0].parse().ok(),
             pane: f[1].to_string(),
@@ -37,6 +39,7 @@ pub(super) fn parse_look(out: &[u8]) -> Option<Look> {
             log: f[10].to_string(),
             remote_log: f[11].to_string(),
             remote_git: f[12].to_string(),
+            repo,
         });
     }
     while let Some(l) = line(&mut rest) {
@@ -78,6 +81,7 @@ pub(super) fn look_script(pre: &str, ask: &Ask) -> String {
         "#{@octl_log}",
         "#{@octl_rlog}",
         "#{@octl_git}",
+        "#{@octl_repo}",
     ]
     .join(SEP);
     let mut s = format!(
@@ -132,6 +136,7 @@ pub(super) fn window_script(
     log: &str,
     rlog: &str,
     git: &str,
+    repo: &str,
     go: &str,
 ) -> String {
     format!(
@@ -142,6 +147,7 @@ pub(super) fn window_script(
          t set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
          set-option -w -t \"$P\" @octl_wt {wt} \\; set-option -w -t \"$P\" @octl_log {log} \\; \
          set-option -w -t \"$P\" @octl_rlog {rlog} \\; set-option -w -t \"$P\" @octl_git {git} \\; \
+         set-option -w -t \"$P\" @octl_repo {repo} \\; \
          pipe-pane -t \"$P\" -o {pipe} \\; wait-for -S {go}\n\
          t display -p -t \"$P\" '#{{pane_id}} #{{pane_pid}}'\n",
         cmd = q(cmd),
@@ -149,6 +155,7 @@ pub(super) fn window_script(
         log = q(log),
         rlog = q(rlog),
         git = q(git),
+        repo = q(repo),
         pipe = q(&format!("exec cat >> {}", q(rlog))),
         go = q(go),
     )
