@@ -8,7 +8,8 @@
 //! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
 //! target/release/bench hook      # the Claude Code hook entry, daemon up and down
 //! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
-//! target/release/bench slurm [--rounds 5]   # root: on the test Slurm cluster (tests/cluster/up.sh)
+//! target/release/bench slurm [--rounds 3]   # root: on the test Slurm cluster (tests/cluster/up.sh)
+//! target/release/bench ssh [--rounds 3]     # root: on the test cluster's SSH hosts
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -26,8 +27,8 @@ use octl_tests::{http, TestEnv};
 use serde_json::{json, Value};
 
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
-#[path = "bench/slurm.rs"]
-mod slurm;
+#[path = "bench/remote.rs"]
+mod remote;
 #[path = "bench/tmux.rs"]
 mod tmux;
 #[path = "bench/tui.rs"]
@@ -1172,9 +1173,14 @@ fn main() {
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
-        "slurm" => {
-            let rounds = opt("--rounds").map_or(5, |n| n.parse().expect("--rounds N"));
-            slurm::timings(&mut rows, rounds);
+        "slurm" | "ssh" => {
+            let rounds = opt("--rounds").map_or(3, |n| n.parse().expect("--rounds N"));
+            let kind = if what == "ssh" {
+                remote::Kind::Ssh
+            } else {
+                remote::Kind::Slurm
+            };
+            remote::timings(&mut rows, kind, rounds);
         }
         "hook" => hook(&mut rows),
         "memory-burst" => {
@@ -1202,7 +1208,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 spawn-big, fanout, memory, memory-burst, scaling, hook, slurm, tmux or tui"
+                 spawn-big, fanout, memory, memory-burst, scaling, hook, slurm, ssh, tmux or tui"
             );
             std::process::exit(2);
         }

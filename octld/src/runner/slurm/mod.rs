@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+mod cluster;
+mod exchange;
+
+pub use cluster::{check_cluster, cluster_cap};
+
 use super::{AgentHandle, AgentSpec, AgentStatus, Observation, Requeue, Result, Started};
 use crate::config::RunnerConfig;
 use crate::git::Git;
@@ -51,126 +56,11 @@ pub fn slurm(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `sinfo` answers, and knows `partition` (or has a default one). Ok: its nodes by state.
-pub fn check_cluster(partition: Option<&str>) -> Result<String> {
-    // One line per partition: name (the default one ends in '*'), availability, and nodes
-    // allocated/idle/other/total.
-    let text = slurm("sinfo", &["-h", "-s", "-o", "%P|%a|%F"])?;
-    let parts: Vec<(&str, &str, &str)> = text
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.trim().split('|');
-            Some((f.next()?, f.next()?, f.next()?))
-        })
-        .collect();
-    let found = parts.iter().find(|(name, _, _)| match partition {
-        Some(p) => name.trim_end_matches('*') == p,
-        None => name.ends_with('*'),
-    });
-    let Some((name, avail, nodes)) = found else {
-        let known: Vec<&str> = parts.iter().map(|p| p.0).collect();
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            match partition {
-                Some(p) => format!(
-                    "sinfo knows no partition {p:?} (it has: {})",
-                    known.join(", ")
-                ),
-                None => format!(
-                    "the cluster has no default partition (it has: {}); set partition",
-                    known.join(", ")
-                ),
-            },
-        ));
-    };
-    let name = name.trim_end_matches('*');
-    if *avail != "up" {
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            format!("partition {name} is {avail}"),
-        ));
-    }
-    Ok(format!(
-        "sinfo answers: partition {name} up, nodes allocated/idle/other/total {nodes}"
-    ))
-}
-
-/// The `cluster` cap of a fan-out on the Slurm runner `config`: the jobs its partition can run
-/// now — its idle CPUs (`sinfo %C`: allocated/idle/other/total) over the CPUs each job asks
-/// (`--cpus-per-task`/`-c` in `sbatch_args`, else 1), at least 1 and at most 256. Ok: the
-/// cap and what it came from (recorded in the run).
-pub fn cluster_cap(
-    config: &RunnerConfig,
-) -> Result<(usize, serde_json::Map<String, serde_json::Value>)> {
-    let mut args = vec!["-h", "-o", "%C|%P"];
-    if let Some(p) = &config.partition {
-        args.extend(["-p", p.as_str()]);
-    }
-    let text = slurm("sinfo", &args)?;
-    // One line per partition (and node state); the default partition's name ends in '*'.
-    let mut idle = 0usize;
-    let mut partition = None;
-    for line in text.lines() {
-        let Some((cpus, part)) = line.trim().split_once('|') else {
-            continue;
-        };
-        if config.partition.is_none() && !part.ends_with('*') {
-            continue;
-        }
-        partition = Some(part.trim_end_matches('*').to_string());
-        idle += cpus
-            .split('/')
-            .nth(1)
-            .and_then(|i| i.parse::<usize>().ok())
-            .unwrap_or(0);
-    }
-    let Some(partition) = partition else {
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            "sinfo lists no partition for this runner: cannot read the cluster's cap",
-        ));
-    };
-    let per_job = cpus_per_task(config.sbatch_args.as_deref().unwrap_or_default());
-    let cap = (idle / per_job).clamp(1, octl_proto::plan::MAX_PARALLEL);
-    let how = serde_json::json!({
-        "partition": partition,
-        "idle_cpus": idle,
-        "cpus_per_job": per_job,
-        "formula": "idle CPUs of the partition now / CPUs per job, 1 to 256",
-    });
-    Ok((cap, how.as_object().cloned().unwrap_or_default()))
-}
-
-/// The CPUs one job asks for in `sbatch_args` (`--cpus-per-task=N`, `-c N`, `-cN`); 1 if none.
-fn cpus_per_task(args: &[String]) -> usize {
-    let mut it = args.iter();
-    let mut n = None;
-    while let Some(a) = it.next() {
-        let v = if let Some(v) = a.strip_prefix("--cpus-per-task=") {
-            Some(v.to_string())
-        } else if a == "--cpus-per-task" || a == "-c" {
-            it.next().cloned()
-        } else {
-            a.strip_prefix("-c").map(str::to_string)
-        };
-        if let Some(k) = v.and_then(|v| v.parse::<usize>().ok()) {
-            n = Some(k);
-        }
-    }
-    n.filter(|k| *k > 0).unwrap_or(1)
-}
-
 /// The job script: clone, resume, run the agent, push checkpoints (see its header).
-const SHIM: &str = include_str!("slurm_shim.sh");
-
-/// The exchange repositories' `update` hook: pushes only to open attempts (see its header).
-const HOOK: &str = include_str!("exchange_hook.sh");
+const SHIM: &str = include_str!("../slurm_shim.sh");
 
 /// The job script's exit code when a push of its result was refused.
 const REFUSED: i32 = 92;
-
-/// In an exchange repository: the attempts agents may push to, one ref prefix a line.
-const OPEN: &str = "octl-open";
 
 /// Seconds between an agent's checkpoints (`OCTL_SLURM_CHECKPOINT_S` overrides it, for tests).
 const CHECKPOINT_S: u64 = 60;
@@ -396,68 +286,6 @@ impl SlurmRunner {
         }
     }
 
-    /// The bare exchange repository of the repository `worktree` belongs to, created on first
-    /// use: agents clone from it and push into it; the daemon fetches from it.
-    fn exchange_of(&self, worktree: &Path) -> Result<PathBuf> {
-        let _one = self.make_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let common = Git::new(worktree).plumbing(&[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-        ])?;
-        let dir = self
-            .exchange
-            .join(format!("{}.git", &tag_of(Path::new(common.trim()))[5..]));
-        if !dir.join("HEAD").exists() {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
-            Git::new(&dir).plumbing(&["init", "-q", "--bare"])?;
-        }
-        let hook = dir.join("hooks").join("update");
-        if std::fs::read_to_string(&hook).ok().as_deref() != Some(HOOK) {
-            use std::os::unix::fs::PermissionsExt;
-            let written = std::fs::create_dir_all(dir.join("hooks"))
-                .and_then(|()| std::fs::write(&hook, HOOK))
-                .and_then(|()| {
-                    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
-                });
-            written
-                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", hook.display())))?;
-        }
-        Ok(dir)
-    }
-
-    /// Opens (`true`) or closes the attempt `prefix` for agents' pushes in every exchange
-    /// repository that lists it (opening: in `exchange`). Rewritten whole (write, rename), so
-    /// the hook never reads half a file; one change at a time in this daemon.
-    fn set_open(&self, exchange: Option<&Path>, prefix: &str, open: bool) -> Result<()> {
-        let _one = self.open_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let line = format!("{prefix}/");
-        let repos: Vec<PathBuf> = match exchange {
-            Some(e) => vec![e.to_path_buf()],
-            None => std::fs::read_dir(&self.exchange)
-                .map(|d| d.flatten().map(|e| e.path()).collect())
-                .unwrap_or_default(),
-        };
-        for repo in repos {
-            let path = repo.join(OPEN);
-            let had = std::fs::read_to_string(&path).unwrap_or_default();
-            let mut lines: Vec<&str> = had.lines().filter(|l| *l != line).collect();
-            if open {
-                lines.push(&line);
-            }
-            if lines.len() == had.lines().count() && open == had.lines().any(|l| l == line) {
-                continue;
-            }
-            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-            let tmp = repo.join(format!("{OPEN}.tmp"));
-            std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", path.display())))?;
-        }
-        Ok(())
-    }
-
     /// The requeue of `job` to report, if Slurm restarted it: where the lost copy ran (as
     /// last seen running) and why (that node's state and reason in `sinfo`, asked once per
     /// requeue). Remembers where each job runs now for the next one.
@@ -522,19 +350,6 @@ impl SlurmRunner {
             seen.exits.insert(id.to_string(), code);
         }
         code
-    }
-
-    /// The job `id` ended: its attempt takes no more pushes (once per job).
-    fn close(&self, id: &str, prefix: &str) {
-        let first = {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.closed.insert(id.to_string())
-        };
-        if first {
-            if let Err(e) = self.set_open(None, prefix, false) {
-                tracing::warn!(job = id, error = %e.message, "cannot close an attempt for pushes");
-            }
-        }
     }
 
     fn cancel(id: &str) -> Result<()> {
@@ -925,16 +740,6 @@ impl super::Runner for SlurmRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_jobs_cpus_come_from_its_sbatch_args() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(cpus_per_task(&args(&[])), 1);
-        assert_eq!(cpus_per_task(&args(&["--cpus-per-task=4"])), 4);
-        assert_eq!(cpus_per_task(&args(&["--mem=1G", "-c", "2"])), 2);
-        assert_eq!(cpus_per_task(&args(&["-c3"])), 3);
-        assert_eq!(cpus_per_task(&args(&["-c", "0"])), 1);
-    }
 
     #[test]
     fn job_names_and_handles_read_back() {
