@@ -87,7 +87,7 @@ pub struct Engine {
 }
 
 /// Starts under way at once on one remote runner (each a push and a submission or a window).
-pub const STARTS_PER_RUNNER: usize = 8;
+pub const STARTS_PER_RUNNER: usize = 16;
 
 /// What a node whose start found no room waits for (shown by `run show` as `waiting_for`).
 #[derive(Debug, Clone, PartialEq, Eq)]

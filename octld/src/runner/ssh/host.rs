@@ -132,6 +132,15 @@ impl Inner {
         }
     }
 
+    /// `e`, the error of a call to `host`; one that did not reach it (kind `timeout`) counts
+    /// as a failed look, so the host is not taken to answer until a look says so.
+    pub(super) fn failed(&self, host: &str, e: AppError) -> AppError {
+        if e.kind == ErrorKind::Timeout {
+            self.note_failure(host, &e);
+        }
+        e
+    }
+
     /// A call that failed to reach `host` counts as a failed look.
     pub(super) fn note_failure(&self, host: &str, e: &AppError) {
         let mut state = self.state();
@@ -320,7 +329,16 @@ impl Inner {
         let (run, node, attempt) = (spec.run, spec.node, spec.attempt);
         let base = format!("refs/octl/base/{run}/{node}/{attempt}/{copy}");
         let base_wip = format!("refs/octl/basewip/{run}/{node}/{attempt}/{copy}");
-        // The base (and the checkpoint resumed from) goes to the host: the agent clones it there.
+        // The base (and the checkpoint resumed from) goes to the host: the agent clones it
+        // there. Pushed only when the host lacks it (see base_refs_script).
+        let git = Git::new(spec.cwd);
+        let commit = |rev: &str| -> Result<String> {
+            Ok(git
+                .plumbing(&["rev-parse", &format!("{rev}^{{commit}}")])?
+                .trim()
+                .to_string())
+        };
+        let mut refs = vec![(base.clone(), commit("HEAD")?)];
         let mut push = vec![
             "push".to_string(),
             "-q".into(),
@@ -329,10 +347,10 @@ impl Inner {
             format!("HEAD:{base}"),
         ];
         if let Some(wip) = resume.and_then(|r| r.wip.as_ref()) {
+            refs.push((base_wip.clone(), commit(wip)?));
             push.push(format!("{wip}:{base_wip}"));
         }
-        let push: Vec<&str> = push.iter().map(String::as_str).collect();
-        conn.git(spec.cwd, &push, CALL_TIMEOUT)?;
+        let before = base_refs_script(&remote_git, &refs);
 
         let clone = clone_dir(&root, run, node, attempt, copy);
         let remote_log = format!("{root}/logs/{run}.{node}.{attempt}.{copy}.log");
@@ -394,8 +412,14 @@ impl Inner {
             &remote_git,
             &repo,
             &go,
+            &before,
         );
-        let out = conn.run(&window, None, CALL_TIMEOUT)?;
+        let mut out = conn.run(&window, None, CALL_TIMEOUT)?;
+        if String::from_utf8_lossy(&out).trim() == "NEEDPUSH" {
+            let push: Vec<&str> = push.iter().map(String::as_str).collect();
+            conn.git(spec.cwd, &push, CALL_TIMEOUT)?;
+            out = conn.run(&window, None, CALL_TIMEOUT)?;
+        }
         let out = String::from_utf8_lossy(&out);
         let mut f = out.split_whitespace();
         let pane = f

@@ -80,7 +80,7 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 const OBSERVE_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts under way on one host at once (each is a push and a window over its connection).
-const STARTS_PER_HOST: u32 = 4;
+const STARTS_PER_HOST: u32 = 8;
 
 /// How long room reserved for a start is held before it counts as given back (a start that
 /// never came: its step was cut short).
@@ -285,6 +285,16 @@ impl Runner for SshRunner {
             // Stopped once its host answers.
             return Ok(false);
         }
+        // Not there at its host's last look, nor started since: nothing to stop (a second
+        // stop, a cleanup's after the window was closed at the agent's end).
+        let gone = self.state().hosts.get(host).is_some_and(|h| {
+            h.answered
+                && !h.agents.contains_key(handle.as_str())
+                && !h.strays.contains_key(handle.as_str())
+        });
+        if gone {
+            return Ok(false);
+        }
         let unreachable = self
             .state()
             .hosts
@@ -330,7 +340,10 @@ impl Runner for SshRunner {
                 return Ok(false);
             }
         };
-        let stopped = String::from_utf8_lossy(&out).trim() == "yes";
+        let said = String::from_utf8_lossy(&out);
+        let stopped = said.trim().starts_with("yes");
+        // Whether this stop ended it (its trap pushed a last checkpoint).
+        let terminated = said.trim() == "yes live";
         // Only this node's entry: a pane id comes again once a host's tmux server restarted.
         let placed = {
             let mut state = self.state();
@@ -350,8 +363,9 @@ impl Runner for SshRunner {
             removed
         };
         // What its trap pushed last comes back now: also when a look in between already saw
-        // the agent end (the TERM is what ended it), so its entry is no longer alive.
-        if let Some(p) = placed.filter(|_| stopped) {
+        // the agent end (the TERM is what ended it), so its entry is no longer alive. One that
+        // ended by itself and was seen so was fetched when its end was judged.
+        if let Some(p) = placed.filter(|p| terminated || (stopped && p.alive)) {
             if let Err(e) = Inner::fetch(conn, &p, CALL_TIMEOUT) {
                 tracing::warn!(host, run, node, error = %e.message, "the stopped agent's last checkpoint was not fetched");
             }
@@ -442,11 +456,13 @@ impl Runner for SshRunner {
                             }
                         }
                     }
-                    Inner::fetch(conn, &placed, CALL_TIMEOUT)?;
+                    Inner::fetch(conn, &placed, CALL_TIMEOUT).map_err(|e| self.failed(host, e))?;
                 }
                 // Its window is gone (the host's tmux server went, or a restart found no
                 // window): what it pushed into the host's repository still comes back.
-                None => self.fetch_copy(conn, &git, &mine)?,
+                None => self
+                    .fetch_copy(conn, &git, &mine)
+                    .map_err(|e| self.failed(host, e))?,
             }
         }
         let head = format!("{mine}/head");

@@ -138,9 +138,10 @@ pub(super) fn window_script(
     git: &str,
     repo: &str,
     go: &str,
+    before: &str,
 ) -> String {
     format!(
-        "{pre}CMD={cmd}\n\
+        "{pre}{before}CMD={cmd}\n\
          P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
          P=$(t new-session -d -P -F '#{{pane_id}}' -s {run} -n {node} -x 200 -y 50 -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
          P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\") || exit 1\n\
@@ -161,6 +162,29 @@ pub(super) fn window_script(
     )
 }
 
+/// Points `refs` (name, commit) in the host's bare repository `git` at their commits, if it
+/// has them all; else prints `NEEDPUSH` and stops the script (the daemon pushes, then runs it
+/// again). A start from a base the host has already (every unit of a fan-out) needs no push.
+pub(super) fn base_refs_script(git: &str, refs: &[(String, String)]) -> String {
+    let mut s = String::new();
+    for (_, commit) in refs {
+        s.push_str(&format!(
+            "git -C {g} cat-file -e {c} 2>/dev/null || {{ echo NEEDPUSH; exit 0; }}\n",
+            g = q(git),
+            c = q(&format!("{commit}^{{commit}}"))
+        ));
+    }
+    for (name, commit) in refs {
+        s.push_str(&format!(
+            "git -C {} update-ref {} {} || exit 1\n",
+            q(git),
+            q(name),
+            q(commit)
+        ));
+    }
+    s
+}
+
 /// Stops every agent of `run` (TERM, up to 10 s for their traps' checkpoints), then closes
 /// its session. Prints how many windows it had.
 pub(super) fn stop_run_script(pre: &str, run: &str) -> String {
@@ -177,15 +201,16 @@ pub(super) fn stop_run_script(pre: &str, run: &str) -> String {
 }
 
 /// Stops one agent the way a cancelled Slurm job is: TERM to the job script (its trap pushes
-/// a last checkpoint), up to 10 s for it to end, then its window closed. Prints `yes` if the
-/// pane was still `want` (`<attempt>.<copy>|<run>|<node>`).
+/// a last checkpoint), up to 10 s for it to end, then its window closed. Prints `yes live`
+/// (it was TERMed) or `yes dead` (it had ended) if the pane was still `want`
+/// (`<attempt>.<copy>|<run>|<node>`), else `no`.
 pub(super) fn stop_script(pre: &str, pane: &str, want: &str) -> String {
     format!(
         "{pre}P={p}\n[ \"$(t display -p -t \"$P\" '#{{@octl_ac}}|#{{session_name}}|#{{window_name}}' 2>/dev/null)\" = {w} ] || {{ echo no; exit 0; }}\n\
-         if [ \"$(t display -p -t \"$P\" '#{{pane_dead}}')\" != 1 ]; then\n\
+         L=dead; if [ \"$(t display -p -t \"$P\" '#{{pane_dead}}')\" != 1 ]; then L=live\n\
            pid=$(t display -p -t \"$P\" '#{{pane_pid}}'); kill -TERM \"$pid\" 2>/dev/null; i=0\n\
            while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done\nfi\n\
-         t kill-window -t \"$P\"; echo yes\n",
+         t kill-window -t \"$P\"; echo \"yes $L\"\n",
         p = q(pane),
         w = q(want)
     )

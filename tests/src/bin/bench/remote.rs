@@ -130,8 +130,37 @@ fn ours(env: &TestEnv, repo: &TestRepo, round: usize) -> (f64, Vec<f64>) {
         (show["manifest"]["status"] != json!("active")).then_some(show)
     });
     let wall = start.elapsed().as_secs_f64();
+    if let Some(keep) = std::env::var_os("OCTL_BENCH_TIMELINE") {
+        timeline(env, &run, t0);
+        let _ = std::fs::copy(env.home.join("octld.log"), keep);
+    }
     assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
     (wall, marks(&dir).into_iter().map(|m| m - t0).collect())
+}
+
+/// Where the time of a fan-out went, node by node (`OCTL_BENCH_TIMELINE=FILE`, which also
+/// gets the daemon's debug log): seconds after the start of its `node.starting`,
+/// `node.started`, `node.done`, `merge.succeeded` and `cleanup.done`.
+fn timeline(env: &TestEnv, run: &str, t0: f64) {
+    let mut at: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for e in env.log_events(run) {
+        let (Some(node), Some(ts)) = (e["node"].as_str(), e["ts"].as_str()) else {
+            continue;
+        };
+        let t = octl_proto::time::parse_millis(ts).unwrap_or(0) as f64 / 1000.0 - t0;
+        let ty = e["type"].as_str().unwrap_or("");
+        if matches!(
+            ty,
+            "node.starting" | "node.started" | "node.done" | "merge.succeeded" | "cleanup.done"
+        ) {
+            at.entry(node.to_string())
+                .or_default()
+                .push(format!("{} {t:.2}", ty.trim_start_matches("node.")));
+        }
+    }
+    for (node, times) in at {
+        eprintln!("    {node}: {}", times.join(", "));
+    }
 }
 
 /// The same `UNITS` × `sleep 1` as a bare loop: (wall seconds, each one's start latency).
@@ -181,7 +210,11 @@ fn bare(c: &Cluster, kind: Kind, dir: &Path) -> (f64, Vec<f64>) {
 pub fn timings(rows: &mut Vec<Row>, kind: Kind, rounds: usize) {
     let c: Turn = Cluster::shared();
     let env = env_on(&c, kind);
-    let _d = env.start_daemon();
+    let _d = if std::env::var_os("OCTL_BENCH_TIMELINE").is_some() {
+        env.start_daemon_with(&[("RUST_LOG", "octld=debug")])
+    } else {
+        env.start_daemon()
+    };
     let repo = TestRepo::new(&env, "repo");
     let (mut walls, mut bare_walls, mut beyond, mut worst) = (vec![], vec![], vec![], vec![]);
     for round in 0..rounds {
