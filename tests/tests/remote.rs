@@ -107,7 +107,7 @@ fn a_slurm_start_cut_short_by_a_crash_adopts_its_job_instead_of_submitting_anoth
     assert_eq!(pane, format!("slurm:{job}:0"), "the job was adopted");
     assert_eq!(std::fs::read_to_string(&mark).unwrap(), "once\n");
     assert_eq!(repo.show("main", "x.txt").as_deref(), Some("x\n"));
-    let found = octl_tests::remote::problems(&env, &c, &repo, &[run.clone()]);
+    let found = octl_tests::remote::problems(&env, &c, &repo, std::slice::from_ref(&run));
     assert!(found.is_empty(), "{found:#?}");
     let dry = env.rpc("run.gc", json!({"dry_run": true}));
     assert!(
@@ -206,7 +206,13 @@ fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
     assert!(at("node.started") < at("node.queued") && at("node.queued") < at("node.running"));
     let log = logs(&env, &run, "later");
     assert!(!log.contains("empty repository"), "{log}");
-    octl_tests::remote::settle(&env, &c, &repo, &[run.clone()], Duration::from_secs(30));
+    octl_tests::remote::settle(
+        &env,
+        &c,
+        &repo,
+        std::slice::from_ref(&run),
+        Duration::from_secs(30),
+    );
 }
 
 /// Deliverable 8: the real Claude Code CLI as the agent on an SSH host and on a Slurm node,
@@ -293,7 +299,7 @@ fn claude_code_on_an_ssh_host_and_on_a_slurm_node_edits_commits_and_merges() {
             pane.starts_with(if runner == "hosts" { "ssh:" } else { "slurm:" }),
             "{pane}"
         );
-        let found = octl_tests::remote::problems(&env, &c, &repo, &[run.clone()]);
+        let found = octl_tests::remote::problems(&env, &c, &repo, std::slice::from_ref(&run));
         assert!(found.is_empty(), "{runner}: {found:#?}");
     }
 }

@@ -608,7 +608,7 @@ fn a_daemon_restarted_while_its_host_is_cut_off_finds_the_agent_again_and_merges
         Some("b\n"),
         "what the agent did after the cut merged"
     );
-    let found = octl_tests::remote::problems(&env, &c, &repo, &[run.clone()]);
+    let found = octl_tests::remote::problems(&env, &c, &repo, std::slice::from_ref(&run));
     assert!(found.is_empty(), "{found:#?}");
     let log = node_log(&env, &run, "far");
     assert!(!log.contains("empty repository"), "{log}");
@@ -749,7 +749,13 @@ fn a_fan_out_beyond_the_hosts_slots_waits_for_room_and_survives_a_host_cut() {
         most = most.max(starting);
     }
     assert!(most >= 2, "starts never overlapped");
-    octl_tests::remote::settle(&env, &c, &repo, &[run.clone()], Duration::from_secs(60));
+    octl_tests::remote::settle(
+        &env,
+        &c,
+        &repo,
+        std::slice::from_ref(&run),
+        Duration::from_secs(60),
+    );
 }
 
 /// Repro (issue 23, 1, the merge: deliverable 2): a remote node whose window vanished (its

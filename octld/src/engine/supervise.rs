@@ -377,10 +377,10 @@ fn note<P: Payload + Send + 'static>(
             .iter()
             .find(|n| n.id == node.id)
             .cloned();
-        if current.is_some_and(|c| c.state == node.state && c.pane == node.pane) {
-            if append(&d, &handle, Some(&node.id), said).await.is_ok() {
-                tracing::info!(run = %handle.id, node = %node.id, event = P::TYPE, "recorded what the runner says of the agent");
-            }
+        if current.is_some_and(|c| c.state == node.state && c.pane == node.pane)
+            && append(&d, &handle, Some(&node.id), said).await.is_ok()
+        {
+            tracing::info!(run = %handle.id, node = %node.id, event = P::TYPE, "recorded what the runner says of the agent");
         }
         drop(slot);
     });

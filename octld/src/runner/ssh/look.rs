@@ -7,7 +7,7 @@ use super::*;
 /// What [`adopt`] makes of a window the runner does not know.
 pub(super) enum Adopted {
     /// A copy of a live node's: it is that node's agent again.
-    Yes(Placed),
+    Yes(Box<Placed>),
     /// A copy given up on (marked lost in the daemon's repository): to be stopped.
     GivenUp,
     /// Nobody's (its worktree is gone): a stray, for orphans.
@@ -152,7 +152,7 @@ impl Inner {
                 // A window made before this daemon started: adopted, unless its copy was
                 // given up on (the mark in the daemon's repository says so).
                 None => match adopt(p, attempt, copy) {
-                    Adopted::Yes(a) => a,
+                    Adopted::Yes(a) => *a,
                     Adopted::GivenUp => {
                         abandoned.insert(
                             handle,
@@ -329,7 +329,7 @@ pub(super) fn adopt(p: &Pane, attempt: u32, copy: u32) -> Adopted {
     if given_up {
         Adopted::GivenUp
     } else {
-        Adopted::Yes(placed)
+        Adopted::Yes(Box::new(placed))
     }
 }
 

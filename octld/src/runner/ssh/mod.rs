@@ -223,7 +223,7 @@ impl Runner for SshRunner {
         let Some((host, ..)) = parse_handle(handle) else {
             return true;
         };
-        !self.state().hosts.get(host).is_some_and(|h| h.failed > 0)
+        self.state().hosts.get(host).is_none_or(|h| h.failed == 0)
     }
 
     fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
@@ -419,7 +419,7 @@ impl Runner for SshRunner {
         };
         let mine = format!("{}/{copy}", ref_prefix(run, node, attempt));
         let abandoned = self.state().abandoned.contains_key(handle.as_str());
-        let reachable = !self.state().hosts.get(host).is_some_and(|h| h.failed > 0);
+        let reachable = self.state().hosts.get(host).is_none_or(|h| h.failed == 0);
         let git = Git::new(worktree);
         if !abandoned && !reachable {
             // What was fetched before may not be its last: asked again once the host answers.
