@@ -60,15 +60,23 @@ pub enum NodeState {
     /// Stopped by a usage or rate limit until its reset (`Node::paused_until`); the daemon
     /// starts it again then, continuing its conversation.
     Paused,
+    /// Started, but waiting in its runner's queue (a pending Slurm job, `Node::queued`).
+    Queued,
+    /// Its agent's place (an SSH host, the Slurm controller) stopped answering (`Node::lost`):
+    /// the agent is not known to be gone; it is re-adopted when the place answers again.
+    Lost,
 }
 
 impl NodeState {
-    pub const ALL: [NodeState; 15] = [
+    /// Every state, in the order of a node's life (the order counts are shown in).
+    pub const ALL: [NodeState; 17] = [
         NodeState::Pending,
         NodeState::Ready,
         NodeState::Starting,
+        NodeState::Queued,
         NodeState::Running,
         NodeState::Waiting,
+        NodeState::Lost,
         NodeState::Done,
         NodeState::Merging,
         NodeState::Merged,
@@ -98,6 +106,8 @@ impl NodeState {
             NodeState::Conflict => "conflict",
             NodeState::MergeBlocked => "merge_blocked",
             NodeState::Paused => "paused",
+            NodeState::Queued => "queued",
+            NodeState::Lost => "lost",
         }
     }
 
@@ -113,8 +123,22 @@ impl NodeState {
     pub fn is_alive(self) -> bool {
         matches!(
             self,
-            NodeState::Starting | NodeState::Running | NodeState::Waiting
+            NodeState::Starting
+                | NodeState::Queued
+                | NodeState::Running
+                | NodeState::Waiting
+                | NodeState::Lost
         )
+    }
+
+    /// The states an agent process may be alive in, for messages ("starting, queued, …").
+    pub fn alive_names() -> String {
+        let names: Vec<&str> = NodeState::ALL
+            .into_iter()
+            .filter(|s| s.is_alive())
+            .map(NodeState::as_str)
+            .collect();
+        names.join(", ")
     }
 }
 
@@ -271,6 +295,35 @@ pub struct Node {
     /// attempt starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeued: Option<Requeued>,
+    /// Why and since when a `queued` node waits in its runner's queue (`node.queued`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<Queued>,
+    /// Why and since when a `lost` node's place does not answer (`node.lost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<Lost>,
+    /// Where a remote runner starts this attempt's agent (`node.starting`'s `place`: the SSH
+    /// host, the Slurm job's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+}
+
+/// A node waiting in its runner's queue (`node.queued`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Queued {
+    /// The runner's reason (Slurm's: `Resources`, `Priority`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub since: String,
+}
+
+/// A node whose agent's place stopped answering (`node.lost`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lost {
+    pub reason: String,
+    /// Since when the place does not answer (RFC 3339): `lost_after` counts from here.
+    pub since: String,
+    /// The state it was lost from, which `node.found` returns it to.
+    pub was: NodeState,
 }
 
 /// A requeue of a node's attempt by its runner (`node.requeued`).
@@ -500,7 +553,10 @@ impl RunState {
             // A spent budget starts no new node: a human must decide.
             NodeState::Pending | NodeState::Ready => !self.budget_spent,
             NodeState::Starting
+            | NodeState::Queued
             | NodeState::Running
+            // Re-adopted when its place answers, or started again after `lost_after`.
+            | NodeState::Lost
             | NodeState::Merging
             // It starts again by itself after the limit's reset.
             | NodeState::Paused => true,

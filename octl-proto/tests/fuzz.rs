@@ -544,7 +544,11 @@ fn guide(state: Option<NodeState>) -> &'static [&'static str] {
             "discussion.opened",
             "spinoff.proposed",
             "x.note",
+            "node.queued",
+            "node.lost",
         ],
+        Some(Queued) => &["node.running", "node.lost", "node.exited", "node.cancelled"],
+        Some(Lost) => &["node.found", "node.failed", "node.exited", "node.cancelled"],
         Some(Waiting) => &["node.progress", "discussion.resolved", "node.done"],
         Some(Done) => &[
             "merge.started",

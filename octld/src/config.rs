@@ -31,6 +31,8 @@
 //! kind = "ssh"
 //! hosts = ["build1", "build2"]
 //! slots = 8
+//! pass_env = ["ANTHROPIC_API_KEY"] # of the daemon's environment, to agents on the hosts
+//! lost_after = "10m"          # a node whose host does not answer this long starts elsewhere
 //!
 //! [worktree]                  # bootstrap of new worktrees (crate::bootstrap); a
 //! ports = "3100-3199"         # repository's .orchestratectl.toml overrides it
@@ -192,7 +194,17 @@ pub struct RunnerConfig {
     pub account: Option<String>,
     /// slurm: more `sbatch` arguments, each one argument (`--time=04:00:00`).
     pub sbatch_args: Option<Vec<String>>,
+    /// ssh: names of the daemon's environment variables given to agents on the hosts (their
+    /// own environment is the host's).
+    pub pass_env: Option<Vec<String>>,
+    /// ssh, slurm: how long a node whose place does not answer (its host; the Slurm
+    /// controller) stays `lost` before it starts again elsewhere from its last checkpoint
+    /// (`30s`, `10m`, `2h`; [`DEFAULT_LOST_AFTER_MS`] if absent).
+    pub lost_after: Option<String>,
 }
+
+/// How long a node stays `lost` when `lost_after` is not given: 10 minutes.
+pub const DEFAULT_LOST_AFTER_MS: u64 = 10 * 60 * 1000;
 
 /// Agents on one SSH host at once when `slots` is not given.
 pub const DEFAULT_SSH_SLOTS: u32 = 4;
@@ -416,6 +428,25 @@ impl RunnerConfig {
         only("partition", self.partition.is_some(), RunnerKind::Slurm)?;
         only("account", self.account.is_some(), RunnerKind::Slurm)?;
         only("sbatch_args", self.sbatch_args.is_some(), RunnerKind::Slurm)?;
+        only("pass_env", self.pass_env.is_some(), RunnerKind::Ssh)?;
+        if self.lost_after.is_some() && self.kind == RunnerKind::Local {
+            return Err(AppError::invalid(format!(
+                "{}: only for kind = \"ssh\" or \"slurm\" (this runner is kind = \"local\")",
+                at("lost_after")
+            )));
+        }
+        self.lost_after_ms(name)?;
+        for v in self.pass_env.as_deref().unwrap_or_default() {
+            let ok = !v.is_empty()
+                && !v.starts_with(|c: char| c.is_ascii_digit())
+                && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(AppError::invalid(format!(
+                    "{} entry {v:?}: the name of an environment variable (letters, digits, '_')",
+                    at("pass_env")
+                )));
+            }
+        }
         if name == LOCAL_RUNNER && self.kind != RunnerKind::Local {
             return Err(AppError::invalid(format!(
                 "{}: the runner named local is this machine's tmux server; give yours another name",
@@ -481,6 +512,14 @@ impl RunnerConfig {
     /// `slots` with its default (ssh).
     pub fn slots(&self) -> u32 {
         self.slots.unwrap_or(DEFAULT_SSH_SLOTS)
+    }
+
+    /// `lost_after` in milliseconds, with its default; `name` is the runner's, for the error.
+    pub fn lost_after_ms(&self, name: &str) -> Result<u64, AppError> {
+        match &self.lost_after {
+            Some(age) => octl_proto::time::parse_age(&format!("runners.{name}.lost_after"), age),
+            None => Ok(DEFAULT_LOST_AFTER_MS),
+        }
     }
 }
 
@@ -605,6 +644,26 @@ mod tests {
         );
         let e = refused("[runners.local]\nkind = \"slurm\"\n");
         assert!(e.contains("runners.local.kind"), "{e}");
+        let e = refused("[runners.x]\nkind = \"slurm\"\nlost_after = \"10\"\n");
+        assert!(e.contains("invalid runners.x.lost_after \"10\""), "{e}");
+        let e = refused("[runners.x]\nlost_after = \"1m\"\n");
+        assert!(e.contains("runners.x.lost_after: only for kind"), "{e}");
+        let e = refused("[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\npass_env = [\"A B\"]\n");
+        assert!(e.contains("runners.x.pass_env entry \"A B\""), "{e}");
+        let e = refused("[runners.x]\nkind = \"slurm\"\npass_env = [\"A\"]\n");
+        assert!(
+            e.contains("runners.x.pass_env: only for kind = \"ssh\""),
+            "{e}"
+        );
+        let c = Config::parse(
+            "[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\nlost_after = \"30s\"\npass_env = [\"HOME\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.runners["x"].lost_after_ms("x").unwrap(), 30_000);
+        assert_eq!(
+            RunnerConfig::default().lost_after_ms("y").unwrap(),
+            DEFAULT_LOST_AFTER_MS
+        );
         let e = refused("[runners.x]\nbogus = 1\n");
         assert!(e.contains("bogus"), "{e}");
         let e = refused("[agents.a]\nautonomous = [\"a\"]\nrunner = \"gone\"\n");

@@ -166,6 +166,10 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
     let _ = serving.await;
     let _ = driving.await;
     daemon.store.shutdown().await;
+    // Remote runners' connections (ssh masters) go with the daemon; their agents go on.
+    for (_, runner) in daemon.runners.remote() {
+        let _ = tokio::task::spawn_blocking(move || runner.shutdown()).await;
+    }
     contain.release();
     if !activated {
         let _ = std::fs::remove_file(home.socket());

@@ -10,6 +10,7 @@
 //! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
+//! - [`invariants`]: what a run's log says of git, checked against git (`doctor`, tests).
 //! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
 //! - [`agents`]: agent profiles (`shell`, `claude`, `codex`, `gemini`, `opencode`, `aider`,
 //!   user argv templates) and their launch.
@@ -37,6 +38,7 @@ pub mod engine;
 pub mod failpoint;
 pub mod git;
 pub mod home;
+pub mod invariants;
 pub mod kept;
 pub mod lock;
 pub mod logging;

@@ -198,6 +198,14 @@ impl Cluster {
         &self.env[&format!("OCTL_CLUSTER_ADDR_{name}")]
     }
 
+    /// An address of this machine that every node and host reaches (the controller's: this
+    /// machine's end of the first node's link), for a server agents there must reach.
+    pub fn host_addr(&self) -> std::net::IpAddr {
+        let node = self.addr(&self.nodes[0]);
+        let (net, _) = node.rsplit_once('.').expect("an IPv4 address");
+        format!("{net}.1").parse().expect("an IPv4 address")
+    }
+
     /// A fault for one node or host (see `tests/cluster/node.sh`): `kill` (the machine dies:
     /// everything in its namespace), `stop` (its slurmd or sshd only), `start`, `cut` (its link
     /// goes down), `join` (the link comes back).

@@ -6,6 +6,7 @@
 //!   the real `octld` started and stopped in it, and the real `orchestratectl` run in it.
 //! - [`http`]: a minimal HTTP/1.1 client over the Unix socket, for raw JSON-RPC and streams.
 //! - [`pane`]: a real terminal (a tmux pane on a private socket) for the TUI's tests.
+//! - [`remote`]: what must hold once runs on the remote runners settled, after faults.
 //! - [`repo`]: a real git repository with a test identity.
 //! - [`runs`]: a finished run copied many times, for homes of a year's runs.
 //! - [`tmpfs`]: a small real filesystem mounted by a test, to fill up (disk-full tests).
@@ -17,6 +18,7 @@ pub mod http;
 pub mod model;
 pub mod netns;
 pub mod pane;
+pub mod remote;
 pub mod repo;
 pub mod runs;
 pub mod tmpfs;

@@ -173,7 +173,13 @@ pub struct ModelStandIn {
 impl ModelStandIn {
     /// Binds `127.0.0.1:0` and serves `script` from a thread.
     pub fn start(script: Vec<Step>) -> ModelStandIn {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model stand-in");
+        Self::start_on("127.0.0.1".parse().expect("an address"), script)
+    }
+
+    /// Like [`ModelStandIn::start`] on `ip` (one of this machine's addresses that agents
+    /// elsewhere reach: the test cluster's side of its links, for agents on its hosts).
+    pub fn start_on(ip: std::net::IpAddr, script: Vec<Step>) -> ModelStandIn {
+        let listener = TcpListener::bind((ip, 0)).expect("bind the model stand-in");
         let addr = listener.local_addr().expect("stand-in address");
         let shared = Arc::new(Shared {
             limit: Mutex::new(None),
@@ -226,7 +232,7 @@ impl ModelStandIn {
         self.shared.limit.lock().unwrap().and_then(|l| l.reset)
     }
 
-    /// `http://127.0.0.1:<port>`: the value for `ANTHROPIC_BASE_URL`.
+    /// `http://<ip>:<port>`: the value for `ANTHROPIC_BASE_URL`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }

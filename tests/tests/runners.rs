@@ -637,6 +637,17 @@ fn a_slurm_agent_whose_node_dies_resumes_from_its_checkpoint_and_merges() {
         out.contains(&format!("the copy on {first_host} was lost")),
         "{out}"
     );
+    // The dead copy's clone (in the scratch directory the nodes share here) went with the
+    // copy that resumed from its checkpoint (issue 23, 6).
+    let job = show["nodes"][0]["pane"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let dead = std::env::temp_dir().join(format!("octl-job-{job}-0"));
+    assert!(!dead.exists(), "{} is still there", dead.display());
 }
 
 /// `run cancel` of a run on Slurm cancels its job; the agent's trap pushes a last checkpoint
@@ -973,7 +984,8 @@ fn a_fan_out_of_24_on_slurm_spreads_over_the_nodes_under_the_clusters_cap() {
 /// A Slurm job of this daemon that no run owns (here submitted by hand with the daemon's tag,
 /// for a run it never had) is an orphan: `doctor.orphans` and `run gc --dry-run` report it
 /// (kind `job`) and leave it running; `run gc` cancels it — and only it: the job of a live
-/// node is neither reported nor touched.
+/// node is neither reported nor touched. With two Slurm runners on one cluster each job is
+/// one orphan, named by its id; a second job of a live node's attempt is one too.
 #[test]
 #[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
 fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
@@ -982,11 +994,13 @@ fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
     for (k, v) in c.env() {
         env.set_env(k, v);
     }
+    // Two runners on one cluster (issue 23, 4): each job is still one orphan.
     write_config(
         &env,
         &format!(
-            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{}\"\n",
-            c.partition
+            "[runners.hpc]\nkind = \"slurm\"\npartition = \"{p}\"\n\
+             [runners.hpc2]\nkind = \"slurm\"\npartition = \"{p}\"\n",
+            p = c.partition
         ),
     );
     let _d = env.start_daemon();
@@ -1013,12 +1027,12 @@ fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
     });
     let tag = c.slurm("squeue", &["-h", "-j", &live, "-o", "%k"]);
     let stray_name = "octl.01JDXJ0000000000000000000Z.stray.0";
-    let stray = c
-        .slurm(
+    let submit = |name: &str| {
+        c.slurm(
             "sbatch",
             &[
                 "--parsable",
-                &format!("--job-name={stray_name}"),
+                &format!("--job-name={name}"),
                 &format!("--comment={}", tag.trim()),
                 "--output=/dev/null",
                 "--wrap",
@@ -1026,32 +1040,56 @@ fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
             ],
         )
         .trim()
-        .to_string();
+        .to_string()
+    };
+    let stray = submit(stray_name);
+    // A second job of the live node's attempt (what a crash used to leave): not its copy.
+    let twin = submit(&format!("octl.{run}.live.0"));
     let state = |job: &str| {
         c.slurm("squeue", &["-h", "-t", "all", "-j", job, "-o", "%T"])
             .trim()
             .to_string()
     };
     wait_until(
-        "the stray job to run",
+        "the stray jobs to run",
         std::time::Duration::from_secs(60),
-        || (state(&stray) == "RUNNING").then_some(()),
+        || (state(&stray) == "RUNNING" && state(&twin) == "RUNNING").then_some(()),
     );
 
     let orphans = env.rpc("doctor.orphans", json!({}))["orphans"].clone();
-    let jobs: Vec<&Value> = orphans
+    let mut jobs: Vec<&Value> = orphans
         .as_array()
         .unwrap()
         .iter()
         .filter(|o| o["kind"] == "job")
         .collect();
-    assert_eq!(jobs.len(), 1, "{orphans}");
+    jobs.sort_by_key(|o| o["pane"].as_str().unwrap_or("").to_string());
     assert_eq!(
-        jobs[0]["pane"],
-        json!(format!("slurm:{stray}:0")),
+        jobs.len(),
+        2,
+        "one entry per job, however many runners: {orphans}"
+    );
+    let by_pane = |job: &str| {
+        jobs.iter()
+            .find(|o| o["pane"] == json!(format!("slurm:{job}:0")))
+            .unwrap_or_else(|| panic!("job {job} is not an orphan: {orphans}"))
+    };
+    assert_eq!(
+        by_pane(&stray)["target"],
+        json!(format!("job {stray}")),
         "{orphans}"
     );
-    assert_eq!(jobs[0]["runner"], "hpc", "{orphans}");
+    assert!(by_pane(&stray)["runner"]
+        .as_str()
+        .unwrap()
+        .starts_with("hpc"));
+    assert!(
+        by_pane(&twin)["why"]
+            .as_str()
+            .unwrap()
+            .contains("runs another copy"),
+        "{orphans}"
+    );
     let dry = env.rpc("run.gc", json!({"dry_run": true}));
     assert!(
         dry.to_string().contains("01JDXJ0000000000000000000Z"),
@@ -1060,18 +1098,17 @@ fn a_slurm_job_no_run_owns_is_an_orphan_that_gc_cancels() {
     assert_eq!(state(&stray), "RUNNING", "a dry run changes nothing");
 
     let gc = env.rpc("run.gc", json!({}));
-    assert!(
-        gc["removed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|i| i["kind"] == "job"),
-        "{gc}"
-    );
+    let cancelled = gc["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "job")
+        .count();
+    assert_eq!(cancelled, 2, "each job cancelled once: {gc}");
     wait_until(
-        "the stray job to be cancelled",
+        "the stray jobs to be cancelled",
         std::time::Duration::from_secs(30),
-        || (state(&stray) == "CANCELLED").then_some(()),
+        || (state(&stray) == "CANCELLED" && state(&twin) == "CANCELLED").then_some(()),
     );
     assert_eq!(state(&live), "RUNNING", "the live node's job is untouched");
     env.cli(["run", "cancel", &run]).ok();

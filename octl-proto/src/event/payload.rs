@@ -152,6 +152,11 @@ crate::declare_payloads! {
         /// The port (`OCTL_PORT`) the node holds while it is live (`[worktree] ports`).
         #[serde(skip_serializing_if = "Option::is_none")]
         port: Option<u64>,
+        /// Where a remote runner will start the agent, chosen before the start is made: the
+        /// SSH host, or the Slurm job's name. A start a crash cut short adopts the agent it
+        /// finds there instead of starting another.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        place: Option<String>,
     }
 
     /// `node.started`: the agent runs, in this window (`pane`, its runner handle) as process
@@ -296,6 +301,31 @@ crate::declare_payloads! {
         reason: Option<String>,
     }
 
+    /// `node.queued`: the node's agent waits in its runner's queue (a pending Slurm job),
+    /// with the runner's reason (`Resources`, `Priority`, …). Only the daemon says it.
+    NodeQueued = "node.queued" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
+    /// `node.running`: the queued node's agent runs now.
+    NodeRunning = "node.running" {}
+
+    /// `node.lost`: the place of the node's agent (an SSH host, the Slurm controller) stopped
+    /// answering since `since` (RFC 3339): the agent is not known to be gone, and the node
+    /// waits for the place, or for `[runners.NAME] lost_after`, whichever comes first.
+    NodeLost = "node.lost" {
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+    }
+
+    /// `node.found`: the lost node's place answers again and its agent is there.
+    NodeFound = "node.found" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
     /// `node.cancelled`.
     NodeCancelled = "node.cancelled" {}
 
@@ -311,7 +341,8 @@ crate::declare_payloads! {
         accept_failed: Option<bool>,
     }
 
-    /// `merge.succeeded`: the target moved from `old` to `commit`.
+    /// `merge.succeeded`: the target moved from `old` to `commit`; `head` is the node's
+    /// branch as merged, checked to be in the target before this is written.
     MergeSucceeded = "merge.succeeded" {
         #[serde(skip_serializing_if = "Option::is_none")]
         commit: Option<String>,
@@ -321,6 +352,8 @@ crate::declare_payloads! {
         old: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         fast_forward: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        head: Option<String>,
     }
 
     /// `merge.conflict`: nothing moved; these files conflict.

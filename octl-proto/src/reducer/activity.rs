@@ -27,8 +27,9 @@ impl RunState {
         })?;
         if !node.state.is_alive() {
             return Err(transition(format!(
-                "node {id:?} is {}; node.activity is accepted only when it is starting, running, waiting",
-                node.state.as_str()
+                "node {id:?} is {}; node.activity is accepted only when it is {}",
+                node.state.as_str(),
+                crate::state::NodeState::alive_names()
             )));
         }
         let said: NodeActivity = ev.payload()?;

@@ -11,6 +11,7 @@ use crate::state::{Node, RunKind, RunState, RunStatus};
 
 mod activity;
 mod nodes;
+mod reach;
 mod records;
 mod requeued;
 #[cfg(test)]
@@ -224,6 +225,7 @@ impl RunState {
             "node.added" => self.fold_node_added(ev),
             "node.activity" => self.fold_activity(ev),
             "node.requeued" => self.fold_requeued(ev),
+            "node.queued" | "node.running" | "node.lost" | "node.found" => self.fold_reach(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
             "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {
                 self.fold_spinoff(ev)

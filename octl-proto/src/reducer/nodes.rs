@@ -50,8 +50,9 @@ pub(super) struct Said {
     /// `node.starting`, `node.retried`: the conversation, and whether this attempt continues it.
     pub session_id: Option<String>,
     pub resume: bool,
-    /// `node.starting`: the port the node holds while live.
+    /// `node.starting`: the port the node holds while live, where its runner starts it.
     pub port: Option<u64>,
+    pub place: Option<String>,
     /// `node.paused`: when its usage limit resets.
     pub until: Option<String>,
 }
@@ -76,6 +77,7 @@ fn said(ev: &Event) -> Result<Said, AppError> {
                 session_id: p.session_id,
                 resume: p.resume == Some(true),
                 port: p.port,
+                place: p.place,
                 ..Said::default()
             }
         }
@@ -264,6 +266,9 @@ impl RunState {
             runner: added.runner,
             resume: false,
             requeued: None,
+            queued: None,
+            lost: None,
+            place: None,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -276,8 +281,14 @@ impl RunState {
         // A generic run's nodes belong to the client, which may report on them from any
         // unfinished state; in agent runs only a started agent can report.
         let lax = self.kind == RunKind::Generic || actor == Actor::Daemon;
+        let alive = || -> Vec<NodeState> {
+            NodeState::ALL
+                .into_iter()
+                .filter(|s| s.is_alive())
+                .collect()
+        };
         let live = |extra: &[NodeState]| {
-            let mut v = vec![Starting, Running, Waiting];
+            let mut v = alive();
             if lax {
                 v.extend([Pending, Ready]);
             }
@@ -309,9 +320,9 @@ impl RunState {
             // A gate that fails after done fails the node; only the daemon runs gates.
             "node.failed" if actor == Actor::Daemon => (live(&[Done]), Some(Failed)),
             "node.failed" => (live(&[]), Some(Failed)),
-            "node.exited" => (vec![Starting, Running, Waiting], Some(Exited)),
+            "node.exited" => (alive(), Some(Exited)),
             // Its agent stopped at a usage or rate limit: it waits for the reset, not failed.
-            "node.paused" => (vec![Starting, Running, Waiting], Some(Paused)),
+            "node.paused" => (alive(), Some(Paused)),
             "node.blocked" => (vec![Pending, Ready], Some(Blocked)),
             // A dependency was retried: the node waits for it again.
             "node.unblocked" => (vec![Blocked], Some(Pending)),
@@ -383,6 +394,7 @@ impl RunState {
             session_id: session,
             resume,
             port,
+            place,
             until,
         } = said(ev)?;
         let kept = kept_change(t, kept, snapshot_commit, kept_dir, node, ev)?;
@@ -401,6 +413,13 @@ impl RunState {
         let node = self.nodes.get_mut(id).expect("checked above");
         if let Some(to) = to {
             node.state = to;
+        }
+        // Why it waited in a queue or for its place holds only while it does.
+        if node.state != Queued {
+            node.queued = None;
+        }
+        if node.state != Lost {
+            node.lost = None;
         }
         node.updated_at = ev.ts.clone();
         // Only the daemon's intent to start a node names its branch and worktree; other
@@ -470,8 +489,9 @@ impl RunState {
             // can close it) is gone, and the new branch and worktree are to be cleaned up in
             // their turn.
             "node.starting" => {
-                // Each start holds the port its intent names, or none.
+                // Each start holds the port its intent names, or none, and goes where it says.
                 node.port = port;
+                node.place = place;
                 node.pane = None;
                 node.cleaned = false;
                 node.paused_until = None;

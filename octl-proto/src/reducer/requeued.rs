@@ -25,8 +25,9 @@ impl RunState {
         })?;
         if !node.state.is_alive() {
             return Err(transition(format!(
-                "node {id:?} is {}; node.requeued is accepted only when it is starting, running, waiting",
-                node.state.as_str()
+                "node {id:?} is {}; node.requeued is accepted only when it is {}",
+                node.state.as_str(),
+                crate::state::NodeState::alive_names()
             )));
         }
         let p: NodeRequeued = ev.payload()?;

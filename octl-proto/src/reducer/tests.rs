@@ -725,6 +725,108 @@ fn a_requeue_is_recorded_once_per_copy_by_the_daemon_and_never_moves_the_node() 
 }
 
 #[test]
+fn queued_and_lost_nodes_stay_alive_and_come_back_as_they_were() {
+    let mut s = started_spinoff();
+    let d = |seq, t: &str, data: Value| ev(seq, Some("a"), t, Actor::Daemon, data);
+    s.apply(&d(5, "node.queued", json!({"reason": "Resources"})))
+        .unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(a.state, Queued);
+    assert_eq!(
+        a.queued.as_ref().unwrap().reason.as_deref(),
+        Some("Resources")
+    );
+    assert_eq!(a.started_at, None, "a queued agent has not begun to run");
+    assert!(a.state.is_alive());
+    assert_eq!(s.status(), RunStatus::Active);
+    s.apply(&d(6, "node.running", json!({}))).unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!((a.state, a.queued.clone()), (Running, None));
+    assert_eq!(
+        a.started_at.as_deref(),
+        Some(d(6, "x", json!({})).ts.as_str())
+    );
+
+    // Lost: its reason and since when, alive still; found again as it was. Without a reason,
+    // or with a time that is none, it is refused.
+    let before = s.clone();
+    for bad in [json!({}), json!({"reason": "r", "since": "yesterday"})] {
+        let err = s.apply(&d(7, "node.lost", bad)).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams, "{}", err.message);
+    }
+    assert_eq!(s, before);
+    s.apply(&d(
+        7,
+        "node.lost",
+        json!({"reason": "ssh host s1 stopped answering", "since": "2026-11-30T10:00:03.000Z"}),
+    ))
+    .unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(a.state, Lost);
+    let l = a.lost.clone().unwrap();
+    assert_eq!(
+        (l.since.as_str(), l.was),
+        ("2026-11-30T10:00:03.000Z", Running)
+    );
+    assert!(l.reason.contains("s1"));
+    assert_eq!(s.status(), RunStatus::Active, "it waits for its host");
+
+    // Refused, changing nothing: another actor, lost again, found while not lost, a bad time.
+    let before = s.clone();
+    let mut e = d(8, "node.found", json!({}));
+    e.actor = Actor::Agent;
+    assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::Forbidden);
+    let err = s
+        .apply(&d(8, "node.lost", json!({"reason": "again"})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is lost"), "{}", err.message);
+    let err = s.apply(&d(8, "node.queued", json!({}))).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert_eq!(s, before);
+    assert!(!client_may_append(RunKind::Spinoff, "node.lost"));
+
+    s.apply(&d(8, "node.found", json!({}))).unwrap();
+    assert_eq!(
+        (s.nodes["a"].state, s.nodes["a"].lost.clone()),
+        (Running, None)
+    );
+    // A queued node lost and found is queued again, with its reason.
+    s.apply(&d(9, "node.queued", json!({"reason": "Priority"})))
+        .unwrap();
+    s.apply(&d(10, "node.lost", json!({"reason": "slurmctld"})))
+        .unwrap();
+    s.apply(&d(11, "node.found", json!({}))).unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(a.state, Queued);
+    assert_eq!(
+        a.queued.as_ref().unwrap().reason.as_deref(),
+        Some("Priority")
+    );
+
+    // Its end is judged from where it is, and clears what it waited for.
+    s.apply(&d(12, "node.lost", json!({"reason": "gone quiet"})))
+        .unwrap();
+    s.apply(&d(13, "node.exited", json!({"exit_status": 0})))
+        .unwrap();
+    let a = &s.nodes["a"];
+    assert_eq!(
+        (a.state, a.lost.clone(), a.queued.clone()),
+        (Exited, None, None)
+    );
+    let err = s.apply(&d(14, "node.found", json!({}))).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+
+    // Only a started node: one without an agent is neither queued nor lost.
+    let mut s = started_spinoff();
+    s.nodes.get_mut("a").unwrap().pane = None;
+    let err = s
+        .apply(&d(5, "node.lost", json!({"reason": "x"})))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+}
+
+#[test]
 fn the_session_is_recorded_at_start_and_a_resumed_retry_keeps_its_attempt() {
     let mut s = RunState::from_created(&ev(
         1,

@@ -67,7 +67,8 @@ pub async fn cleanup(
         .kept_of(&handle.id, &node.id)
         .join((node.kept.len() + 1).to_string());
     let repo = view.manifest.repo.clone();
-    let runner = daemon.runner.clone();
+    // The node's own runner (a remote agent is not the local tmux server's).
+    let (d, named) = (daemon.clone(), node.runner.clone());
     let pane = node.pane.clone();
     let (run, node_id) = (handle.id.clone(), node.id.clone());
     let worktree = node.worktree.clone().map(PathBuf::from);
@@ -76,7 +77,7 @@ pub async fn cleanup(
     let worktrees_of_run = daemon.home.worktrees().join(&handle.id);
     let own_worktrees = daemon.home.worktrees();
     let done = blocking(move || {
-        if let Some(p) = pane {
+        if let (Some(p), Ok(runner)) = (pane, d.runners.of(named.as_deref(), &d.home.config())) {
             let _ = runner.stop(&run, &node_id, &crate::runner::AgentHandle::new(p));
         }
         let Some(repo) = repo else {

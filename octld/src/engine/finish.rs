@@ -64,6 +64,11 @@ async fn wait_for_exit(
     pane: Option<String>,
 ) {
     let Some(pane) = pane else { return };
+    // Its exit was judged already (done at its end, with its status): nothing to wait for.
+    if node.exit_status.is_some() {
+        super::close_window(daemon, run, &node.id, Some(&pane)).await;
+        return;
+    }
     let deadline = Instant::now() + EXIT_GRACE;
     let named = node.runner.clone();
     let node = node.id.as_str();

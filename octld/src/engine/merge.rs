@@ -35,6 +35,8 @@ enum Outcome {
         old: String,
         new: String,
         fast_forward: bool,
+        /// The branch as merged: in the target now (checked).
+        head: String,
     },
     Conflict(Vec<String>),
     Dirty {
@@ -54,27 +56,35 @@ pub fn failpoint(point: &str) {
 /// out), computing again when another writer moved it meanwhile.
 fn merge_into(repo: &str, target: &str, branch: &str, message: &str) -> Result<Outcome, AppError> {
     let git = Git::new(repo);
+    // Merged means in the target: the branch as it was merged must be an ancestor of what
+    // the target is afterwards, or nothing is recorded merged.
+    let merged = |old: String, new: String, fast_forward: bool, head: String| {
+        if git.is_ancestor(&head, &new)? {
+            Ok(Outcome::Moved {
+                old,
+                new,
+                fast_forward,
+                head,
+            })
+        } else {
+            Err(AppError::new(
+                ErrorKind::ToolFailed,
+                format!("{branch} at {head} is not in {target} at {new} after the merge; it is not recorded merged"),
+            ))
+        }
+    };
     for _ in 0..RACE_RETRIES {
-        let (old, new, fast_forward) = match git.plan_merge(target, branch, message)? {
+        let head = git.resolve_commit(branch)?;
+        let (old, new, fast_forward) = match git.plan_merge(target, &head, message)? {
             MergePlan::Conflict { files } => return Ok(Outcome::Conflict(files)),
-            MergePlan::UpToDate { target } => {
-                return Ok(Outcome::Moved {
-                    old: target.clone(),
-                    new: target,
-                    fast_forward: true,
-                })
-            }
+            MergePlan::UpToDate { target: tip } => return merged(tip.clone(), tip, true, head),
             MergePlan::FastForward { old, new } => (old, new, true),
             MergePlan::Merge { old, new } => (old, new, false),
         };
         match git.move_branch(target, &old, &new, message)? {
             MoveOutcome::Moved => {
                 failpoint("merge:after-move");
-                return Ok(Outcome::Moved {
-                    old,
-                    new,
-                    fast_forward,
-                });
+                return merged(old, new, fast_forward, head);
             }
             MoveOutcome::TargetDirty { worktree, paths } => {
                 return Ok(Outcome::Dirty { worktree, paths })
@@ -183,6 +193,7 @@ pub async fn merge_node(
         .clone()
         .ok_or_else(|| AppError::invalid(format!("node {node_id:?} has no branch")))?;
     if node.state != NodeState::Merging {
+        brought_back(daemon, handle, &node).await?;
         append(
             daemon,
             handle,
@@ -208,6 +219,7 @@ pub async fn merge_node(
             old,
             new,
             fast_forward,
+            head,
         }) => {
             // The merge and the settling of this node's conflict questions land together, so
             // nobody sees the run waiting on a question the merge answered.
@@ -218,6 +230,7 @@ pub async fn merge_node(
                     target: Some(target.clone()),
                     old: Some(old),
                     fast_forward: Some(fast_forward),
+                    head: Some(head),
                 },
             )];
             drafts.extend(open_merge_questions(&view, node_id).map(|id| {
@@ -313,6 +326,58 @@ pub async fn merge_node(
     }
 }
 
+/// Before a remote node is merged, its agent's work is in its branch: a failed or exited
+/// node's latest checkpoint is fetched first (its host, if it answers; else what was fetched
+/// before) — a done node's came back when its agent ended — and the last copy's branch must
+/// then be in the node's branch, or nothing is merged.
+async fn brought_back(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &octl_proto::state::Node,
+) -> Result<(), AppError> {
+    let (Some(runner), Some(pane), Some(worktree), Some(branch), Some(repo)) = (
+        node.runner
+            .clone()
+            .filter(|r| r != crate::config::LOCAL_RUNNER),
+        node.pane.clone(),
+        node.worktree.clone(),
+        node.branch.clone(),
+        handle.view().manifest.repo.clone(),
+    ) else {
+        return Ok(());
+    };
+    let (d, run, id) = (daemon.clone(), handle.id.clone(), node.id.clone());
+    let fetch = matches!(node.state, NodeState::Failed | NodeState::Exited);
+    blocking(move || {
+        let agent = crate::runner::AgentHandle::new(pane);
+        let wt = std::path::Path::new(&worktree);
+        if fetch && wt.is_dir() {
+            let r = d.runners.of(Some(&runner), &d.home.config())?;
+            if let Err(e) = r.collect(&run, &id, &agent, wt) {
+                tracing::warn!(run = %run, node = %id, error = %e.message, "the latest checkpoint of a remote node was not brought back before its merge");
+            }
+        }
+        let git = Git::new(&repo);
+        let Some(last) = crate::runner::last_copy(&git, &run, &id, &agent) else {
+            return Ok(());
+        };
+        let head = format!("{last}/head");
+        if !crate::runner::exchange::has_commit(&git, &head) || git.is_ancestor(&head, &branch)? {
+            return Ok(());
+        }
+        Err(AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {id}'s agent committed {head}, which is not in its branch {branch}: nothing was merged"
+            ),
+        )
+        .with_hint(format!(
+            "bring it in by hand (git -C {worktree} merge {head}), then merge again",
+        )))
+    })
+    .await
+}
+
 /// Merges an orchestrate run's integration branch into its base once every node is merged
 /// into it, then deletes the integration branch (it is contained in base) and completes the
 /// run. Repeating it after success answers with the same merge.
@@ -378,7 +443,7 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
     let (r, t, b) = (repo.clone(), base.clone(), integration.clone());
     let outcome = blocking(move || merge_into(&r, &t, &b, &message)).await;
     match outcome {
-        Ok(Outcome::Moved { old, new, .. }) => {
+        Ok(Outcome::Moved { old, new, head, .. }) => {
             let (r, b, t) = (repo.clone(), integration.clone(), base.clone());
             let deleted = blocking(move || Ok(Git::new(&r).delete_merged_branch(&b, &t)?))
                 .await
@@ -396,6 +461,7 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
                                 target: Some(base.clone()),
                                 old: Some(old),
                                 fast_forward: None,
+                                head: Some(head),
                             },
                         ),
                         Draft::daemon(

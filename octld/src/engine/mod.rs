@@ -85,7 +85,15 @@ pub struct Engine {
     waits: Mutex<HashMap<(String, String), Wait>>,
     /// What the agents on this machine were measured to hold (admission).
     pub(crate) observed: admission::Observed,
+    /// Room on remote runners is being looked at (off the async threads: a runner may ask its
+    /// place).
+    room_looking: std::sync::atomic::AtomicBool,
+    /// Starts under way on each remote runner, bounded ([`STARTS_PER_RUNNER`]).
+    start_permits: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
+
+/// Starts under way at once on one remote runner (each a push and a submission or a window).
+pub const STARTS_PER_RUNNER: usize = 16;
 
 /// What a node whose start was turned away waits for; `run show` lists it under
 /// `waiting_for`.
@@ -93,8 +101,11 @@ pub struct Engine {
 pub enum Wait {
     /// Live nodes hold every port of the range.
     Port(crate::bootstrap::PortRange),
-    /// The machine has no room for its agent now ([`admission`]).
+    /// This machine has no memory for its agent now ([`admission`]).
     Room(decide::room::Shortfall),
+    /// Its remote runner has no room now (every SSH host full or silent; the Slurm
+    /// controller silent): the runner's name, and why.
+    Runner { runner: String, why: String },
 }
 
 impl std::fmt::Display for Wait {
@@ -102,6 +113,7 @@ impl std::fmt::Display for Wait {
         match self {
             Wait::Port(range) => write!(f, "a free port in worktree.ports {range}"),
             Wait::Room(why) => write!(f, "{why}"),
+            Wait::Runner { runner, why } => write!(f, "room on runner {runner} ({why})"),
         }
     }
 }
@@ -235,6 +247,16 @@ impl Engine {
             .cloned()
     }
 
+    /// The bound on starts under way on the remote runner `name`.
+    pub fn start_permits(&self, name: &str) -> Arc<tokio::sync::Semaphore> {
+        self.start_permits
+            .lock()
+            .expect("start_permits lock")
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(STARTS_PER_RUNNER)))
+            .clone()
+    }
+
     pub fn repo_lock(&self, common_dir: PathBuf) -> Arc<tokio::sync::Mutex<()>> {
         self.repo_locks
             .lock()
@@ -298,10 +320,12 @@ fn wake_paused(daemon: &Arc<Daemon>) {
     }
 }
 
-/// A port freed or memory freed elsewhere is no change in the waiting node's log: each tick,
-/// the run of a node whose wait is over (a port of its range is free, or there is room for
-/// its agent) is looked at again.
+/// A port freed or memory freed elsewhere, or room on a runner, is no change in the waiting
+/// node's log: each tick, the run of a node whose wait is over (a port of its range is free,
+/// there is room for its agent) is looked at again. Room on remote runners is asked off the
+/// async threads (a runner may ask its place), one look at a time.
 fn wake_waiters(daemon: &Arc<Daemon>) {
+    use std::sync::atomic::Ordering;
     let waits: Vec<((String, String), Wait)> = {
         let waits = daemon.engine.waits.lock().expect("waits lock");
         if waits.is_empty() {
@@ -311,13 +335,20 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
     };
     let held = spawn::held_ports(daemon, None);
     let mut woken = Vec::new();
+    let mut rooms: Vec<String> = Vec::new();
     for ((run, node), wait) in waits {
         // A node cancelled (or its run set aside) meanwhile waits no more.
-        let waiting = daemon.store.resolve("run", &run).ok().and_then(|h| {
+        let waiting = daemon.store.active(&run).and_then(|h| {
             h.view()
                 .nodes
                 .iter()
-                .find(|n| n.id == node && matches!(n.state, NodeState::Pending | NodeState::Paused))
+                .find(|n| {
+                    n.id == node
+                        && matches!(
+                            n.state,
+                            NodeState::Pending | NodeState::Paused | NodeState::Starting
+                        )
+                })
                 .cloned()
         });
         let Some(n) = waiting else {
@@ -327,6 +358,10 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
         let over = match &wait {
             Wait::Port(range) => range.free(&held).is_some(),
             Wait::Room(_) => admission::check_node(daemon, &run, &n).is_ok(),
+            Wait::Runner { runner, .. } => {
+                rooms.push(runner.clone());
+                false
+            }
         };
         if over {
             daemon.engine.wait_over(&run, &node);
@@ -338,6 +373,36 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
     for run in woken {
         daemon.store.notify(&run);
     }
+    rooms.sort();
+    rooms.dedup();
+    if rooms.is_empty() || daemon.engine.room_looking.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let d = daemon.clone();
+    tokio::task::spawn_blocking(move || {
+        let config = d.home.config();
+        let free: Vec<String> = rooms
+            .into_iter()
+            .filter(|r| d.runners.of(Some(r), &config).is_ok_and(|r| r.has_room()))
+            .collect();
+        let mut runs = Vec::new();
+        d.engine
+            .waits
+            .lock()
+            .expect("waits lock")
+            .retain(|(run, _), what| match what {
+                Wait::Runner { runner, .. } if free.contains(runner) => {
+                    runs.push(run.clone());
+                    false
+                }
+                _ => true,
+            });
+        runs.dedup();
+        for run in runs {
+            d.store.notify(&run);
+        }
+        d.engine.room_looking.store(false, Ordering::Release);
+    });
 }
 
 /// Starts whatever step is due for the run as it is now: each step [`decide::due`] names
@@ -355,6 +420,12 @@ pub fn reconcile(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) {
         // engine when it ends. Judged here, after the claims before it in this pass.
         if matches!(step, Step::EndRun(_)) && daemon.engine.busy(&handle.id) {
             continue;
+        }
+        // A start waiting for its runner's room is made again once it has some.
+        if let Step::HealStart { node } = &step {
+            if daemon.engine.waits_for(&handle.id, &node.id).is_some() {
+                continue;
+            }
         }
         let slot = if step.quiet() {
             Engine::claim_quiet(daemon, &handle.id, step.key())

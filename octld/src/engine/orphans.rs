@@ -236,14 +236,18 @@ pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
     .await
 }
 
-/// The agents of every remote runner config.toml names that no live node owns (a Slurm job
-/// of this daemon whose run ended or forgot it), by the same rule as windows. A runner that
-/// cannot be asked (its cluster down, a kind not built) is left out, with a warning.
+/// The agents of every remote runner config.toml names that no live node owns — a Slurm job
+/// or an SSH host's window of this daemon whose run ended or forgot it, or that is not the
+/// copy its node runs now (an earlier attempt's, one a crash left twice) — by the same rule as
+/// windows; one entry per job or window, however many runners list it (two `slurm` runners
+/// see one cluster), named by job id or `host:run:node`. A runner that cannot be asked (its
+/// cluster down, a kind not built) is left out, with a warning.
 fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
     let Ok(config) = crate::config::Config::load(&daemon.home.config()) else {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
     for (name, wanted) in &config.runners {
         if wanted.kind == crate::config::RunnerKind::Local {
             continue;
@@ -257,14 +261,25 @@ fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
             }
         };
         for a in owned {
-            let Some(why) = window_orphan(runs, &a.run, &a.node) else {
+            if !seen.insert(a.handle.as_str().to_string()) {
+                continue;
+            }
+            let Some(why) = remote_orphan(runs, &a.run, &a.node, a.handle.as_str()) else {
                 continue;
             };
+            let (kind, target) = match crate::runner::ssh::parse_handle(&a.handle) {
+                Some((host, ..)) => ("window", format!("{host}:{}:{}", a.run, a.node)),
+                None => (
+                    "job",
+                    crate::runner::slurm::parse_handle(&a.handle)
+                        .map_or_else(|| a.handle.to_string(), |(id, _)| format!("job {id}")),
+                ),
+            };
             out.push(Orphan {
-                kind: "job".into(),
+                kind: kind.into(),
                 path: None,
                 refname: None,
-                target: Some(format!("{}:{}", a.run, a.node)),
+                target: Some(target),
                 pane: Some(a.handle.into_string()),
                 runner: Some(name.clone()),
                 repo: None,
@@ -275,6 +290,22 @@ fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
         }
     }
     out
+}
+
+/// Why the remote agent `handle` of `run`'s `node` is an orphan; `None` when its node runs it
+/// (or is being started, and will adopt it).
+pub fn remote_orphan(runs: &dyn Runs, run: &str, node: &str, handle: &str) -> Option<String> {
+    if let Some(why) = window_orphan(runs, run, node) {
+        return Some(why);
+    }
+    let facts = runs.facts(run)?;
+    let n = facts.nodes.get(node)?;
+    match n.pane.as_deref() {
+        Some(pane) if pane != handle => Some(format!(
+            "node {node} of run {run} runs another copy ({pane}), not this one"
+        )),
+        _ => None,
+    }
 }
 
 fn find_in(
@@ -544,6 +575,9 @@ mod tests {
             runner: None,
             resume: false,
             requeued: None,
+            queued: None,
+            lost: None,
+            place: None,
         }
     }
 

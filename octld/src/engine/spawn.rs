@@ -18,7 +18,7 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, RunnerKind};
 use crate::daemon::Daemon;
 use crate::git::Git;
-use crate::runner::{AgentHandle, AgentSpec};
+use crate::runner::{AgentHandle, AgentSpec, Room};
 use crate::store::{Draft, NewRun, RunHandle};
 
 /// Largest accepted task text.
@@ -283,61 +283,92 @@ pub async fn create(
         },
     };
     // The node, and the intent to give it a branch and worktree named after the new run,
-    // go into the run's first write.
+    // go into the run's first write — where its runner has room (a remote runner's place
+    // recorded with it) and this machine has room for its agent; else the node waits,
+    // pending, as for a port.
     let worktrees = daemon.home.worktrees();
+    let room = reserve(daemon, &checked.runner, &id, &checked.node, 0).await?;
     // The port is chosen, and the agent admitted, under one lock, so no other start takes
     // them meanwhile.
     let starts = STARTS.lock().await;
-    let room = super::admission::check(
-        daemon,
-        &id,
-        &checked.node,
-        &checked.profile.name,
-        Some(checked.runner.as_str()),
-    );
-    let port = match (&room, checked.bootstrap.ports) {
-        (Ok(()), Some(range)) => Some(free_port(daemon, range, None)?),
+    let waits = match &room {
+        Room::Full(why) => Some(super::Wait::Runner {
+            runner: checked.runner.clone(),
+            why: why.clone(),
+        }),
+        Room::Free { .. } => super::admission::check(
+            daemon,
+            &id,
+            &checked.node,
+            &checked.profile.name,
+            Some(checked.runner.as_str()),
+        )
+        .err()
+        .map(super::Wait::Room),
+    };
+    let port = match (&waits, checked.bootstrap.ports) {
+        (None, Some(range)) => match free_port(daemon, range, None) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                release(daemon, &checked.runner, &id, &checked.node).await;
+                return Err(e);
+            }
+        },
         _ => None,
     };
-    let mut initial = vec![Draft::daemon(
-        Some(&checked.node),
-        NodeAdded {
-            agent: Some(checked.profile.name.clone()),
-            task: Some(req.task.clone()),
-            gate: req.gate.clone(),
-            runner: Some(checked.runner.clone()),
-            ..NodeAdded::default()
-        },
-    )];
-    // Without room the node is added and waits, pending; the engine starts it once there is.
-    if room.is_ok() {
-        initial.push(starting(
+    let intent = match (&room, &waits) {
+        (Room::Free { place }, None) => Some(starting(
             &id,
             &checked.node,
             &worktrees,
             checked.launch.session.as_ref(),
             port,
-        ));
+            place.clone(),
+        )),
+        _ => None,
+    };
+    if matches!((&room, &waits), (Room::Free { .. }, Some(_))) {
+        // Room on the runner, none on this machine: the reservation goes back.
+        release(daemon, &checked.runner, &id, &checked.node).await;
     }
     // Said before the run exists: the engine may look at its pending node at once.
-    if let Err(why) = &room {
-        daemon
-            .engine
-            .wait_for(&id, &checked.node, super::Wait::Room(why.clone()));
+    if let Some(what) = &waits {
+        daemon.engine.wait_for(&id, &checked.node, what.clone());
     }
     // Written before the worktree and window exist; synced while they are made.
     let begun = daemon
         .store
         .begin_run(NewRun {
-            initial,
+            initial: vec![Draft::daemon(
+                Some(&checked.node),
+                NodeAdded {
+                    agent: Some(checked.profile.name.clone()),
+                    task: Some(req.task.clone()),
+                    gate: req.gate.clone(),
+                    runner: Some(checked.runner.clone()),
+                    ..NodeAdded::default()
+                },
+            )]
+            .into_iter()
+            .chain(intent)
+            .collect(),
             id: id.clone(),
             created,
             files: Vec::new(),
         })
         .await;
     drop(starts);
-    let (handle, syncing) = begun.inspect_err(|_| daemon.engine.wait_over(&id, &checked.node))?;
-    if room.is_err() {
+    let (handle, syncing) = match begun {
+        Ok(b) => b,
+        Err(e) => {
+            daemon.engine.wait_over(&id, &checked.node);
+            if waits.is_none() {
+                release(daemon, &checked.runner, &id, &checked.node).await;
+            }
+            return Err(e);
+        }
+    };
+    if waits.is_some() {
         syncing.wait().await?;
         return Ok(handle);
     }
@@ -370,6 +401,7 @@ pub fn starting(
     worktrees: &Path,
     session: Option<&Session>,
     port: Option<u16>,
+    place: Option<String>,
 ) -> Draft {
     let worktree = worktrees.join(run).join(node);
     Draft::daemon(
@@ -380,8 +412,48 @@ pub fn starting(
             session_id: session.map(|s| s.id.clone()),
             resume: session.and_then(|s| s.resume.then_some(true)),
             port: port.map(u64::from),
+            place,
         },
     )
+}
+
+/// Room on the runner `name` for starting `node` of `run` (see `Runner::reserve`).
+async fn reserve(
+    daemon: &Arc<Daemon>,
+    name: &str,
+    run: &str,
+    node: &str,
+    attempt: u32,
+) -> Result<Room, AppError> {
+    let (d, name, run, node) = (
+        daemon.clone(),
+        name.to_string(),
+        run.to_string(),
+        node.to_string(),
+    );
+    blocking(move || {
+        d.runners
+            .of(Some(&name), &d.home.config())?
+            .reserve(&run, &node, attempt)
+    })
+    .await
+}
+
+/// Gives back the room [`reserve`] held (the start was not made).
+async fn release(daemon: &Arc<Daemon>, name: &str, run: &str, node: &str) {
+    let (d, name, run, node) = (
+        daemon.clone(),
+        name.to_string(),
+        run.to_string(),
+        node.to_string(),
+    );
+    let _ = blocking(move || {
+        d.runners
+            .of(Some(&name), &d.home.config())?
+            .release(&run, &node);
+        Ok(())
+    })
+    .await;
 }
 
 /// Held from choosing a port and admitting a node ([`super::admission::check`]) until the
@@ -430,12 +502,13 @@ pub fn branch_name(run: &str, node: &str) -> String {
     format!("octl/{run}/{node}")
 }
 
-/// Writes the intent `node.starting` with the port the node holds while live (the lowest free
-/// one of `[worktree] ports`, if the bootstrap names a range), once this machine has room for
-/// its agent ([`super::admission`]). A node that cannot get a port because live nodes hold
-/// them all, or room, waits, unchanged, as for the cap: the engine looks at its run again
-/// once what it waits for frees ([`super::Engine::wait_for`]); one whose bootstrap is bad
-/// fails with the reason.
+/// Writes the intent `node.starting` with where the node's runner starts it (room reserved
+/// on it, the SSH host or Slurm job it goes to) and the port the node holds while live (the
+/// lowest free one of `[worktree] ports`, if the bootstrap names a range), once this machine
+/// has room for its agent ([`super::admission`]). A node whose runner has no room, that this
+/// machine has no memory for, or that cannot get a port because live nodes hold them all,
+/// waits, unchanged, as for the cap: the engine looks at its run again once what it waits for
+/// frees ([`super::Engine::wait_for`]); one whose bootstrap is bad fails with the reason.
 pub(super) async fn write_intent(
     daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
@@ -443,9 +516,40 @@ pub(super) async fn write_intent(
     boot: Result<&Bootstrap, AppError>,
     session: Option<&Session>,
 ) -> Result<(), AppError> {
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
+    let runner = this
+        .and_then(|n| n.runner.clone())
+        .unwrap_or_else(|| crate::config::LOCAL_RUNNER.to_string());
+    let attempt = this.map_or(0, |n| n.snapshot_refs.len() as u32);
+    let place = match reserve(daemon, &runner, &handle.id, node, attempt).await {
+        Ok(Room::Free { place }) => place,
+        Ok(Room::Full(why)) => {
+            let e = AppError::new(
+                ErrorKind::InvalidTransition,
+                format!("runner {runner} has no room now: {why}"),
+            );
+            daemon
+                .engine
+                .wait_for(&handle.id, node, super::Wait::Runner { runner, why });
+            return Err(e);
+        }
+        Err(e) => {
+            append(
+                daemon,
+                handle,
+                Some(node),
+                NodeFailed::because(format!("cannot start: {}", e.message)),
+            )
+            .await?;
+            return Err(e);
+        }
+    };
     let starts = STARTS.lock().await;
-    if let Some(n) = handle.view().nodes.iter().find(|n| n.id == node) {
+    if let Some(n) = this {
         if let Err(why) = super::admission::check_node(daemon, &handle.id, n) {
+            drop(starts);
+            release(daemon, &runner, &handle.id, node).await;
             let e = no_room(&why);
             daemon
                 .engine
@@ -459,6 +563,8 @@ pub(super) async fn write_intent(
         }) => match free_port(daemon, *range, Some((&handle.id, node))) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
+                drop(starts);
+                release(daemon, &runner, &handle.id, node).await;
                 daemon
                     .engine
                     .wait_for(&handle.id, node, super::Wait::Port(*range));
@@ -472,6 +578,7 @@ pub(super) async fn write_intent(
         Ok(p) => p,
         Err(e) => {
             drop(starts);
+            release(daemon, &runner, &handle.id, node).await;
             append(
                 daemon,
                 handle,
@@ -482,8 +589,19 @@ pub(super) async fn write_intent(
             return Err(e);
         }
     };
-    let intent = starting(&handle.id, node, &daemon.home.worktrees(), session, port);
-    daemon.store.append(handle, intent, false).await?;
+    let intent = starting(
+        &handle.id,
+        node,
+        &daemon.home.worktrees(),
+        session,
+        port,
+        place,
+    );
+    if let Err(e) = daemon.store.append(handle, intent, false).await {
+        drop(starts);
+        release(daemon, &runner, &handle.id, node).await;
+        return Err(e);
+    }
     daemon.engine.wait_over(&handle.id, node);
     Ok(())
 }
@@ -527,7 +645,17 @@ pub async fn start_node(
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
     let resume = launch.session.as_ref().is_some_and(|s| s.resume);
-    if boot.is_ok_and(|b| b.setup.is_some()) {
+    // A remote start is a push and a submission or a window over the network: the next node
+    // of a fan-out or plan does not wait for it (starts go at once, bounded per runner).
+    let view = handle.view();
+    let remote = view.nodes.iter().any(|n| {
+        n.id == node
+            && n.runner
+                .as_deref()
+                .is_some_and(|r| r != crate::config::LOCAL_RUNNER)
+    });
+    let scheduled = super::decide::schedules(view.manifest.kind);
+    if boot.is_ok_and(|b| b.setup.is_some()) || (remote && scheduled) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
         // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,
         // or `failed` with the reason. The slot goes with it.
@@ -563,6 +691,18 @@ pub async fn bring_up(
 ) -> Result<(), AppError> {
     let branch = branch_name(&handle.id, node);
     let worktree = daemon.home.worktrees().join(&handle.id).join(node);
+    let runner_of = handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.runner.clone())
+        .filter(|r| r != crate::config::LOCAL_RUNNER);
+    // Starts under way on one remote runner are bounded.
+    let _permit = match &runner_of {
+        Some(r) => daemon.engine.start_permits(r).acquire_owned().await.ok(),
+        None => None,
+    };
     let started = {
         let (d, h, n, repo, start_point, launch) = (
             daemon.clone(),
@@ -577,16 +717,6 @@ pub async fn bring_up(
             let t0 = std::time::Instant::now();
             let git = Git::new(&repo);
             if healing {
-                let live = d
-                    .runner
-                    .observe()?
-                    .agents
-                    .into_iter()
-                    .find(|a| a.run == h.id && a.node == n && a.alive);
-                if let Some(a) = live {
-                    tracing::info!(run = %h.id, node = %n, pane = %a.handle, "adopted the live window of a half-started node");
-                    return Ok((a.handle.into_string(), a.pid.unwrap_or(0)));
-                }
                 let registered = git.worktree_list()?.iter().any(|w| w.path == worktree && !w.prunable);
                 if crate::pool::unfinished_take(&git, &worktree, &branch, registered) {
                     // A pool entry was taken (renamed here) but not made the node's yet.
@@ -600,6 +730,21 @@ pub async fn bring_up(
                         git.worktree_add(&worktree, &branch, &start_point)?;
                     }
                 }
+                // The agent a start cut short left (found by its name where the start went)
+                // is adopted, not started again. Its place not answering: the start waits.
+                match find_agent(&d, &h, &n, &worktree, &launch) {
+                    Ok(Some(found)) => {
+                        tracing::info!(run = %h.id, node = %n, pane = %found.0, "adopted the agent of a half-started node");
+                        return Ok(Some(found));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(run = %h.id, node = %n, error = %e.message, "the place of a half-started node does not answer; its start waits");
+                        let runner = runner_name(&h, &n);
+                        d.engine.wait_for(&h.id, &n, super::Wait::Runner { runner, why: e.message });
+                        return Ok(None);
+                    }
+                }
             } else if !crate::pool::take(&d.home, &repo, &worktree, &branch, &start_point) {
                 git.worktree_add(&worktree, &branch, &start_point)?;
                 crate::pool::note_checkout(&d.home, &repo, &worktree);
@@ -608,14 +753,24 @@ pub async fn bring_up(
             let t_worktree = t0.elapsed();
             let window = open_window(&d, &h, &n, &worktree, &launch);
             tracing::debug!(run = %h.id, node = %n, worktree_ms = t_worktree.as_secs_f64() * 1e3, window_ms = (t0.elapsed() - t_worktree).as_secs_f64() * 1e3, "side effects");
-            window
+            window.map(Some)
         })
         .await
     };
+    // The agent runs; a crash here leaves `starting` with an agent to adopt.
+    failpoint("spawn:after-agent");
     match started {
-        Ok((pane, pid)) => {
+        // Waits for its runner's place (the engine looks again once it answers).
+        Ok(None) => Ok(()),
+        Ok(Some((pane, pid))) => {
             if launch.answers_trust {
-                super::trust::answer(daemon, AgentHandle::new(pane.clone()));
+                let d = daemon.clone();
+                let named = runner_of.clone();
+                if let Ok(r) =
+                    blocking(move || d.runners.of(named.as_deref(), &d.home.config())).await
+                {
+                    super::trust::answer(r, AgentHandle::new(pane.clone()));
+                }
             }
             let confirmed = append(
                 daemon,
@@ -636,6 +791,21 @@ pub async fn bring_up(
             // The next spawn in a pooled repository finds a worktree ready.
             crate::pool::refill(daemon, repo, start_point);
             confirmed.map(|_| ())
+        }
+        // A remote runner found no room after all: the node waits, starting, and its start
+        // is made again (as after a crash: what it may have left is looked for first) once
+        // the runner has room.
+        Err(e) if e.kind == ErrorKind::Timeout && runner_of.is_some() => {
+            tracing::warn!(run = %handle.id, node, error = %e.message, "no room for the agent after all; its start waits");
+            daemon.engine.wait_for(
+                &handle.id,
+                node,
+                super::Wait::Runner {
+                    runner: runner_of.clone().unwrap_or_default(),
+                    why: e.message,
+                },
+            );
+            Ok(())
         }
         Err(e) => {
             tracing::error!(run = %handle.id, node, error = %e.message, "could not start the agent");
@@ -744,6 +914,17 @@ fn agent_env(
     env
 }
 
+/// The runner a node's `node.added` names (`local` if none).
+fn runner_name(handle: &RunHandle, node: &str) -> String {
+    handle
+        .view()
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| n.runner.clone())
+        .unwrap_or_else(|| crate::config::LOCAL_RUNNER.to_string())
+}
+
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
 fn open_window(
     daemon: &Daemon,
@@ -752,6 +933,36 @@ fn open_window(
     worktree: &Path,
     launch: &Launch,
 ) -> Result<(String, u32), AppError> {
+    with_spec(daemon, handle, node, worktree, launch, |runner, spec| {
+        let started = runner.start(spec)?;
+        Ok((started.handle.into_string(), started.pid))
+    })
+}
+
+/// The agent a start cut short by a crash left behind, asked of the node's runner (see
+/// `Runner::find`).
+fn find_agent(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+    launch: &Launch,
+) -> Result<Option<(String, u32)>, AppError> {
+    with_spec(daemon, handle, node, worktree, launch, |runner, spec| {
+        Ok(runner.find(spec)?.map(|s| (s.handle.into_string(), s.pid)))
+    })
+}
+
+/// Calls `f` with the node's runner and the spec of its agent: the agent's argv with the
+/// octl environment, its output kept.
+fn with_spec<T>(
+    daemon: &Daemon,
+    handle: &RunHandle,
+    node: &str,
+    worktree: &Path,
+    launch: &Launch,
+    f: impl FnOnce(&dyn crate::runner::Runner, &AgentSpec<'_>) -> Result<T, AppError>,
+) -> Result<T, AppError> {
     let logs = handle.dir.join("logs");
     let log = logs.join(format!("{node}.log"));
     let exe = std::env::current_exe()
@@ -788,11 +999,11 @@ fn open_window(
             let profile = this.and_then(|n| n.agent.as_deref())?;
             super::admission::memory_max(&c, profile)
         }),
+        place: this.and_then(|n| n.place.as_deref()),
     };
     let runner = daemon.runners.of(
         this.and_then(|n| n.runner.as_deref()),
         &daemon.home.config(),
     )?;
-    let started = runner.start(&spec)?;
-    Ok((started.handle.into_string(), started.pid))
+    f(&*runner, &spec)
 }

@@ -1,5 +1,8 @@
-//! The supervisor: once per tick, one `Runner::observe` (one `tmux list-panes`) for every
-//! agent; an agent whose pane died (or vanished) becomes an event, as its profile says.
+//! The supervisor: once per tick, one `Runner::observe` per runner in use (one `tmux
+//! list-panes` locally), all at once; an agent whose pane died (or vanished) becomes an event,
+//! as its profile says. What a remote runner says of a live agent is recorded too: waiting in
+//! its queue (`node.queued`, `node.running`), its place not answering (`node.lost`, and
+//! `node.found` when it answers again; past `lost_after` the node starts again elsewhere).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,11 +11,12 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use octl_proto::event::{
-    NodeDone, NodeExited, NodeFailed, NodePaused, NodeRequeued, Nullable, Payload,
+    NodeDone, NodeExited, NodeFailed, NodeFound, NodeLost, NodePaused, NodeQueued, NodeRequeued,
+    NodeRunning, Nullable, Payload,
 };
 use octl_proto::projection::ListedStatus;
 use octl_proto::state::{ExitPolicy, Node};
-use octl_proto::AppError;
+use octl_proto::{AppError, NodeState};
 
 use super::{append, blocking, Engine};
 use crate::daemon::Daemon;
@@ -25,9 +29,11 @@ use crate::store::RunHandle;
 const UNREAPED_TICKS: u32 = 5;
 
 /// The supervisor's first look after a start, done before the daemon answers anyone: the
-/// agents that exited while it was down become events first, so no answer shows them running.
+/// local agents that exited while it was down become events first, so no answer shows them
+/// running. Remote runners are not waited for (a host that does not answer would hold up the
+/// start): the ticks look at them.
 pub async fn first_look(daemon: &Arc<Daemon>) {
-    for step in tick(daemon).await {
+    for step in look(daemon, false).await {
         let _ = step.await;
     }
     close_cancelled(daemon).await;
@@ -119,8 +125,24 @@ async fn close_cancelled(daemon: &Arc<Daemon>) {
     .await;
 }
 
-/// One look at every pane; returns the exit-handling steps it started.
+/// One look at every agent; returns the exit-handling steps it started.
 pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
+    look(daemon, true).await
+}
+
+/// What one runner's look said, for the nodes on it.
+struct Looked {
+    runner: Arc<dyn crate::runner::Runner>,
+    agents: HashMap<String, AgentStatus>,
+    unsure: std::collections::HashSet<String>,
+    unreachable: HashMap<String, crate::runner::Unreachable>,
+    /// `[runners.NAME] lost_after`, ms.
+    lost_after: u64,
+}
+
+/// One look at the agents of the local runner and (`remote`) of every other in use, all at
+/// once; returns the exit-handling steps it started.
+async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle<()>> {
     let mut steps = Vec::new();
     let watched: Vec<(Arc<RunHandle>, Node)> = daemon
         .store
@@ -131,6 +153,7 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
             view.nodes
                 .iter()
                 .filter(|n| n.state.is_alive() && n.pane.is_some())
+                .filter(|n| remote || runner_name(n).is_none())
                 .cloned()
                 .map(|n| (h.clone(), n))
                 .collect::<Vec<_>>()
@@ -140,20 +163,39 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         return steps;
     }
     // One look per runner the watched nodes use (local: one `tmux list-panes`; slurm: one
-    // `squeue`). A runner that cannot be looked at leaves its nodes as they are this tick.
+    // `squeue`), all at once. A runner that cannot be looked at leaves its nodes as they are
+    // this tick.
     let mut names: Vec<Option<String>> = watched.iter().map(|(_, n)| runner_name(n)).collect();
     names.sort();
     names.dedup();
-    let mut panes: HashMap<(Option<String>, String), AgentStatus> = HashMap::new();
-    let mut lost: HashMap<(Option<String>, String), crate::runner::Lost> = HashMap::new();
-    let mut looked: Vec<Option<String>> = Vec::new();
-    for name in names {
-        let d = daemon.clone();
-        let n = name.clone();
-        let observed =
-            blocking(move || d.runners.of(n.as_deref(), &d.home.config())?.observe()).await;
+    let looks: Vec<_> = names
+        .into_iter()
+        .map(|name| {
+            let d = daemon.clone();
+            let n = name.clone();
+            let observed = tokio::task::spawn_blocking(move || {
+                let runner = d.runners.of(n.as_deref(), &d.home.config())?;
+                let lost_after = match n.as_deref() {
+                    Some(n) => crate::config::Config::load(&d.home.config())
+                        .and_then(|c| c.runner(n))
+                        .and_then(|r| r.lost_after_ms(n))
+                        .unwrap_or(crate::config::DEFAULT_LOST_AFTER_MS),
+                    None => crate::config::DEFAULT_LOST_AFTER_MS,
+                };
+                let o = runner.observe()?;
+                Ok::<_, AppError>((runner, lost_after, o))
+            });
+            (name, observed)
+        })
+        .collect();
+    let mut looked: HashMap<Option<String>, Looked> = HashMap::new();
+    for (name, observed) in looks {
+        let observed = observed
+            .await
+            .map_err(|e| AppError::internal(format!("a look panicked: {e}")))
+            .and_then(|o| o);
         match observed {
-            Ok(o) => {
+            Ok((runner, lost_after, o)) => {
                 if name.is_none() {
                     let local = watched
                         .iter()
@@ -161,13 +203,24 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
                         .count();
                     note_server(daemon, o.host, local);
                 }
-                for a in o.agents {
-                    panes.insert((name.clone(), a.handle.as_str().to_string()), a);
-                }
-                for l in o.lost {
-                    lost.insert((name.clone(), l.handle.as_str().to_string()), l);
-                }
-                looked.push(name);
+                looked.insert(
+                    name,
+                    Looked {
+                        runner,
+                        agents: o
+                            .agents
+                            .into_iter()
+                            .map(|a| (a.handle.as_str().to_string(), a))
+                            .collect(),
+                        unsure: o.unsure.into_iter().collect(),
+                        unreachable: o
+                            .unreachable
+                            .into_iter()
+                            .map(|u| (u.place.clone(), u))
+                            .collect(),
+                        lost_after,
+                    },
+                );
             }
             Err(e) => {
                 tracing::warn!(runner = name.as_deref().unwrap_or("local"), error = %e.message, "cannot observe the agents of a runner");
@@ -181,32 +234,89 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
         .map(|(h, n)| (h.id.clone(), n.id.clone()))
         .collect();
     super::stream_activity::forget_others(daemon, &live);
+    let now = crate::store::writer::now_ms();
     for (handle, node) in watched {
         let pane_id = node.pane.as_deref().expect("filtered on pane");
         let runner = runner_name(&node);
-        if !looked.contains(&runner) {
+        let Some(seen) = looked.get(&runner) else {
             continue;
-        }
-        let key = (runner.clone(), pane_id.to_string());
-        if let Some(l) = lost
-            .remove(&key)
-            .filter(|l| l.run == handle.id && l.node == node.id)
-        {
-            if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
-                let d = daemon.clone();
-                steps.push(tokio::spawn(async move {
-                    start_again(&d, &handle, &node, &l.reason).await;
-                    drop(slot);
-                }));
-            }
-            continue;
-        }
+        };
         // The pane must still be this node's: ids restart with a new tmux server.
-        let mine = panes
-            .get(&(runner.clone(), pane_id.to_string()))
+        let mine = seen
+            .agents
+            .get(pane_id)
             .filter(|p| p.run == handle.id && p.node == node.id);
+        let lost_over = node
+            .lost
+            .as_ref()
+            .and_then(|l| octl_proto::time::parse_millis(&l.since))
+            .is_some_and(|since| now.saturating_sub(since) >= seen.lost_after);
+        if mine.is_none() {
+            let place = seen
+                .runner
+                .place_of(&crate::runner::AgentHandle::new(pane_id));
+            if place.as_ref().is_some_and(|p| seen.unsure.contains(p)) {
+                continue;
+            }
+            let unreachable = place.as_ref().and_then(|p| seen.unreachable.get(p));
+            // Lost long enough (whatever its place says now): started again elsewhere.
+            if lost_over {
+                let reason = node
+                    .lost
+                    .as_ref()
+                    .map(|l| l.reason.clone())
+                    .unwrap_or_default();
+                if let Some(slot) =
+                    Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id))
+                {
+                    let (d, r) = (daemon.clone(), seen.runner.clone());
+                    steps.push(tokio::spawn(async move {
+                        start_again(&d, &handle, &node, r, &reason).await;
+                        drop(slot);
+                    }));
+                }
+                continue;
+            }
+            if let Some(u) = unreachable {
+                if node.state != NodeState::Lost {
+                    note(
+                        daemon,
+                        &handle,
+                        &node,
+                        NodeLost {
+                            reason: u.reason.clone(),
+                            since: Some(octl_proto::time::format_millis(u.since_ms)),
+                        },
+                    );
+                }
+                continue;
+            }
+        }
         let status = match mine {
+            Some(_) if node.state == NodeState::Lost => {
+                note(
+                    daemon,
+                    &handle,
+                    &node,
+                    NodeFound {
+                        reason: Some("its place answers again and the agent is there".into()),
+                    },
+                );
+                continue;
+            }
             Some(p) if p.alive => {
+                match (&p.queued, node.state) {
+                    (Some(why), NodeState::Running) => note(
+                        daemon,
+                        &handle,
+                        &node,
+                        NodeQueued {
+                            reason: Some(why.clone()).filter(|w| !w.is_empty()),
+                        },
+                    ),
+                    (None, NodeState::Queued) => note(daemon, &handle, &node, NodeRunning {}),
+                    _ => {}
+                }
                 super::stream_activity::record(daemon, &handle, &node, false).await;
                 if let Some(r) = p
                     .requeue
@@ -277,6 +387,12 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
                 };
                 let exited = match judged {
                     Ok(()) => on_exit(&d, &handle, &node, status).await,
+                    // Its place stopped answering while its work was fetched: nothing is
+                    // known of it; the next look judges it again (or finds it lost).
+                    Err(reason) if !reachable(&d, &node) => {
+                        tracing::warn!(run = %handle.id, node = %node.id, %reason, "the agent's end is judged again once its place answers");
+                        Ok(())
+                    }
                     Err(reason) => {
                         let failed = NodeFailed {
                             reason: Some(reason),
@@ -296,6 +412,36 @@ pub async fn tick(daemon: &Arc<Daemon>) -> Vec<tokio::task::JoinHandle<()>> {
     steps
 }
 
+/// Records what the runner says of a live node's agent (`node.queued`, `node.running`,
+/// `node.lost`, `node.found`), off the tick and holding the node, so a second tick does not
+/// say it again meanwhile; a note the log no longer fits (the node moved on) is refused by
+/// the reducer and changes nothing.
+fn note<P: Payload + Send + 'static>(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    said: P,
+) {
+    let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) else {
+        return;
+    };
+    let (d, handle, node) = (daemon.clone(), handle.clone(), node.clone());
+    tokio::spawn(async move {
+        let current = handle
+            .view()
+            .nodes
+            .iter()
+            .find(|n| n.id == node.id)
+            .cloned();
+        if current.is_some_and(|c| c.state == node.state && c.pane == node.pane)
+            && append(&d, &handle, Some(&node.id), said).await.is_ok()
+        {
+            tracing::info!(run = %handle.id, node = %node.id, event = P::TYPE, "recorded what the runner says of the agent");
+        }
+        drop(slot);
+    });
+}
+
 /// Records that the runner started the node's attempt again by itself (`node.requeued`), off
 /// the tick. Two looks racing to record the same copy: the reducer takes the first, refuses
 /// the other, and nothing else changes.
@@ -312,6 +458,19 @@ fn note_requeue(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, r: R
             tracing::info!(run = %handle.id, node = %id, copy, "the runner requeued the node's agent");
         }
     });
+}
+
+/// Whether the place of `node`'s agent answers (see `Runner::reachable`).
+fn reachable(daemon: &Daemon, node: &Node) -> bool {
+    let (Some(pane), Ok(runner)) = (
+        node.pane.as_deref(),
+        daemon
+            .runners
+            .of(node.runner.as_deref(), &daemon.home.config()),
+    ) else {
+        return true;
+    };
+    runner.reachable(&crate::runner::AgentHandle::new(pane))
 }
 
 /// The runner a node's agent runs on; `None` is `local`.
@@ -355,22 +514,37 @@ async fn collect(
     })
 }
 
-/// An agent its runner gave up on (its SSH host stopped answering): what was fetched of its
-/// work comes into the worktree, then the node fails with the runner's reason and is retried
-/// in the same write, so nothing sees it failed; the retry's new attempt resumes from that
-/// checkpoint on another host (the runner marked the lost copy).
-async fn start_again(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, reason: &str) {
+/// A node `lost` for longer than its runner's `lost_after`: the runner gives its agent up
+/// (nothing of it is brought back later; it is stopped once its place answers), what was
+/// fetched of its work comes into the worktree, then the node fails with the reason and is
+/// retried in the same write, so nothing sees it failed; the retry's new attempt resumes from
+/// that checkpoint elsewhere. Giving up first is safe to repeat: a crash before the write
+/// leaves the node lost, and the next tick gives it up again.
+async fn start_again(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &Node,
+    runner: Arc<dyn crate::runner::Runner>,
+    reason: &str,
+) {
     // Judged again under the slot: a look before may have started it again already.
     let still = handle
         .view()
         .nodes
         .iter()
-        .any(|n| n.id == node.id && n.pane == node.pane && n.state.is_alive());
-    if !still {
+        .any(|n| n.id == node.id && n.pane == node.pane && n.state == NodeState::Lost);
+    let Some(pane) = node.pane.clone().filter(|_| still) else {
+        return;
+    };
+    let (run, id) = (handle.id.clone(), node.id.clone());
+    let given_up =
+        blocking(move || runner.abandon(&run, &id, &crate::runner::AgentHandle::new(pane))).await;
+    if let Err(e) = given_up {
+        tracing::warn!(run = %handle.id, node = %node.id, error = %e.message, "could not give up a lost agent; tried again next tick");
         return;
     }
     let _ = collect(daemon, handle, node, None).await;
-    tracing::warn!(run = %handle.id, node = %node.id, reason, "the agent is lost; starting its node again");
+    tracing::warn!(run = %handle.id, node = %node.id, reason, "the agent is lost for longer than lost_after; starting its node again");
     let failed = NodeFailed {
         reason: Some(format!("{reason}; started again from its last checkpoint")),
         exit_status: Some(Nullable(None)),

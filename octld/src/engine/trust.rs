@@ -7,8 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::daemon::Daemon;
-use crate::runner::AgentHandle;
+use crate::runner::{AgentHandle, Runner};
 
 const QUESTION: &str = "Yes, I trust this folder";
 const SELECTED: &str = "❯ Yes, I trust this folder";
@@ -20,9 +19,9 @@ const SETTLE: Duration = Duration::from_millis(500);
 const HOLD: Duration = Duration::from_millis(200);
 const POLL: Duration = Duration::from_millis(100);
 
-/// Watches a new interactive window and answers the trust question once, if it comes.
-pub fn answer(daemon: &Arc<Daemon>, pane: AgentHandle) {
-    let runner = daemon.runner.clone();
+/// Watches a new interactive window on its node's `runner` and answers the trust question
+/// once, if it comes.
+pub fn answer(runner: Arc<dyn Runner>, pane: AgentHandle) {
     tokio::task::spawn_blocking(move || {
         let start = Instant::now();
         let mut shown: Option<Instant> = None;

@@ -29,8 +29,9 @@ use crate::store::RunHandle;
 /// counts (an append writes the log, then the projections).
 const ATTEMPTS: usize = 5;
 
-/// Per run: its log replays (`store::log::replay`, without repair) and the projection files
-/// on disk are byte for byte what it derives. A corrupt run fails.
+/// Per run: its log replays (`store::log::replay`, without repair), the projection files on
+/// disk are byte for byte what it derives, and what it says of git holds
+/// ([`crate::invariants`]). A corrupt run fails.
 pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
     let mut out = Vec::new();
     for handle in daemon.store.handles() {
@@ -195,6 +196,20 @@ fn check_run(h: &RunHandle) -> DoctorRun {
         events = replayed.state.last_seq;
         last = mismatched(&h.dir, &replayed.state);
         if last.is_empty() {
+            // And what it says of git holds: its merges are in their targets, its remote
+            // nodes' work came back (crate::invariants).
+            let untrue = crate::invariants::check(&h.dir);
+            if !untrue.is_empty() {
+                return judged(
+                    false,
+                    events,
+                    Some(format!(
+                        "its log says what git does not hold: {}",
+                        untrue.join("; ")
+                    )),
+                    vec![],
+                );
+            }
             return judged(true, events, None, vec![]);
         }
         // Read while an append was being written: look again once it settles.

@@ -129,15 +129,15 @@ const MAX_LINE: usize = 4096;
 const SCREEN_LINES: u32 = 200;
 const SCREEN_LINES_MAX: u32 = 10_000;
 
-/// The live agent of `node`: its run, the node's agent handle. Refused, naming the state,
-/// when the node is not running or waiting (`interactive`: or its agent reads no input —
-/// only a `code` run's agent works with a human).
+/// The live agent of `node`: its run, the node's agent handle, and the runner it runs on.
+/// Refused, naming the state, when the node is not running or waiting (`interactive`: or its
+/// agent reads no input — only a `code` run's agent works with a human).
 fn live_agent(
     daemon: &Arc<Daemon>,
     run: &str,
     node: &str,
     interactive: bool,
-) -> Result<(String, AgentHandle), AppError> {
+) -> Result<(String, AgentHandle, Arc<dyn Runner>), AppError> {
     validate_node_id("node", node)?;
     let handle = daemon.store.resolve("run", run)?;
     let view = handle.view();
@@ -169,7 +169,10 @@ fn live_agent(
             ),
         ));
     }
-    Ok((handle.id.clone(), AgentHandle::new(pane.clone())))
+    let runner = daemon
+        .runners
+        .of(n.runner.as_deref(), &daemon.home.config())?;
+    Ok((handle.id.clone(), AgentHandle::new(pane.clone()), runner))
 }
 
 /// Types one line into an interactive agent. Not recorded in the run's log: the line may
@@ -192,8 +195,7 @@ pub async fn send(daemon: &Arc<Daemon>, p: NodeSendParams) -> Result<NodeSent, A
     if let Some(c) = p.text.chars().find(|c| c.is_control() && *c != '\t') {
         return Err(bad(&format!("it holds the control character {c:?}")));
     }
-    let (run, agent) = live_agent(daemon, &p.run, &p.node, true)?;
-    let runner = daemon.runner.clone();
+    let (run, agent, runner) = live_agent(daemon, &p.run, &p.node, true)?;
     let (r, n, text) = (run.clone(), p.node.clone(), p.text.clone());
     let sent = blocking(move || runner.send_line(&r, &n, &agent, &text)).await?;
     if !sent {
@@ -221,8 +223,7 @@ pub async fn screen(daemon: &Arc<Daemon>, p: NodeScreenParams) -> Result<Screen,
             "invalid lines {lines}: give 1 to {SCREEN_LINES_MAX}"
         )));
     }
-    let (run, agent) = live_agent(daemon, &p.run, &p.node, false)?;
-    let runner = daemon.runner.clone();
+    let (run, agent, runner) = live_agent(daemon, &p.run, &p.node, false)?;
     let (r, n) = (run.clone(), p.node.clone());
     let captured = blocking(move || capture_of(&*runner, &r, &n, &agent)).await?;
     let Some(captured) = captured else {
@@ -359,6 +360,7 @@ mod tests {
                 first: false,
                 attempt: 0,
                 memory_max: None,
+                place: None,
             })
             .unwrap()
             .handle

@@ -131,15 +131,28 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
                 json["elapsed_s"] = json!(until.saturating_sub(s) / 1000);
             }
             let mut waiting_for = crate::engine::schedule::waiting_for(&view, node);
-            // A start turned away (live nodes hold every port of its range, or the machine has
-            // no room for its agent) waits for that to free.
-            let unstarted = matches!(node.state, NodeState::Pending | NodeState::Paused);
-            if let Some(wait) = daemon
+            // A start turned away (live nodes hold every port, the runner has no room) waits
+            // for what it lacked; a start a crash cut short, for its runner's place.
+            let unstarted = matches!(
+                node.state,
+                NodeState::Pending | NodeState::Paused | NodeState::Starting
+            );
+            if let Some(what) = daemon
                 .engine
                 .waits_for(&handle.id, &node.id)
                 .filter(|_| unstarted)
             {
-                waiting_for.push(wait.to_string());
+                waiting_for.push(what.to_string());
+            }
+            // A live node may wait too: for its turn in its runner's queue, for its place.
+            if let Some(q) = &node.queued {
+                waiting_for.push(match &q.reason {
+                    Some(r) => format!("its turn in the runner's queue ({r})"),
+                    None => "its turn in the runner's queue".to_string(),
+                });
+            }
+            if let Some(l) = node.lost.as_ref().filter(|_| node.state == NodeState::Lost) {
+                waiting_for.push(format!("its place to answer (lost since {})", l.since));
             }
             json["waiting_for"] = json!(waiting_for);
             // What its agent's processes hold now, as last measured (a live local agent).

@@ -78,6 +78,7 @@ impl Runner for FakeRunner {
                 exit_status: None,
                 exit_signal: None,
                 requeue: None,
+                queued: None,
             },
         );
         Ok(Started { handle, pid })
@@ -137,6 +138,7 @@ mod tests {
             first: false,
             attempt: 0,
             memory_max: None,
+            place: None,
         })
         .unwrap()
     }

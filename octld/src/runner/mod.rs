@@ -82,6 +82,9 @@ pub struct AgentSpec<'a> {
     /// The memory the agent may hold, swap included (its profile's `memory_max`): a runner
     /// that can bound it does (the local one: the agent's cgroup).
     pub memory_max: Option<u64>,
+    /// Where the start goes, as [`Runner::reserve`] chose it and the node's `node.starting`
+    /// recorded (an SSH host, a Slurm job's name); `None` for runners with one place.
+    pub place: Option<&'a str>,
 }
 
 /// An agent just started.
@@ -110,6 +113,9 @@ pub struct AgentStatus {
     /// The runner started this attempt again by itself (Slurm requeued its job): which copy
     /// runs now and why. `None` for the first copy and for runners that never do.
     pub requeue: Option<Requeue>,
+    /// The agent waits in the runner's queue (a pending Slurm job), with the runner's
+    /// reason; `None` once it runs, and for runners without a queue.
+    pub queued: Option<String>,
 }
 
 /// A runner's own restart of an attempt, as [`AgentStatus::requeue`] reports it.
@@ -125,23 +131,38 @@ pub struct Requeue {
 /// One look at every agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observation {
+    /// The agents of the places that answered.
     pub agents: Vec<AgentStatus>,
     /// The pid of the process hosting the agents that answered (the tmux server), if any.
     pub host: Option<u32>,
-    /// Agents the runner gave up on, with why (an SSH host that stopped answering): their
-    /// nodes end with that reason and start again elsewhere (the engine's retry); whatever
-    /// such an agent does later is never brought back.
-    pub lost: Vec<Lost>,
+    /// Places ([`Runner::place_of`]) whose agents are not known this time (a host not asked
+    /// yet since the daemon started): their nodes stay as they are.
+    pub unsure: Vec<String>,
+    /// Places that stopped answering: their agents are not known to be gone, and their nodes
+    /// are `lost` until the place answers again (or `lost_after` passes).
+    pub unreachable: Vec<Unreachable>,
 }
 
-/// An agent whose place stopped answering, from [`Observation::lost`].
+/// A place of a runner that does not answer, from [`Observation::unreachable`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lost {
-    pub run: String,
-    pub node: String,
-    pub handle: AgentHandle,
-    /// Names the place and how long it did not answer.
+pub struct Unreachable {
+    /// As [`Runner::place_of`] names it (an SSH host, `slurmctld`).
+    pub place: String,
+    /// Since when it does not answer (ms since the epoch).
+    pub since_ms: u64,
+    /// Names the place and what its last answer was.
     pub reason: String,
+}
+
+/// Whether a runner has room for one more start now, from [`Runner::reserve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Room {
+    /// Yes: the start goes to `place` (recorded in the node's `node.starting`), held for it
+    /// until [`Runner::start`] or [`Runner::release`].
+    Free { place: Option<String> },
+    /// Not now (every host full, none answering): why. The node waits, pending, until
+    /// [`Runner::has_room`] says so.
+    Full(String),
 }
 
 /// Where agents run. Adding one is a module implementing this trait (see
@@ -150,7 +171,9 @@ pub trait Runner: Send + Sync {
     /// Checks the runner's tools (e.g. the tmux version); the engine calls it once per daemon.
     fn check(&self) -> Result<()>;
 
-    /// Starts an agent for `spec.node` of `spec.run`.
+    /// Starts an agent for `spec.node` of `spec.run`. An error of kind `timeout` means no
+    /// room after all (the place it went to stopped answering, the others are full): the
+    /// node waits, starting, until [`Runner::has_room`]; any other fails it.
     fn start(&self, spec: &AgentSpec<'_>) -> Result<Started>;
 
     /// Every agent the runner hosts, ended ones included, in one call: the supervisor calls
@@ -200,6 +223,65 @@ pub trait Runner: Send + Sync {
         let _ = (run, node, handle, worktree);
         Ok(())
     }
+
+    /// The place the agent `handle` is at, as [`Observation::unsure`] and
+    /// [`Observation::unreachable`] name places; `None` for a runner with one place that
+    /// always answers.
+    fn place_of(&self, handle: &AgentHandle) -> Option<String> {
+        let _ = handle;
+        None
+    }
+
+    /// Whether the place of the agent `handle` answered its last look: a call that failed
+    /// while it does not (a fetch cut off) says nothing of the agent, and is tried again.
+    fn reachable(&self, handle: &AgentHandle) -> bool {
+        let _ = handle;
+        true
+    }
+
+    /// Gives up on the agent `handle` of `node` of `run`, whose place did not answer for the
+    /// runner's `lost_after`: nothing of it is brought back or adopted again (what was
+    /// fetched before stays), and it is stopped once its place answers. The engine then
+    /// starts the node again from its last checkpoint.
+    fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
+        let _ = (run, node, handle);
+        Ok(())
+    }
+
+    /// Room for starting `node` of `run` now, held until [`Runner::start`] takes it or
+    /// [`Runner::release`] gives it back. A runner without limits always has room.
+    fn reserve(&self, run: &str, node: &str, attempt: u32) -> Result<Room> {
+        let _ = (run, node, attempt);
+        Ok(Room::Free { place: None })
+    }
+
+    /// Gives back room [`Runner::reserve`] held for `node` of `run` (its start was not made).
+    fn release(&self, run: &str, node: &str) {
+        let _ = (run, node);
+    }
+
+    /// Whether [`Runner::reserve`] would find room now (a cheap look, for nodes waiting).
+    fn has_room(&self) -> bool {
+        true
+    }
+
+    /// The agent of `spec`'s attempt that a start cut short by a crash left behind, found by
+    /// its name where `spec.place` says it went, to adopt instead of starting another.
+    /// `Ok(None)`: there is none, start it. An error: its place cannot be asked now.
+    fn find(&self, spec: &AgentSpec<'_>) -> Result<Option<Started>> {
+        Ok(self
+            .observe()?
+            .agents
+            .into_iter()
+            .find(|a| a.run == spec.run && a.node == spec.node && a.alive)
+            .map(|a| Started {
+                handle: a.handle,
+                pid: a.pid.unwrap_or(0),
+            }))
+    }
+
+    /// The daemon stops: connections it keeps open to remote places are closed (agents go on).
+    fn shutdown(&self) {}
 
     /// Presses one named key (`Enter`, `Down`, …) in the agent's terminal. Optional.
     fn send_key(&self, handle: &AgentHandle, key: &str) -> Result<()> {
@@ -318,6 +400,34 @@ fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Ar
             "runner {name:?} is local: it is the daemon's own tmux runner, not built"
         ))),
     }
+}
+
+/// The refs (`refs/octl/remote/<run>/<node>/<attempt>/<copy>`) of the copy of a remote
+/// agent `handle` whose work comes back, in the repository of `git`: the copy an SSH handle
+/// names, the newest copy fetched of a Slurm job's attempt; `None` for a local agent.
+pub fn last_copy(
+    git: &crate::git::Git,
+    run: &str,
+    node: &str,
+    handle: &AgentHandle,
+) -> Option<String> {
+    if let Some((_, attempt, copy, _)) = ssh::parse_handle(handle) {
+        return Some(format!(
+            "{}/{copy}",
+            exchange::ref_prefix(run, node, attempt)
+        ));
+    }
+    let (_, attempt) = slurm::parse_handle(handle)?;
+    let prefix = exchange::ref_prefix(run, node, attempt);
+    let listed = git
+        .plumbing(&["for-each-ref", "--format=%(refname)", &format!("{prefix}/")])
+        .ok()?;
+    let newest = listed
+        .lines()
+        .filter_map(|r| r.strip_prefix(&format!("{prefix}/"))?.split_once('/'))
+        .filter_map(|(copy, _)| copy.parse::<u32>().ok())
+        .max()?;
+    Some(format!("{prefix}/{newest}"))
 }
 
 /// Whether the runner `config` describes answers (for `doctor`): the local tmux, every SSH

@@ -20,7 +20,13 @@ export GIT_AUTHOR_NAME=${GIT_AUTHOR_NAME:-octl} GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EM
 export GIT_COMMITTER_NAME=${GIT_COMMITTER_NAME:-octl} GIT_COMMITTER_EMAIL=${GIT_COMMITTER_EMAIL:-octl@localhost}
 
 rm -rf "$WD"
-git clone -q --no-checkout "$EXCHANGE" "$WD" && cd "$WD" || exit 90
+# Earlier copies of this job that a lost node left here (where the scratch directory is
+# shared, or the job came back to the same node): their work is in the exchange already.
+if [ -z "${OCTL_CLONE:-}" ]; then
+  for ((c = 0; c < COPY; c++)); do rm -rf "${TMPDIR:-/tmp}/octl-job-${SLURM_JOB_ID:-$$}-$c" "${TMPDIR:-/tmp}/octl-job-${SLURM_JOB_ID:-$$}-$c.rc"; done
+fi
+# Not `git clone`: the exchange has no branch to check out, and clone would say so in the log.
+git init -q "$WD" && cd "$WD" && git remote add origin "$EXCHANGE" || exit 90
 git fetch -q origin "+$PREFIX/*:$PREFIX/*" "+$BASE:$BASE" ${OCTL_BASE_WIP:+"+$OCTL_BASE_WIP:$OCTL_BASE_WIP"} 2>/dev/null
 # Resume from the newest checkpoint of an earlier copy of this attempt, else from the base.
 HEAD0=$(git rev-parse -q --verify "$BASE^{commit}") || exit 91

@@ -57,6 +57,7 @@ fn status(p: PaneInfo) -> AgentStatus {
         exit_status: p.dead_status,
         exit_signal: p.dead_signal,
         requeue: None,
+        queued: None,
     }
 }
 

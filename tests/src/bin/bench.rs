@@ -8,7 +8,8 @@
 //! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
 //! target/release/bench hook      # the Claude Code hook entry, daemon up and down
 //! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
-//! target/release/bench slurm [--rounds 5]   # root: on the test Slurm cluster (tests/cluster/up.sh)
+//! target/release/bench slurm [--rounds 3]   # root: on the test Slurm cluster (tests/cluster/up.sh)
+//! target/release/bench ssh [--rounds 3]     # root: on the test cluster's SSH hosts
 //! target/release/bench scale [--sizes 1000,10000,100000] [--agents 1000]   # a year of runs, live agents
 //! target/release/bench admission [--units 40] [--mib 1024] [--hold 5] [--max-parallel auto]
 //! ```
@@ -30,10 +31,10 @@ use serde_json::{json, Value};
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
 #[path = "bench/admission.rs"]
 mod admission;
+#[path = "bench/remote.rs"]
+mod remote;
 #[path = "bench/scale.rs"]
 mod scale;
-#[path = "bench/slurm.rs"]
-mod slurm;
 #[path = "bench/tmux.rs"]
 mod tmux;
 #[path = "bench/tui.rs"]
@@ -1178,9 +1179,14 @@ fn main() {
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
-        "slurm" => {
-            let rounds = opt("--rounds").map_or(5, |n| n.parse().expect("--rounds N"));
-            slurm::timings(&mut rows, rounds);
+        "slurm" | "ssh" => {
+            let rounds = opt("--rounds").map_or(3, |n| n.parse().expect("--rounds N"));
+            let kind = if what == "ssh" {
+                remote::Kind::Ssh
+            } else {
+                remote::Kind::Slurm
+            };
+            remote::timings(&mut rows, kind, rounds);
         }
         "hook" => hook(&mut rows),
         "scale" => {
@@ -1232,7 +1238,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, tmux, tui or admission"
+                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, ssh, tmux, tui or admission"
             );
             std::process::exit(2);
         }

@@ -31,6 +31,7 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         text.push_str(&failures_text(&detail, &logs));
         text.push_str(&denied_text(&detail));
         text.push_str(&requeued_text(&detail));
+        text.push_str(&lost_text(&detail));
         if let Some(c) = value.get("corrupt") {
             text.push_str(&corrupt_text(&detail.manifest.id, c));
         }
@@ -95,6 +96,31 @@ pub fn requeued_text(d: &RunDetail) -> String {
         out
     } else {
         format!("\nRequeued (resumed from the last checkpoint):\n{out}")
+    }
+}
+
+/// Under `run show`'s tables: the nodes whose agent's place does not answer (an SSH host,
+/// the Slurm controller), since when and why; each is found again when it answers, or
+/// started again elsewhere after its runner's `lost_after`.
+pub fn lost_text(d: &RunDetail) -> String {
+    let mut out = String::new();
+    for n in &d.nodes {
+        if let (NodeState::Lost, Some(l)) = (n.state, &n.lost) {
+            let age = activity_age(&l.since)
+                .map(|a| format!(" ({})", clock(a)))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {} lost since {}{age}: {}\n",
+                n.id,
+                short_time(&l.since),
+                l.reason
+            ));
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\nLost (not known to be gone; re-adopted when the place answers, started again elsewhere after lost_after):\n{out}")
     }
 }
 
@@ -226,6 +252,11 @@ pub fn node_extras(show: &Value) -> HashMap<String, NodeExtra> {
         .collect()
 }
 
+/// RUNNER: where the node's agent runs (`local` when its `node.added` names none).
+pub fn runner_cell(n: &Node) -> String {
+    n.runner.clone().unwrap_or_else(|| "local".to_string())
+}
+
 /// ELAPSED: `1m05s`, or `-` for a node that never started.
 pub fn elapsed_cell(extra: Option<&NodeExtra>) -> String {
     match extra.and_then(|e| e.elapsed_s) {
@@ -342,6 +373,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                     cell(n.branch.as_deref()),
                     cell(n.worktree.as_deref()),
                     cell(n.agent.as_deref()),
+                    runner_cell(n),
                 ]
             })
             .collect();
@@ -355,6 +387,7 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
                 "BRANCH",
                 "WORKTREE",
                 "AGENT",
+                "RUNNER",
             ],
             &rows,
         ));
@@ -480,7 +513,7 @@ mod tests {
         assert!(text.contains("Nodes    1 running\n"), "{text}");
         assert!(
             text.contains(
-                "ID   STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT\napi  running  unknown   -        -            -       -         -\n"
+                "ID   STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH  WORKTREE  AGENT  RUNNER\napi  running  unknown   -        -            -       -         -      local\n"
             ),
             "{text}"
         );
@@ -509,10 +542,10 @@ mod tests {
         assert_eq!(
             table[..4],
             [
-                "ID      STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT",
-                "schema  merged   -         12s      -            octl/R/schema  -         shell",
-                "api     running  unknown   1m05s    -            octl/R/api     -         shell",
-                "docs    pending  -         -        api          octl/R/docs    -         shell",
+                "ID      STATE    ACTIVITY  ELAPSED  WAITING FOR  BRANCH         WORKTREE  AGENT  RUNNER",
+                "schema  merged   -         12s      -            octl/R/schema  -         shell  local",
+                "api     running  unknown   1m05s    -            octl/R/api     -         shell  local",
+                "docs    pending  -         -        api          octl/R/docs    -         shell  local",
             ]
         );
         // Absent or odd values do not break it.
@@ -521,6 +554,26 @@ mod tests {
             node_extras(&json!({"nodes": [{"id": "a", "elapsed_s": 2.7, "waiting_for": "x"}]}));
         assert_eq!(odd["a"].elapsed_s, Some(2));
         assert!(odd["a"].waiting_for.is_empty());
+    }
+
+    #[test]
+    fn lost_nodes_and_their_runner_in_run_show() {
+        let mut lost = node("far", "lost");
+        lost["runner"] = json!("hosts");
+        lost["lost"] = json!({"reason": "ssh host s1 stopped answering", "since": "2026-12-01T10:00:00.000Z", "was": "running"});
+        let d = detail_with(json!([node("ok", "merged"), lost]));
+        let text = lost_text(&d);
+        assert!(
+            text.contains("Lost (not known to be gone;") && text.contains("  far lost since "),
+            "{text}"
+        );
+        assert!(text.contains(": ssh host s1 stopped answering\n"), "{text}");
+        assert_eq!(lost_text(&detail_with(json!([node("a", "running")]))), "");
+        let table = detail_text(&d, &HashMap::new());
+        assert!(
+            table.contains("RUNNER") && table.contains("hosts\n"),
+            "{table}"
+        );
     }
 
     #[test]

@@ -25,7 +25,14 @@ pub struct Conn {
     /// As `ssh` names it (`host`, `user@host`, a `Host` of the ssh config).
     pub host: String,
     control: PathBuf,
+    /// Held while a master connection is started: two at once would race for its socket.
+    starting: std::sync::Arc<std::sync::Mutex<()>>,
+    /// Calls in a row that got no answer in time (see [`Conn::timed_out`]).
+    late: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
+
+/// Calls in a row without an answer in time after which the master connection is dropped.
+const LATE_BEFORE_DROP: u32 = 2;
 
 /// FNV-1a, hex: a short stable name (Rust's own hasher may change between builds).
 pub fn hash(bytes: &[u8]) -> String {
@@ -43,6 +50,8 @@ impl Conn {
         Conn {
             host: host.to_string(),
             control: dir.join(hash(host.as_bytes())),
+            starting: Default::default(),
+            late: Default::default(),
         }
     }
 
@@ -74,6 +83,7 @@ impl Conn {
     /// Makes sure a master connection runs (started in the background, `-f`, with its
     /// stdio closed, so no caller waits on a pipe it keeps open).
     fn master(&self, timeout: Duration) -> Result<()> {
+        let _one = self.starting.lock().unwrap_or_else(|e| e.into_inner());
         let check = self
             .ssh()
             .args(["-O", "check", "--", &self.host])
@@ -110,8 +120,24 @@ impl Conn {
         }
     }
 
-    /// Drops the master connection (after a call timed out: a link that went down leaves a
-    /// master that hangs every call until its keep-alive gives up).
+    /// A call got no answer in time. A link that went down leaves a master that hangs every
+    /// call until its keep-alive gives up, so the master is dropped — but only once calls in a
+    /// row went unanswered: one slow call on a loaded host would otherwise cut off every
+    /// session the master carries (a fetch, a push) along with it.
+    fn timed_out(&self) {
+        use std::sync::atomic::Ordering;
+        if self.late.fetch_add(1, Ordering::AcqRel) + 1 >= LATE_BEFORE_DROP {
+            self.late.store(0, Ordering::Release);
+            self.drop_master();
+        }
+    }
+
+    /// A call was answered.
+    fn answered(&self) {
+        self.late.store(0, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Drops the master connection (its sessions end with it).
     pub fn drop_master(&self) {
         let _ = self
             .ssh()
@@ -129,7 +155,10 @@ impl Conn {
         cmd.args(["-o", "ControlMaster=no", "--", &self.host])
             .arg(format!("sh -c {}", sh_quote(script)));
         match bounded(cmd, input, timeout)? {
-            Some(o) if o.status.success() => Ok(o.stdout),
+            Some(o) if o.status.success() => {
+                self.answered();
+                Ok(o.stdout)
+            }
             // 255: ssh's own failure (the host, not the script).
             Some(o) if o.status.code() == Some(255) => Err(unreachable(
                 &self.host,
@@ -145,7 +174,7 @@ impl Conn {
                 ),
             )),
             None => {
-                self.drop_master();
+                self.timed_out();
                 Err(unreachable(
                     &self.host,
                     &format!("no answer within {} s", timeout.as_secs_f32()),
@@ -172,10 +201,24 @@ impl Conn {
         let mut cmd = Command::new("git");
         cmd.current_dir(dir)
             .args(args)
+            .env("LC_ALL", "C")
             .env("GIT_SSH_COMMAND", self.git_ssh())
             .env("GIT_TERMINAL_PROMPT", "0");
         match bounded(cmd, None, timeout)? {
-            Some(o) if o.status.success() => Ok(()),
+            Some(o) if o.status.success() => {
+                self.answered();
+                Ok(())
+            }
+            Some(o) if String::from_utf8_lossy(&o.stderr).contains(GIT_UNREACHED) => {
+                Err(unreachable(
+                    &self.host,
+                    &format!(
+                        "git {} could not reach it: {}",
+                        args.first().unwrap_or(&""),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
+                ))
+            }
             Some(o) => Err(AppError::new(
                 ErrorKind::ToolFailed,
                 format!(
@@ -186,7 +229,7 @@ impl Conn {
                 ),
             )),
             None => {
-                self.drop_master();
+                self.timed_out();
                 Err(unreachable(
                     &self.host,
                     &format!(
@@ -209,15 +252,24 @@ impl Conn {
     }
 }
 
+/// A host that did not answer: kind `timeout`, which a start takes for "no room now" (the
+/// node waits) rather than a failure of the node (see `Runner::start`).
 fn unreachable(host: &str, why: &str) -> AppError {
     AppError::new(
-        ErrorKind::ToolFailed,
+        ErrorKind::Timeout,
         format!("ssh host {host} does not answer: {why}"),
     )
 }
 
+/// What git prints when its transport (here: ssh to the host) failed, not the command.
+const GIT_UNREACHED: &str = "Could not read from remote repository";
+
 /// Runs `cmd` to its end or until `timeout` (then it is killed: `None`).
-fn bounded(mut cmd: Command, input: Option<&[u8]>, timeout: Duration) -> Result<Option<Output>> {
+pub(crate) fn bounded(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Option<Output>> {
     cmd.stdin(if input.is_some() {
         Stdio::piped()
     } else {

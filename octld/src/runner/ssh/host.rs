@@ -1,7 +1,8 @@
-//! The SSH runner's side of each host: connections, placing and starting an agent on a
-//! host, fetching its checkpoints, and the looks (one batched call per host per tick).
+//! The SSH runner's side of each host: room and placing, setting a host up once, starting an
+//! agent there, finding the agent of a start a crash cut short, fetching checkpoints.
 
 use super::*;
+
 impl SshRunner {
     pub fn new(name: &str, config: &RunnerConfig, home: &Path) -> SshRunner {
         let dir = home.join("ssh");
@@ -9,21 +10,37 @@ impl SshRunner {
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(CHECKPOINT_S);
-        SshRunner {
+        let hosts: Vec<Conn> = config
+            .hosts
+            .iter()
+            .flatten()
+            .map(|h| Conn::new(h, &dir))
+            .collect();
+        let pass_env = config
+            .pass_env
+            .iter()
+            .flatten()
+            .filter_map(|k| Some((k.clone(), std::env::var(k).ok()?)))
+            .collect();
+        SshRunner(Arc::new(Inner {
             name: name.to_string(),
-            hosts: config
-                .hosts
+            setup: hosts
                 .iter()
-                .flatten()
-                .map(|h| Conn::new(h, &dir))
+                .map(|c| (c.host.clone(), Mutex::default()))
                 .collect(),
+            hosts,
             slots: config.slots.unwrap_or(DEFAULT_SSH_SLOTS).max(1),
             tag: conn::hash(home.as_os_str().as_encoded_bytes()),
             every: Duration::from_secs(every.max(1)),
-            state: Default::default(),
-        }
+            pass_env,
+            state: Mutex::default(),
+            looked: Condvar::new(),
+            started: Condvar::new(),
+        }))
     }
+}
 
+impl Inner {
     pub(super) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -41,21 +58,27 @@ impl SshRunner {
         preamble(&self.tag, host)
     }
 
-    /// The host that should take the next agent, not yet in `tried`: answering (or not looked
-    /// at yet), with a free slot, the least loaded first. Holds a slot on it (`starting`).
-    pub(super) fn place(&self, tried: &[String]) -> Result<String> {
-        let mut state = self.state();
+    /// The host that should take the next agent, not in `tried`: answering (or not looked at
+    /// yet), with a free slot (agents alive, starts under way and room reserved count), the
+    /// least loaded first. `Err`: why none can.
+    pub(super) fn choose(
+        &self,
+        state: &State,
+        tried: &[String],
+    ) -> std::result::Result<String, String> {
         let mut full = 0;
         let mut best: Option<(u32, &Conn)> = None;
-        for c in &self.hosts {
-            if tried.contains(&c.host) {
+        for c in self.hosts.iter().filter(|c| !tried.contains(&c.host)) {
+            let h = state.hosts.get(&c.host);
+            if h.is_some_and(|h| h.failed > 0) {
                 continue;
             }
-            let h = state.hosts.entry(c.host.clone()).or_default();
-            if h.failed > 0 {
-                continue;
-            }
-            let used = h.agents.values().filter(|a| a.alive).count() as u32 + h.starting;
+            let reserved = state
+                .reserved
+                .values()
+                .filter(|(host, at)| *host == c.host && at.elapsed() < RESERVED_FOR)
+                .count() as u32;
+            let used = h.map_or(0, HostState::used) + reserved;
             if used >= self.slots {
                 full += 1;
                 continue;
@@ -64,31 +87,58 @@ impl SshRunner {
                 best = Some((used, c));
             }
         }
-        let Some((_, c)) = best else {
-            return Err(AppError::new(
-                ErrorKind::ToolFailed,
-                if full > 0 {
-                    format!(
-                        "every answering host of runner {:?} is full ({} agents each: slots); lower the run's max_parallel to hosts × slots",
-                        self.name, self.slots
-                    )
-                } else {
-                    let why: Vec<String> = state
-                        .hosts
-                        .iter()
-                        .filter(|(_, h)| h.failed > 0)
-                        .map(|(n, h)| format!("{n}: {}", h.error))
-                        .collect();
-                    format!(
-                        "no host of runner {:?} answers ({})",
-                        self.name,
-                        why.join("; ")
-                    )
-                },
-            ));
-        };
-        state.hosts.entry(c.host.clone()).or_default().starting += 1;
-        Ok(c.host.clone())
+        if let Some((_, c)) = best {
+            return Ok(c.host.clone());
+        }
+        Err(if full > 0 {
+            format!(
+                "every answering host of runner {:?} is full ({} agents each: slots)",
+                self.name, self.slots
+            )
+        } else {
+            let why: Vec<String> = state
+                .hosts
+                .iter()
+                .filter(|(_, h)| h.failed > 0)
+                .map(|(n, h)| format!("{n}: {}", h.error))
+                .collect();
+            format!(
+                "no host of runner {:?} answers ({})",
+                self.name,
+                why.join("; ")
+            )
+        })
+    }
+
+    /// Room for the next start of `node` of `run` (see [`Runner::reserve`]): the host it goes
+    /// to, held until the start takes it. Asked again, the same room.
+    pub(super) fn reserve_room(&self, run: &str, node: &str) -> Room {
+        let mut state = self.state();
+        let key = (run.to_string(), node.to_string());
+        state
+            .reserved
+            .retain(|_, (_, at)| at.elapsed() < RESERVED_FOR);
+        if let Some((host, _)) = state.reserved.get(&key) {
+            return Room::Free {
+                place: Some(host.clone()),
+            };
+        }
+        match self.choose(&state, &[]) {
+            Ok(host) => {
+                state.reserved.insert(key, (host.clone(), Instant::now()));
+                Room::Free { place: Some(host) }
+            }
+            Err(why) => Room::Full(why),
+        }
+    }
+
+    /// `e`, the error of a call to `host`; one that did not reach it (kind `timeout`) counts
+    /// as a failed look, so the host is not taken to answer until a look says so.
+    pub(super) fn failed(&self, host: &str, e: AppError) -> AppError {
+        if e.kind == ErrorKind::Timeout {
+            self.note_failure(host, &e);
+        }
+        e
     }
 
     /// A call that failed to reach `host` counts as a failed look.
@@ -96,13 +146,173 @@ impl SshRunner {
         let mut state = self.state();
         let h = state.hosts.entry(host.to_string()).or_default();
         h.failed += 1;
-        h.failing_since.get_or_insert_with(Instant::now);
+        h.failing_since
+            .get_or_insert_with(|| (Instant::now(), crate::store::writer::now_ms()));
         h.error = e.message.clone();
+    }
+
+    /// Starts `spec`'s agent: on the host its room was reserved on (or `spec.place`, after a
+    /// restart), else on the next that takes it.
+    pub(super) fn start_agent(&self, spec: &AgentSpec<'_>) -> Result<Started> {
+        let git = Git::new(spec.cwd);
+        let repo_id = repo_id(&git)?;
+        let branch = git
+            .plumbing(&["rev-parse", "--abbrev-ref", "HEAD"])?
+            .trim()
+            .to_string();
+        // The copy this start is, and what it resumes from; named in the daemon's repository
+        // (`…/<copy>/base`) before anything is made on a host.
+        let next_copy = || -> Result<(u32, Option<Resume>, String)> {
+            let (copy, resume) = resume_point(&git, spec.run, spec.node, spec.attempt);
+            if let Some(r) = &resume {
+                // The new worktree takes the lost copy's branch; its uncommitted work goes
+                // with the base to the host.
+                git.plumbing(&["reset", "-q", "--keep", &r.head])?;
+            }
+            let head = git.plumbing(&["rev-parse", "HEAD"])?.trim().to_string();
+            let mine = format!("{}/{copy}", ref_prefix(spec.run, spec.node, spec.attempt));
+            // Holds the copy's number, and is what it resumes from if it is lost before its
+            // first checkpoint.
+            git.plumbing(&["update-ref", &format!("{mine}/base"), &head])?;
+            Ok((copy, resume, mine))
+        };
+        let (mut copy, mut resume, mut mine) = next_copy()?;
+        let mut first = {
+            let mut state = self.state();
+            let key = (spec.run.to_string(), spec.node.to_string());
+            let reserved = state.reserved.remove(&key).map(|(h, _)| h);
+            reserved.or_else(|| spec.place.map(str::to_string))
+        };
+        let mut tried = Vec::new();
+        let mut errors: Vec<String> = Vec::new();
+        // Every host tried did not answer (or none had room): kind `timeout`, no room now (the
+        // node waits); a host that answered and refused is the node's failure.
+        let mut refused = false;
+        loop {
+            let failing = |h: &str| self.state().hosts.get(h).is_some_and(|h| h.failed > 0);
+            let host = match first.take() {
+                Some(h) if self.conn(&h).is_ok() && !failing(&h) => h,
+                _ => {
+                    let state = self.state();
+                    match self.choose(&state, &tried) {
+                        Ok(h) => h,
+                        Err(why) if errors.is_empty() => {
+                            return Err(AppError::new(ErrorKind::Timeout, why))
+                        }
+                        Err(_) => {
+                            return Err(AppError::new(
+                                if refused {
+                                    ErrorKind::ToolFailed
+                                } else {
+                                    ErrorKind::Timeout
+                                },
+                                format!(
+                                    "no host of runner {:?} took the agent: {}",
+                                    self.name,
+                                    errors.join("; ")
+                                ),
+                            ))
+                        }
+                    }
+                }
+            };
+            tried.push(host.clone());
+            {
+                // At most STARTS_PER_HOST starts under way on one host.
+                let mut state = self.state();
+                while state.hosts.entry(host.clone()).or_default().starting >= STARTS_PER_HOST {
+                    state = self
+                        .started
+                        .wait_timeout(state, Duration::from_secs(1))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                state.hosts.entry(host.clone()).or_default().starting += 1;
+            }
+            let started = self.start_on(&host, spec, &repo_id, copy, resume.as_ref(), &branch);
+            self.started.notify_all();
+            let mut state = self.state();
+            let h = state.hosts.entry(host.clone()).or_default();
+            h.starting = h.starting.saturating_sub(1);
+            match started {
+                Ok((placed, started)) => {
+                    h.agents.insert(started.handle.as_str().to_string(), placed);
+                    drop(state);
+                    let from = match &resume {
+                        Some(r) => format!(
+                            ", resuming from the checkpoint of {} ({})",
+                            r.from,
+                            r.wip.as_deref().unwrap_or(&r.head)
+                        ),
+                        None => String::new(),
+                    };
+                    let _ = append_log(
+                        spec.log,
+                        format!(
+                            "octl: attempt {} copy {copy} on ssh host {host}{from}\n",
+                            spec.attempt
+                        )
+                        .as_bytes(),
+                    );
+                    return Ok(started);
+                }
+                Err(e) => {
+                    drop(state);
+                    tracing::warn!(host = %host, run = spec.run, node = spec.node, error = %e.message, "could not start an agent on an ssh host");
+                    // What is set up there is made again at the next start.
+                    if let Some(s) = self.setup.get(&host) {
+                        *s.lock().unwrap_or_else(|e| e.into_inner()) = Setup::default();
+                    }
+                    if e.kind == ErrorKind::Timeout {
+                        self.note_failure(&host, &e);
+                        // Its window may be there all the same (the answer was cut off): that
+                        // copy is given up, so it is never adopted or fetched, and is stopped
+                        // once the host answers; the next host starts the next copy.
+                        let _ = git.plumbing(&[
+                            "update-ref",
+                            &format!("{mine}/lost"),
+                            &format!("{mine}/base"),
+                        ]);
+                        (copy, resume, mine) = next_copy()?;
+                    } else {
+                        refused = true;
+                    }
+                    errors.push(format!("{host}: {}", e.message));
+                }
+            }
+        }
+    }
+
+    /// Sets `host` up for agents of the repository `repo_id`, once (then kept): the daemon's
+    /// directory, the tools checked, the job script, the tmux server kept up when empty (pane
+    /// ids are never reused while it runs), the bare repository. Its directory.
+    fn set_up(&self, host: &str, repo_id: &str) -> Result<String> {
+        let mut setup = self
+            .setup
+            .get(host)
+            .ok_or_else(|| AppError::internal(format!("no setup for host {host}")))?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let (Some(root), true) = (&setup.root, setup.repos.contains(repo_id)) {
+            return Ok(root.clone());
+        }
+        let conn = self.conn(host)?;
+        let pre = self.pre(host);
+        let (script, input) = if setup.root.is_some() {
+            (repo_script(&pre, repo_id), None)
+        } else {
+            (setup_script(&pre, repo_id), Some(SHIM.as_bytes()))
+        };
+        let out = conn.run(&script, input, CALL_TIMEOUT)?;
+        let root = String::from_utf8_lossy(&out).trim().to_string();
+        setup.root = Some(root.clone());
+        setup.repos.insert(repo_id.to_string());
+        Ok(root)
     }
 
     /// Starts the agent on `host`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_on(
+    fn start_on(
         &self,
         host: &str,
         spec: &AgentSpec<'_>,
@@ -113,21 +323,22 @@ impl SshRunner {
     ) -> Result<(Placed, Started)> {
         let conn = self.conn(host)?;
         let pre = self.pre(host);
-        let prepare = format!(
-            "set -e\n{pre}mkdir -p \"$R/logs\" \"$R/work\"\n\
-             command -v tmux >/dev/null 2>&1 || {{ echo 'tmux is not installed on this host' >&2; exit 3; }}\n\
-             command -v git >/dev/null 2>&1 || {{ echo 'git is not installed on this host' >&2; exit 3; }}\n\
-             [ -d \"$R/{repo_id}.git\" ] || git init -q --bare \"$R/{repo_id}.git\"\n\
-             cat > \"$R/shim.sh.$$\" && mv \"$R/shim.sh.$$\" \"$R/shim.sh\"\nprintf '%s\\n' \"$R\"\n"
-        );
-        let out = conn.run(&prepare, Some(SHIM.as_bytes()), CALL_TIMEOUT)?;
-        let root = String::from_utf8_lossy(&out).trim().to_string();
+        let root = self.set_up(host, repo_id)?;
         let remote_git = format!("{root}/{repo_id}.git");
         let url = format!("ssh://{host}{remote_git}");
         let (run, node, attempt) = (spec.run, spec.node, spec.attempt);
         let base = format!("refs/octl/base/{run}/{node}/{attempt}/{copy}");
         let base_wip = format!("refs/octl/basewip/{run}/{node}/{attempt}/{copy}");
-        // The base (and the checkpoint resumed from) goes to the host: the agent clones it there.
+        // The base (and the checkpoint resumed from) goes to the host: the agent clones it
+        // there. Pushed only when the host lacks it (see base_refs_script).
+        let git = Git::new(spec.cwd);
+        let commit = |rev: &str| -> Result<String> {
+            Ok(git
+                .plumbing(&["rev-parse", &format!("{rev}^{{commit}}")])?
+                .trim()
+                .to_string())
+        };
+        let mut refs = vec![(base.clone(), commit("HEAD")?)];
         let mut push = vec![
             "push".to_string(),
             "-q".into(),
@@ -136,10 +347,10 @@ impl SshRunner {
             format!("HEAD:{base}"),
         ];
         if let Some(wip) = resume.and_then(|r| r.wip.as_ref()) {
+            refs.push((base_wip.clone(), commit(wip)?));
             push.push(format!("{wip}:{base_wip}"));
         }
-        let push: Vec<&str> = push.iter().map(String::as_str).collect();
-        conn.git(spec.cwd, &push, CALL_TIMEOUT)?;
+        let before = base_refs_script(&remote_git, &refs);
 
         let clone = clone_dir(&root, run, node, attempt, copy);
         let remote_log = format!("{root}/logs/{run}.{node}.{attempt}.{copy}.log");
@@ -153,11 +364,12 @@ impl SshRunner {
         ];
         let mut cmd = words.iter().map(|w| q(w)).collect::<Vec<_>>().join(" ");
         words = vec!["exec".into(), "env".into()];
-        // The host's own PATH: the daemon's names this machine's directories.
+        // The host's own PATH: the daemon's names this machine's directories. The variables
+        // `pass_env` names come from the daemon's environment.
         words.extend(
-            spec.env
+            self.pass_env
                 .iter()
-                .filter(|(k, _)| k != "PATH")
+                .chain(spec.env.iter().filter(|(k, _)| k != "PATH"))
                 .map(|(k, v)| format!("{k}={v}")),
         );
         words.extend([
@@ -184,25 +396,30 @@ impl SshRunner {
         let ac = format!("{attempt}.{copy}");
         let wt = spec.cwd.display().to_string();
         let log = spec.log.display().to_string();
-        let window = format!(
-            "{pre}CMD={cmd}\n\
-             P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
-             P=$(t new-session -d -P -F '#{{pane_id}}' -s {run} -n {node} -x 200 -y 50 -c \"$R\" /bin/sh -c \"$CMD\" 2>/dev/null) ||\n\
-             P=$(t new-window -d -P -F '#{{pane_id}}' -t ={run}: -n {node} -c \"$R\" /bin/sh -c \"$CMD\") || exit 1\n\
-             t set-option -w -t \"$P\" remain-on-exit on \\; set-option -w -t \"$P\" @octl_ac {ac} \\; \
-             set-option -w -t \"$P\" @octl_wt {wt} \\; set-option -w -t \"$P\" @octl_log {log} \\; \
-             set-option -w -t \"$P\" @octl_rlog {rlog} \\; set-option -w -t \"$P\" @octl_git {git} \\; \
-             pipe-pane -t \"$P\" -o {pipe} \\; wait-for -S {go}\n\
-             t display -p -t \"$P\" '#{{pane_id}} #{{pane_pid}}'\n",
-            cmd = q(&cmd),
-            wt = q(&wt),
-            log = q(&log),
-            rlog = q(&remote_log),
-            git = q(&remote_git),
-            pipe = q(&format!("exec cat >> {}", q(&remote_log))),
-            go = q(&go),
+        let repo = Git::new(spec.cwd)
+            .plumbing(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?
+            .trim()
+            .to_string();
+        let window = window_script(
+            &pre,
+            &cmd,
+            run,
+            node,
+            &ac,
+            &wt,
+            &log,
+            &remote_log,
+            &remote_git,
+            &repo,
+            &go,
+            &before,
         );
-        let out = conn.run(&window, None, CALL_TIMEOUT)?;
+        let mut out = conn.run(&window, None, CALL_TIMEOUT)?;
+        if String::from_utf8_lossy(&out).trim() == "NEEDPUSH" {
+            let push: Vec<&str> = push.iter().map(String::as_str).collect();
+            conn.git(spec.cwd, &push, CALL_TIMEOUT)?;
+            out = conn.run(&window, None, CALL_TIMEOUT)?;
+        }
         let out = String::from_utf8_lossy(&out);
         let mut f = out.split_whitespace();
         let pane = f
@@ -242,6 +459,54 @@ impl SshRunner {
         ))
     }
 
+    /// The window of `spec`'s copy that a start cut short by a crash made (see
+    /// [`Runner::find`]): looked for on `spec.place`'s host (then every host that answers),
+    /// by its run, node and `<attempt>.<copy>`. If that host does not answer, the copy there
+    /// is given up (marked lost: never adopted or fetched; stopped once it answers), so the
+    /// start goes on as the next copy.
+    pub(super) fn find_agent(&self, spec: &AgentSpec<'_>) -> Result<Option<Started>> {
+        let git = Git::new(spec.cwd);
+        let (copy, _) = resume_point(&git, spec.run, spec.node, spec.attempt);
+        let mine = format!("{}/{copy}", ref_prefix(spec.run, spec.node, spec.attempt));
+        if !has_commit(&git, &format!("{mine}/base")) {
+            // The start never got as far as naming its copy: nothing was made on a host.
+            return Ok(None);
+        }
+        let ac = format!("{}.{copy}", spec.attempt);
+        let mut hosts: Vec<&Conn> = self.hosts.iter().collect();
+        hosts.sort_by_key(|c| Some(c.host.as_str()) != spec.place);
+        for c in hosts {
+            match self.look(&c.host, &Ask::default()) {
+                Ok(look) => {
+                    let found = look
+                        .panes
+                        .iter()
+                        .find(|p| p.run == spec.run && p.node == spec.node && p.ac == ac)
+                        .map(|p| p.pane.clone());
+                    // Taken in as any look: the window found is adopted (its options name it).
+                    self.take(&c.host, Ok(look), Instant::now());
+                    if let Some(pane) = found {
+                        return Ok(Some(Started {
+                            handle: handle_of(&c.host, spec.attempt, copy, &pane),
+                            pid: 0,
+                        }));
+                    }
+                }
+                Err(e) if Some(c.host.as_str()) == spec.place => {
+                    tracing::warn!(host = %c.host, run = spec.run, node = spec.node, error = %e.message, "the host of a start cut short does not answer: its copy is given up, the next one starts");
+                    let _ = git.plumbing(&[
+                        "update-ref",
+                        &format!("{mine}/lost"),
+                        &format!("{mine}/base"),
+                    ]);
+                    return Ok(None);
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// Fetches what `placed` pushed on `host` into refs of the daemon's repository.
     pub(super) fn fetch(conn: &Conn, placed: &Placed, timeout: Duration) -> Result<()> {
         let mine = placed.prefix();
@@ -259,12 +524,29 @@ impl SshRunner {
         )
     }
 
+    /// Fetches the refs of the copy `mine` (`refs/octl/remote/…/<copy>`) from the host's bare
+    /// repository of `git`'s repository, without its window (it is gone).
+    pub(super) fn fetch_copy(&self, conn: &Conn, git: &Git, mine: &str) -> Result<()> {
+        let id = repo_id(git)?;
+        let root = self.set_up(&conn.host, &id)?;
+        let url = format!("ssh://{}{root}/{id}.git", conn.host);
+        let dir = git.plumbing(&["rev-parse", "--show-toplevel"])?;
+        conn.git(
+            Path::new(dir.trim()),
+            &[
+                "fetch",
+                "-q",
+                "--no-tags",
+                &url,
+                &format!("+{mine}/*:{mine}/*"),
+            ],
+            CALL_TIMEOUT,
+        )
+    }
+
     /// Fetches the checkpoints of `host`'s live agents, in the background (a look never
     /// waits for git), unless it did less than a checkpoint interval ago.
-    pub(super) fn fetch_due(&self, host: &str) {
-        let Ok(conn) = self.conn(host).cloned() else {
-            return;
-        };
+    pub(super) fn fetch_due(self: &Arc<Self>, host: &str) {
         let todo: Vec<Placed> = {
             let mut state = self.state();
             let every = self.every;
@@ -280,134 +562,46 @@ impl SshRunner {
             h.last_fetch = Some(Instant::now());
             todo
         };
-        let state = self.state.clone();
-        let host = host.to_string();
+        let (me, host) = (self.clone(), host.to_string());
         std::thread::spawn(move || {
+            let Ok(conn) = me.conn(&host) else { return };
             for placed in todo {
                 let handle = handle_of(&host, placed.attempt, placed.copy, &placed.pane);
-                let given_up = state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .lost
-                    .contains_key(handle.as_str());
-                if given_up {
+                if me.state().abandoned.contains_key(handle.as_str()) {
                     continue;
                 }
-                if let Err(e) = Self::fetch(&conn, &placed, CALL_TIMEOUT) {
+                if let Err(e) = Self::fetch(conn, &placed, CALL_TIMEOUT) {
                     tracing::info!(host = %host, run = %placed.run, node = %placed.node, error = %e.message, "checkpoint not fetched");
                 }
             }
-            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-            state.hosts.entry(host).or_default().fetching = false;
+            me.state().hosts.entry(host).or_default().fetching = false;
         });
     }
 
-    /// What the next look at `host` asks, from what the runner knows.
-    pub(super) fn ask(&self, host: &str) -> Ask {
-        let state = self.state();
-        let mut ask = Ask::default();
-        if let Some(h) = state.hosts.get(host) {
-            for a in h.agents.values() {
-                ask.logs
-                    .push((a.pane.clone(), a.remote_log.clone(), a.offset));
-            }
-        }
-        for l in state.lost.values() {
-            if let Some((lh, attempt, copy, pane)) = parse_handle(&l.handle) {
-                if lh == host {
-                    ask.close.push((
-                        pane.to_string(),
-                        format!("{attempt}.{copy}|{}|{}", l.run, l.node),
-                    ));
-                }
-            }
-        }
-        ask
-    }
-
-    /// Takes in one look at `host` (or its failure).
-    pub(super) fn take(&self, host: &str, look: Result<Look>, began: Instant) {
-        take(&self.state, host, look, began)
-    }
-
-    /// One look at `host`.
-    pub(super) fn look(&self, host: &str, ask: &Ask) -> Result<Look> {
-        look(self.conn(host)?, &self.pre(host), ask)
-    }
-
-    /// Whether `host` was given up (its agents lost): it is then looked at in the background,
-    /// every [`PROBE_EVERY`], so that its bounded but slow failures do not hold up the looks
-    /// at the others. Starts that look when due.
-    pub(super) fn probe_in_background(&self, host: &str) -> bool {
-        let Ok(conn) = self.conn(host).cloned() else {
-            return false;
-        };
-        {
+    /// Stops every agent of `run` on the host of `conn` (TERM, their traps' checkpoints, the
+    /// session closed), then fetches what they pushed. How many windows it had.
+    pub(super) fn stop_run_on(&self, conn: &Conn, run: &str) -> Result<u32> {
+        let host = &conn.host;
+        let out = conn.run(&stop_run_script(&self.pre(host), run), None, CALL_TIMEOUT)?;
+        let stopped = String::from_utf8_lossy(&out)
+            .trim()
+            .parse::<u32>()
+            .unwrap_or(0);
+        let placed: Vec<Placed> = {
             let mut state = self.state();
-            let h = state.hosts.entry(host.to_string()).or_default();
-            if h.failed < LOST_AFTER || !h.agents.is_empty() {
-                return false;
-            }
-            if h.probing || h.last_probe.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
-                return true;
-            }
-            h.probing = true;
-            h.last_probe = Some(Instant::now());
-        }
-        let (state, pre, ask, host) = (
-            self.state.clone(),
-            self.pre(host),
-            self.ask(host),
-            host.to_string(),
-        );
-        std::thread::spawn(move || {
-            let began = Instant::now();
-            let answer = look(&conn, &pre, &ask);
-            take(&state, &host, answer, began);
-            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-            state.hosts.entry(host).or_default().probing = false;
-        });
-        true
-    }
-
-    /// Looks at every host at once, and takes the answers in.
-    pub(super) fn look_all(&self) -> bool {
-        let asks: Vec<(String, Ask)> = self
-            .hosts
-            .iter()
-            .filter(|c| !self.probe_in_background(&c.host))
-            .map(|c| (c.host.clone(), self.ask(&c.host)))
-            .collect();
-        let began = Instant::now();
-        let looks: Vec<(String, Result<Look>)> = std::thread::scope(|s| {
-            let running: Vec<_> = asks
-                .iter()
-                .map(|(host, ask)| (host, s.spawn(move || self.look(host, ask))))
-                .collect();
-            running
+            let h = state.hosts.entry(host.clone()).or_default();
+            let (of_run, rest) = std::mem::take(&mut h.agents)
                 .into_iter()
-                .map(|(host, j)| {
-                    (
-                        host.clone(),
-                        j.join()
-                            .unwrap_or_else(|_| Err(AppError::internal("a look panicked"))),
-                    )
-                })
-                .collect()
-        });
-        let mut unsure = false;
-        for (host, look) in looks {
-            self.take(&host, look, began);
-            let state = self.state();
-            let h = &state.hosts[&host];
-            // A host whose agents are not known yet (never answered since this daemon
-            // started) makes the look unsure until it is given up.
-            if !h.answered && h.failed > 0 && h.failed < LOST_AFTER {
-                unsure = true;
+                .partition(|(_, a)| a.run == run);
+            h.agents = rest;
+            h.strays.retain(|_, p| p.run != run);
+            of_run.into_values().collect()
+        };
+        for p in placed.iter().filter(|p| p.alive) {
+            if let Err(e) = Self::fetch(conn, p, CALL_TIMEOUT) {
+                tracing::warn!(host = %host, run, node = %p.node, error = %e.message, "a cancelled agent's last checkpoint was not fetched");
             }
-            drop(state);
-            self.fetch_due(&host);
         }
-        !unsure
+        Ok(stopped)
     }
 }

@@ -6,28 +6,35 @@
 //! daemon fetches those refs itself, every checkpoint interval and when the agent ends, so
 //! hosts need no credentials anywhere.
 //!
-//! A host that fails [`LOST_AFTER`] looks in a row makes its agents lost
-//! ([`Observation::lost`]): the engine ends their nodes and starts them again (another host),
-//! resuming from the last checkpoint fetched; the lost copy is marked in the daemon's
-//! repository (`…/<copy>/lost`) and nothing of it is fetched again.
+//! Every host is looked at in the background, one look at a time ([`look`]): a host that does
+//! not answer holds up neither the others nor the supervisor. One that fails [`LOST_AFTER`]
+//! looks in a row over [`UNREACHABLE_AFTER`] is reported unreachable
+//! ([`Observation::unreachable`]): its agents are not gone, and are found again when it
+//! answers. Only the engine gives up on one ([`Runner::abandon`], after `lost_after`): that
+//! copy is marked in the daemon's repository (`…/<copy>/lost`), nothing of it is fetched or
+//! adopted again, and its window is stopped once its host answers.
 //!
-//! Modules: [`conn`] (the master connections), `host` (placing, starting, fetching, looking
-//! at hosts), `look` (taking a look's answer in), `script` (the shell sent to a host).
+//! Modules: [`conn`] (the master connections), `host` (room, placing, setting a host up,
+//! starting, fetching), `look` (the looks and taking their answers in), `script` (the shell
+//! sent to a host), `state` (what the runner knows of hosts and agents, and their names).
 
 mod conn;
 mod host;
 mod look;
 mod script;
+mod state;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::exchange::{self, has_commit, ref_prefix};
-use super::{AgentHandle, AgentSpec, AgentStatus, Lost, Observation, Result, Runner, Started};
+use super::{
+    AgentHandle, AgentSpec, AgentStatus, Observation, Result, Room, Runner, Started, Unreachable,
+};
 use crate::config::{RunnerConfig, DEFAULT_SSH_SLOTS};
 use crate::git::Git;
 use crate::tmux::sh_quote;
@@ -35,6 +42,10 @@ use conn::Conn;
 use look::*;
 use octl_proto::{AppError, ErrorKind};
 use script::*;
+use state::*;
+
+pub(crate) use conn::bounded;
+pub(crate) use state::parse_handle;
 
 /// `ssh` options for a command that must never wait for a human: no password prompt, no
 /// host-key question, a bounded connect.
@@ -47,9 +58,13 @@ const SHIM: &str = include_str!("../slurm_shim.sh");
 /// (`OCTL_SSH_CHECKPOINT_S` overrides it, for tests).
 const CHECKPOINT_S: u64 = 60;
 
-/// Failed looks in a row after which a host's agents are lost. With [`LOOK_TIMEOUT`] and a
-/// tick of 0.2 s, a host whose link went down is given up 8–15 s after the cut.
+/// Failed looks in a row after which a host counts as unreachable (with
+/// [`UNREACHABLE_AFTER`]): a host whose link went down is reported 5–13 s after the cut.
 pub const LOST_AFTER: u32 = 3;
+
+/// How long a host must have failed its looks before it counts as unreachable, so that a
+/// refused connection or two (sshd restarting) do not make its nodes lost.
+pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(5);
 
 /// How long one look at a host may take.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(4);
@@ -57,8 +72,19 @@ const LOOK_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long a start, stop or fetch may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How often a host given up is looked at again.
-const PROBE_EVERY: Duration = Duration::from_secs(5);
+/// How often a host whose last look failed is looked at again.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long `observe` waits for the looks of hosts that answered last time (a look of one
+/// that did not is never waited for).
+const OBSERVE_WAIT: Duration = Duration::from_secs(1);
+
+/// Starts under way on one host at once (each is a push and a window over its connection).
+const STARTS_PER_HOST: u32 = 8;
+
+/// How long room reserved for a start is held before it counts as given back (a start that
+/// never came: its step was cut short).
+const RESERVED_FOR: Duration = Duration::from_secs(120);
 
 /// Most bytes of an agent's output brought back per look.
 const LOG_CHUNK: u64 = 256 * 1024;
@@ -67,217 +93,33 @@ const LOG_CHUNK: u64 = 256 * 1024;
 /// of a format as `_`; no name, id or path of ours contains it.
 const SEP: &str = "|~|";
 
-/// [`Runner`] over SSH hosts.
-pub struct SshRunner {
+/// [`Runner`] over SSH hosts. Cheap to share: the looks and fetches in the background hold
+/// the same [`Inner`].
+pub struct SshRunner(Arc<Inner>);
+
+impl std::ops::Deref for SshRunner {
+    type Target = Arc<Inner>;
+    fn deref(&self) -> &Arc<Inner> {
+        &self.0
+    }
+}
+
+pub struct Inner {
     name: String,
     hosts: Vec<Conn>,
     slots: u32,
     /// Names this daemon's place on each host (a hash of its home).
     tag: String,
     every: Duration,
-    state: Arc<Mutex<State>>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    hosts: BTreeMap<String, HostState>,
-    /// Agents given up on, by handle; reported at every look, never fetched again.
-    lost: BTreeMap<String, Lost>,
-}
-
-#[derive(Debug, Default)]
-struct HostState {
-    /// The daemon's directory on the host (absolute), once known.
-    root: Option<String>,
-    /// Looks failed in a row, since when, and the last error.
-    failed: u32,
-    failing_since: Option<Instant>,
-    error: String,
-    /// Answered at least once since the runner was built (its agents are known).
-    answered: bool,
-    agents: BTreeMap<String, Placed>,
-    /// Starts under way (they hold a slot).
-    starting: u32,
-    last_fetch: Option<Instant>,
-    fetching: bool,
-    /// A given-up host's background look (see `probe_in_background`).
-    probing: bool,
-    last_probe: Option<Instant>,
-}
-
-/// An agent on a host, as the runner last saw it.
-#[derive(Debug, Clone)]
-struct Placed {
-    run: String,
-    node: String,
-    attempt: u32,
-    copy: u32,
-    pane: String,
-    /// The node's worktree on the daemon's machine (its repository gets the fetched refs).
-    worktree: PathBuf,
-    /// The node's log on the daemon's machine, and the agent's on the host.
-    log: PathBuf,
-    remote_log: String,
-    /// Bytes of the remote log brought back so far.
-    offset: u64,
-    /// The host's bare repository the agent pushes to.
-    remote_git: String,
-    pid: Option<u32>,
-    alive: bool,
-    exit_status: Option<i32>,
-    exit_signal: Option<i32>,
-    /// When the runner started (or adopted) it.
-    placed: Instant,
-}
-
-impl Placed {
-    fn prefix(&self) -> String {
-        format!(
-            "{}/{}",
-            ref_prefix(&self.run, &self.node, self.attempt),
-            self.copy
-        )
-    }
-
-    fn status(&self, host: &str) -> AgentStatus {
-        AgentStatus {
-            run: self.run.clone(),
-            node: self.node.clone(),
-            handle: handle_of(host, self.attempt, self.copy, &self.pane),
-            pid: self.pid,
-            alive: self.alive,
-            exit_status: self.exit_status,
-            exit_signal: self.exit_signal,
-            // A lost host's agent is started again by the engine (a retry), never by the
-            // runner itself.
-            requeue: None,
-        }
-    }
-}
-
-/// `ssh:<attempt>:<copy>:<pane>:<host>`, the handle the log keeps as the node's `pane`.
-fn handle_of(host: &str, attempt: u32, copy: u32, pane: &str) -> AgentHandle {
-    AgentHandle::new(format!("ssh:{attempt}:{copy}:{pane}:{host}"))
-}
-
-/// `(host, attempt, copy, pane)` of a handle of this runner.
-fn parse_handle(h: &AgentHandle) -> Option<(&str, u32, u32, &str)> {
-    let mut f = h.as_str().strip_prefix("ssh:")?.splitn(4, ':');
-    let attempt = f.next()?.parse().ok()?;
-    let copy = f.next()?.parse().ok()?;
-    let pane = f.next()?;
-    let host = f.next()?;
-    Some((host, attempt, copy, pane))
-}
-
-/// A host name as a directory name.
-fn dir_name(host: &str) -> String {
-    host.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-fn q(s: &str) -> String {
-    sh_quote(s).into_owned()
-}
-
-/// Where a node's clone and logs go on the host, under `root`.
-fn clone_dir(root: &str, run: &str, node: &str, attempt: u32, copy: u32) -> String {
-    format!("{root}/work/{run}/{node}/{attempt}.{copy}")
-}
-
-/// What a new copy starts from when the copy before it was lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Resume {
-    /// The lost copy's refs (`refs/octl/remote/<run>/<node>/<attempt>/<copy>`).
-    from: String,
-    /// Its branch as last fetched (else its base).
-    head: String,
-    /// Its uncommitted work as last fetched, if any.
-    wip: Option<String>,
-}
-
-/// The copy a start of `attempt` is, and what it resumes from: copies of an attempt that were
-/// lost (`…/<copy>/lost`) count up the copy and the newest of them is resumed; else the
-/// attempt before, if its last copy was lost (the engine's retry of a lost node is a new
-/// attempt).
-fn resume_point(git: &Git, run: &str, node: &str, attempt: u32) -> (u32, Option<Resume>) {
-    let prefix = ref_prefix(run, node, attempt);
-    let lost = |p: &str, c: u32| has_commit(git, &format!("{p}/{c}/lost"));
-    let mut copy = 0;
-    while lost(&prefix, copy) {
-        copy += 1;
-    }
-    let from = if copy > 0 {
-        Some(format!("{prefix}/{}", copy - 1))
-    } else if attempt > 0 {
-        let before = ref_prefix(run, node, attempt - 1);
-        let mut last = None;
-        let mut c = 0;
-        while has_commit(git, &format!("{before}/{c}/base")) {
-            last = Some(c);
-            c += 1;
-        }
-        last.filter(|c| lost(&before, *c))
-            .map(|c| format!("{before}/{c}"))
-    } else {
-        None
-    };
-    let resume = from.and_then(|from| {
-        let head = [format!("{from}/head"), format!("{from}/base")]
-            .into_iter()
-            .find(|r| has_commit(git, r))?;
-        let wip = Some(format!("{from}/wip")).filter(|r| has_commit(git, r));
-        Some(Resume { from, head, wip })
-    });
-    (copy, resume)
-}
-
-/// One look at a host: its directory, its panes, the new output of the agents asked about.
-#[derive(Debug, Default)]
-struct Look {
-    root: String,
-    panes: Vec<Pane>,
-    logs: BTreeMap<String, Vec<u8>>,
-}
-
-#[derive(Debug, Clone)]
-struct Pane {
-    server_pid: Option<u32>,
-    pane: String,
-    pid: Option<u32>,
-    dead: bool,
-    status: Option<i32>,
-    signal: Option<i32>,
-    run: String,
-    node: String,
-    /// `<attempt>.<copy>`, empty for a window the runner did not make.
-    ac: String,
-    worktree: String,
-    log: String,
-    remote_log: String,
-    remote_git: String,
-}
-
-impl Pane {
-    fn attempt_copy(&self) -> Option<(u32, u32)> {
-        let (a, c) = self.ac.split_once('.')?;
-        Some((a.parse().ok()?, c.parse().ok()?))
-    }
-}
-
-/// What a look asks besides the panes: output of agents (`pane`, remote log, bytes had), and
-/// windows of lost copies to close (`pane`, `<attempt>.<copy>|<run>|<node>` it must still be).
-#[derive(Debug, Default, Clone)]
-struct Ask {
-    logs: Vec<(String, String, u64)>,
-    close: Vec<(String, String)>,
+    /// Variables of the daemon's environment given to agents on the hosts (`pass_env`).
+    pass_env: Vec<(String, String)>,
+    state: Mutex<State>,
+    /// Signalled whenever a look ends.
+    looked: Condvar,
+    /// Signalled whenever a start on a host ends (a slot of [`STARTS_PER_HOST`] frees).
+    started: Condvar,
+    /// Per host: what is set up there (held while it is set up).
+    setup: BTreeMap<String, Mutex<Setup>>,
 }
 
 impl Runner for SshRunner {
@@ -318,128 +160,190 @@ impl Runner for SshRunner {
     }
 
     fn start(&self, spec: &AgentSpec<'_>) -> Result<Started> {
-        let git = Git::new(spec.cwd);
-        let common = git.plumbing(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-        let repo_id = conn::hash(common.trim().as_bytes());
-        let (copy, resume) = resume_point(&git, spec.run, spec.node, spec.attempt);
-        if let Some(r) = &resume {
-            // The new worktree takes the lost copy's branch; its uncommitted work goes with
-            // the base to the host.
-            git.plumbing(&["reset", "-q", "--keep", &r.head])?;
-        }
-        let head = git.plumbing(&["rev-parse", "HEAD"])?.trim().to_string();
-        let branch = git
-            .plumbing(&["rev-parse", "--abbrev-ref", "HEAD"])?
-            .trim()
-            .to_string();
-        let mine = format!("{}/{copy}", ref_prefix(spec.run, spec.node, spec.attempt));
-        // Holds the copy's number, and is what it resumes from if it is lost before its
-        // first checkpoint.
-        git.plumbing(&["update-ref", &format!("{mine}/base"), &head])?;
-        let mut tried = Vec::new();
-        let mut errors: Vec<String> = Vec::new();
-        loop {
-            let host = match self.place(&tried) {
-                Ok(h) => h,
-                Err(e) if errors.is_empty() => return Err(e),
-                Err(_) => {
-                    return Err(AppError::new(
-                        ErrorKind::ToolFailed,
-                        format!(
-                            "no host of runner {:?} took the agent: {}",
-                            self.name,
-                            errors.join("; ")
-                        ),
-                    ))
-                }
-            };
-            tried.push(host.clone());
-            let started = self.start_on(&host, spec, &repo_id, copy, resume.as_ref(), &branch);
-            let mut state = self.state();
-            let h = state.hosts.entry(host.clone()).or_default();
-            h.starting = h.starting.saturating_sub(1);
-            match started {
-                Ok((placed, started)) => {
-                    h.agents.insert(started.handle.as_str().to_string(), placed);
-                    drop(state);
-                    let from = match &resume {
-                        Some(r) => format!(
-                            ", resuming from the checkpoint of {} ({})",
-                            r.from,
-                            r.wip.as_deref().unwrap_or(&r.head)
-                        ),
-                        None => String::new(),
-                    };
-                    let _ = append_log(
-                        spec.log,
-                        format!(
-                            "octl: attempt {} copy {copy} on ssh host {host}{from}\n",
-                            spec.attempt
-                        )
-                        .as_bytes(),
-                    );
-                    return Ok(started);
-                }
-                Err(e) => {
-                    drop(state);
-                    tracing::warn!(host = %host, run = spec.run, node = spec.node, error = %e.message, "could not start an agent on an ssh host");
-                    self.note_failure(&host, &e);
-                    errors.push(format!("{host}: {}", e.message));
-                }
-            }
-        }
+        self.start_agent(spec)
+    }
+
+    fn reserve(&self, run: &str, node: &str, _attempt: u32) -> Result<Room> {
+        Ok(self.reserve_room(run, node))
+    }
+
+    fn release(&self, run: &str, node: &str) {
+        self.state()
+            .reserved
+            .remove(&(run.to_string(), node.to_string()));
+    }
+
+    fn has_room(&self) -> bool {
+        // Nothing may be looking at the hosts while every node waits: look now.
+        self.look_all();
+        self.choose(&self.state(), &[]).is_ok()
+    }
+
+    fn find(&self, spec: &AgentSpec<'_>) -> Result<Option<Started>> {
+        self.find_agent(spec)
     }
 
     fn observe(&self) -> Result<Observation> {
-        let sure = self.look_all();
+        self.look_all();
         let state = self.state();
-        if !sure {
-            let why: Vec<String> = state
-                .hosts
-                .iter()
-                .filter(|(_, h)| !h.answered && h.failed > 0)
-                .map(|(n, h)| format!("{n}: {}", h.error))
-                .collect();
-            return Err(AppError::new(
-                ErrorKind::ToolFailed,
-                format!("not every host answered yet ({})", why.join("; ")),
-            ));
+        let mut seen = Observation::default();
+        for c in &self.hosts {
+            let Some(h) = state.hosts.get(&c.host) else {
+                seen.unsure.push(c.host.clone());
+                continue;
+            };
+            if h.unreachable() {
+                let (t, since_ms) = h.failing_since.unwrap_or((Instant::now(), 0));
+                seen.unreachable.push(Unreachable {
+                    place: c.host.clone(),
+                    since_ms,
+                    reason: format!(
+                        "ssh host {} stopped answering: {} looks in a row failed over {:.0} s (last: {})",
+                        c.host,
+                        h.failed,
+                        t.elapsed().as_secs_f64(),
+                        h.error
+                    ),
+                });
+            } else if !h.answered {
+                seen.unsure.push(c.host.clone());
+            } else {
+                seen.agents
+                    .extend(h.agents.values().map(|a| a.status(&c.host)));
+            }
         }
-        Ok(Observation {
-            agents: state
+        Ok(seen)
+    }
+
+    fn place_of(&self, handle: &AgentHandle) -> Option<String> {
+        parse_handle(handle).map(|(host, ..)| host.to_string())
+    }
+
+    fn reachable(&self, handle: &AgentHandle) -> bool {
+        let Some((host, ..)) = parse_handle(handle) else {
+            return true;
+        };
+        self.state().hosts.get(host).is_none_or(|h| h.failed == 0)
+    }
+
+    fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
+        let Some((host, attempt, copy, pane)) = parse_handle(handle) else {
+            return Ok(());
+        };
+        let placed = {
+            let mut state = self.state();
+            state.abandoned.insert(
+                handle.as_str().to_string(),
+                Abandoned {
+                    run: run.to_string(),
+                    node: node.to_string(),
+                    pane: pane.to_string(),
+                    ac: format!("{attempt}.{copy}"),
+                    stopping: false,
+                },
+            );
+            state
                 .hosts
-                .iter()
-                .flat_map(|(host, h)| h.agents.values().map(|a| a.status(host)))
-                .collect(),
-            host: None,
-            lost: state.lost.values().cloned().collect(),
-        })
+                .get_mut(host)
+                .and_then(|h| h.agents.remove(handle.as_str()))
+        };
+        if let Some(p) = placed {
+            give_up(&p, &format!("the daemon gave up on it on ssh host {host}"));
+        }
+        Ok(())
     }
 
     fn owned(&self) -> Result<Vec<AgentStatus>> {
-        Ok(self
-            .observe()?
-            .agents
-            .into_iter()
-            .filter(|a| a.alive)
-            .collect())
+        let seen = self.observe()?;
+        let state = self.state();
+        let strays = state.hosts.iter().flat_map(|(host, h)| {
+            h.strays.values().filter_map(|p| {
+                let (attempt, copy) = p.attempt_copy()?;
+                Some(AgentStatus {
+                    run: p.run.clone(),
+                    node: p.node.clone(),
+                    handle: handle_of(host, attempt, copy, &p.pane),
+                    pid: p.pid,
+                    alive: !p.dead,
+                    exit_status: p.status,
+                    exit_signal: p.signal,
+                    requeue: None,
+                    queued: None,
+                })
+            })
+        });
+        let mut out: Vec<AgentStatus> = seen.agents.into_iter().filter(|a| a.alive).collect();
+        out.extend(strays);
+        Ok(out)
     }
 
     fn stop(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<bool> {
         let Some((host, attempt, copy, pane)) = parse_handle(handle) else {
             return Ok(false);
         };
-        if self.state().lost.contains_key(handle.as_str()) {
+        if self.state().abandoned.contains_key(handle.as_str()) {
+            // Stopped once its host answers.
+            return Ok(false);
+        }
+        // Not there at its host's last look, nor started since: nothing to stop (a second
+        // stop, a cleanup's after the window was closed at the agent's end).
+        let gone = self.state().hosts.get(host).is_some_and(|h| {
+            h.answered
+                && !h.agents.contains_key(handle.as_str())
+                && !h.strays.contains_key(handle.as_str())
+        });
+        if gone {
+            return Ok(false);
+        }
+        let unreachable = self
+            .state()
+            .hosts
+            .get(host)
+            .is_some_and(HostState::unreachable);
+        if unreachable {
+            // Not waited for: its window is stopped once the host answers (the engine gave it
+            // up or the run ended).
+            let mut state = self.state();
+            state.abandoned.insert(
+                handle.as_str().to_string(),
+                Abandoned {
+                    run: run.to_string(),
+                    node: node.to_string(),
+                    pane: pane.to_string(),
+                    ac: format!("{attempt}.{copy}"),
+                    stopping: false,
+                },
+            );
             return Ok(false);
         }
         let conn = self.conn(host)?;
         let want = format!("{attempt}.{copy}|{run}|{node}");
-        let out = conn.run(
+        let out = match conn.run(
             &stop_script(&self.pre(host), pane, &want),
             None,
             CALL_TIMEOUT,
-        )?;
-        let stopped = String::from_utf8_lossy(&out).trim() == "yes";
+        ) {
+            Ok(out) => out,
+            Err(e) => {
+                // Cut off meanwhile: stopped once the host answers again.
+                tracing::warn!(host, run, node, error = %e.message, "an agent on an ssh host was not stopped; stopped once it answers");
+                self.state().abandoned.insert(
+                    handle.as_str().to_string(),
+                    Abandoned {
+                        run: run.to_string(),
+                        node: node.to_string(),
+                        pane: pane.to_string(),
+                        ac: format!("{attempt}.{copy}"),
+                        stopping: false,
+                    },
+                );
+                return Ok(false);
+            }
+        };
+        let said = String::from_utf8_lossy(&out);
+        let stopped = said.trim().starts_with("yes");
+        // Whether this stop ended it (its trap pushed a last checkpoint).
+        let terminated = said.trim() == "yes live";
         // Only this node's entry: a pane id comes again once a host's tmux server restarted.
         let placed = {
             let mut state = self.state();
@@ -448,13 +352,21 @@ impl Runner for SshRunner {
                 .as_ref()
                 .and_then(|h| h.agents.get(handle.as_str()))
                 .is_some_and(|p| p.run == run && p.node == node);
-            h.filter(|_| mine)
-                .and_then(|h| h.agents.remove(handle.as_str()))
+            let removed = h.and_then(|h| {
+                h.strays.remove(handle.as_str());
+                if mine {
+                    h.agents.remove(handle.as_str())
+                } else {
+                    None
+                }
+            });
+            removed
         };
         // What its trap pushed last comes back now: also when a look in between already saw
-        // the agent end (the TERM is what ended it), so its entry is no longer alive.
-        if let Some(p) = placed.filter(|_| stopped) {
-            if let Err(e) = Self::fetch(conn, &p, CALL_TIMEOUT) {
+        // the agent end (the TERM is what ended it), so its entry is no longer alive. One that
+        // ended by itself and was seen so was fetched when its end was judged.
+        if let Some(p) = placed.filter(|p| terminated || (stopped && p.alive)) {
+            if let Err(e) = Inner::fetch(conn, &p, CALL_TIMEOUT) {
                 tracing::warn!(host, run, node, error = %e.message, "the stopped agent's last checkpoint was not fetched");
             }
         }
@@ -465,48 +377,24 @@ impl Runner for SshRunner {
         let mut any = false;
         for conn in &self.hosts {
             let host = &conn.host;
-            let lost = self
-                .state()
-                .hosts
-                .get(host)
-                .is_some_and(|h| h.failed >= LOST_AFTER);
-            if lost {
+            let unreachable = self.state().hosts.get(host).is_some_and(|h| h.failed > 0);
+            if unreachable {
+                self.state()
+                    .stop_later
+                    .entry(host.clone())
+                    .or_default()
+                    .insert(run.to_string());
                 continue;
             }
-            let script = format!(
-                "{pre}n=0; pids=\n\
-                 for P in $(t list-panes -s -t ={run} -F '#{{pane_id}}' 2>/dev/null); do\n\
-                   [ \"$(t display -p -t \"$P\" '#{{pane_dead}}')\" = 1 ] || pids=\"$pids $(t display -p -t \"$P\" '#{{pane_pid}}')\"\n\
-                   n=$((n + 1))\ndone\n\
-                 [ -z \"$pids\" ] || kill -TERM $pids 2>/dev/null\n\
-                 i=0; while [ $i -lt 100 ]; do a=; for p in $pids; do kill -0 $p 2>/dev/null && a=1; done\n\
-                   [ -z \"$a\" ] && break; sleep 0.1; i=$((i + 1)); done\n\
-                 [ $n -eq 0 ] || t kill-session -t ={run}\necho $n\n",
-                pre = self.pre(host)
-            );
-            let stopped = match conn.run(&script, None, CALL_TIMEOUT) {
-                Ok(out) => String::from_utf8_lossy(&out)
-                    .trim()
-                    .parse::<u32>()
-                    .unwrap_or(0),
+            match self.stop_run_on(conn, run) {
+                Ok(n) => any |= n > 0,
                 Err(e) => {
-                    tracing::warn!(host = %host, run, error = %e.message, "could not stop a run's agents on an ssh host");
-                    continue;
-                }
-            };
-            any |= stopped > 0;
-            let placed: Vec<Placed> = {
-                let mut state = self.state();
-                let h = state.hosts.entry(host.clone()).or_default();
-                let (of_run, rest) = std::mem::take(&mut h.agents)
-                    .into_iter()
-                    .partition(|(_, a)| a.run == run);
-                h.agents = rest;
-                of_run.into_values().collect()
-            };
-            for p in placed.iter().filter(|p| p.alive) {
-                if let Err(e) = Self::fetch(conn, p, CALL_TIMEOUT) {
-                    tracing::warn!(host = %host, run, node = %p.node, error = %e.message, "a cancelled agent's last checkpoint was not fetched");
+                    tracing::warn!(host = %host, run, error = %e.message, "could not stop a run's agents on an ssh host; stopped once it answers");
+                    self.state()
+                        .stop_later
+                        .entry(host.clone())
+                        .or_default()
+                        .insert(run.to_string());
                 }
             }
         }
@@ -530,8 +418,17 @@ impl Runner for SshRunner {
             return Ok(());
         };
         let mine = format!("{}/{copy}", ref_prefix(run, node, attempt));
-        let lost = self.state().lost.contains_key(handle.as_str());
-        if !lost {
+        let abandoned = self.state().abandoned.contains_key(handle.as_str());
+        let reachable = self.state().hosts.get(host).is_none_or(|h| h.failed == 0);
+        let git = Git::new(worktree);
+        if !abandoned && !reachable {
+            // What was fetched before may not be its last: asked again once the host answers.
+            return Err(AppError::new(
+                ErrorKind::ToolFailed,
+                format!("ssh host {host} does not answer: the work of its agent is fetched once it does"),
+            ));
+        }
+        if !abandoned {
             let conn = self.conn(host)?;
             let placed = self
                 .state()
@@ -539,37 +436,35 @@ impl Runner for SshRunner {
                 .get(host)
                 .and_then(|h| h.agents.get(handle.as_str()).cloned())
                 .filter(|p| p.run == run && p.node == node);
-            let placed = match placed {
-                Some(p) => p,
-                None => {
-                    return Err(AppError::new(
-                        ErrorKind::ToolFailed,
-                        format!("the agent's window on {host} is gone; its last checkpoint stays under {mine}"),
-                    ))
-                }
-            };
-            // The rest of its output, then what it pushed at its end.
-            let ask = Ask {
-                logs: vec![(pane.to_string(), placed.remote_log.clone(), placed.offset)],
-                close: Vec::new(),
-            };
-            if let Ok(look) = self.look(host, &ask) {
-                if let Some(bytes) = look.logs.get(pane) {
-                    if append_log(&placed.log, bytes).is_ok() {
-                        if let Some(a) = self
-                            .state()
-                            .hosts
-                            .get_mut(host)
-                            .and_then(|h| h.agents.get_mut(handle.as_str()))
-                        {
-                            a.offset += bytes.len() as u64;
+            match placed {
+                Some(placed) => {
+                    // The rest of its output, then what it pushed at its end.
+                    let ask = Ask {
+                        logs: vec![(pane.to_string(), placed.remote_log.clone(), placed.offset)],
+                    };
+                    if let Ok(look) = self.look(host, &ask) {
+                        if let Some(bytes) = look.logs.get(pane) {
+                            if append_log(&placed.log, bytes).is_ok() {
+                                if let Some(a) = self
+                                    .state()
+                                    .hosts
+                                    .get_mut(host)
+                                    .and_then(|h| h.agents.get_mut(handle.as_str()))
+                                {
+                                    a.offset += bytes.len() as u64;
+                                }
+                            }
                         }
                     }
+                    Inner::fetch(conn, &placed, CALL_TIMEOUT).map_err(|e| self.failed(host, e))?;
                 }
+                // Its window is gone (the host's tmux server went, or a restart found no
+                // window): what it pushed into the host's repository still comes back.
+                None => self
+                    .fetch_copy(conn, &git, &mine)
+                    .map_err(|e| self.failed(host, e))?,
             }
-            Self::fetch(conn, &placed, CALL_TIMEOUT)?;
         }
-        let git = Git::new(worktree);
         let head = format!("{mine}/head");
         if !has_commit(&git, &head) {
             return Err(AppError::new(
@@ -584,10 +479,10 @@ impl Runner for SshRunner {
         let (host, _, _, pane) = parse_handle(handle).ok_or_else(|| {
             AppError::internal(format!("node {node} of {run} has no ssh agent: {handle}"))
         })?;
-        if self.state().lost.contains_key(handle.as_str()) {
+        if self.state().abandoned.contains_key(handle.as_str()) {
             return Err(AppError::new(
                 ErrorKind::InvalidTransition,
-                format!("node {node}'s agent on {host} is lost (the host stopped answering)"),
+                format!("node {node}'s agent on {host} was given up (the host stopped answering)"),
             ));
         }
         // `$HOME` is the host's: the command is its shell's. A pane target selects the
@@ -625,6 +520,28 @@ impl Runner for SshRunner {
         let out = self.conn(host)?.run(&script, None, LOOK_TIMEOUT)?;
         Ok(String::from_utf8_lossy(&out).trim() == "yes")
     }
+
+    fn shutdown(&self) {
+        for c in &self.hosts {
+            c.drop_master();
+        }
+    }
+}
+
+/// Where a daemon of `home` keeps its things on `host`, relative to the host's `$HOME`:
+/// `.octl-remote/<daemon>/<host>` (its tmux socket, job script, bare repositories, clones).
+pub fn host_dir(home: &Path, host: &str) -> String {
+    format!(
+        ".octl-remote/{}/{}",
+        conn::hash(home.as_os_str().as_encoded_bytes()),
+        dir_name(host)
+    )
+}
+
+/// The name of the bare repository on every host of the repository whose git directory is
+/// `common` (`git rev-parse --git-common-dir`, absolute).
+pub fn host_repo(common: &Path) -> String {
+    format!("{}.git", conn::hash(common.as_os_str().as_encoded_bytes()))
 }
 
 /// Asks every host at once for the tools agents need there (tmux and git); all must answer.

@@ -9,20 +9,38 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+mod cluster;
+mod exchange;
+
+pub use cluster::{check_cluster, cluster_cap};
+
 use super::{AgentHandle, AgentSpec, AgentStatus, Observation, Requeue, Result, Started};
 use crate::config::RunnerConfig;
 use crate::git::Git;
 use octl_proto::{AppError, ErrorKind};
 
-/// Runs a Slurm client command (`sinfo`, `squeue`, `sbatch`, `scancel`); its stdout.
+/// How long a Slurm client command may take: a controller that does not answer makes them
+/// wait out its `MessageTimeout`, which must not hold up the supervisor.
+const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs a Slurm client command (`sinfo`, `squeue`, `sbatch`, `scancel`) within
+/// [`COMMAND_TIMEOUT`]; its stdout.
 pub fn slurm(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let out = super::ssh::bounded(cmd, None, COMMAND_TIMEOUT)
         .map_err(|e| {
-            AppError::new(ErrorKind::ToolMissing, format!("cannot run {program}: {e}")).with_hint(
+            AppError::new(ErrorKind::ToolMissing, e.message).with_hint(
                 "install Slurm's client commands (Debian: slurm-client) on the daemon's machine",
+            )
+        })?
+        .ok_or_else(|| {
+            AppError::new(
+                ErrorKind::ToolFailed,
+                format!(
+                    "{program} did not answer within {} s (the Slurm controller does not answer?)",
+                    COMMAND_TIMEOUT.as_secs()
+                ),
             )
         })?;
     if !out.status.success() {
@@ -38,123 +56,11 @@ pub fn slurm(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `sinfo` answers, and knows `partition` (or has a default one). Ok: its nodes by state.
-pub fn check_cluster(partition: Option<&str>) -> Result<String> {
-    // One line per partition: name (the default one ends in '*'), availability, and nodes
-    // allocated/idle/other/total.
-    let text = slurm("sinfo", &["-h", "-s", "-o", "%P|%a|%F"])?;
-    let parts: Vec<(&str, &str, &str)> = text
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.trim().split('|');
-            Some((f.next()?, f.next()?, f.next()?))
-        })
-        .collect();
-    let found = parts.iter().find(|(name, _, _)| match partition {
-        Some(p) => name.trim_end_matches('*') == p,
-        None => name.ends_with('*'),
-    });
-    let Some((name, avail, nodes)) = found else {
-        let known: Vec<&str> = parts.iter().map(|p| p.0).collect();
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            match partition {
-                Some(p) => format!(
-                    "sinfo knows no partition {p:?} (it has: {})",
-                    known.join(", ")
-                ),
-                None => format!(
-                    "the cluster has no default partition (it has: {}); set partition",
-                    known.join(", ")
-                ),
-            },
-        ));
-    };
-    let name = name.trim_end_matches('*');
-    if *avail != "up" {
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            format!("partition {name} is {avail}"),
-        ));
-    }
-    Ok(format!(
-        "sinfo answers: partition {name} up, nodes allocated/idle/other/total {nodes}"
-    ))
-}
-
-/// The `cluster` cap of a fan-out on the Slurm runner `config`: the jobs its partition can run
-/// now — its idle CPUs (`sinfo %C`: allocated/idle/other/total) over the CPUs each job asks
-/// (`--cpus-per-task`/`-c` in `sbatch_args`, else 1), at least 1 and at most 256. Ok: the
-/// cap and what it came from (recorded in the run).
-pub fn cluster_cap(
-    config: &RunnerConfig,
-) -> Result<(usize, serde_json::Map<String, serde_json::Value>)> {
-    let mut args = vec!["-h", "-o", "%C|%P"];
-    if let Some(p) = &config.partition {
-        args.extend(["-p", p.as_str()]);
-    }
-    let text = slurm("sinfo", &args)?;
-    // One line per partition (and node state); the default partition's name ends in '*'.
-    let mut idle = 0usize;
-    let mut partition = None;
-    for line in text.lines() {
-        let Some((cpus, part)) = line.trim().split_once('|') else {
-            continue;
-        };
-        if config.partition.is_none() && !part.ends_with('*') {
-            continue;
-        }
-        partition = Some(part.trim_end_matches('*').to_string());
-        idle += cpus
-            .split('/')
-            .nth(1)
-            .and_then(|i| i.parse::<usize>().ok())
-            .unwrap_or(0);
-    }
-    let Some(partition) = partition else {
-        return Err(AppError::new(
-            ErrorKind::ToolFailed,
-            "sinfo lists no partition for this runner: cannot read the cluster's cap",
-        ));
-    };
-    let per_job = cpus_per_task(config.sbatch_args.as_deref().unwrap_or_default());
-    let cap = (idle / per_job).clamp(1, octl_proto::plan::MAX_PARALLEL);
-    let how = serde_json::json!({
-        "partition": partition,
-        "idle_cpus": idle,
-        "cpus_per_job": per_job,
-        "formula": "idle CPUs of the partition now / CPUs per job, 1 to 256",
-    });
-    Ok((cap, how.as_object().cloned().unwrap_or_default()))
-}
-
-/// The CPUs one job asks for in `sbatch_args` (`--cpus-per-task=N`, `-c N`, `-cN`); 1 if none.
-fn cpus_per_task(args: &[String]) -> usize {
-    let mut it = args.iter();
-    let mut n = None;
-    while let Some(a) = it.next() {
-        let v = if let Some(v) = a.strip_prefix("--cpus-per-task=") {
-            Some(v.to_string())
-        } else if a == "--cpus-per-task" || a == "-c" {
-            it.next().cloned()
-        } else {
-            a.strip_prefix("-c").map(str::to_string)
-        };
-        if let Some(k) = v.and_then(|v| v.parse::<usize>().ok()) {
-            n = Some(k);
-        }
-    }
-    n.filter(|k| *k > 0).unwrap_or(1)
-}
-
 /// The job script: clone, resume, run the agent, push checkpoints (see its header).
-const SHIM: &str = include_str!("slurm_shim.sh");
+const SHIM: &str = include_str!("../slurm_shim.sh");
 
-/// The exchange repositories' `update` hook: pushes only to open attempts (see its header).
-const HOOK: &str = include_str!("exchange_hook.sh");
-
-/// In an exchange repository: the attempts agents may push to, one ref prefix a line.
-const OPEN: &str = "octl-open";
+/// The job script's exit code when a push of its result was refused.
+const REFUSED: i32 = 92;
 
 /// Seconds between an agent's checkpoints (`OCTL_SLURM_CHECKPOINT_S` overrides it, for tests).
 const CHECKPOINT_S: u64 = 60;
@@ -166,6 +72,19 @@ const ATTACH_STEP: &str = "unset TMUX TMUX_PANE; for _ in $(seq 300); do \
 
 /// Job names: `octl.<run>.<node>.<attempt>` (run ids and node names have no '.').
 const JOB_PREFIX: &str = "octl.";
+
+/// The one place of this runner ([`Runner::place_of`](super::Runner::place_of)): every job is
+/// known through the controller.
+const CONTROLLER: &str = "slurmctld";
+
+/// How long `squeue` must have failed before the controller counts as unreachable (its
+/// nodes `lost`); before that a failed look leaves every node as it is.
+const UNREACHABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The job name of an attempt.
+fn job_name(run: &str, node: &str, attempt: u32) -> String {
+    format!("{JOB_PREFIX}{run}.{node}.{attempt}")
+}
 
 /// [`Runner`](super::Runner) over a Slurm cluster: one batch job per attempt, observed by one
 /// `squeue` per tick. Jobs are told apart from other daemons' by their comment (a tag of this
@@ -180,6 +99,9 @@ pub struct SlurmRunner {
     seen: Mutex<Seen>,
     /// Held while an `octl-open` file changes.
     open_lock: Mutex<()>,
+    /// Held while an exchange repository, its hook or the job script is made (starts go at
+    /// once).
+    make_lock: Mutex<()>,
 }
 
 /// A job as `squeue` lists it.
@@ -193,10 +115,20 @@ struct Job {
     restarts: u32,
     /// The node its batch script runs on; empty while pending.
     host: String,
+    /// Why it waits, while pending (`Resources`, `Priority`, …).
+    reason: String,
 }
 
 /// `squeue -O`: every field as it is (no width given: none is cut), each ending in '|'.
-const SQUEUE_FIELDS: &str = "JobID:|,Name:|,State:|,Comment:|,RestartCnt:|,BatchHost:|";
+const SQUEUE_FIELDS: &str = "JobID:|,Name:|,State:|,Comment:|,RestartCnt:|,BatchHost:|,Reason:|";
+
+/// The states of a job that waits in the queue (it holds nothing and its agent does not run).
+fn queued(state: &str) -> bool {
+    matches!(
+        state,
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+    )
+}
 
 /// What the runner remembers between looks, to say where a requeued job's lost copy ran.
 #[derive(Debug, Default)]
@@ -210,6 +142,10 @@ struct Seen {
     /// Exit codes of ended jobs, asked of `scontrol` once each (ended jobs stay listed by
     /// `squeue` for `MinJobAge`, and their code does not change).
     exits: HashMap<String, Option<i32>>,
+    /// `squeue` fails since then (also as a time of day), with its last error.
+    failing: Option<(std::time::Instant, u64, String)>,
+    /// Jobs the engine gave up on (`abandon`) to cancel once the controller answers.
+    cancel: std::collections::HashSet<String>,
 }
 
 /// `slurm:<jobid>:<attempt>`, the handle the log keeps as the node's `pane`.
@@ -217,7 +153,7 @@ fn handle_of(job: &str, attempt: u32) -> AgentHandle {
     AgentHandle::new(format!("slurm:{job}:{attempt}"))
 }
 
-fn parse_handle(h: &AgentHandle) -> Option<(&str, u32)> {
+pub(crate) fn parse_handle(h: &AgentHandle) -> Option<(&str, u32)> {
     let rest = h.as_str().strip_prefix("slurm:")?;
     let (job, attempt) = rest.split_once(':')?;
     Some((job, attempt.parse().ok()?))
@@ -259,6 +195,7 @@ impl SlurmRunner {
             tag: tag_of(home),
             seen: Mutex::default(),
             open_lock: Mutex::default(),
+            make_lock: Mutex::default(),
         }
     }
 
@@ -276,10 +213,64 @@ impl SlurmRunner {
                     comment: f.next()?.to_string(),
                     restarts: f.next()?.parse().unwrap_or(0),
                     host: f.next()?.to_string(),
+                    reason: f.next().unwrap_or_default().to_string(),
                 })
             })
             .filter(|j| j.comment == self.tag && j.name.starts_with(JOB_PREFIX))
             .collect())
+    }
+
+    /// [`SlurmRunner::jobs`] for the supervisor: a failure is remembered (since when, why), an
+    /// answer clears it and cancels the jobs given up on that still run.
+    fn look(&self) -> Result<Vec<Job>> {
+        let jobs = self.jobs();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match &jobs {
+            Ok(list) => {
+                if seen.failing.take().is_some() {
+                    tracing::info!("the Slurm controller answers again");
+                }
+                let cancel: Vec<String> = std::mem::take(&mut seen.cancel)
+                    .into_iter()
+                    .filter(|id| {
+                        list.iter()
+                            .any(|j| &j.id == id && ended(&j.state).is_none())
+                    })
+                    .collect();
+                drop(seen);
+                for id in cancel {
+                    if let Err(e) = Self::cancel(&id) {
+                        tracing::warn!(job = %id, error = %e.message, "cannot cancel a job given up on");
+                        self.seen
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .cancel
+                            .insert(id);
+                    }
+                }
+            }
+            Err(e) => {
+                let now = (std::time::Instant::now(), crate::store::writer::now_ms());
+                let since = seen.failing.as_ref().map_or(now, |f| (f.0, f.1));
+                seen.failing = Some((since.0, since.1, e.message.clone()));
+            }
+        }
+        jobs
+    }
+
+    /// Why the controller counts as unreachable now, if it does: `(since ms, reason)`.
+    fn unreachable(&self) -> Option<(u64, String)> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (t, since, why) = seen.failing.as_ref()?;
+        (t.elapsed() >= UNREACHABLE_AFTER).then(|| {
+            (
+                *since,
+                format!(
+                    "the Slurm controller stopped answering {:.0} s ago (squeue: {why})",
+                    t.elapsed().as_secs_f64()
+                ),
+            )
+        })
     }
 
     /// The exit code of an ended job (`scontrol`'s `ExitCode=N:S`; a signal counts as 128+S).
@@ -293,67 +284,6 @@ impl SlurmRunner {
             (0, s) if s > 0 => Some(128 + s),
             (c, _) => Some(c),
         }
-    }
-
-    /// The bare exchange repository of the repository `worktree` belongs to, created on first
-    /// use: agents clone from it and push into it; the daemon fetches from it.
-    fn exchange_of(&self, worktree: &Path) -> Result<PathBuf> {
-        let common = Git::new(worktree).plumbing(&[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-        ])?;
-        let dir = self
-            .exchange
-            .join(format!("{}.git", &tag_of(Path::new(common.trim()))[5..]));
-        if !dir.join("HEAD").exists() {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
-            Git::new(&dir).plumbing(&["init", "-q", "--bare"])?;
-        }
-        let hook = dir.join("hooks").join("update");
-        if std::fs::read_to_string(&hook).ok().as_deref() != Some(HOOK) {
-            use std::os::unix::fs::PermissionsExt;
-            let written = std::fs::create_dir_all(dir.join("hooks"))
-                .and_then(|()| std::fs::write(&hook, HOOK))
-                .and_then(|()| {
-                    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
-                });
-            written
-                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", hook.display())))?;
-        }
-        Ok(dir)
-    }
-
-    /// Opens (`true`) or closes the attempt `prefix` for agents' pushes in every exchange
-    /// repository that lists it (opening: in `exchange`). Rewritten whole (write, rename), so
-    /// the hook never reads half a file; one change at a time in this daemon.
-    fn set_open(&self, exchange: Option<&Path>, prefix: &str, open: bool) -> Result<()> {
-        let _one = self.open_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let line = format!("{prefix}/");
-        let repos: Vec<PathBuf> = match exchange {
-            Some(e) => vec![e.to_path_buf()],
-            None => std::fs::read_dir(&self.exchange)
-                .map(|d| d.flatten().map(|e| e.path()).collect())
-                .unwrap_or_default(),
-        };
-        for repo in repos {
-            let path = repo.join(OPEN);
-            let had = std::fs::read_to_string(&path).unwrap_or_default();
-            let mut lines: Vec<&str> = had.lines().filter(|l| *l != line).collect();
-            if open {
-                lines.push(&line);
-            }
-            if lines.len() == had.lines().count() && open == had.lines().any(|l| l == line) {
-                continue;
-            }
-            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-            let tmp = repo.join(format!("{OPEN}.tmp"));
-            std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .map_err(|e| AppError::internal(format!("cannot write {}: {e}", path.display())))?;
-        }
-        Ok(())
     }
 
     /// The requeue of `job` to report, if Slurm restarted it: where the lost copy ran (as
@@ -422,19 +352,6 @@ impl SlurmRunner {
         code
     }
 
-    /// The job `id` ended: its attempt takes no more pushes (once per job).
-    fn close(&self, id: &str, prefix: &str) {
-        let first = {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.closed.insert(id.to_string())
-        };
-        if first {
-            if let Err(e) = self.set_open(None, prefix, false) {
-                tracing::warn!(job = id, error = %e.message, "cannot close an attempt for pushes");
-            }
-        }
-    }
-
     fn cancel(id: &str) -> Result<()> {
         slurm("scancel", &[id]).map(|_| ())
     }
@@ -481,15 +398,26 @@ impl super::Runner for SlurmRunner {
             std::fs::create_dir_all(dir)
                 .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
         }
+        // Written once, whole (write, rename): another start's sbatch may be reading it.
         let script = self.exchange.join("slurm_shim.sh");
-        std::fs::write(&script, SHIM)
-            .map_err(|e| AppError::internal(format!("cannot write {}: {e}", script.display())))?;
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(SHIM) {
+            let tmp = self.exchange.join(format!(
+                "slurm_shim.sh.{}.{}",
+                std::process::id(),
+                crate::store::writer::now_ms()
+            ));
+            std::fs::write(&tmp, SHIM)
+                .and_then(|()| std::fs::rename(&tmp, &script))
+                .map_err(|e| {
+                    AppError::internal(format!("cannot write {}: {e}", script.display()))
+                })?;
+        }
         let every = std::env::var("OCTL_SLURM_CHECKPOINT_S")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(CHECKPOINT_S)
             .to_string();
-        let name = format!("{JOB_PREFIX}{}.{}.{}", spec.run, spec.node, spec.attempt);
+        let name = job_name(spec.run, spec.node, spec.attempt);
         let mut cmd = Command::new("sbatch");
         cmd.arg("--parsable")
             .arg(format!("--job-name={name}"))
@@ -533,13 +461,37 @@ impl super::Runner for SlurmRunner {
     }
 
     fn observe(&self) -> Result<Observation> {
+        let jobs = match self.look() {
+            Ok(j) => j,
+            Err(e) => {
+                return match self.unreachable() {
+                    Some((since_ms, reason)) => Ok(Observation {
+                        unreachable: vec![super::Unreachable {
+                            place: CONTROLLER.to_string(),
+                            since_ms,
+                            reason,
+                        }],
+                        ..Observation::default()
+                    }),
+                    // A failure or two: every node stays as it is.
+                    None => Err(e),
+                };
+            }
+        };
+        // An attempt takes pushes until no job of it is alive (a second job of one attempt,
+        // as a crash used to leave, must not close it for the first).
+        let alive: std::collections::HashSet<&str> = jobs
+            .iter()
+            .filter(|j| ended(&j.state).is_none())
+            .map(|j| j.name.as_str())
+            .collect();
         let mut agents = Vec::new();
-        for job in self.jobs()? {
+        for job in &jobs {
             let Some((run, node, attempt)) = parse_name(&job.name) else {
                 continue;
             };
             let end = ended(&job.state);
-            if end.is_some() {
+            if end.is_some() && !alive.contains(job.name.as_str()) {
                 self.close(&job.id, &ref_prefix(run, node, attempt));
             }
             let exit_status = match end {
@@ -555,7 +507,8 @@ impl super::Runner for SlurmRunner {
                 alive: end.is_none(),
                 exit_status,
                 exit_signal: None,
-                requeue: self.requeue_of(&job),
+                requeue: self.requeue_of(job),
+                queued: queued(&job.state).then(|| job.reason.clone()),
             });
         }
         Ok(Observation {
@@ -572,6 +525,68 @@ impl super::Runner for SlurmRunner {
             .into_iter()
             .filter(|a| a.alive)
             .collect())
+    }
+
+    fn place_of(&self, _handle: &AgentHandle) -> Option<String> {
+        Some(CONTROLLER.to_string())
+    }
+
+    fn reachable(&self, _handle: &AgentHandle) -> bool {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing
+            .is_none()
+    }
+
+    fn reserve(&self, run: &str, node: &str, attempt: u32) -> Result<super::Room> {
+        // Pending jobs hold nothing: the cluster's queue is the room, as long as it answers.
+        Ok(match self.unreachable() {
+            Some((_, why)) => super::Room::Full(why),
+            None => super::Room::Free {
+                place: Some(job_name(run, node, attempt)),
+            },
+        })
+    }
+
+    fn has_room(&self) -> bool {
+        let failing = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing
+            .is_some();
+        !failing || self.look().is_ok()
+    }
+
+    fn find(&self, spec: &AgentSpec<'_>) -> Result<Option<Started>> {
+        // By name: a controller restarted with a clean state numbers jobs from 1 again. A job
+        // that ended meanwhile is adopted too: its end is judged like any other.
+        let name = job_name(spec.run, spec.node, spec.attempt);
+        let mut jobs: Vec<Job> = self
+            .jobs()?
+            .into_iter()
+            .filter(|j| j.name == name)
+            .collect();
+        jobs.sort_by_key(|j| (ended(&j.state).is_none(), j.id.parse::<u64>().unwrap_or(0)));
+        Ok(jobs.pop().map(|j| Started {
+            handle: handle_of(&j.id, spec.attempt),
+            pid: 0,
+        }))
+    }
+
+    fn abandon(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<()> {
+        let Some((id, attempt)) = parse_handle(handle) else {
+            return Ok(());
+        };
+        // No push of it is taken any more; the job is cancelled once the controller answers.
+        self.close(id, &ref_prefix(run, node, attempt));
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancel
+            .insert(id.to_string());
+        Ok(())
     }
 
     fn stop(&self, run: &str, node: &str, handle: &AgentHandle) -> Result<bool> {
@@ -659,7 +674,26 @@ impl super::Runner for SlurmRunner {
                 .join(format!("{run}.{node}.{attempt}")),
         )
         .ok()
-        .and_then(|t| t.lines().last().map(str::to_string));
+        .and_then(|t| t.lines().last().map(str::to_string))
+        .or_else(|| {
+            // The shim's own word for a push git refused (another copy moved the ref: its
+            // lease failed), when the hook recorded none.
+            let (id, _) = parse_handle(handle)?;
+            // Asked of `scontrol` already when the job was seen failed.
+            let code = self
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .exits
+                .get(id)
+                .copied()
+                .flatten();
+            (code == Some(REFUSED)).then(|| {
+                format!(
+                    "the cluster refused the agent's push (job {id} exited {REFUSED}: another copy of attempt {attempt} pushed first; see the node's log)"
+                )
+            })
+        });
         let Some(copy) = newest else {
             return Err(AppError::new(
                 ErrorKind::ToolFailed,
@@ -706,16 +740,6 @@ impl super::Runner for SlurmRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_jobs_cpus_come_from_its_sbatch_args() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(cpus_per_task(&args(&[])), 1);
-        assert_eq!(cpus_per_task(&args(&["--cpus-per-task=4"])), 4);
-        assert_eq!(cpus_per_task(&args(&["--mem=1G", "-c", "2"])), 2);
-        assert_eq!(cpus_per_task(&args(&["-c3"])), 3);
-        assert_eq!(cpus_per_task(&args(&["-c", "0"])), 1);
-    }
 
     #[test]
     fn job_names_and_handles_read_back() {
