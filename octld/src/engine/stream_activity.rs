@@ -71,8 +71,13 @@ pub async fn record(daemon: &Arc<Daemon>, handle: &RunHandle, node: &Node, ended
     }
 }
 
-/// Stops following the streams of agents that are no longer watched (cancelled, gone).
-pub fn forget_others(daemon: &Daemon, watched: &HashSet<(String, String)>) {
+/// Stops following the streams of agents that are no longer watched (cancelled, gone);
+/// `watched` is asked only when some stream is followed.
+pub fn forget_others(daemon: &Daemon, watched: impl FnOnce() -> HashSet<(String, String)>) {
     let mut follows = daemon.engine.follows.lock().expect("follows lock");
+    if follows.is_empty() {
+        return;
+    }
+    let watched = watched();
     follows.retain(|key, _| watched.contains(key));
 }

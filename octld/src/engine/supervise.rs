@@ -15,6 +15,7 @@ use octl_proto::event::{
     NodeRunning, Nullable, Payload,
 };
 use octl_proto::projection::ListedStatus;
+use octl_proto::projection::RunDetail;
 use octl_proto::state::{ExitPolicy, Node};
 use octl_proto::{AppError, NodeState};
 
@@ -144,18 +145,25 @@ struct Looked {
 /// once; returns the exit-handling steps it started.
 async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle<()>> {
     let mut steps = Vec::new();
-    let watched: Vec<(Arc<RunHandle>, Node)> = daemon
+    // Each watched node by its place in its run's view: nothing is copied per tick but for
+    // the steps a look starts (at a thousand agents, cloning every node each tick was most of
+    // an idle daemon's time).
+    let watched: Vec<(Arc<RunHandle>, Arc<RunDetail>, usize)> = daemon
         .store
         .handles()
         .into_iter()
         .flat_map(|h| {
             let view = h.view();
-            view.nodes
+            let at: Vec<usize> = view
+                .nodes
                 .iter()
-                .filter(|n| n.state.is_alive() && n.pane.is_some())
-                .filter(|n| remote || runner_name(n).is_none())
-                .cloned()
-                .map(|n| (h.clone(), n))
+                .enumerate()
+                .filter(|(_, n)| n.state.is_alive() && n.pane.is_some())
+                .filter(|(_, n)| remote || n.runner.as_deref().is_none_or(is_local))
+                .map(|(i, _)| i)
+                .collect();
+            at.into_iter()
+                .map(move |i| (h.clone(), view.clone(), i))
                 .collect::<Vec<_>>()
         })
         .collect();
@@ -165,7 +173,10 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
     // One look per runner the watched nodes use (local: one `tmux list-panes`; slurm: one
     // `squeue`), all at once. A runner that cannot be looked at leaves its nodes as they are
     // this tick.
-    let mut names: Vec<Option<String>> = watched.iter().map(|(_, n)| runner_name(n)).collect();
+    let mut names: Vec<Option<String>> = watched
+        .iter()
+        .map(|(_, v, i)| runner_name(&v.nodes[*i]))
+        .collect();
     names.sort();
     names.dedup();
     let looks: Vec<_> = names
@@ -199,7 +210,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                 if name.is_none() {
                     let local = watched
                         .iter()
-                        .filter(|(_, n)| runner_name(n).is_none())
+                        .filter(|(_, v, i)| v.nodes[*i].runner.as_deref().is_none_or(is_local))
                         .count();
                     note_server(daemon, o.host, local);
                 }
@@ -227,17 +238,19 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
             }
         }
     }
-    // Read once per tick, and only when an agent runs (for its profile's silence limit).
-    let mut config = None;
-    let live = watched
-        .iter()
-        .map(|(h, n)| (h.id.clone(), n.id.clone()))
-        .collect();
-    super::stream_activity::forget_others(daemon, &live);
+    // Read once per tick, and only when an agent runs (its profile's silence limit).
+    let mut silences = Silences::default();
+    super::stream_activity::forget_others(daemon, || {
+        watched
+            .iter()
+            .map(|(h, v, i)| (h.id.clone(), v.nodes[*i].id.clone()))
+            .collect()
+    });
     let now = crate::store::writer::now_ms();
-    for (handle, node) in watched {
+    for (handle, view, i) in watched {
+        let node = &view.nodes[i];
         let pane_id = node.pane.as_deref().expect("filtered on pane");
-        let runner = runner_name(&node);
+        let runner = runner_name(node);
         let Some(seen) = looked.get(&runner) else {
             continue;
         };
@@ -269,7 +282,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                 if let Some(slot) =
                     Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id))
                 {
-                    let (d, r) = (daemon.clone(), seen.runner.clone());
+                    let (d, r, node) = (daemon.clone(), seen.runner.clone(), node.clone());
                     steps.push(tokio::spawn(async move {
                         start_again(&d, &handle, &node, r, &reason).await;
                         drop(slot);
@@ -282,7 +295,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                     note(
                         daemon,
                         &handle,
-                        &node,
+                        node,
                         NodeLost {
                             reason: u.reason.clone(),
                             since: Some(octl_proto::time::format_millis(u.since_ms)),
@@ -297,7 +310,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                 note(
                     daemon,
                     &handle,
-                    &node,
+                    node,
                     NodeFound {
                         reason: Some("its place answers again and the agent is there".into()),
                     },
@@ -309,28 +322,28 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                     (Some(why), NodeState::Running) => note(
                         daemon,
                         &handle,
-                        &node,
+                        node,
                         NodeQueued {
                             reason: Some(why.clone()).filter(|w| !w.is_empty()),
                         },
                     ),
-                    (None, NodeState::Queued) => note(daemon, &handle, &node, NodeRunning {}),
+                    (None, NodeState::Queued) => note(daemon, &handle, node, NodeRunning {}),
                     _ => {}
                 }
-                super::stream_activity::record(daemon, &handle, &node, false).await;
+                super::stream_activity::record(daemon, &handle, node, false).await;
                 if let Some(r) = p
                     .requeue
                     .as_ref()
                     .filter(|r| r.copy > node.requeued.as_ref().map_or(0, |q| q.copy))
                 {
-                    note_requeue(daemon, &handle, &node, r.clone());
+                    note_requeue(daemon, &handle, node, r.clone());
                 }
                 if node.report.is_none() {
-                    if let Some(reason) = silent(daemon, &mut config, &handle, &node) {
+                    if let Some(reason) = silent(daemon, &mut silences, &handle, node) {
                         if let Some(slot) =
                             Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id))
                         {
-                            let d = daemon.clone();
+                            let (d, node) = (daemon.clone(), node.clone());
                             steps.push(tokio::spawn(async move {
                                 stop_silent(&d, &handle, &node, reason).await;
                                 drop(slot);
@@ -370,7 +383,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
             .expect("unreaped lock")
             .remove(pane_id);
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
-            let d = daemon.clone();
+            let (d, node) = (daemon.clone(), node.clone());
             steps.push(tokio::spawn(async move {
                 // The look was decided on a view from before the claim: a step of the tick
                 // before may have handled this exit already (its `node.done` written, its
@@ -473,11 +486,14 @@ fn reachable(daemon: &Daemon, node: &Node) -> bool {
     runner.reachable(&crate::runner::AgentHandle::new(pane))
 }
 
+/// Whether a runner's name is the local one.
+fn is_local(name: &str) -> bool {
+    name == crate::config::LOCAL_RUNNER
+}
+
 /// The runner a node's agent runs on; `None` is `local`.
 fn runner_name(node: &Node) -> Option<String> {
-    node.runner
-        .clone()
-        .filter(|r| r != crate::config::LOCAL_RUNNER)
+    node.runner.clone().filter(|r| !is_local(r))
 }
 
 /// A remote agent ended: its work is brought into the node's worktree before its exit is
@@ -587,20 +603,34 @@ fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
 
 /// Why `node`'s agent counts as stuck: it wrote nothing to its log for longer than its
 /// profile's silence limit (`None`: it did not, or it has no limit).
+/// The profiles' silence limits, looked up once per tick and profile.
+#[derive(Default)]
+struct Silences {
+    config: Option<crate::config::Config>,
+    /// By profile name as a node gives it: the limit (s) and the profile's name.
+    limits: HashMap<Option<String>, Option<(u64, String)>>,
+}
+
 fn silent(
     daemon: &Daemon,
-    config: &mut Option<crate::config::Config>,
+    silences: &mut Silences,
     handle: &RunHandle,
     node: &Node,
 ) -> Option<String> {
     if !node.report_on_exit {
         return None; // a human works with interactive agents
     }
-    let config = config.get_or_insert_with(|| {
-        crate::config::Config::load(&daemon.home.config()).unwrap_or_default()
-    });
-    let profile = crate::agents::resolve(config, node.agent.as_deref()).ok()?;
-    let limit = profile.silence_limit_secs?;
+    let Silences { config, limits } = silences;
+    let (limit, name) = limits
+        .entry(node.agent.clone())
+        .or_insert_with(|| {
+            let config = config.get_or_insert_with(|| {
+                crate::config::Config::load(&daemon.home.config()).unwrap_or_default()
+            });
+            let profile = crate::agents::resolve(config, node.agent.as_deref()).ok()?;
+            Some((profile.silence_limit_secs?, profile.name))
+        })
+        .clone()?;
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
     let written = std::fs::metadata(&log)
         .and_then(|m| m.modified())
@@ -617,7 +647,7 @@ fn silent(
         format!(
             "the agent was silent (no output) for {} s, longer than its limit of {limit} s (agents.{}.silence_limit_secs): stopped as stuck",
             silent_ms / 1000,
-            profile.name
+            name
         )
     })
 }
