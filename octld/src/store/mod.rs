@@ -255,8 +255,11 @@ impl Store {
         }
         let _ = store.shared.feed.set(feed);
         // Every active run's events are in the feed's index now: the next start reads it from
-        // here on only.
-        store.checkpoint().await?;
+        // here on only. On a full disk the journal's older points stand: the next start
+        // reads more of the feed's index, nothing is lost.
+        if let Err(e) = store.checkpoint().await {
+            tracing::warn!(error = %e, "cannot checkpoint the run journal; the next start reads more of the feed's index");
+        }
         Ok(store)
     }
 
