@@ -135,7 +135,14 @@ fn assert_is_nodes_worktree(repo: &TestRepo, run: &str, node: &str, wt: &Path, t
         "!! .env",
         "clean but for the included ignored file"
     );
-    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    // The pool may be adding its next entry meanwhile, and git's listing fails while another
+    // `git worktree add` has made its record but not written it yet: listed once it reads.
+    let listed = wait_until("git to list the worktrees", Duration::from_secs(30), || {
+        let out = repo.try_git_in(&repo.path, &["worktree", "list", "--porcelain"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     assert!(
         listed.contains(&format!("worktree {}\n", wt.display())),
         "{listed}"
@@ -245,7 +252,14 @@ fn two_spawns_racing_for_one_entry_never_share_it() {
     }
     // Every worktree is registered once, none is broken.
     wait_ready_entry(&env);
-    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    // The pool may be adding its next entry meanwhile, and git's listing fails while another
+    // `git worktree add` has made its record but not written it yet: listed once it reads.
+    let listed = wait_until("git to list the worktrees", Duration::from_secs(30), || {
+        let out = repo.try_git_in(&repo.path, &["worktree", "list", "--porcelain"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     assert!(!listed.contains("prunable"), "{listed}");
     assert_eq!(repo.extra_worktrees().len(), 1 + 2 * ROUNDS + 1);
 }
@@ -288,7 +302,14 @@ fn an_entry_a_crash_left_half_made_is_never_handed_out() {
     });
     let fresh = wait_ready_entry(&env);
     assert_ne!(fresh, half_id);
-    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    // The pool may be adding its next entry meanwhile, and git's listing fails while another
+    // `git worktree add` has made its record but not written it yet: listed once it reads.
+    let listed = wait_until("git to list the worktrees", Duration::from_secs(30), || {
+        let out = repo.try_git_in(&repo.path, &["worktree", "list", "--porcelain"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     assert!(!listed.contains(&half_id), "{listed}");
 }
 
@@ -405,6 +426,13 @@ fn a_shutdown_stops_a_fill_and_the_next_start_discards_what_it_left() {
     wait_until("the half-made entry to go", Duration::from_secs(60), || {
         (!entry.0.exists()).then_some(())
     });
-    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    // The pool may be adding its next entry meanwhile, and git's listing fails while another
+    // `git worktree add` has made its record but not written it yet: listed once it reads.
+    let listed = wait_until("git to list the worktrees", Duration::from_secs(30), || {
+        let out = repo.try_git_in(&repo.path, &["worktree", "list", "--porcelain"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     assert!(!listed.contains(&entry.0.display().to_string()), "{listed}");
 }

@@ -12,6 +12,52 @@ fn kind(v: &Value) -> &str {
     v["error"]["data"]["kind"].as_str().unwrap_or("")
 }
 
+/// The text of the `"id":` member of a reply, as sent.
+fn id_text(body: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(body);
+    text.match_indices("\"id\":")
+        .map(|(at, m)| {
+            let rest = &text[at + m.len()..];
+            let end = rest.find([',', '}']).unwrap();
+            rest[..end].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn request_ids_come_back_byte_for_byte() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    // Numbers a parsed double would rewrite, a string with escapes, null: answered, refused
+    // (unknown method) and in a batch, each with its id exactly as sent.
+    for id in [
+        "18446744073709551617",
+        "1e3",
+        "-0.50",
+        "1.0",
+        r#""a\u0062\"c""#,
+        "null",
+    ] {
+        for method in ["daemon.status", "no.such"] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#);
+            let r = env.raw_rpc(body.as_bytes());
+            assert_eq!(
+                id_text(&r.body),
+                [id],
+                "{}",
+                String::from_utf8_lossy(&r.body)
+            );
+        }
+    }
+    let batch = br#"[{"jsonrpc":"2.0","id":1e3,"method":"daemon.status"},{"jsonrpc":"2.0","id":18446744073709551617,"method":"no.such"},{"jsonrpc":"2.0","method":"daemon.status"}]"#;
+    let r = env.raw_rpc(batch);
+    assert_eq!(id_text(&r.body), ["1e3", "18446744073709551617"]);
+    // An id that is not a string, number or null is refused with a null id.
+    let r = env.raw_rpc(br#"{"jsonrpc":"2.0","id":[1],"method":"daemon.status"}"#);
+    assert_eq!(id_text(&r.body), ["null"]);
+    assert_eq!(r.json()["error"]["code"], json!(-32600));
+}
+
 #[test]
 fn single_requests_and_standard_errors() {
     let env = TestEnv::new();

@@ -1,13 +1,14 @@
 //! JSON-RPC 2.0, exactly: a single request or a batch; notifications (no `id`) get no
 //! response, and a batch of only notifications gets no body at all.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use octl_proto::rpc::{error_response, result_response, JSONRPC_VERSION};
+use octl_proto::rpc::{error_object, error_response, JSONRPC_VERSION};
 use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
@@ -22,77 +23,89 @@ const BATCH_IN_FLIGHT: usize = 256;
 
 /// Answers a request body with the JSON text to send back; `None` means nothing to send.
 pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
-    let parsed: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
-            return Some(error_response(Value::Null, &err).to_string());
-        }
+    let parse_error = |e: serde_json::Error| {
+        let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
+        Some(error_response(Value::Null, &err).to_string())
     };
-    match parsed {
-        Value::Array(items) if items.is_empty() => Some(
-            error_response(
-                Value::Null,
-                &AppError::new(ErrorKind::InvalidRequest, "invalid request: an empty batch"),
-            )
-            .to_string(),
-        ),
-        // Members of a batch run concurrently, so a batch of appends shares group commits;
-        // at most `BATCH_IN_FLIGHT` at once, replies in the batch's order.
-        Value::Array(items) => {
-            let members = items.len();
-            let replies: Vec<String> = stream::iter(items)
-                .map(|item| one(daemon, item))
-                .buffered(BATCH_IN_FLIGHT)
-                .collect::<Vec<Option<String>>>()
-                .await
-                .into_iter()
-                .flatten()
-                .collect();
-            if members >= LARGE_BATCH {
-                release_freed_memory();
-            }
-            (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
-        }
-        other => one(daemon, other).await,
+    // Members stay raw text until each is read: a request's `id` goes back exactly as sent
+    // (a number beyond 2^64, `1e3`), which a parsed `Value` would have rewritten.
+    let parsed: &RawValue = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return parse_error(e),
+    };
+    if !parsed.get().starts_with('[') {
+        return one(daemon, parsed).await;
     }
+    let items: Vec<Box<RawValue>> = match serde_json::from_str(parsed.get()) {
+        Ok(items) => items,
+        Err(e) => return parse_error(e),
+    };
+    if items.is_empty() {
+        return Some(invalid(NULL_ID, "an empty batch"));
+    }
+    // Members of a batch run concurrently, so a batch of appends shares group commits; at
+    // most `BATCH_IN_FLIGHT` at once, replies in the batch's order.
+    let members = items.len();
+    let replies: Vec<String> = stream::iter(items)
+        .map(|item| async move { one(daemon, &item).await })
+        .buffered(BATCH_IN_FLIGHT)
+        .collect::<Vec<Option<String>>>()
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    if members >= LARGE_BATCH {
+        release_freed_memory();
+    }
+    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
 }
 
-async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<String> {
-    let Value::Object(mut req) = item else {
-        return Some(invalid(Value::Null, "a request must be a JSON object"));
+/// The id of a reply to a request whose own id could not be read.
+const NULL_ID: &str = "null";
+
+async fn one(daemon: &Arc<Daemon>, item: &RawValue) -> Option<String> {
+    let Ok(mut req) = serde_json::from_str::<BTreeMap<String, &RawValue>>(item.get()) else {
+        return Some(invalid(NULL_ID, "a request must be a JSON object"));
     };
     // An `id` that is present but not a string, number or null cannot be echoed back.
-    let id = match req.remove("id") {
+    let id: Option<&str> = match req.remove("id").map(RawValue::get) {
         None => None,
-        Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(v),
-        Some(_) => {
-            return Some(invalid(
-                Value::Null,
-                "id must be a string, a number or null",
-            ))
+        Some(raw)
+            if raw == "null"
+                || raw
+                    .starts_with(['"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) =>
+        {
+            Some(raw)
         }
+        Some(_) => return Some(invalid(NULL_ID, "id must be a string, a number or null")),
     };
-    let reply_id = id.clone().unwrap_or(Value::Null);
-    if req.get("jsonrpc") != Some(&Value::String(JSONRPC_VERSION.into())) {
+    let reply_id = id.unwrap_or(NULL_ID);
+    let text = |key: &str| {
+        req.get(key)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    };
+    if text("jsonrpc").as_deref() != Some(JSONRPC_VERSION) {
         return Some(invalid(reply_id, "jsonrpc must be \"2.0\""));
     }
-    let method = match req.remove("method") {
-        Some(Value::String(m)) => m,
-        _ => return Some(invalid(reply_id, "method must be a string")),
+    let Some(method) = text("method") else {
+        return Some(invalid(reply_id, "method must be a string"));
     };
-    let params = req.remove("params");
-    req.remove("jsonrpc");
-    if let Some(extra) = req.keys().next() {
+    if let Some(extra) = req
+        .keys()
+        .find(|k| !["jsonrpc", "method", "params"].contains(&k.as_str()))
+    {
         return Some(invalid(
             reply_id,
             &format!("unknown member {extra:?}: a request has jsonrpc, method, params and id"),
         ));
     }
-    let params = match params {
-        None => None,
-        Some(Value::Object(p)) => Some(p),
-        Some(Value::Array(_)) => {
+    let params = match req
+        .get("params")
+        .map(|raw| serde_json::from_str::<Value>(raw.get()))
+    {
+        None => Map::new(),
+        Some(Ok(Value::Object(p))) => p,
+        Some(Ok(Value::Array(_))) => {
             return reply(
                 id,
                 Err(AppError::invalid(
@@ -102,14 +115,7 @@ async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<String> {
         }
         Some(_) => return Some(invalid(reply_id, "params must be an object")),
     };
-    let result = rpc::dispatch(
-        daemon,
-        &method,
-        params
-            .map(Value::Object)
-            .unwrap_or(Value::Object(Map::new())),
-    )
-    .await;
+    let result = rpc::dispatch(daemon, &method, Value::Object(params)).await;
     if let Err(e) = &result {
         if e.kind == ErrorKind::Internal {
             tracing::error!(method, error = %e.message, "internal error");
@@ -118,35 +124,54 @@ async fn one(daemon: &Arc<Daemon>, item: Value) -> Option<String> {
     reply(id, result)
 }
 
-fn reply(id: Option<Value>, result: Result<Answer, AppError>) -> Option<String> {
-    let id = id?;
-    Some(match result {
-        Ok(Answer::Value(v)) => result_response(id, v).to_string(),
-        Ok(Answer::Raw(result)) => {
-            // Members in the order a `Value` map would have them, like every other reply.
-            #[derive(serde::Serialize)]
-            struct Reply<'a> {
-                id: &'a Value,
-                jsonrpc: &'static str,
-                result: &'a RawValue,
-            }
-            serde_json::to_string(&Reply {
-                id: &id,
-                jsonrpc: JSONRPC_VERSION,
-                result: &result,
-            })
-            .expect("a reply serializes")
-        }
-        Err(e) => error_response(id, &e).to_string(),
-    })
+/// A reply's members, in the order every reply has them; `id` is the request's own text.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Reply<'a> {
+    Failed {
+        error: Value,
+        id: &'a RawValue,
+        jsonrpc: &'static str,
+    },
+    Value {
+        id: &'a RawValue,
+        jsonrpc: &'static str,
+        result: Value,
+    },
+    Raw {
+        id: &'a RawValue,
+        jsonrpc: &'static str,
+        result: &'a RawValue,
+    },
 }
 
-fn invalid(id: Value, why: &str) -> String {
-    error_response(
-        id,
-        &AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}")),
-    )
-    .to_string()
+fn reply(id: Option<&str>, result: Result<Answer, AppError>) -> Option<String> {
+    let raw: Box<RawValue> = RawValue::from_string(id?.to_string()).expect("an id read as JSON");
+    let id = &*raw;
+    let jsonrpc = JSONRPC_VERSION;
+    let reply = match &result {
+        Ok(Answer::Value(v)) => Reply::Value {
+            id,
+            jsonrpc,
+            result: v.clone(),
+        },
+        Ok(Answer::Raw(result)) => Reply::Raw {
+            id,
+            jsonrpc,
+            result,
+        },
+        Err(e) => Reply::Failed {
+            error: error_object(e),
+            id,
+            jsonrpc,
+        },
+    };
+    Some(serde_json::to_string(&reply).expect("a reply serializes"))
+}
+
+fn invalid(id: &str, why: &str) -> String {
+    let err = AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}"));
+    reply(Some(id), Err(err)).expect("an id was given")
 }
 
 /// Members from which a batch's freed memory is handed back at once (see
