@@ -5,19 +5,20 @@
 //! Two sorts: crash points, where the daemon SIGKILLs itself as a power cut would (the crash
 //! tests), and I/O points, where an operation fails with the error a failing disk gives (EIO).
 //!
-//! Compiled in only with the `failpoints` feature, which the test package turns on (so
-//! `cargo build --workspace --bins` builds an octld with them); `cargo install --path octld`
-//! and release builds of octld alone lack it: there every point is an empty inline function
-//! and `OCTL_FAILPOINTS` is ignored.
+//! Compiled into debug builds only (`debug_assertions`: what `cargo build` and `cargo test`
+//! make). Release builds — the README's, `install.sh`'s, `cargo install` — lack them: there
+//! every point is an empty inline function and `OCTL_FAILPOINTS` is ignored. Not a cargo
+//! feature: a feature one package turns on is on for every package of a workspace build, so
+//! the tests' dependency put failpoints into the README's release octld.
 
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 use std::collections::HashMap;
 use std::io;
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 use std::sync::{Mutex, OnceLock};
 
 /// The armed points: name → `None` (every hit) or `Some(n)` (the nth hit only).
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 fn armed_points() -> &'static HashMap<String, Vec<Option<u64>>> {
     static ARMED: OnceLock<HashMap<String, Vec<Option<u64>>>> = OnceLock::new();
     ARMED.get_or_init(|| {
@@ -42,7 +43,7 @@ fn armed_points() -> &'static HashMap<String, Vec<Option<u64>>> {
 }
 
 /// Whether this hit of `point` fires (each call is one hit).
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 pub fn fires(point: &str) -> bool {
     let Some(when) = armed_points().get(point) else {
         return false;
@@ -61,7 +62,7 @@ pub fn fires(point: &str) -> bool {
 }
 
 /// A crash point: SIGKILL when it fires.
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 pub fn crash(point: &str) {
     if fires(point) {
         tracing::warn!(point, "failpoint: killing the daemon");
@@ -73,7 +74,7 @@ pub fn crash(point: &str) {
 }
 
 /// An I/O point: an EIO error when it fires.
-#[cfg(feature = "failpoints")]
+#[cfg(debug_assertions)]
 pub fn io_error(point: &str) -> io::Result<()> {
     if fires(point) {
         tracing::warn!(point, "failpoint: failing with EIO");
@@ -82,13 +83,13 @@ pub fn io_error(point: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Without the `failpoints` feature: nothing.
-#[cfg(not(feature = "failpoints"))]
+/// A release build: nothing.
+#[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn crash(_point: &str) {}
 
-/// Without the `failpoints` feature: never fails.
-#[cfg(not(feature = "failpoints"))]
+/// A release build: never fails.
+#[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn io_error(_point: &str) -> io::Result<()> {
     Ok(())

@@ -11,7 +11,7 @@
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
 //! - [`invariants`]: what a run's log says of git, checked against git (`doctor`, tests).
-//! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; feature `failpoints`).
+//! - [`failpoint`]: test-only crash and I/O-error points (`OCTL_FAILPOINTS`; debug builds only).
 //! - [`agents`]: agent profiles (`shell`, `claude`, `codex`, `gemini`, `opencode`, `aider`,
 //!   user argv templates) and their launch.
 //! - [`streams`]: how Codex, Gemini CLI and opencode's JSON-lines output says they ended.

@@ -3,7 +3,7 @@
 //! `orchestratectl` binaries run inside it; nothing touches the user's own home or tmux.
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -161,7 +161,13 @@ impl TestEnv {
     /// Like [`start_daemon_with`](Self::start_daemon_with), waiting up to `wait` for it to
     /// answer (a start that builds the run index from many logs).
     pub fn start_daemon_within(&self, env: &[(&str, &str)], wait: Duration) -> Daemon {
-        let mut cmd = Command::new(bin("octld"));
+        self.start_daemon_from(&bin("octld"), env, wait)
+    }
+
+    /// Like [`start_daemon_within`](Self::start_daemon_within), with the daemon binary at
+    /// `octld` (a release build, say).
+    pub fn start_daemon_from(&self, octld: &Path, env: &[(&str, &str)], wait: Duration) -> Daemon {
+        let mut cmd = Command::new(octld);
         cmd.arg("--home").arg(&self.home).arg("--foreground");
         self.isolate(&mut cmd);
         for (k, v) in env {

@@ -131,3 +131,74 @@ fn version_names_the_commit_and_the_build_date() {
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains(&format!("commit {commit}, built ")), "{text}");
 }
+
+/// The README's release build has no failpoints: a point armed in the environment, which
+/// fails the debug build's first log write, changes nothing there (and it says so).
+#[test]
+#[ignore = "needs the release octld: `cargo build --release -p octld` (.ci/run builds it)"]
+fn the_release_octld_ignores_failpoints() {
+    let armed = [("OCTL_FAILPOINTS", "log:write-eio@1")];
+    let wait = std::time::Duration::from_secs(10);
+    // The debug build, as the tests run it: the armed write fails.
+    let env = TestEnv::new();
+    let d = env.start_daemon_within(&armed, wait);
+    let refused = env.try_rpc(
+        "run.create",
+        serde_json::json!({"kind": "generic", "title": "t"}),
+    );
+    assert!(
+        refused.is_err(),
+        "the debug octld honours the point: {refused:?}"
+    );
+    drop(d);
+    // The release build: the same point, and the run is made.
+    let release = bin("octld")
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("release/octld");
+    assert!(
+        release.exists(),
+        "{} is missing: build it with `cargo build --release -p octld`",
+        release.display()
+    );
+    let env = TestEnv::new();
+    let d = env.start_daemon_from(&release, &armed, wait);
+    let run = env.create_run("a release build has no failpoints");
+    assert_eq!(env.log_events(&run).len(), 1, "run.created is in its log");
+    assert!(
+        d.stderr().contains("OCTL_FAILPOINTS ignored"),
+        "{}",
+        d.stderr()
+    );
+}
+
+/// Nothing changed, nothing rebuilt: the README's build twice in a row, and the second
+/// compiles nothing (a build script watching a file that does not exist made cargo rebuild
+/// the client, and relink every binary, on every build).
+#[test]
+fn a_second_build_compiles_nothing() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let build = || {
+        let out = Command::new(&cargo)
+            .args(["build", "--workspace", "--bins"])
+            .current_dir(workspace())
+            .env("CARGO_LOG", "cargo::core::compiler::fingerprint=info")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    build();
+    let second = build();
+    let compiled: Vec<&str> = second
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Compiling") || l.contains("stale:"))
+        .collect();
+    assert!(
+        compiled.is_empty(),
+        "the second build rebuilt:\n{}",
+        compiled.join("\n")
+    );
+}

@@ -90,7 +90,13 @@ pub struct Engine {
     room_looking: std::sync::atomic::AtomicBool,
     /// Starts under way on each remote runner, bounded ([`STARTS_PER_RUNNER`]).
     start_permits: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    /// Remote agents left behind are being looked for ([`orphans::reap_remote`]).
+    reaping: std::sync::atomic::AtomicBool,
 }
+
+/// Ticks between two looks for remote agents left behind (20 s): each asks every remote
+/// runner config.toml names (an `squeue`, a look at each SSH host).
+const REAP_EVERY: u32 = 100;
 
 /// Starts under way at once on one remote runner (each a push and a submission or a window).
 pub const STARTS_PER_RUNNER: usize = 16;
@@ -277,6 +283,7 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
     tokio::pin!(stop);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks: u32 = 0;
     loop {
         tokio::select! {
             Some(run) = changes.recv() => {
@@ -290,10 +297,28 @@ pub async fn drive(daemon: Arc<Daemon>, mut changes: mpsc::UnboundedReceiver<Str
                 admission::sample(&daemon);
                 wake_paused(&daemon);
                 wake_waiters(&daemon);
+                ticks = ticks.wrapping_add(1);
+                if ticks % REAP_EVERY == 1 {
+                    reap_remote(&daemon);
+                }
             }
             _ = &mut stop => return,
         }
     }
+}
+
+/// Looks for remote agents left behind, off the async threads, one look at a time (the
+/// first a tick after start: what a daemon killed meanwhile promised to stop).
+fn reap_remote(daemon: &Arc<Daemon>) {
+    use std::sync::atomic::Ordering;
+    if daemon.engine.reaping.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let d = daemon.clone();
+    tokio::task::spawn_blocking(move || {
+        orphans::reap_remote(&d);
+        d.engine.reaping.store(false, Ordering::Release);
+    });
 }
 
 /// A limit's reset is no change in any log: once a paused node's reset has passed, every

@@ -292,6 +292,48 @@ fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
     out
 }
 
+/// Ends the remote agents the log says are over — a job or window of an ended run, of a node
+/// cleaned up since, or not the copy its node runs now — and returns how many stops were
+/// made. What a stop promised to do once a host answers lives in the daemon's memory; this
+/// asks the runners again, so a window left on a host cut off at its node's cleanup, or by a
+/// daemon since restarted, goes once the host answers. Agents of runs this daemon does not
+/// know are left to `gc --orphans` (a host or cluster may serve other homes too).
+pub fn reap_remote(daemon: &Arc<Daemon>) -> usize {
+    let runs = Known::new(daemon);
+    let mut stopped = 0;
+    for o in remote_jobs(daemon, &runs) {
+        let (Some(run), Some(node), Some(pane)) = (&o.run, &o.node, &o.pane) else {
+            continue;
+        };
+        let Some(facts) = runs.facts(run).filter(|f| !f.corrupt) else {
+            continue;
+        };
+        let over = facts.terminal()
+            || facts.nodes.get(node).is_some_and(|n| {
+                n.cleaned || n.pane.as_deref().is_some_and(|p| p != pane.as_str())
+            });
+        if !over {
+            continue;
+        }
+        let Ok(runner) = daemon
+            .runners
+            .of(o.runner.as_deref(), &daemon.home.config())
+        else {
+            continue;
+        };
+        match runner.stop(run, node, &crate::runner::AgentHandle::new(pane.clone())) {
+            Ok(_) => {
+                tracing::info!(run, node, agent = %pane, why = %o.why, "a remote agent left behind was stopped");
+                stopped += 1;
+            }
+            Err(e) => {
+                tracing::debug!(run, node, agent = %pane, error = %e.message, "a remote agent left behind was not stopped yet")
+            }
+        }
+    }
+    stopped
+}
+
 /// Why the remote agent `handle` of `run`'s `node` is an orphan; `None` when its node runs it
 /// (or is being started, and will adopt it).
 pub fn remote_orphan(runs: &dyn Runs, run: &str, node: &str, handle: &str) -> Option<String> {
