@@ -133,25 +133,27 @@ fn version_names_the_commit_and_the_build_date() {
 }
 
 /// The README's release build has no failpoints: a point armed in the environment, which
-/// fails the debug build's first log write, changes nothing there (and it says so).
+/// fails the debug build's first append to a log, changes nothing there (and it says so).
 #[test]
 #[ignore = "needs the release octld: `cargo build --release -p octld` (.ci/run builds it)"]
 fn the_release_octld_ignores_failpoints() {
     let armed = [("OCTL_FAILPOINTS", "log:write-eio@1")];
     let wait = std::time::Duration::from_secs(10);
+    let append = |env: &TestEnv| {
+        let run = env.create_run("failpoints");
+        let appended = env.try_rpc(
+            "event.append",
+            serde_json::json!({"run": run, "type": "x.note", "data": {}}),
+        );
+        (run, appended)
+    };
     // The debug build, as the tests run it: the armed write fails.
     let env = TestEnv::new();
     let d = env.start_daemon_within(&armed, wait);
-    let refused = env.try_rpc(
-        "run.create",
-        serde_json::json!({"kind": "generic", "title": "t"}),
-    );
-    assert!(
-        refused.is_err(),
-        "the debug octld honours the point: {refused:?}"
-    );
+    let (_, refused) = append(&env);
+    assert!(refused.is_err(), "the debug octld honours the point: {refused:?}");
     drop(d);
-    // The release build: the same point, and the run is made.
+    // The release build: the same point, and the event is in the log.
     let release = bin("octld")
         .parent()
         .and_then(Path::parent)
@@ -164,15 +166,15 @@ fn the_release_octld_ignores_failpoints() {
     );
     let env = TestEnv::new();
     let d = env.start_daemon_from(&release, &armed, wait);
-    let run = env.create_run("a release build has no failpoints");
-    assert_eq!(env.log_events(&run).len(), 1, "run.created is in its log");
+    let (run, appended) = append(&env);
+    assert!(appended.is_ok(), "{appended:?}");
+    assert_eq!(env.log_events(&run).len(), 2, "run.created and x.note");
     assert!(
         d.stderr().contains("OCTL_FAILPOINTS ignored"),
         "{}",
         d.stderr()
     );
 }
-
 /// Nothing changed, nothing rebuilt: the README's build twice in a row, and the second
 /// compiles nothing (a build script watching a file that does not exist made cargo rebuild
 /// the client, and relink every binary, on every build).

@@ -173,15 +173,14 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
     // One look per runner the watched nodes use (local: one `tmux list-panes`; slurm: one
     // `squeue`), all at once. A runner that cannot be looked at leaves its nodes as they are
     // this tick.
-    let mut names: Vec<Option<String>> = watched
+    let names: std::collections::BTreeSet<Option<&str>> = watched
         .iter()
-        .map(|(_, v, i)| runner_name(&v.nodes[*i]))
+        .map(|(_, v, i)| v.nodes[*i].runner.as_deref().filter(|r| !is_local(r)))
         .collect();
-    names.sort();
-    names.dedup();
     let looks: Vec<_> = names
         .into_iter()
         .map(|name| {
+            let name = name.map(str::to_string);
             let d = daemon.clone();
             let n = name.clone();
             let observed = tokio::task::spawn_blocking(move || {

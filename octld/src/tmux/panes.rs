@@ -145,10 +145,14 @@ pub(super) fn check_pane_id(id: &str) -> Result<()> {
 }
 
 fn parse_pane(line: &str) -> Option<PaneInfo> {
-    let fields: Vec<&str> = line.split(SEP).collect();
-    let [pane_id, pid, dead, status, signal, window_id, session, window] = fields[..] else {
+    // Polled every tick for every pane: no allocation but the fields kept.
+    let mut fields = line.split(SEP);
+    let mut next = || fields.next();
+    let (pane_id, pid, dead, status, signal) = (next()?, next()?, next()?, next()?, next()?);
+    let (window_id, session, window) = (next()?, next()?, next()?);
+    if next().is_some() {
         return None;
-    };
+    }
     Some(PaneInfo {
         session: session.to_string(),
         window: window.to_string(),
