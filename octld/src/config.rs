@@ -1,5 +1,7 @@
-//! `$OCTL_HOME/config.toml`: agent profiles and defaults. Read at each use, so an edit takes
-//! effect without restarting the daemon. Unknown keys are refused, not ignored.
+//! `$OCTL_HOME/config.toml`: agent profiles and defaults. The daemon holds it as a [`Live`]:
+//! read once and again when the file changes, so an edit takes effect without restarting the
+//! daemon, and an edit that does not parse is refused with the last good file kept. Unknown
+//! keys are refused, not ignored.
 //!
 //! ```toml
 //! [defaults]
@@ -59,7 +61,9 @@ use serde::Deserialize;
 use octl_proto::AppError;
 
 pub mod limits;
+pub mod live;
 pub use limits::Limits;
+pub use live::Live;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

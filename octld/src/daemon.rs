@@ -51,6 +51,8 @@ pub struct Daemon {
     /// Every runner by name (`local` is [`runner`](Self::runner)): a node starts on the one
     /// its `node.added` names.
     pub runners: Runners,
+    /// config.toml: read once, again when it changes; a broken edit keeps the last good one.
+    pub config: Arc<crate::config::Live>,
     /// What drives agent runs forward: spawning, supervising, merging, cleaning up.
     pub engine: Engine,
     /// How telling the notifiers went (the last failure), for `daemon status` and `doctor`.
@@ -119,10 +121,9 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         None => (server::bind(&home.socket())?, false),
     };
     let (shutdown, _) = watch::channel(false);
+    let config = Arc::new(crate::config::Live::open(home.config()));
     // Read once: whether agents go into cgroups is settled for the daemon's life.
-    let cgroups = crate::config::Config::load(&home.config())
-        .map(|c| c.limits.cgroups)
-        .unwrap_or(true);
+    let cgroups = config.get().map(|c| c.limits.cgroups).unwrap_or(true);
     let contain = crate::contain::Containment::new(home.root(), cgroups);
     let local: Arc<dyn Runner> = Arc::new(TmuxRunner::new(
         Tmux::new(home.tmux_socket()),
@@ -132,7 +133,8 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         home: home.clone(),
         store,
         runner: local.clone(),
-        runners: Runners::new(local, home.root()),
+        runners: Runners::new(local, home.root(), config.clone()),
+        config,
         engine: Engine::default(),
         notified: Default::default(),
         started: Instant::now(),
@@ -141,8 +143,8 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
     // Agents that exited while the daemon was down are recorded before anyone is answered.
     engine::supervise::first_look(&daemon).await;
     // What a crash or a shutdown left half-made in the worktree pool goes (never handed out).
-    let pool_home = home.clone();
-    tokio::task::spawn_blocking(move || crate::pool::heal(&pool_home));
+    let (pool_home, pool_config) = (home.clone(), daemon.config.clone());
+    tokio::task::spawn_blocking(move || crate::pool::heal(&pool_home, &pool_config));
     let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
     tokio::spawn(crate::notify::run(daemon.clone(), notices));
     tracing::info!(socket = %home.socket().display(), runs = daemon.store.len(), "octld ready");

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use octl_proto::notice::Notice;
 use octl_proto::rpc::{NotifyFailure, NotifyStatus};
 
-use crate::config::{Config, NotifyConfig};
+use crate::config::NotifyConfig;
 use crate::daemon::Daemon;
 use crate::store::writer::now_ms;
 
@@ -35,8 +35,8 @@ pub async fn run(daemon: Arc<Daemon>, mut notices: mpsc::Receiver<Notice>) {
     while let Some(notice) = notices.recv().await {
         // Read at each notice, like every other use of config.toml: an edit takes effect
         // without a restart.
-        let config = match Config::load(&daemon.home.config()) {
-            Ok(c) => c.notify,
+        let config = match daemon.config.get() {
+            Ok(c) => c.notify.clone(),
             Err(e) => {
                 tracing::warn!(error = %e.message, kind = notice.kind.as_str(), run = %notice.run, "notification not sent: config.toml is invalid");
                 continue;

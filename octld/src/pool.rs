@@ -39,7 +39,7 @@ use serde::Deserialize;
 
 use octl_proto::AppError;
 
-use crate::config::Config;
+use crate::config::{Config, Live};
 use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::home::Home;
@@ -96,8 +96,8 @@ impl Settings {
         })
     }
 
-    fn load(home: &Home) -> Result<Settings, AppError> {
-        Settings::of(&Config::load(&home.config())?)
+    fn load(config: &Live) -> Result<Settings, AppError> {
+        Settings::of(&*config.get()?)
     }
 }
 
@@ -222,8 +222,10 @@ fn key_dirs(home: &Home) -> Vec<(PathBuf, Option<PathBuf>)> {
 
 /// After the worktree `wt` of `repo` was made without the pool: pools the repository when it
 /// checked out at least `min_files` files (and the pool is on).
-pub fn note_checkout(home: &Home, repo: &Path, wt: &Path) {
-    let Ok(s) = Settings::load(home) else { return };
+pub fn note_checkout(home: &Home, config: &Live, repo: &Path, wt: &Path) {
+    let Ok(s) = Settings::load(config) else {
+        return;
+    };
     if s.size == 0 {
         return;
     }
@@ -265,10 +267,17 @@ fn checked_out_files(wt: &Path) -> Option<u64> {
 /// Makes a ready entry of `repo` the worktree `dest` on the new `branch` at the tip of
 /// `start_point`. False when there was none to take (or taking it failed, the entry then
 /// discarded): the caller makes the worktree itself.
-pub fn take(home: &Home, repo: &Path, dest: &Path, branch: &str, start_point: &str) -> bool {
+pub fn take(
+    home: &Home,
+    config: &Live,
+    repo: &Path,
+    dest: &Path,
+    branch: &str,
+    start_point: &str,
+) -> bool {
     let candidates = ready(&dir_of(home, repo));
     // `size = 0` turns the pool off: what it holds is neither taken nor added to.
-    if candidates.is_empty() || Settings::load(home).is_ok_and(|s| s.size == 0) {
+    if candidates.is_empty() || Settings::load(config).is_ok_and(|s| s.size == 0) {
         return false;
     }
     let git = Git::new(repo);
@@ -394,7 +403,7 @@ fn fill(daemon: &Daemon, repo: &Path, base: &str) -> Result<(), AppError> {
     let dir = dir_of(&daemon.home, repo);
     let git = Git::new(repo);
     loop {
-        let s = Settings::load(&daemon.home)?;
+        let s = Settings::load(&daemon.config)?;
         if daemon.stopping() || ready(&dir).len() >= s.size as usize {
             return Ok(());
         }
@@ -477,8 +486,8 @@ fn disk_used(home: &Home) -> u64 {
 /// Why each entry that should go goes: half-made ones (not being made now), those of a
 /// repository that is gone, those beyond `size` (newest first), and directories the
 /// repository does not list as its worktrees.
-fn unwanted(home: &Home) -> Vec<(Option<PathBuf>, PathBuf, String)> {
-    let size = Settings::load(home).map_or(DEFAULT_SIZE, |s| s.size) as usize;
+fn unwanted(home: &Home, config: &Live) -> Vec<(Option<PathBuf>, PathBuf, String)> {
+    let size = Settings::load(config).map_or(DEFAULT_SIZE, |s| s.size) as usize;
     let making = set(&MAKING_NOW).clone();
     let mut out = Vec::new();
     for (dir, repo) in key_dirs(home) {
@@ -551,8 +560,8 @@ fn remove(repo: Option<&Path>, path: &Path) {
 
 /// At the daemon's start: what a crash or a shutdown left half-made is discarded, so the
 /// pool holds only ready entries. Never touches an entry being made or taken now.
-pub fn heal(home: &Home) {
-    for (repo, path, why) in unwanted(home) {
+pub fn heal(home: &Home, config: &Live) {
+    for (repo, path, why) in unwanted(home, config) {
         if why.starts_with("beyond") {
             continue;
         }
@@ -571,8 +580,8 @@ pub struct Unwanted {
 
 /// `run gc`: removes (unless `dry_run`) what [`heal`] would, and the entries beyond
 /// `pool.size` (so `size = 0` then `run gc` empties the pool). Returns what went.
-pub fn collect(home: &Home, dry_run: bool) -> Vec<Unwanted> {
-    unwanted(home)
+pub fn collect(home: &Home, config: &Live, dry_run: bool) -> Vec<Unwanted> {
+    unwanted(home, config)
         .into_iter()
         .map(|(repo, path, why)| {
             if !dry_run {

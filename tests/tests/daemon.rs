@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use octl_tests::{bin, wait_until, TestEnv};
+use octl_tests::{bin, wait_until, TestEnv, TestRepo};
 use serde_json::json;
 
 fn mode(p: &std::path::Path) -> u32 {
@@ -143,4 +143,44 @@ fn octld_without_foreground_detaches_and_returns() {
     wait_until("detached daemon to exit", Duration::from_secs(10), || {
         (unsafe { libc::kill(pid, 0) } != 0).then_some(())
     });
+}
+
+/// config.toml is read once and again when it changes: an edit that does not parse is
+/// refused with the last good file kept in force (a spawn still gets its profile), the error
+/// shown by `daemon status` and `doctor` until a fixed file is in force.
+#[test]
+fn a_broken_config_edit_keeps_the_last_good_one_and_says_why() {
+    let env = TestEnv::new();
+    // A profile only config.toml defines: a spawn with it proves which file is in force.
+    let good = "[agents.mine]\nautonomous = [\"/bin/sh\", \"-c\", \"echo mine > mine.txt && git add mine.txt && git commit -qm mine\", \"mine\", \"{prompt}\"]\non_exit = \"done\"\n";
+    env.write_config(good);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    assert_eq!(env.rpc("daemon.status", json!({})).get("config_error"), None);
+    env.write_config("[agents.mine]\nautonomous = \"not a list\"\n");
+    let status = env.rpc("daemon.status", json!({}));
+    let why = status["config_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("autonomous") && why.contains("the last good one stays in force"),
+        "{status}"
+    );
+    let text = env.cli(["daemon", "status"]);
+    assert!(text.stdout.contains("config.toml refused"), "{}", text.stdout);
+    let agents = env.rpc("doctor.agents", json!({}));
+    assert!(agents.to_string().contains("autonomous"), "{agents}");
+    // The last good file is what a spawn gets.
+    let run = env
+        .spawn("spinoff", &repo, "write mine.txt", json!({"agent": "mine"}))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(repo.show("main", "mine.txt").as_deref(), Some("mine\n"));
+    // Fixed (here: the profile gone), the new file is in force at once.
+    env.write_config("");
+    assert_eq!(env.rpc("daemon.status", json!({})).get("config_error"), None);
+    let gone = env.spawn("spinoff", &repo, "write mine.txt", json!({"agent": "mine"}));
+    assert!(gone.is_err(), "{gone:?}");
 }

@@ -151,7 +151,10 @@ fn the_release_octld_ignores_failpoints() {
     let env = TestEnv::new();
     let d = env.start_daemon_within(&armed, wait);
     let (_, refused) = append(&env);
-    assert!(refused.is_err(), "the debug octld honours the point: {refused:?}");
+    assert!(
+        refused.is_err(),
+        "the debug octld honours the point: {refused:?}"
+    );
     drop(d);
     // The release build: the same point, and the event is in the log.
     let release = bin("octld")

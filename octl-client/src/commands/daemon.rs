@@ -298,24 +298,25 @@ async fn status(ctx: &Ctx) -> Result<(), AppError> {
 
 /// The human form of `daemon status`.
 pub fn status_text(s: &DaemonStatus) -> String {
-    format!(
-        "octld is running\n{}",
-        fields(&[
-            ("pid", s.pid.to_string()),
-            ("version", s.version.clone()),
-            ("protocol", s.protocol.to_string()),
-            ("home", s.home.clone()),
-            ("uptime", duration(s.uptime_s)),
-            (
-                "runs",
-                match s.active {
-                    Some(a) => format!("{} ({a} active)", s.runs),
-                    None => s.runs.to_string(),
-                },
-            ),
-            ("notify", notify_text(&s.notify)),
-        ])
-    )
+    let mut rows = vec![
+        ("pid", s.pid.to_string()),
+        ("version", s.version.clone()),
+        ("protocol", s.protocol.to_string()),
+        ("home", s.home.clone()),
+        ("uptime", duration(s.uptime_s)),
+        (
+            "runs",
+            match s.active {
+                Some(a) => format!("{} ({a} active)", s.runs),
+                None => s.runs.to_string(),
+            },
+        ),
+        ("notify", notify_text(&s.notify)),
+    ];
+    if let Some(e) = &s.config_error {
+        rows.push(("config", format!("config.toml refused: {e}")));
+    }
+    format!("octld is running\n{}", fields(&rows))
 }
 
 /// `command sh, webhook http://…; last failure at T (command): …`, or `none configured`.
@@ -387,6 +388,7 @@ mod tests {
             runs: 3,
             active: Some(1),
             notify: Default::default(),
+            config_error: None,
         };
         assert_eq!(
             status_text(&s),

@@ -25,6 +25,10 @@ pub struct DaemonStatusResult {
     /// The notifiers of `[notify]` and their last failure (absent from older daemons).
     #[serde(default)]
     pub notify: NotifyStatus,
+    /// Why `config.toml`, as it is now, is not in force (it does not parse; the last file
+    /// that did stays in force). Absent when it is, and from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
 }
 
 /// The notifiers `config.toml`'s `[notify]` configures and how delivering to them went since

@@ -228,7 +228,7 @@ pub fn check(
         return Ok(());
     }
     // A config that does not read fails the start itself, with its message.
-    let config = Config::load(&daemon.home.config()).unwrap_or_default();
+    let config = daemon.config.get().unwrap_or_default();
     let limits = &config.limits;
     let observed = &daemon.engine.observed;
     let live: Vec<Live> = live_local(daemon)

@@ -77,7 +77,7 @@ pub async fn cleanup(
     let worktrees_of_run = daemon.home.worktrees().join(&handle.id);
     let own_worktrees = daemon.home.worktrees();
     let done = blocking(move || {
-        if let (Some(p), Ok(runner)) = (pane, d.runners.of(named.as_deref(), &d.home.config())) {
+        if let (Some(p), Ok(runner)) = (pane, d.runners.of(named.as_deref())) {
             let _ = runner.stop(&run, &node_id, &crate::runner::AgentHandle::new(p));
         }
         let Some(repo) = repo else {

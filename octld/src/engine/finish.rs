@@ -82,7 +82,7 @@ async fn wait_for_exit(
         );
         let alive = blocking(move || {
             Ok(d.runners
-                .of(named.as_deref(), &d.home.config())?
+                .of(named.as_deref())?
                 .observe()?
                 .agents
                 .into_iter()

@@ -15,7 +15,6 @@ use octl_proto::{AppError, NodeState, RunKind};
 
 use super::{append, cleanup, merge, spawn, Slot};
 use crate::agents::{self, Mode};
-use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
 
@@ -29,7 +28,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
     };
     // In the conversation its `node.starting` recorded.
     let session = agents::Session::recorded(node);
-    let launch = Config::load(&daemon.home.config()).and_then(|config| {
+    let launch = daemon.config.get().and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         Ok(profile
             .launch(

@@ -352,7 +352,7 @@ async fn brought_back(
         let agent = crate::runner::AgentHandle::new(pane);
         let wt = std::path::Path::new(&worktree);
         if fetch && wt.is_dir() {
-            let r = d.runners.of(Some(&runner), &d.home.config())?;
+            let r = d.runners.of(Some(&runner))?;
             if let Err(e) = r.collect(&run, &id, &agent, wt) {
                 tracing::warn!(run = %run, node = %id, error = %e.message, "the latest checkpoint of a remote node was not brought back before its merge");
             }

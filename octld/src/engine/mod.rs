@@ -405,10 +405,9 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
     }
     let d = daemon.clone();
     tokio::task::spawn_blocking(move || {
-        let config = d.home.config();
         let free: Vec<String> = rooms
             .into_iter()
-            .filter(|r| d.runners.of(Some(r), &config).is_ok_and(|r| r.has_room()))
+            .filter(|r| d.runners.of(Some(r)).is_ok_and(|r| r.has_room()))
             .collect();
         let mut runs = Vec::new();
         d.engine
@@ -545,11 +544,9 @@ pub async fn close_window(daemon: &Arc<Daemon>, run: &str, node: &str, pane: Opt
     });
     let (d, run, node) = (daemon.clone(), run.to_string(), node.to_string());
     let _ = blocking(move || {
-        d.runners.of(named.as_deref(), &d.home.config())?.stop(
-            &run,
-            &node,
-            &crate::runner::AgentHandle::new(pane),
-        )
+        d.runners
+            .of(named.as_deref())?
+            .stop(&run, &node, &crate::runner::AgentHandle::new(pane))
     })
     .await;
 }

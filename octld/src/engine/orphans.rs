@@ -243,7 +243,7 @@ pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
 /// see one cluster), named by job id or `host:run:node`. A runner that cannot be asked (its
 /// cluster down, a kind not built) is left out, with a warning.
 fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
-    let Ok(config) = crate::config::Config::load(&daemon.home.config()) else {
+    let Ok(config) = daemon.config.get() else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -315,10 +315,7 @@ pub fn reap_remote(daemon: &Arc<Daemon>) -> usize {
         if !over {
             continue;
         }
-        let Ok(runner) = daemon
-            .runners
-            .of(o.runner.as_deref(), &daemon.home.config())
-        else {
+        let Ok(runner) = daemon.runners.of(o.runner.as_deref()) else {
             continue;
         };
         match runner.stop(run, node, &crate::runner::AgentHandle::new(pane.clone())) {

@@ -13,7 +13,6 @@ use octl_proto::{AppError, RunKind};
 use super::{append, merge, spawn};
 use crate::agents::{self, Extra, Mode, Session};
 use crate::bootstrap::Bootstrap;
-use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
 
@@ -57,7 +56,7 @@ async fn start_again(
     } else {
         Mode::Autonomous
     };
-    let launch = Config::load(&daemon.home.config()).and_then(|config| {
+    let launch = daemon.config.get().and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
         // Claude Code continues its conversation; one that never reported its session
@@ -100,8 +99,10 @@ async fn start_again(
         }
     };
     tracing::info!(run = %handle.id, node = %node.id, session = ?session.as_ref().map(|s| &s.id), "the usage limit has reset; starting the paused node again");
-    let boot =
-        Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, Path::new(&repo)));
+    let boot = daemon
+        .config
+        .get()
+        .and_then(|c| Bootstrap::resolve(&c, Path::new(&repo)));
     spawn::write_intent(
         daemon,
         handle,

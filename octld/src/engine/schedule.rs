@@ -18,7 +18,6 @@ use octl_proto::{AppError, NodeState};
 use super::decide::limits;
 use super::{append, spawn, Engine, Slot, StepKey};
 use crate::agents::{self, Extra, Mode};
-use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::store::RunHandle;
 
@@ -174,7 +173,7 @@ pub async fn start(
         Mode::Autonomous
     };
     let start_point = super::merge::target_of(view).unwrap_or_default();
-    let launch = Config::load(&daemon.home.config()).and_then(|config| {
+    let launch = daemon.config.get().and_then(|config| {
         let profile = agents::resolve(&config, node.agent.as_deref())?;
         agents::require_program(&profile, mode, std::env::var_os("PATH").as_deref())?;
         let session = profile.session_for(node);

@@ -100,7 +100,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     }
     check_gate(req.gate.as_deref())?;
     octl_proto::rpc::check_budget("max_budget_usd", req.max_budget_usd)?;
-    let config = Config::load(&daemon.home.config())?;
+    let config = daemon.config.get()?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
     let per_node = agents::node_budget(&config, &profile);
     let session = matches!(profile.kind, agents::ProfileKind::Claude { .. }).then(Session::new);
@@ -431,12 +431,7 @@ async fn reserve(
         run.to_string(),
         node.to_string(),
     );
-    blocking(move || {
-        d.runners
-            .of(Some(&name), &d.home.config())?
-            .reserve(&run, &node, attempt)
-    })
-    .await
+    blocking(move || d.runners.of(Some(&name))?.reserve(&run, &node, attempt)).await
 }
 
 /// Gives back the room [`reserve`] held (the start was not made).
@@ -448,9 +443,7 @@ async fn release(daemon: &Arc<Daemon>, name: &str, run: &str, node: &str) {
         node.to_string(),
     );
     let _ = blocking(move || {
-        d.runners
-            .of(Some(&name), &d.home.config())?
-            .release(&run, &node);
+        d.runners.of(Some(&name))?.release(&run, &node);
         Ok(())
     })
     .await;
@@ -631,7 +624,10 @@ pub async fn start_node(
         .nodes
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
-    let boot = Config::load(&daemon.home.config()).and_then(|c| Bootstrap::resolve(&c, repo));
+    let boot = daemon
+        .config
+        .get()
+        .and_then(|c| Bootstrap::resolve(&c, repo));
     if !planned {
         write_intent(
             daemon,
@@ -745,9 +741,9 @@ pub async fn bring_up(
                         return Ok(None);
                     }
                 }
-            } else if !crate::pool::take(&d.home, &repo, &worktree, &branch, &start_point) {
+            } else if !crate::pool::take(&d.home, &d.config, &repo, &worktree, &branch, &start_point) {
                 git.worktree_add(&worktree, &branch, &start_point)?;
-                crate::pool::note_checkout(&d.home, &repo, &worktree);
+                crate::pool::note_checkout(&d.home, &d.config, &repo, &worktree);
             }
             prepare(&d, &h, &n, &repo, &worktree)?;
             let t_worktree = t0.elapsed();
@@ -766,9 +762,7 @@ pub async fn bring_up(
             if launch.answers_trust {
                 let d = daemon.clone();
                 let named = runner_of.clone();
-                if let Ok(r) =
-                    blocking(move || d.runners.of(named.as_deref(), &d.home.config())).await
-                {
+                if let Ok(r) = blocking(move || d.runners.of(named.as_deref())).await {
                     super::trust::answer(r, AgentHandle::new(pane.clone()));
                 }
             }
@@ -839,7 +833,7 @@ fn prepare(
     repo: &Path,
     worktree: &Path,
 ) -> Result<(), AppError> {
-    let boot = Bootstrap::resolve(&Config::load(&daemon.home.config())?, repo)?;
+    let boot = Bootstrap::resolve(&*daemon.config.get()?, repo)?;
     let copied = boot.prepare(repo, worktree)?;
     if copied > 0 {
         tracing::info!(run = %handle.id, node, copied, "copied the files .worktreeinclude names");
@@ -995,15 +989,12 @@ fn with_spec<T>(
         first: view.nodes.iter().all(|n| n.pane.is_none()),
         // Each retry's cleanup kept the attempt before it as a snapshot.
         attempt: this.map_or(0, |n| n.snapshot_refs.len() as u32),
-        memory_max: Config::load(&daemon.home.config()).ok().and_then(|c| {
+        memory_max: daemon.config.get().ok().and_then(|c| {
             let profile = this.and_then(|n| n.agent.as_deref())?;
             super::admission::memory_max(&c, profile)
         }),
         place: this.and_then(|n| n.place.as_deref()),
     };
-    let runner = daemon.runners.of(
-        this.and_then(|n| n.runner.as_deref()),
-        &daemon.home.config(),
-    )?;
+    let runner = daemon.runners.of(this.and_then(|n| n.runner.as_deref()))?;
     f(&*runner, &spec)
 }

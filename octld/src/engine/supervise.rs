@@ -184,9 +184,11 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
             let d = daemon.clone();
             let n = name.clone();
             let observed = tokio::task::spawn_blocking(move || {
-                let runner = d.runners.of(n.as_deref(), &d.home.config())?;
+                let runner = d.runners.of(n.as_deref())?;
                 let lost_after = match n.as_deref() {
-                    Some(n) => crate::config::Config::load(&d.home.config())
+                    Some(n) => d
+                        .config
+                        .get()
                         .and_then(|c| c.runner(n))
                         .and_then(|r| r.lost_after_ms(n))
                         .unwrap_or(crate::config::DEFAULT_LOST_AFTER_MS),
@@ -476,9 +478,7 @@ fn note_requeue(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, r: R
 fn reachable(daemon: &Daemon, node: &Node) -> bool {
     let (Some(pane), Ok(runner)) = (
         node.pane.as_deref(),
-        daemon
-            .runners
-            .of(node.runner.as_deref(), &daemon.home.config()),
+        daemon.runners.of(node.runner.as_deref()),
     ) else {
         return true;
     };
@@ -515,7 +515,7 @@ async fn collect(
         node.runner.clone(),
     );
     let brought = blocking(move || {
-        d.runners.of(runner.as_deref(), &d.home.config())?.collect(
+        d.runners.of(runner.as_deref())?.collect(
             &run,
             &id,
             &crate::runner::AgentHandle::new(pane),
@@ -605,7 +605,7 @@ fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
 /// The profiles' silence limits, looked up once per tick and profile.
 #[derive(Default)]
 struct Silences {
-    config: Option<crate::config::Config>,
+    config: Option<Arc<crate::config::Config>>,
     /// By profile name as a node gives it: the limit (s) and the profile's name.
     limits: HashMap<Option<String>, Option<(u64, String)>>,
 }
@@ -623,9 +623,7 @@ fn silent(
     let (limit, name) = limits
         .entry(node.agent.clone())
         .or_insert_with(|| {
-            let config = config.get_or_insert_with(|| {
-                crate::config::Config::load(&daemon.home.config()).unwrap_or_default()
-            });
+            let config = config.get_or_insert_with(|| daemon.config.get_or_default());
             let profile = crate::agents::resolve(config, node.agent.as_deref()).ok()?;
             Some((profile.silence_limit_secs?, profile.name))
         })
@@ -838,7 +836,9 @@ async fn over_memory(daemon: &Arc<Daemon>, run: &str, node: &Node) -> Option<Str
         .agent
         .as_deref()
         .unwrap_or(crate::agents::DEFAULT_PROFILE);
-    let configured = crate::config::Config::load(&daemon.home.config())
+    let configured = daemon
+        .config
+        .get()
         .ok()
         .and_then(|c| c.agents.get(profile).and_then(|a| a.memory_max()))
         .is_some();

@@ -20,12 +20,11 @@ pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
         uptime_s: daemon.uptime_s(),
         runs: daemon.store.len(),
         active: Some(daemon.store.active_len()),
-        // An unreadable config.toml names no notifier here; `doctor`'s agents check says why.
-        notify: daemon.notified.status(
-            &crate::config::Config::load(&daemon.home.config())
-                .map(|c| c.notify)
-                .unwrap_or_default(),
-        ),
+        // What is in force: the last good config.toml while an edit of it is refused.
+        notify: daemon
+            .notified
+            .status(&daemon.config.get_or_default().notify),
+        config_error: daemon.config.problem().map(|e| e.message),
     })
 }
 

@@ -18,7 +18,7 @@ use octl_proto::{AppError, RunState};
 
 use super::{to_value, Answer, Handle, NoParams};
 use crate::agents::{self, Mode};
-use crate::config::{Config, LOCAL_RUNNER};
+use crate::config::LOCAL_RUNNER;
 use crate::daemon::Daemon;
 use crate::engine::blocking;
 use crate::store::index;
@@ -270,10 +270,10 @@ pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppErro
 /// Every agent profile (the built-ins and those of config.toml), its program, and whether
 /// the daemon finds that program on its own PATH (the one agents are started with).
 pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
-    let (config, config_error) = match Config::load(&daemon.home.config()) {
-        Ok(c) => (c, None),
-        Err(e) => (Config::default(), Some(e.message)),
-    };
+    // What is in force (the last good file while an edit is refused), and why the file as
+    // it is now is not.
+    let config = daemon.config.get_or_default();
+    let config_error = daemon.config.problem().map(|e| e.message);
     let default = config
         .defaults
         .agent
@@ -395,10 +395,10 @@ impl Handle for method::DoctorOrphans {
 /// `local` and every runner of config.toml, each probed (all at once: an SSH host that does
 /// not answer costs its connect timeout once, not once per runner).
 pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
-    let (config, config_error) = match Config::load(&daemon.home.config()) {
-        Ok(c) => (c, None),
-        Err(e) => (Config::default(), Some(e.message)),
-    };
+    // What is in force (the last good file while an edit is refused), and why the file as
+    // it is now is not.
+    let config = daemon.config.get_or_default();
+    let config_error = daemon.config.problem().map(|e| e.message);
     let default = config
         .defaults
         .runner

@@ -14,7 +14,6 @@ use octl_proto::{ids, AppError, RunKind};
 
 use super::{to_value, Answer, Handle};
 use crate::agents::Mode;
-use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::engine::{blocking, machine, spawn};
 use crate::git::Git;
@@ -69,7 +68,7 @@ async fn cap(
             plan::AUTO_PARALLEL_CAP
         }
         MaxParallel::Cluster => {
-            let config = crate::config::Config::load(&daemon.home.config())?;
+            let config = daemon.config.get()?;
             let name = runner.unwrap_or(crate::config::LOCAL_RUNNER).to_string();
             let wanted = config.runner(&name)?;
             if wanted.kind != crate::config::RunnerKind::Slurm {
@@ -101,7 +100,7 @@ async fn check(
 ) -> Result<(PathBuf, String, Vec<(String, String)>), AppError> {
     let d = daemon.clone();
     blocking(move || {
-        let config = Config::load(&d.home.config())?;
+        let config = d.config.get()?;
         let names = wanted
             .iter()
             .map(|(profile, runner)| {

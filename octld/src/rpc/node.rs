@@ -169,9 +169,7 @@ fn live_agent(
             ),
         ));
     }
-    let runner = daemon
-        .runners
-        .of(n.runner.as_deref(), &daemon.home.config())?;
+    let runner = daemon.runners.of(n.runner.as_deref())?;
     Ok((handle.id.clone(), AgentHandle::new(pane.clone()), runner))
 }
 
@@ -322,12 +320,7 @@ pub async fn attach(daemon: &Arc<Daemon>, p: NodeAttachParams) -> Result<Attach,
     let (d, runner) = (daemon.clone(), n.runner.clone());
     let (run, node) = (handle.id.clone(), p.node);
     let (r, nd) = (run.clone(), node.clone());
-    let argv = blocking(move || {
-        d.runners
-            .of(runner.as_deref(), &d.home.config())?
-            .attach(&r, &nd, &agent)
-    })
-    .await?;
+    let argv = blocking(move || d.runners.of(runner.as_deref())?.attach(&r, &nd, &agent)).await?;
     Ok(Attach { run, node, argv })
 }
 

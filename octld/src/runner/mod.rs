@@ -326,11 +326,11 @@ pub trait Runner: Send + Sync {
 pub use crate::contain::{Found, MemoryKill, Usage};
 
 /// The daemon's runners by name: `local` (the tmux runner) always, the others of config.toml's
-/// `[runners]` built on first use and rebuilt when their configuration changes (the file is
-/// read at each use).
+/// `[runners]` built on first use and rebuilt when their configuration changes.
 pub struct Runners {
     local: std::sync::Arc<dyn Runner>,
     home: std::path::PathBuf,
+    config: std::sync::Arc<crate::config::Live>,
     built: std::sync::Mutex<BTreeMap<String, Built>>,
 }
 
@@ -338,10 +338,15 @@ pub struct Runners {
 type Built = (RunnerConfig, std::sync::Arc<dyn Runner>);
 
 impl Runners {
-    pub fn new(local: std::sync::Arc<dyn Runner>, home: &Path) -> Runners {
+    pub fn new(
+        local: std::sync::Arc<dyn Runner>,
+        home: &Path,
+        config: std::sync::Arc<crate::config::Live>,
+    ) -> Runners {
         Runners {
             local,
             home: home.to_path_buf(),
+            config,
             built: Default::default(),
         }
     }
@@ -366,7 +371,7 @@ impl Runners {
     /// The runner a node's agent runs on (its `node.added` names it; none is `local`): the
     /// one built already, even if config.toml changed since (it still hosts that agent), else
     /// the one config.toml describes now.
-    pub fn of(&self, name: Option<&str>, config: &Path) -> Result<std::sync::Arc<dyn Runner>> {
+    pub fn of(&self, name: Option<&str>) -> Result<std::sync::Arc<dyn Runner>> {
         let Some(name) = name.filter(|n| *n != crate::config::LOCAL_RUNNER) else {
             return Ok(self.local.clone());
         };
@@ -375,7 +380,7 @@ impl Runners {
             return Ok(runner.clone());
         }
         drop(built);
-        self.get(&Config::load(config)?, name)
+        self.get(&*self.config.get()?, name)
     }
 
     /// The runners built so far besides `local`, by name (the supervisor observes each).

@@ -156,8 +156,8 @@ pub async fn gc(
     }
     // The worktree pool's entries hold no work: what is half-made, of a repository that is
     // gone, or beyond `pool.size` goes without a snapshot.
-    let home = daemon.home.clone();
-    let pooled = super::blocking(move || Ok(crate::pool::collect(&home, dry_run)))
+    let (home, config) = (daemon.home.clone(), daemon.config.clone());
+    let pooled = super::blocking(move || Ok(crate::pool::collect(&home, &config, dry_run)))
         .await
         .unwrap_or_default();
     for u in pooled {

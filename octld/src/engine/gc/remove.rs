@@ -37,11 +37,9 @@ pub(super) async fn remove_window(
     // A window on the local tmux server, or a job of the runner it names.
     let (d, named) = (daemon.clone(), o.runner.clone());
     let stopped = blocking(move || {
-        d.runners.of(named.as_deref(), &d.home.config())?.stop(
-            &run,
-            &node,
-            &crate::runner::AgentHandle::new(pane),
-        )
+        d.runners
+            .of(named.as_deref())?
+            .stop(&run, &node, &crate::runner::AgentHandle::new(pane))
     });
     match stopped.await {
         Ok(_) => out.removed.push(i),
