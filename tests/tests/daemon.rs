@@ -156,7 +156,10 @@ fn a_broken_config_edit_keeps_the_last_good_one_and_says_why() {
     env.write_config(good);
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
-    assert_eq!(env.rpc("daemon.status", json!({})).get("config_error"), None);
+    assert_eq!(
+        env.rpc("daemon.status", json!({})).get("config_error"),
+        None
+    );
     env.write_config("[agents.mine]\nautonomous = \"not a list\"\n");
     let status = env.rpc("daemon.status", json!({}));
     let why = status["config_error"].as_str().unwrap_or_default();
@@ -165,7 +168,11 @@ fn a_broken_config_edit_keeps_the_last_good_one_and_says_why() {
         "{status}"
     );
     let text = env.cli(["daemon", "status"]);
-    assert!(text.stdout.contains("config.toml refused"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("config.toml refused"),
+        "{}",
+        text.stdout
+    );
     let agents = env.rpc("doctor.agents", json!({}));
     assert!(agents.to_string().contains("autonomous"), "{agents}");
     // The last good file is what a spawn gets.
@@ -180,7 +187,10 @@ fn a_broken_config_edit_keeps_the_last_good_one_and_says_why() {
     assert_eq!(repo.show("main", "mine.txt").as_deref(), Some("mine\n"));
     // Fixed (here: the profile gone), the new file is in force at once.
     env.write_config("");
-    assert_eq!(env.rpc("daemon.status", json!({})).get("config_error"), None);
+    assert_eq!(
+        env.rpc("daemon.status", json!({})).get("config_error"),
+        None
+    );
     let gone = env.spawn("spinoff", &repo, "write mine.txt", json!({"agent": "mine"}));
     assert!(gone.is_err(), "{gone:?}");
 }

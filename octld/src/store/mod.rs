@@ -773,14 +773,6 @@ impl Store {
                     &|| taken.get() >= keep,
                 );
                 parts.extend(newest);
-                parts.extend(
-                    active
-                        .iter()
-                        .filter(|(_, l)| filter.passes(l))
-                        .map(|(id, l)| (id.clone(), Arc::from(l.json.as_str()))),
-                );
-                parts.sort_by(|a, b| a.0.cmp(&b.0));
-                parts.drain(..parts.len().saturating_sub(keep));
                 result
             }
             None => {
@@ -802,17 +794,22 @@ impl Store {
                             true
                         })
                 };
-                parts.extend(
-                    active
-                        .iter()
-                        .filter(|(_, l)| filter.passes(l))
-                        .map(|(id, l)| (id.clone(), Arc::from(l.json.as_str()))),
-                );
-                parts.sort_by(|a, b| a.0.cmp(&b.0));
                 result
             }
         };
         drop(maps);
+        // The active runs beside them, all in id order; `--limit` keeps the newest.
+        parts.extend(
+            active
+                .iter()
+                .filter(|(_, l)| filter.passes(l))
+                .map(|(id, l)| (id.clone(), Arc::from(l.json.as_str()))),
+        );
+        parts.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(limit) = filter.limit {
+            let keep = usize::try_from(limit).unwrap_or(usize::MAX);
+            parts.drain(..parts.len().saturating_sub(keep));
+        }
         result.map_err(|e| self.index_error(e))?;
         let mut out =
             String::with_capacity(2 + parts.iter().map(|(_, j)| j.len() + 1).sum::<usize>());

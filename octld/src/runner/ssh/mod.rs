@@ -234,13 +234,7 @@ impl Runner for SshRunner {
             let mut state = self.state();
             state.abandoned.insert(
                 handle.as_str().to_string(),
-                Abandoned {
-                    run: run.to_string(),
-                    node: node.to_string(),
-                    pane: pane.to_string(),
-                    ac: format!("{attempt}.{copy}"),
-                    stopping: false,
-                },
+                Abandoned::new(run, node, pane, attempt, copy),
             );
             state
                 .hosts
@@ -306,13 +300,7 @@ impl Runner for SshRunner {
             let mut state = self.state();
             state.abandoned.insert(
                 handle.as_str().to_string(),
-                Abandoned {
-                    run: run.to_string(),
-                    node: node.to_string(),
-                    pane: pane.to_string(),
-                    ac: format!("{attempt}.{copy}"),
-                    stopping: false,
-                },
+                Abandoned::new(run, node, pane, attempt, copy),
             );
             return Ok(false);
         }
@@ -329,13 +317,7 @@ impl Runner for SshRunner {
                 tracing::warn!(host, run, node, error = %e.message, "an agent on an ssh host was not stopped; stopped once it answers");
                 self.state().abandoned.insert(
                     handle.as_str().to_string(),
-                    Abandoned {
-                        run: run.to_string(),
-                        node: node.to_string(),
-                        pane: pane.to_string(),
-                        ac: format!("{attempt}.{copy}"),
-                        stopping: false,
-                    },
+                    Abandoned::new(run, node, pane, attempt, copy),
                 );
                 return Ok(false);
             }

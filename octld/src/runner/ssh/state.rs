@@ -37,6 +37,20 @@ pub(super) struct Abandoned {
     pub(super) stopping: bool,
 }
 
+impl Abandoned {
+    /// The copy `attempt.copy` of `run`'s `node` in `pane`, whose window is to be stopped
+    /// once its host answers.
+    pub(super) fn new(run: &str, node: &str, pane: &str, attempt: u32, copy: u32) -> Abandoned {
+        Abandoned {
+            run: run.to_string(),
+            node: node.to_string(),
+            pane: pane.to_string(),
+            ac: format!("{attempt}.{copy}"),
+            stopping: false,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct HostState {
     /// The daemon's directory on the host (absolute), once known.
