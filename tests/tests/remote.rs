@@ -215,6 +215,85 @@ fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
     );
 }
 
+/// Resumes the paused Slurm controller however the test ends: the cluster is shared.
+struct Resume<'a>(&'a Cluster);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.fault("resume", "ctl");
+    }
+}
+
+/// Deliverable 1 for Slurm: the controller stops answering (slurmctld stopped by SIGSTOP, so
+/// every `squeue` waits for its timeout) while a node's job runs on. The node is `lost` with
+/// the reason, never failed; when the controller answers again its job is found, runs to its
+/// end, and the node merges once, its work in main, one job submitted.
+#[test]
+#[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
+fn a_slurm_controller_that_stops_answering_loses_its_nodes_until_it_answers() {
+    let c = Cluster::shared();
+    let env = slurm_env(&c, "lost_after = \"10m\"\n");
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let gate = env.root.path().join("go");
+    let task = format!(
+        "until [ -e {g} ]; do sleep 0.2; done; echo y > y.txt; git add y.txt; git commit -qm y",
+        g = gate.display()
+    );
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            &task,
+            json!({"agent": "shell", "node": "y", "runner": "hpc"}),
+        )
+        .unwrap(),
+    );
+    env.wait_node(&run, "y", "running");
+    c.fault("pause", "ctl");
+    let resume = Resume(&c);
+    let node = wait_until("the node to be lost", Duration::from_secs(180), || {
+        let show = env.rpc("run.show", json!({"run": run}));
+        show["nodes"][0]["state"]
+            .as_str()
+            .filter(|s| *s == "lost")
+            .map(|_| show["nodes"][0].clone())
+    });
+    assert!(
+        node["lost"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains("slurm"),
+        "{node}"
+    );
+    drop(resume);
+    std::fs::write(&gate, "").unwrap();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        "completed",
+        "{show}\n{}",
+        logs(&env, &run, "y")
+    );
+    let types = env.event_types(&run);
+    assert!(types.iter().any(|t| t == "node.found"), "{types:?}");
+    assert!(!types.iter().any(|t| t == "node.failed"), "{types:?}");
+    assert_eq!(repo.show("main", "y.txt").as_deref(), Some("y\n"));
+    assert_eq!(
+        jobs_named(&c, &format!("octl.{run}.y.0")).len(),
+        1,
+        "one job was submitted"
+    );
+    octl_tests::remote::settle(
+        &env,
+        &c,
+        &repo,
+        std::slice::from_ref(&run),
+        Duration::from_secs(30),
+    );
+}
+
 /// Deliverable 8: the real Claude Code CLI as the agent on an SSH host and on a Slurm node,
 /// against the scripted stand-in of its model API served on an address the cluster's
 /// namespaces reach. Each edits a file, commits it and ends; the daemon brings the work back

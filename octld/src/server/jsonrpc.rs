@@ -1,7 +1,6 @@
 //! JSON-RPC 2.0, exactly: a single request or a batch; notifications (no `id`) get no
 //! response, and a batch of only notifications gets no body at all.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
@@ -23,91 +22,102 @@ const BATCH_IN_FLIGHT: usize = 256;
 
 /// Answers a request body with the JSON text to send back; `None` means nothing to send.
 pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
-    let parse_error = |e: serde_json::Error| {
-        let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
-        Some(error_response(Value::Null, &err).to_string())
-    };
-    // Members stay raw text until each is read: a request's `id` goes back exactly as sent
-    // (a number beyond 2^64, `1e3`), which a parsed `Value` would have rewritten.
-    let parsed: &RawValue = match serde_json::from_slice(body) {
+    let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return parse_error(e),
+        Err(e) => {
+            let err = AppError::new(ErrorKind::ParseError, format!("parse error: {e}"));
+            return Some(error_response(Value::Null, &err).to_string());
+        }
     };
-    if !parsed.get().starts_with('[') {
-        return one(daemon, parsed).await;
+    match parsed {
+        Value::Array(items) if items.is_empty() => Some(invalid(None, "an empty batch")),
+        // Members of a batch run concurrently, so a batch of appends shares group commits;
+        // at most `BATCH_IN_FLIGHT` at once, replies in the batch's order.
+        Value::Array(items) => {
+            let members = items.len();
+            let ids = raw_ids(body, members);
+            let replies: Vec<String> = stream::iter(items.into_iter().zip(ids))
+                .map(|(item, id)| async move { one(daemon, item, id.as_deref()).await })
+                .buffered(BATCH_IN_FLIGHT)
+                .collect::<Vec<Option<String>>>()
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            if members >= LARGE_BATCH {
+                release_freed_memory();
+            }
+            (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
+        }
+        other => {
+            let id = serde_json::from_slice::<IdOnly>(body)
+                .ok()
+                .and_then(|i| i.id);
+            one(daemon, other, id).await
+        }
     }
-    let items: Vec<Box<RawValue>> = match serde_json::from_str(parsed.get()) {
-        Ok(items) => items,
-        Err(e) => return parse_error(e),
-    };
-    if items.is_empty() {
-        return Some(invalid(NULL_ID, "an empty batch"));
-    }
-    // Members of a batch run concurrently, so a batch of appends shares group commits; at
-    // most `BATCH_IN_FLIGHT` at once, replies in the batch's order.
-    let members = items.len();
-    let replies: Vec<String> = stream::iter(items)
-        .map(|item| async move { one(daemon, &item).await })
-        .buffered(BATCH_IN_FLIGHT)
-        .collect::<Vec<Option<String>>>()
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    if members >= LARGE_BATCH {
-        release_freed_memory();
-    }
-    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
 }
 
-/// The id of a reply to a request whose own id could not be read.
-const NULL_ID: &str = "null";
+/// A request's `id` as its text: what goes back is what came, byte for byte (a number
+/// beyond 2^64, `1e3`), which the parsed value would have rewritten as a double.
+#[derive(serde::Deserialize)]
+struct IdOnly<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+}
 
-async fn one(daemon: &Arc<Daemon>, item: &RawValue) -> Option<String> {
-    let Ok(mut req) = serde_json::from_str::<BTreeMap<String, &RawValue>>(item.get()) else {
-        return Some(invalid(NULL_ID, "a request must be a JSON object"));
+/// Each batch member's id text, in order (`None` where it has none or is not an object).
+fn raw_ids(body: &[u8], members: usize) -> Vec<Option<Box<RawValue>>> {
+    let items: Vec<&RawValue> = serde_json::from_slice(body).unwrap_or_default();
+    let mut ids: Vec<Option<Box<RawValue>>> = items
+        .into_iter()
+        .map(|item| {
+            serde_json::from_str::<IdOnly>(item.get())
+                .ok()
+                .and_then(|i| i.id)
+                .map(|raw| raw.to_owned())
+        })
+        .collect();
+    ids.resize(members, None);
+    ids
+}
+
+async fn one(daemon: &Arc<Daemon>, item: Value, raw_id: Option<&RawValue>) -> Option<String> {
+    let Value::Object(mut req) = item else {
+        return Some(invalid(None, "a request must be a JSON object"));
     };
-    // An `id` that is present but not a string, number or null cannot be echoed back.
-    let id: Option<&str> = match req.remove("id").map(RawValue::get) {
+    // An `id` that is present but not a string, number or null cannot be echoed back; one
+    // that is goes back as its own text.
+    let id: Option<Box<RawValue>> = match req.remove("id") {
         None => None,
-        Some(raw)
-            if raw == "null"
-                || raw
-                    .starts_with(['"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) =>
-        {
-            Some(raw)
-        }
-        Some(_) => return Some(invalid(NULL_ID, "id must be a string, a number or null")),
+        Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(match raw_id {
+            Some(raw) => raw.to_owned(),
+            None => RawValue::from_string(v.to_string()).expect("a value is JSON"),
+        }),
+        Some(_) => return Some(invalid(None, "id must be a string, a number or null")),
     };
-    let reply_id = id.unwrap_or(NULL_ID);
-    let text = |key: &str| {
-        req.get(key)
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
-    };
-    if text("jsonrpc").as_deref() != Some(JSONRPC_VERSION) {
+    let reply_id = id.as_deref();
+    if req.get("jsonrpc") != Some(&Value::String(JSONRPC_VERSION.into())) {
         return Some(invalid(reply_id, "jsonrpc must be \"2.0\""));
     }
-    let Some(method) = text("method") else {
-        return Some(invalid(reply_id, "method must be a string"));
+    let method = match req.remove("method") {
+        Some(Value::String(m)) => m,
+        _ => return Some(invalid(reply_id, "method must be a string")),
     };
-    if let Some(extra) = req
-        .keys()
-        .find(|k| !["jsonrpc", "method", "params"].contains(&k.as_str()))
-    {
+    let params = req.remove("params");
+    req.remove("jsonrpc");
+    if let Some(extra) = req.keys().next() {
         return Some(invalid(
             reply_id,
             &format!("unknown member {extra:?}: a request has jsonrpc, method, params and id"),
         ));
     }
-    let params = match req
-        .get("params")
-        .map(|raw| serde_json::from_str::<Value>(raw.get()))
-    {
-        None => Map::new(),
-        Some(Ok(Value::Object(p))) => p,
-        Some(Ok(Value::Array(_))) => {
+    let params = match params {
+        None => None,
+        Some(Value::Object(p)) => Some(p),
+        Some(Value::Array(_)) => {
             return reply(
-                id,
+                reply_id,
                 Err(AppError::invalid(
                     "params must be given by name, as an object such as {\"run\":\"01JDXJ…\"}",
                 )),
@@ -115,13 +125,20 @@ async fn one(daemon: &Arc<Daemon>, item: &RawValue) -> Option<String> {
         }
         Some(_) => return Some(invalid(reply_id, "params must be an object")),
     };
-    let result = rpc::dispatch(daemon, &method, Value::Object(params)).await;
+    let result = rpc::dispatch(
+        daemon,
+        &method,
+        params
+            .map(Value::Object)
+            .unwrap_or(Value::Object(Map::new())),
+    )
+    .await;
     if let Err(e) = &result {
         if e.kind == ErrorKind::Internal {
             tracing::error!(method, error = %e.message, "internal error");
         }
     }
-    reply(id, result)
+    reply(reply_id, result)
 }
 
 /// A reply's members, in the order every reply has them; `id` is the request's own text.
@@ -145,9 +162,8 @@ enum Reply<'a> {
     },
 }
 
-fn reply(id: Option<&str>, result: Result<Answer, AppError>) -> Option<String> {
-    let raw: Box<RawValue> = RawValue::from_string(id?.to_string()).expect("an id read as JSON");
-    let id = &*raw;
+fn reply(id: Option<&RawValue>, result: Result<Answer, AppError>) -> Option<String> {
+    let id = id?;
     let jsonrpc = JSONRPC_VERSION;
     let reply = match &result {
         Ok(Answer::Value(v)) => Reply::Value {
@@ -169,9 +185,11 @@ fn reply(id: Option<&str>, result: Result<Answer, AppError>) -> Option<String> {
     Some(serde_json::to_string(&reply).expect("a reply serializes"))
 }
 
-fn invalid(id: &str, why: &str) -> String {
+/// An invalid request's answer, to `id` (`None`: its id could not be read, so `null`).
+fn invalid(id: Option<&RawValue>, why: &str) -> String {
+    let null = RawValue::from_string("null".into()).expect("null is JSON");
     let err = AppError::new(ErrorKind::InvalidRequest, format!("invalid request: {why}"));
-    reply(Some(id), Err(err)).expect("an id was given")
+    reply(Some(id.unwrap_or(&null)), Err(err)).expect("an id was given")
 }
 
 /// Members from which a batch's freed memory is handed back at once (see
