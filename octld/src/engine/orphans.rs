@@ -230,7 +230,7 @@ pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
     let d = daemon.clone();
     blocking(move || {
         let mut out = find_in(&runs, &own, &*d.runner)?;
-        out.extend(remote_jobs(&d, &runs));
+        out.extend(remote_jobs(&d, &runs, &BTreeSet::new()));
         Ok(out)
     })
     .await
@@ -242,14 +242,14 @@ pub async fn find(daemon: &Arc<Daemon>) -> Result<Vec<Orphan>, AppError> {
 /// windows; one entry per job or window, however many runners list it (two `slurm` runners
 /// see one cluster), named by job id or `host:run:node`. A runner that cannot be asked (its
 /// cluster down, a kind not built) is left out, with a warning.
-fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
+fn remote_jobs(daemon: &Daemon, runs: &dyn Runs, skip: &BTreeSet<String>) -> Vec<Orphan> {
     let Ok(config) = daemon.config.get() else {
         return Vec::new();
     };
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for (name, wanted) in &config.runners {
-        if wanted.kind == crate::config::RunnerKind::Local {
+        if wanted.kind == crate::config::RunnerKind::Local || skip.contains(name) {
             continue;
         }
         let owned = daemon.runners.get(&config, name).and_then(|r| r.owned());
@@ -299,9 +299,26 @@ fn remote_jobs(daemon: &Daemon, runs: &dyn Runs) -> Vec<Orphan> {
 /// daemon since restarted, goes once the host answers. Agents of runs this daemon does not
 /// know are left to `gc --orphans` (a host or cluster may serve other homes too).
 pub fn reap_remote(daemon: &Arc<Daemon>) -> usize {
+    // Only runners no unfinished node uses: a look of this one beside the supervisor's, or
+    // beside a start under way, could miss a window being made and free its slot twice
+    // (tests/tests/ssh.rs saw 3 agents on a host of 2 slots). A busy runner's leftovers go
+    // once it is idle, or with `run gc`.
+    let busy: BTreeSet<String> = daemon
+        .store
+        .handles()
+        .iter()
+        .flat_map(|h| {
+            h.view()
+                .nodes
+                .iter()
+                .filter(|n| !n.state.is_terminal())
+                .filter_map(|n| n.runner.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let runs = Known::new(daemon);
     let mut stopped = 0;
-    for o in remote_jobs(daemon, &runs) {
+    for o in remote_jobs(daemon, &runs, &busy) {
         let (Some(run), Some(node), Some(pane)) = (&o.run, &o.node, &o.pane) else {
             continue;
         };
