@@ -945,17 +945,19 @@ fn a_fan_out_of_24_on_slurm_spreads_over_the_nodes_under_the_clusters_cap() {
     );
     assert_eq!(how["runner"], "hpc", "{how}");
 
-    let show = wait_until(
+    // A node that failed leaves the run waiting for a decision: that ends the wait too.
+    let show = octl_tests::wait::wait_until_describing(
         "the fan-out to end",
         std::time::Duration::from_secs(240),
         || {
             let show = env.rpc("run.show", json!({"run": run}));
             matches!(
                 show["manifest"]["status"].as_str(),
-                Some("completed" | "failed")
+                Some("completed" | "failed" | "waiting")
             )
             .then_some(show)
         },
+        || env.rpc("run.show", json!({"run": run})).to_string(),
     );
     assert_eq!(show["manifest"]["status"], "completed", "{show}");
     // Alive from node.starting to its end, in log order: never more than the cap.
@@ -974,7 +976,15 @@ fn a_fan_out_of_24_on_slurm_spreads_over_the_nodes_under_the_clusters_cap() {
     for i in 1..=24 {
         let host = repo
             .show("main", &format!("unit{i}.txt"))
-            .unwrap_or_else(|| panic!("unit{i}.txt merged"));
+            .unwrap_or_else(|| {
+                let events: Vec<String> = env
+                    .log_events(&run)
+                    .iter()
+                    .filter(|e| e["node"] == json!(format!("u{i}")))
+                    .map(|e| e.to_string())
+                    .collect();
+                panic!("unit{i}.txt merged: {events:#?}")
+            });
         hosts.insert(host.trim().to_string());
     }
     let nodes: std::collections::BTreeSet<String> = c.nodes.iter().cloned().collect();

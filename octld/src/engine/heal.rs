@@ -21,6 +21,14 @@ use crate::store::RunHandle;
 /// Brings up a node left in `starting`.
 pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, slot: Slot) {
     let view = handle.view();
+    // Judged again under the slot: the step was decided on a view from before the claim, and
+    // the start it took for one a crash cut short may have ended since (its `node.started`
+    // written, its slot just let go). Healing that would start it twice, and its refusal
+    // would fail a running node.
+    if !still_starting(&view, node) {
+        drop(slot);
+        return;
+    }
     let mode = if view.manifest.kind == Some(RunKind::Code) {
         Mode::Interactive
     } else {
@@ -64,7 +72,11 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
         (Err(e), _, _) => Err(e),
         _ => Err(AppError::invalid("the run names no repository or target")),
     };
-    if let Err(e) = result {
+    // Only a node still left as it was fails: one that moved on meanwhile lost nothing.
+    let failed = result
+        .err()
+        .filter(|_| still_starting(&handle.view(), node));
+    if let Some(e) = failed {
         let _ = append(
             daemon,
             handle,
@@ -74,6 +86,17 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
         .await;
     }
     drop(slot);
+}
+
+/// The node is `starting` as `node` shows it (the same start: the same place and port).
+fn still_starting(view: &octl_proto::projection::RunDetail, node: &Node) -> bool {
+    view.nodes.iter().any(|n| {
+        n.id == node.id
+            && n.state == NodeState::Starting
+            && n.place == node.place
+            && n.branch == node.branch
+            && n.snapshot_refs.len() == node.snapshot_refs.len()
+    })
 }
 
 /// Finishes a merge a crash interrupted, then cleans up; or cleans up a merged node.

@@ -65,6 +65,9 @@ const REFUSED: i32 = 92;
 /// Seconds between an agent's checkpoints (`OCTL_SLURM_CHECKPOINT_S` overrides it, for tests).
 const CHECKPOINT_S: u64 = 60;
 
+/// Tries of the fetch of a finished job's work beyond the first (see `collect`).
+const FETCH_TRIES: u64 = 8;
+
 /// The attach step's script (`$1`: the job's tmux socket name, see slurm_shim.sh).
 const ATTACH_STEP: &str = "unset TMUX TMUX_PANE; for _ in $(seq 300); do \
     tmux -L \"$1\" has-session -t agent 2>/dev/null && exec tmux -L \"$1\" attach-session -t agent; \
@@ -398,13 +401,16 @@ impl super::Runner for SlurmRunner {
             std::fs::create_dir_all(dir)
                 .map_err(|e| AppError::internal(format!("cannot create {}: {e}", dir.display())))?;
         }
-        // Written once, whole (write, rename): another start's sbatch may be reading it.
+        // Written once, whole (write, rename): another start's sbatch may be reading it. The
+        // temporary name is this start's own (starts go in parallel: two in one millisecond
+        // shared a name, and the second rename found the file gone).
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let script = self.exchange.join("slurm_shim.sh");
         if std::fs::read_to_string(&script).ok().as_deref() != Some(SHIM) {
             let tmp = self.exchange.join(format!(
                 "slurm_shim.sh.{}.{}",
                 std::process::id(),
-                crate::store::writer::now_ms()
+                WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ));
             std::fs::write(&tmp, SHIM)
                 .and_then(|()| std::fs::rename(&tmp, &script))
@@ -705,23 +711,30 @@ impl super::Runner for SlurmRunner {
         let wt = Git::new(worktree);
         let head = format!("{prefix}/{copy}/head");
         let wip = format!("{prefix}/{copy}/wip");
-        wt.plumbing(&[
-            "fetch",
-            "-q",
-            "--no-tags",
-            &exchange,
-            &format!("+{head}:{head}"),
-            &format!("+{wip}:{wip}"),
-        ])
-        .or_else(|_| {
-            wt.plumbing(&[
-                "fetch",
-                "-q",
-                "--no-tags",
-                &exchange,
-                &format!("+{head}:{head}"),
-            ])
-        })?;
+        // What this copy pushed, as listed: a fetch that fails is an error, never taken for a
+        // copy that pushed no `wip` (so retried, its uncommitted work is not dropped).
+        let mut fetch = vec!["fetch", "-q", "--no-tags", exchange.as_str()];
+        let specs: Vec<String> = [&head, &wip]
+            .into_iter()
+            .filter(|r| listed.lines().any(|l| l == r.as_str()))
+            .map(|r| format!("+{r}:{r}"))
+            .collect();
+        fetch.extend(specs.iter().map(String::as_str));
+        // git fails a fetch while another worktree of the repository is half made ("failed to
+        // read …/worktrees/<name>/commondir": a parallel start's `git worktree add`): such a
+        // failure passes once that add is done, so the fetch is made again a few times.
+        let mut tries = 0;
+        loop {
+            match wt.plumbing(&fetch) {
+                Ok(_) => break,
+                Err(e) if tries < FETCH_TRIES => {
+                    tries += 1;
+                    tracing::debug!(run, node, tries, error = %e, "fetching a job's work again");
+                    std::thread::sleep(std::time::Duration::from_millis(50 * tries));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         // The branch moves to what the agent committed; what it left uncommitted comes back
         // as changes in the worktree, as a local agent's would be.
         super::exchange::apply(worktree, &head, &wip)?;
