@@ -24,7 +24,7 @@ pub trait Method {
     const ID: MethodId;
     const NAME: &'static str = Self::ID.name();
     type Params: Serialize + DeserializeOwned;
-    type Result: DeserializeOwned;
+    type Result: Serialize + DeserializeOwned + Send + 'static;
 }
 
 /// One parameter of a method, as `rpc.discover` describes it: name, required, JSON Schema

@@ -209,6 +209,52 @@ impl ExitPolicy {
     }
 }
 
+/// How an agent's session ended, as its output said (Claude Code's final `result` line, or
+/// another CLI's stream folded by the daemon): written by the daemon into the node's done,
+/// failed, exited or paused event, folded into [`Node::outcome`]. Fields are in name order,
+/// which is the order the map they replace wrote them in; keys a client of a generic run
+/// adds are kept in `other`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The agent CLI whose stream was read (streams other than Claude Code's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Claude Code's `api_error`, as it wrote it (`usage_limit_reached`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<Value>,
+    /// Tools the agent asked for and was not allowed, as `Tool(input)`: the way to grant one
+    /// is to add it to `allowed_tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The stream's last error (at most 2,000 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// The agent's final text (at most 2,000 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// The conversation, so a later attempt can continue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `success`, `error_max_turns`, … (Claude Code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtype: Option<String>,
+    /// What the session cost (USD); summed into [`Node::cost_usd`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cost_usd: Option<f64>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
 /// One node as projected to `nodes/<NODE>.json` and returned by `run show`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
@@ -237,7 +283,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub snapshot_refs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<Map<String, Value>>,
+    pub outcome: Option<Outcome>,
     /// `OCTL_PORT` of the node's agent, from the configured range; held while the node is
     /// starting, running or waiting.
     #[serde(default, skip_serializing_if = "Option::is_none")]

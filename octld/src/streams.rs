@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use octl_proto::state::ActivityState;
 
@@ -409,7 +409,7 @@ pub fn read(log: &Path, stream: Stream) -> Outcome {
 /// What a stream said: the node's `outcome`, and whether it ended in success.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub fields: Map<String, Value>,
+    pub fields: octl_proto::state::Outcome,
     /// `Some(Ok)`: a final success; `Some(Err(reason))`: a final failure; `None`: no final
     /// result.
     pub end: Option<Result<(), String>>,
@@ -429,43 +429,35 @@ pub fn parse(text: &str, stream: Stream) -> Outcome {
     {
         fold.line(stream, &v);
     }
-    let mut fields = Map::new();
-    fields.insert("agent".into(), json!(stream.agent()));
     let end = fold.end.clone().map(|e| e.map_or(Ok(()), Err));
-    fields.insert("is_error".into(), json!(!matches!(end, Some(Ok(())))));
-    if let Some(t) = &fold.text {
-        fields.insert(
-            "result".into(),
-            json!(t.chars().take(2000).collect::<String>()),
-        );
-    }
     let error = match &end {
         Some(Err(reason)) => Some(reason.clone()),
         None => fold.last_error.clone(),
         Some(Ok(())) => None,
     };
-    if let Some(e) = error {
-        fields.insert(
-            "error".into(),
-            json!(e.chars().take(2000).collect::<String>()),
-        );
-    }
-    if fold.input + fold.output > 0 {
-        fields.insert("input_tokens".into(), json!(fold.input));
-        fields.insert("output_tokens".into(), json!(fold.output));
-    }
-    if let Some(c) = fold.cost {
-        fields.insert("total_cost_usd".into(), json!(c));
-    }
-    if let Some(s) = fold.session {
-        fields.insert("session_id".into(), json!(s));
-    }
+    let tokens = fold.input + fold.output > 0;
+    let fields = octl_proto::state::Outcome {
+        agent: Some(stream.agent().to_string()),
+        is_error: Some(!matches!(end, Some(Ok(())))),
+        result: fold.text.as_ref().map(|t| t.chars().take(2000).collect()),
+        error: error.map(|e| e.chars().take(2000).collect()),
+        input_tokens: tokens.then_some(fold.input),
+        output_tokens: tokens.then_some(fold.output),
+        total_cost_usd: fold.cost,
+        session_id: fold.session,
+        ..Default::default()
+    };
     Outcome { fields, end }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An outcome's fields as the event writes them.
+    fn fields(o: &Outcome) -> Value {
+        serde_json::to_value(&o.fields).unwrap()
+    }
 
     #[test]
     fn codex_success_failure_and_no_result() {
@@ -477,9 +469,9 @@ mod tests {
             Stream::Codex,
         );
         assert_eq!(ok.end, Some(Ok(())));
-        assert_eq!(ok.fields["result"], "All done.");
-        assert_eq!(ok.fields["input_tokens"], 12);
-        assert_eq!(ok.fields["session_id"], "t1");
+        assert_eq!(fields(&ok)["result"], "All done.");
+        assert_eq!(fields(&ok)["input_tokens"], 12);
+        assert_eq!(fields(&ok)["session_id"], "t1");
         let failed = parse(
             r#"{"type":"error","message":"Reconnecting... 1/5"}
 {"type":"turn.failed","error":{"message":"stream disconnected: 500"}}"#,
@@ -488,7 +480,7 @@ mod tests {
         assert_eq!(failed.end, Some(Err("stream disconnected: 500".into())));
         let cut = parse(r#"{"type":"turn.started"}"#, Stream::Codex);
         assert_eq!(cut.end, None);
-        assert_eq!(cut.fields["is_error"], true);
+        assert_eq!(fields(&cut)["is_error"], true);
     }
 
     #[test]
@@ -498,10 +490,10 @@ mod tests {
             Stream::Aider,
         );
         assert_eq!(ok.end, Some(Ok(())));
-        assert_eq!(ok.fields["input_tokens"], 2300);
-        assert_eq!(ok.fields["output_tokens"], 45);
-        assert_eq!(ok.fields["total_cost_usd"], 0.02);
-        assert_eq!(ok.fields["result"], "Applied edit to a.txt");
+        assert_eq!(fields(&ok)["input_tokens"], 2300);
+        assert_eq!(fields(&ok)["output_tokens"], 45);
+        assert_eq!(fields(&ok)["total_cost_usd"], 0.02);
+        assert_eq!(fields(&ok)["result"], "Applied edit to a.txt");
         let failed = parse(
             "Aider v0.86.2\nlitellm.BadRequestError: OpenAIException - quota\n",
             Stream::Aider,
@@ -525,7 +517,7 @@ mod tests {
             Stream::Gemini,
         );
         assert_eq!(g.end, Some(Ok(())));
-        assert_eq!(g.fields["result"], "Done");
+        assert_eq!(fields(&g)["result"], "Done");
         let g = parse(
             r#"{"type":"result","status":"error","error":{"type":"x","message":"quota"}}"#,
             Stream::Gemini,
@@ -539,8 +531,8 @@ mod tests {
             Stream::Opencode,
         );
         assert_eq!(o.end, Some(Ok(())));
-        assert_eq!(o.fields["total_cost_usd"], 0.75);
-        assert_eq!(o.fields["session_id"], "ses_1");
+        assert_eq!(fields(&o)["total_cost_usd"], 0.75);
+        assert_eq!(fields(&o)["session_id"], "ses_1");
         let o = parse(
             r#"{"type":"error","sessionID":"s","error":{"name":"APIError","data":{"message":"bad key"}}}"#,
             Stream::Opencode,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use octl_proto::ids::new_ulid;
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunShown;
 use octl_proto::rpc::SpawnParams;
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
@@ -69,7 +69,7 @@ struct DemoRun {
     run: String,
     cursor: u64,
     last: String,
-    detail: Option<RunDetail>,
+    detail: Option<RunShown>,
 }
 
 impl DemoRun {
@@ -84,6 +84,7 @@ impl DemoRun {
         self.detail
             .as_ref()
             .and_then(|d| d.nodes.iter().find(|n| n.id == self.node))
+            .map(|n| &n.node)
     }
 
     fn state(&self) -> String {

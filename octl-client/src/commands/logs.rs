@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use notify::{RecursiveMode, Watcher};
 use octl_proto::ids::validate_node_id;
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::{NodeShown, RunShown};
 use octl_proto::state::Node;
 use octl_proto::RunKind;
 use octl_proto::{AppError, NodeState};
@@ -73,7 +73,7 @@ pub async fn logs(ctx: &Ctx, args: RunLogsArgs) -> Result<i32, AppError> {
 }
 
 /// The node asked for, else the run's only node.
-pub fn pick<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppError> {
+pub fn pick<'a>(d: &'a RunShown, asked: Option<&str>) -> Result<&'a NodeShown, AppError> {
     let id = &d.manifest.id;
     let listing = || {
         d.nodes
@@ -108,7 +108,7 @@ pub fn pick<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppEr
 
 /// Does this node's agent write stream-json (Claude Code run autonomously), so that its
 /// readable rendering is a separate file?
-fn stream_json(d: &RunDetail, node: &Node) -> bool {
+fn stream_json(d: &RunShown, node: &Node) -> bool {
     node.agent.as_deref() == Some("claude") && d.manifest.kind != Some(RunKind::Code)
 }
 
@@ -346,7 +346,7 @@ mod tests {
         assert!(agent_gone(NodeState::Conflict));
     }
 
-    fn detail(nodes: Value) -> RunDetail {
+    fn detail(nodes: Value) -> RunShown {
         serde_json::from_value(json!({
             "manifest": {"id": "01R", "kind": "fanout", "status": "active", "title": null,
                 "repo": null, "base": null, "created_at": "t", "updated_at": "t",

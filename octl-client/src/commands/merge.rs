@@ -6,11 +6,11 @@ use crate::commands::result_of;
 use clap::Args;
 use octl_proto::ids::validate_node_id;
 use octl_proto::method;
-use octl_proto::projection::RunDetail;
 use octl_proto::rpc::RunParams;
+use octl_proto::rpc::RunShown;
 use octl_proto::rpc::{MergeParams, MergeResult};
-use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind};
+use octl_proto::{NodeState, RunKind};
 
 use super::Ctx;
 use crate::commands::run::run_param;
@@ -76,7 +76,7 @@ pub fn merged_text(r: &MergeResult) -> String {
         Some(node) => format!("node {node}"),
         None => integration_of(&r.run),
     };
-    if r.state == "merged" {
+    if r.state == NodeState::Merged {
         format!(
             "Merged {what} of run {} into {} at {}",
             r.run, r.target, r.merge_commit
@@ -88,7 +88,10 @@ pub fn merged_text(r: &MergeResult) -> String {
         };
         format!(
             "{what} of run {} is {} (merge into {} at {})",
-            r.run, r.state, r.target, r.merge_commit
+            r.run,
+            r.state.as_str(),
+            r.target,
+            r.merge_commit
         )
     }
 }
@@ -121,7 +124,7 @@ async fn with_merge_hint(ctx: &Ctx, err: AppError, params: &MergeParams) -> AppE
 /// What to do after a refused merge.
 pub fn merge_hint(
     kind: ErrorKind,
-    detail: Option<&RunDetail>,
+    detail: Option<&RunShown>,
     run: &str,
     node: Option<&str>,
 ) -> String {
@@ -214,7 +217,7 @@ mod tests {
 
     #[test]
     fn hints_name_the_worktree() {
-        let d: RunDetail = serde_json::from_value(json!({
+        let d: RunShown = serde_json::from_value(json!({
             "manifest": {"id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": "code", "status": "waiting",
                 "title": null, "repo": "/r", "base": "main", "created_at": "t", "updated_at": "t",
                 "nodes": {"conflict": 1}, "last_seq": 9},

@@ -215,8 +215,8 @@ pub fn complete_runs() -> i32 {
     else {
         return 0;
     };
-    let listed = rt.block_on(client.call_value::<RunList>(&RunListParams::default()));
-    if let Ok(runs) = listed.and_then(|v| crate::client::result_of::<RunList>(&v)) {
+    let listed = rt.block_on(client.call_method::<RunList>(&RunListParams::default()));
+    if let Ok(runs) = listed.and_then(|l| l.parse()) {
         for run in runs.iter().rev() {
             println!("{}", run.id);
         }

@@ -16,7 +16,7 @@ use octl_proto::method;
 use octl_proto::rpc::RunParams;
 use std::time::Duration;
 
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunShown;
 use octl_proto::AppError;
 use serde_json::Value;
 
@@ -42,7 +42,7 @@ pub use watch::{
 const TICK: Duration = Duration::from_secs(1);
 
 /// `run.show` of one run: the raw answer and its typed form.
-pub async fn show(ctx: &Ctx, run: &str) -> Result<(Value, RunDetail), AppError> {
+pub async fn show(ctx: &Ctx, run: &str) -> Result<(Value, RunShown), AppError> {
     let params = RunParams { run: run.into() };
     let value = ctx.client.call_value::<method::RunShow>(&params).await?;
     let detail = result_of::<method::RunShow>(&value)?;
@@ -54,7 +54,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    pub(super) fn detail(kind: &str, status: &str, nodes: Value, discussions: Value) -> RunDetail {
+    pub(super) fn detail(kind: &str, status: &str, nodes: Value, discussions: Value) -> RunShown {
         serde_json::from_value(json!({
             "manifest": {
                 "id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": kind, "status": status,

@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunShown;
 use serde_json::Value;
 
 use crate::output::{duration, node_counts, truncate};
@@ -133,7 +133,7 @@ impl Progress {
     }
 
     /// A new `run.show`.
-    pub fn state(&mut self, d: &RunDetail) {
+    pub fn state(&mut self, d: &RunShown) {
         self.run = Some(d.manifest.id.clone());
         self.status = Some(d.manifest.status.to_string());
         self.counts = node_counts(&d.manifest.nodes);

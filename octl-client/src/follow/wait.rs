@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use octl_proto::projection::ListedStatus;
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunShown;
 use octl_proto::state::Node;
 use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind, NodeState};
@@ -23,7 +23,7 @@ pub fn is_settled(status: ListedStatus) -> bool {
 /// The exit code of `run wait` for a settled run: 0 completed, or an orchestrate run whose
 /// nodes are all merged into its integration branch and that waits only for `merge RUN`
 /// (so `orchestrate --wait && orchestratectl merge RUN` merges); 4 otherwise.
-pub fn wait_exit_code(d: &RunDetail) -> i32 {
+pub fn wait_exit_code(d: &RunShown) -> i32 {
     if d.manifest.status == ListedStatus::Completed || awaits_only_its_merge(d) {
         0
     } else {
@@ -33,7 +33,7 @@ pub fn wait_exit_code(d: &RunDetail) -> i32 {
 
 /// An orchestrate run waiting with every node merged into integration and cleaned up, no
 /// question open, and its own merge not yet tried (or refused).
-fn awaits_only_its_merge(d: &RunDetail) -> bool {
+fn awaits_only_its_merge(d: &RunShown) -> bool {
     let m = &d.manifest;
     m.kind == Some(RunKind::Orchestrate)
         && m.status == ListedStatus::Waiting
@@ -54,7 +54,7 @@ pub async fn wait_run(
     since: Option<u64>,
     timeout: Option<Duration>,
     progress: &mut Progress,
-) -> Result<(Value, RunDetail), AppError> {
+) -> Result<(Value, RunShown), AppError> {
     let started = Instant::now();
     let result = match timeout {
         Some(limit) => match tokio::time::timeout(limit, follow(ctx, run, since, progress)).await {
@@ -97,7 +97,7 @@ async fn follow(
     run: &str,
     since: Option<u64>,
     progress: &mut Progress,
-) -> Result<(Value, RunDetail), AppError> {
+) -> Result<(Value, RunShown), AppError> {
     let (mut value, mut detail) = show(ctx, run).await?;
     progress.state(&detail);
     if is_settled(detail.manifest.status) {
@@ -125,7 +125,7 @@ async fn follow(
 
 /// Prints the outcome of a wait and returns its exit code: the summary on stdout (`json` as
 /// given with `--json`, else one line), and for exit 4, in human mode, why on stderr.
-pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunDetail) -> i32 {
+pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunShown) -> i32 {
     ctx.out.result(json, || wait_summary_text(detail));
     let code = wait_exit_code(detail);
     if code == 0 && awaits_only_its_merge(detail) && !ctx.out.json {
@@ -150,14 +150,14 @@ pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunDetail) -> i32 {
 }
 
 /// `Run 01… completed: nodes 1 merged`
-pub fn wait_summary_text(d: &RunDetail) -> String {
+pub fn wait_summary_text(d: &RunShown) -> String {
     let m = &d.manifest;
     format!("Run {} {}: nodes {}", m.id, m.status, node_counts(&m.nodes))
 }
 
 /// Why a run that is not `completed` stopped, and what to do about it:
 /// `run 01… is waiting: node api is conflict (greeting.txt)`.
-pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
+pub fn why_text(d: &RunShown) -> (String, Option<String>) {
     let m = &d.manifest;
     let id = &m.id;
     let show = format!("orchestratectl run show {id}");
@@ -277,7 +277,7 @@ pub fn why_text(d: &RunDetail) -> (String, Option<String>) {
                 .nodes
                 .iter()
                 .filter(|n| matches!(n.state, NodeState::Failed | NodeState::Exited))
-                .map(failed_node_text)
+                .map(|n| failed_node_text(n))
                 .collect();
             let why = if !parts.is_empty() {
                 parts.join("; ")

@@ -5,13 +5,13 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use octl_proto::projection::ListedStatus;
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::RunShown;
 use octl_proto::{AppError, NodeState};
 use serde_json::Value;
 
 use super::progress::{print_text_raw, terminal_size};
 use super::{event_message, one_line, show, why_text, Events, TICK};
-use crate::commands::run::show::{elapsed_cell, node_extras, waiting_cell, NodeExtra};
+use crate::commands::run::show::{elapsed_cell, waiting_cell};
 use crate::commands::Ctx;
 use crate::output::{node_counts, print_text, table, truncate};
 
@@ -95,13 +95,13 @@ impl WatchView {
         }
     }
 
-    fn draw(&self, value: &Value, detail: &RunDetail) {
+    fn draw(&self, detail: &RunShown) {
         if self.mode != WatchMode::Redraw {
             return;
         }
         let (cols, rows) = terminal_size(libc::STDOUT_FILENO);
         let recent: Vec<String> = self.recent.iter().cloned().collect();
-        let lines = watch_frame(detail, &node_extras(value), &recent, cols, rows);
+        let lines = watch_frame(detail, &recent, cols, rows);
         // Home, each line cleared to its end, then the rest of the screen cleared: no flicker.
         let mut text = String::from("\x1b[H");
         for line in &lines {
@@ -121,7 +121,7 @@ pub async fn watch_run(
     ctx: &Ctx,
     run: &str,
     mode: WatchMode,
-) -> Result<(Value, RunDetail), AppError> {
+) -> Result<(Value, RunShown), AppError> {
     let (mut value, mut detail) = show(ctx, run).await?;
     let id = detail.manifest.id.clone();
     let mut view = WatchView {
@@ -140,13 +140,13 @@ pub async fn watch_run(
                 view.event(&line, &ev);
             }
         }
-        view.draw(&value, &detail);
+        view.draw(&detail);
         return Ok((value, detail));
     }
     let mut events = Events::new(&id, since);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    view.draw(&value, &detail);
+    view.draw(&detail);
     while !is_terminal_status(detail.manifest.status) {
         tokio::select! {
             next = events.next_line(ctx) => {
@@ -156,7 +156,7 @@ pub async fn watch_run(
             _ = tick.tick() => {}
         }
         (value, detail) = show(ctx, &id).await?;
-        view.draw(&value, &detail);
+        view.draw(&detail);
     }
     // The events that ended it may still be on their way.
     let last = detail.manifest.last_seq;
@@ -169,7 +169,7 @@ pub async fn watch_run(
         }
     })
     .await;
-    view.draw(&value, &detail);
+    view.draw(&detail);
     Ok((value, detail))
 }
 
@@ -177,13 +177,7 @@ pub async fn watch_run(
 /// a header (run, kind, status, counts), the node table (ID, STATE, ELAPSED, WAITING FOR,
 /// BRANCH), and the last events. When the nodes do not fit, unfinished ones are shown first
 /// and the rest is counted.
-pub fn watch_frame(
-    d: &RunDetail,
-    extras: &std::collections::HashMap<String, NodeExtra>,
-    recent: &[String],
-    width: usize,
-    height: usize,
-) -> Vec<String> {
+pub fn watch_frame(d: &RunShown, recent: &[String], width: usize, height: usize) -> Vec<String> {
     let m = &d.manifest;
     let mut head = format!("Run {}  {}  {}", m.id, m.kind_name(), m.status);
     if let Some(title) = m.title.as_deref().filter(|t| !t.is_empty()) {
@@ -230,12 +224,11 @@ pub fn watch_frame(
         .iter()
         .map(|&i| {
             let n = &d.nodes[i];
-            let extra = extras.get(&n.id);
             vec![
                 n.id.clone(),
                 n.state.as_str().to_string(),
-                elapsed_cell(extra),
-                waiting_cell(extra),
+                elapsed_cell(n),
+                waiting_cell(n),
                 n.branch.clone().unwrap_or_else(|| "-".to_string()),
             ]
         })
@@ -330,23 +323,10 @@ mod tests {
         d.manifest.settings =
             serde_json::from_value(json!({"integration": "octl/R/integration", "max_parallel": 2}))
                 .unwrap();
-        let mut extras = std::collections::HashMap::new();
-        extras.insert(
-            "api".to_string(),
-            NodeExtra {
-                elapsed_s: Some(65),
-                waiting_for: vec![],
-            },
-        );
-        extras.insert(
-            "docs".to_string(),
-            NodeExtra {
-                elapsed_s: None,
-                waiting_for: vec!["api".into()],
-            },
-        );
+        d.nodes[1].elapsed_s = Some(65);
+        d.nodes[2].waiting_for = vec!["api".into()];
         let recent = vec!["5 10:00:05 node.started api".to_string()];
-        let frame = watch_frame(&d, &extras, &recent, 120, 40);
+        let frame = watch_frame(&d, &recent, 120, 40);
         assert_eq!(
             frame,
             [
@@ -367,7 +347,7 @@ mod tests {
         // A small terminal: unfinished nodes first, the rest counted, nothing wider than it.
         d.nodes
             .push(serde_json::from_value(node("auth", "merged", json!({}))).unwrap());
-        let frame = watch_frame(&d, &extras, &recent, 30, 13);
+        let frame = watch_frame(&d, &recent, 30, 13);
         assert_eq!(frame.len(), 12, "{frame:#?}");
         assert!(frame.iter().all(|l| l.chars().count() <= 29), "{frame:#?}");
         let rows: Vec<&String> = frame.iter().skip(4).take(3).collect();

@@ -139,7 +139,7 @@ impl RunEntry {
 
 /// A node's cost, from its outcome (`total_cost_usd`, as Claude Code reports it).
 pub fn node_cost(n: &Node) -> Option<f64> {
-    n.outcome.as_ref()?.get("total_cost_usd")?.as_f64()
+    n.outcome.as_ref()?.total_cost_usd
 }
 
 /// Why a folded run needs a human, if it does.

@@ -337,6 +337,7 @@ impl Source {
         let mut runs: std::collections::BTreeMap<String, RunSummary> = self
             .call::<method::RunList>(&unfinished)
             .await?
+            .parse()?
             .into_iter()
             .map(|r| (r.id.clone(), r))
             .collect();
@@ -344,7 +345,7 @@ impl Source {
             limit: Some(SHOWN),
             ..RunListParams::default()
         };
-        for r in self.call::<method::RunList>(&newest).await? {
+        for r in self.call::<method::RunList>(&newest).await?.parse()? {
             runs.insert(r.id.clone(), r);
         }
         // An ended run can still hold an open question or proposal (its agent asked, then

@@ -71,6 +71,25 @@ scalar!(
     |v: &Value| v.as_str().and_then(RunKind::parse)
 );
 
+/// An agent's outcome: any object. Its known keys are typed when they have their type; an
+/// object where one does not (a generic run's client may append anything) is kept whole in
+/// `other`, so every log written before the type existed still reads and writes back as it was.
+impl Field for crate::state::Outcome {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "an object";
+        let map = present(v).ok_or(Bad::Missing(FORM))?;
+        let map = map.as_object().ok_or(Bad::Invalid(FORM))?;
+        Ok(
+            serde_json::from_value(Value::Object(map.clone())).unwrap_or_else(|_| {
+                crate::state::Outcome {
+                    other: map.clone(),
+                    ..Default::default()
+                }
+            }),
+        )
+    }
+}
+
 /// An absent list is an empty one.
 impl Field for Vec<String> {
     fn decode(v: Option<&Value>) -> Result<Self, Bad> {

@@ -182,7 +182,7 @@ crate::declare_payloads! {
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_status: Option<Nullable<i64>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
         #[serde(skip_serializing_if = "Option::is_none")]
         report: Option<Report>,
         ..rest: Map<String, Value>
@@ -211,7 +211,7 @@ crate::declare_payloads! {
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_status: Option<Nullable<i64>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
         ..rest: Map<String, Value>
     }
 
@@ -225,7 +225,7 @@ crate::declare_payloads! {
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_status: Option<Nullable<i64>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
         #[serde(skip_serializing_if = "Option::is_none")]
         commit: Option<Nullable<String>>,
         ..rest: Map<String, Value>
@@ -240,7 +240,7 @@ crate::declare_payloads! {
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_status: Option<Nullable<i64>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
         ..rest: Map<String, Value>
     }
 
@@ -248,7 +248,7 @@ crate::declare_payloads! {
     NodeExited = "node.exited" {
         exit_status: Option<i64>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
         /// Why, when the process died without reporting (its conversation can be resumed).
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
@@ -262,7 +262,7 @@ crate::declare_payloads! {
         reason: Option<String>,
         exit_status: Option<i64>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<Map<String, Value>>,
+        outcome: Option<crate::state::Outcome>,
     }
 
     /// `node.blocked`: a dependency cannot merge.

@@ -29,7 +29,7 @@ pub(super) struct Said {
     pub message: Option<String>,
     pub reason: Option<String>,
     pub exit_status: Option<i64>,
-    pub outcome: Option<Map<String, Value>>,
+    pub outcome: Option<crate::state::Outcome>,
     pub report: Option<Report>,
     /// `node.starting`: the attempt's branch and worktree.
     pub branch: Option<String>,
@@ -441,11 +441,7 @@ impl RunState {
         if exit_status.is_some() {
             node.exit_status = exit_status;
         }
-        if let Some(cost) = outcome
-            .as_ref()
-            .and_then(|o| o.get("total_cost_usd"))
-            .and_then(Value::as_f64)
-        {
+        if let Some(cost) = outcome.as_ref().and_then(|o| o.total_cost_usd) {
             node.cost_usd = Some(node.cost_usd.unwrap_or(0.0) + cost);
         }
         if outcome.is_some() {

@@ -4,7 +4,6 @@
 //! it as `method::Name`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::method::NoParams;
 
@@ -64,6 +63,13 @@ pub struct NotifyFailure {
     pub delivered_since: Option<String>,
 }
 
+/// `daemon.shutdown` result: the daemon stops once this answer is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopping {
+    pub stopping: bool,
+    pub pid: u32,
+}
+
 crate::methods! {
     $;
     each: each_daemon_method;
@@ -73,7 +79,7 @@ crate::methods! {
         params: &[],
         result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
     },
-    DaemonShutdown(NoParams) -> Value {
+    DaemonShutdown(NoParams) -> Stopping {
         name: "daemon.shutdown",
         summary: "Finish in-flight appends, remove the socket and exit.",
         params: &[],

@@ -20,19 +20,20 @@ pub struct AskParams {
     pub body: Option<String>,
 }
 
-/// One discussion as `discussion.list` and `discussion.answer` return it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// One discussion as `discussion.list` and `discussion.answer` return it: the record and
+/// its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiscussionItem {
-    pub id: String,
     pub run: String,
-    pub node: Option<String>,
-    pub title: String,
-    pub body: Option<String>,
-    pub open: bool,
-    pub answer: Option<String>,
-    pub opened_at: String,
-    pub resolved_at: Option<String>,
+    #[serde(flatten)]
+    pub discussion: crate::state::Discussion,
+}
+
+impl std::ops::Deref for DiscussionItem {
+    type Target = crate::state::Discussion;
+    fn deref(&self) -> &crate::state::Discussion {
+        &self.discussion
+    }
 }
 
 /// `discussion.answer`

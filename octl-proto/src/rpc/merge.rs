@@ -25,7 +25,8 @@ pub struct MergeResult {
     pub run: String,
     /// `None` for an orchestrate run's integration branch merged into base.
     pub node: Option<String>,
-    pub state: String,
+    /// The node's state after the merge (`merged`; for a run, `merged` too).
+    pub state: crate::state::NodeState,
     pub target: String,
     pub merge_commit: String,
 }

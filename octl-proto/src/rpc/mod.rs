@@ -71,6 +71,54 @@ pub struct ListParams {
     pub open: Option<bool>,
 }
 
+/// A result the daemon wrote as JSON text beforehand (`run.list` copies each run's summary,
+/// serialized when the run last changed, instead of building it per call): written out as
+/// it is, read back as that text, typed by [`Prewritten::parse`]. Its schema is `T`'s.
+#[derive(Debug, Clone)]
+pub struct Prewritten<T> {
+    raw: Box<serde_json::value::RawValue>,
+    of: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Prewritten<T> {
+    /// `raw` must be the JSON of a `T` (the daemon's own serialization of one).
+    pub fn new(raw: Box<serde_json::value::RawValue>) -> Prewritten<T> {
+        Prewritten {
+            raw,
+            of: std::marker::PhantomData,
+        }
+    }
+
+    /// The JSON text, as written.
+    pub fn json(&self) -> &str {
+        self.raw.get()
+    }
+}
+
+impl<T: serde::de::DeserializeOwned> Prewritten<T> {
+    /// The `T` it holds; text that is not one is an internal error (the daemon wrote it).
+    pub fn parse(&self) -> Result<T, AppError> {
+        serde_json::from_str(self.raw.get()).map_err(|e| {
+            AppError::internal(format!(
+                "a result does not read as {}: {e}",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
+
+impl<T> Serialize for Prewritten<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Prewritten<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(d).map(Prewritten::new)
+    }
+}
+
 /// `{id, run}`: what `discussion.ask` and `spinoff.propose` return.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Opened {

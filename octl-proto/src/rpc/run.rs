@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::method::ParamSpec;
-use crate::projection::{RunDetail, RunSummary};
-use crate::rpc::{RunParams, NODE_PARAM, RUN_PARAM};
+use crate::projection::RunSummary;
+use crate::rpc::{Prewritten, RunParams, NODE_PARAM, RUN_PARAM};
 
 /// `run.create`
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +48,98 @@ impl Statuses {
             Statuses::Many(v) => v,
         }
     }
+}
+
+/// `run.show` result: the run as projected, and what is true only at the moment it is asked
+/// (each node's elapsed time, what it waits for, what its agent holds; where a corrupt log
+/// breaks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunShown {
+    pub manifest: RunSummary,
+    pub nodes: Vec<NodeShown>,
+    pub discussions: Vec<crate::state::Discussion>,
+    pub spinoffs: Vec<crate::state::Spinoff>,
+    /// Only for a corrupt run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<CorruptLog>,
+}
+
+/// A run as projected, without read-time facts.
+impl From<crate::projection::RunDetail> for RunShown {
+    fn from(d: crate::projection::RunDetail) -> RunShown {
+        RunShown {
+            manifest: d.manifest,
+            nodes: d.nodes.into_iter().map(NodeShown::from).collect(),
+            discussions: d.discussions,
+            spinoffs: d.spinoffs,
+            corrupt: None,
+        }
+    }
+}
+
+/// One node of `run.show`: its projection and the read-time facts beside it. It derefs to
+/// the [`Node`](crate::state::Node), so code that shows a node takes either.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeShown {
+    #[serde(flatten)]
+    pub node: crate::state::Node,
+    /// Seconds since it started, or from start to finish; absent if it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<u64>,
+    /// What it waits for, in words: dependencies not merged, a port, its runner's room or
+    /// queue, its lost place.
+    #[serde(default)]
+    pub waiting_for: Vec<String>,
+    /// What a live local agent's processes hold, as last measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+}
+
+impl std::ops::Deref for NodeShown {
+    type Target = crate::state::Node;
+    fn deref(&self) -> &crate::state::Node {
+        &self.node
+    }
+}
+
+impl From<crate::state::Node> for NodeShown {
+    fn from(node: crate::state::Node) -> NodeShown {
+        NodeShown {
+            node,
+            elapsed_s: None,
+            waiting_for: Vec::new(),
+            memory: None,
+        }
+    }
+}
+
+/// A live agent's memory, in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    pub resident_bytes: u64,
+    pub peak_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+}
+
+/// Where a corrupt run's log breaks: the bad line, why, and the events before it; or why the
+/// log cannot be read at all (`error`, and nothing else).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorruptLog {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// The 1-based number of the first bad line; 0 when the log holds no complete event.
+    #[serde(default)]
+    pub line: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub readable_events: u64,
+    /// The last of the readable events.
+    #[serde(default)]
+    pub events: Vec<crate::event::Event>,
 }
 
 /// `run.rebuild` result.
@@ -115,7 +207,7 @@ crate::methods! {
         ],
         result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
-    RunList(RunListParams) -> Vec<RunSummary> {
+    RunList(RunListParams) -> Prewritten<Vec<RunSummary>> {
         name: "run.list",
         summary: "Every run's summary (or those that pass the filters), oldest first.",
         params: &[
@@ -140,7 +232,7 @@ crate::methods! {
         ],
         result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
     },
-    RunShow(RunParams) -> RunDetail {
+    RunShow(RunParams) -> RunShown {
         name: "run.show",
         summary: "One run: its summary, nodes, discussions and spin-off proposals.",
         params: &[RUN_PARAM],

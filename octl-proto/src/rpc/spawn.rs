@@ -32,6 +32,16 @@ pub struct SpawnParams {
     pub runner: Option<String>,
 }
 
+/// `spawn.spinoff`, `spawn.code` result: the new run's summary, and its one node as it stood
+/// when the run was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spawned {
+    #[serde(flatten)]
+    pub run: RunSummary,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<crate::state::Node>,
+}
+
 const SPAWN_PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "task",
@@ -74,13 +84,13 @@ const SPAWN_PARAMS: &[ParamSpec] = &[
 crate::methods! {
     $;
     each: each_spawn_method;
-    SpawnSpinoff(SpawnParams) -> RunSummary {
+    SpawnSpinoff(SpawnParams) -> Spawned {
         name: "spawn.spinoff",
         summary: "Start an autonomous agent in a new worktree; merged into base when done.",
         params: SPAWN_PARAMS,
         result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
-    SpawnCode(SpawnParams) -> RunSummary {
+    SpawnCode(SpawnParams) -> Spawned {
         name: "spawn.code",
         summary: "Start an interactive agent in a new worktree; merged when a human runs merge.",
         params: SPAWN_PARAMS,

@@ -17,8 +17,15 @@ pub struct Proposal {
     pub spinoff: crate::state::Spinoff,
 }
 
+impl std::ops::Deref for Proposal {
+    type Target = crate::state::Spinoff;
+    fn deref(&self) -> &crate::state::Spinoff {
+        &self.spinoff
+    }
+}
+
 /// `spinoff.accept` result: the proposal and the new run's summary.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Accepted {
     pub proposal: Proposal,
     pub run: crate::projection::RunSummary,

@@ -19,13 +19,9 @@ use crate::store::RunHandle;
 /// The conversation a later attempt of `node` continues: the one the daemon chose at launch,
 /// else the one its last session reported.
 pub fn session_of(node: &Node) -> Option<String> {
-    node.session_id.clone().or_else(|| {
-        node.outcome
-            .as_ref()
-            .and_then(|o| o.get("session_id"))
-            .and_then(|s| s.as_str())
-            .map(str::to_string)
-    })
+    node.session_id
+        .clone()
+        .or_else(|| node.outcome.as_ref().and_then(|o| o.session_id.clone()))
 }
 
 /// Resumes `node` if it is still paused and due (judged again under its slot).

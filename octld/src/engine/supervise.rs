@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use octl_proto::state::Outcome;
+use serde_json::Value;
 
 use octl_proto::event::{
     NodeDone, NodeExited, NodeFailed, NodeFound, NodeLost, NodePaused, NodeQueued, NodeRequeued,
@@ -974,34 +975,15 @@ pub fn read_tail(log: &Path) -> Vec<Value> {
 
 /// The outcome in the last `{"type":"result",…}` line of a stream-json log: cost, turns,
 /// how it ended, and the tools it was denied.
-pub fn outcome_of(lines: &[Value]) -> Option<Map<String, Value>> {
+pub fn outcome_of(lines: &[Value]) -> Option<Outcome> {
     let result = lines
         .iter()
         .rev()
         .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))?;
-    let mut out = Map::new();
-    for key in [
-        "subtype",
-        "is_error",
-        "total_cost_usd",
-        "num_turns",
-        "duration_ms",
-        "session_id",
-        "api_error",
-    ] {
-        if let Some(v) = result.get(key) {
-            out.insert(key.to_string(), v.clone());
-        }
-    }
-    if let Some(r) = result.get("result").and_then(Value::as_str) {
-        out.insert(
-            "result".into(),
-            json!(r.chars().take(2000).collect::<String>()),
-        );
-    }
+    let text = |key: &str| result.get(key).and_then(Value::as_str).map(str::to_string);
     // What the agent asked for and was not allowed, as `Tool(input)`: the way to grant it
     // is to add that to `allowed_tools`.
-    let denied: Vec<Value> = result
+    let denied = result
         .get("permission_denials")
         .and_then(Value::as_array)
         .into_iter()
@@ -1014,14 +996,22 @@ pub fn outcome_of(lines: &[Value]) -> Option<Map<String, Value>> {
                 .and_then(|i| i.get("command").or_else(|| i.get("file_path")))
                 .and_then(Value::as_str)
                 .map(|c| c.chars().take(200).collect::<String>());
-            Some(json!(match what {
+            Some(match what {
                 Some(w) => format!("{tool}({w})"),
                 None => tool.to_string(),
-            }))
+            })
         })
         .collect();
-    if !denied.is_empty() {
-        out.insert("denied".into(), Value::Array(denied));
-    }
-    Some(out)
+    Some(Outcome {
+        subtype: text("subtype"),
+        is_error: result.get("is_error").and_then(Value::as_bool),
+        total_cost_usd: result.get("total_cost_usd").and_then(Value::as_f64),
+        num_turns: result.get("num_turns").and_then(Value::as_u64),
+        duration_ms: result.get("duration_ms").and_then(Value::as_u64),
+        session_id: text("session_id"),
+        api_error: result.get("api_error").cloned(),
+        result: text("result").map(|r| r.chars().take(2000).collect()),
+        denied,
+        ..Default::default()
+    })
 }

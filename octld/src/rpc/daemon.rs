@@ -2,17 +2,15 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-
 use octl_proto::method;
-use octl_proto::rpc::DaemonStatus;
+use octl_proto::rpc::{DaemonStatusResult, Stopping};
 use octl_proto::{AppError, PROTOCOL_VERSION};
 
-use super::{to_value, Answer, Handle, NoParams};
+use super::{Handle, NoParams};
 use crate::daemon::Daemon;
 
-pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
-    to_value(&DaemonStatus {
+pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<DaemonStatusResult, AppError> {
+    Ok(DaemonStatusResult {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         protocol: PROTOCOL_VERSION,
@@ -29,23 +27,26 @@ pub fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
 }
 
 /// Answers first, then stops: the shutdown runs after this response is written.
-pub fn shutdown(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+pub fn shutdown(daemon: &Arc<Daemon>, _: NoParams) -> Result<Stopping, AppError> {
     let d = daemon.clone();
     tokio::spawn(async move {
         tokio::task::yield_now().await;
         d.request_shutdown();
     });
-    Ok(json!({ "stopping": true, "pid": std::process::id() }))
+    Ok(Stopping {
+        stopping: true,
+        pid: std::process::id(),
+    })
 }
 
 impl Handle for method::DaemonStatus {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        status(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        status(daemon, p)
     }
 }
 
 impl Handle for method::DaemonShutdown {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        shutdown(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        shutdown(daemon, p)
     }
 }

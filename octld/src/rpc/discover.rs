@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use octl_proto::method::{self, ALL};
 use octl_proto::AppError;
 
-use super::{Answer, Handle, NoParams};
+use super::{Handle, NoParams};
 use crate::daemon::Daemon;
 
 pub fn discover(_: NoParams) -> Result<Value, AppError> {
@@ -60,8 +60,8 @@ pub fn document() -> Value {
 }
 
 impl Handle for method::RpcDiscover {
-    async fn handle(_daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        discover(p).map(Answer::Value)
+    async fn handle(_daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        discover(p)
     }
 }
 

@@ -4,17 +4,16 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-
 use octl_proto::event::{DiscussionOpened, DiscussionResolved, Payload};
 use octl_proto::ids::{validate_node_id, MIN_PREFIX};
 use octl_proto::method;
 use octl_proto::projection::RunDetail;
 use octl_proto::rpc::{AnswerParams, AskParams, ListParams};
+use octl_proto::rpc::{DiscussionItem, Opened};
 use octl_proto::state::{Discussion, NodeState, Spinoff};
 use octl_proto::{ids, Actor, AppError, ErrorKind, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
 
@@ -147,7 +146,7 @@ pub fn runs(
     }
 }
 
-pub async fn ask(daemon: &Arc<Daemon>, p: AskParams) -> Result<Value, AppError> {
+pub async fn ask(daemon: &Arc<Daemon>, p: AskParams) -> Result<Opened, AppError> {
     text("title", &p.title, MAX_TITLE)?;
     if let Some(b) = &p.body {
         text("body", b, MAX_BODY)?;
@@ -169,7 +168,7 @@ pub async fn open_record<P: Payload>(
     run: &str,
     node: Option<String>,
     record: impl FnOnce(String) -> P,
-) -> Result<Value, AppError> {
+) -> Result<Opened, AppError> {
     if let Some(n) = &node {
         validate_node_id("node", n)?;
     }
@@ -182,16 +181,20 @@ pub async fn open_record<P: Payload>(
     };
     let draft = Draft::said(node, actor, record(id.clone()));
     daemon.store.append(&handle, draft, true).await?;
-    Ok(json!({"id": id, "run": handle.id}))
+    Ok(Opened {
+        id,
+        run: handle.id.clone(),
+    })
 }
 
-fn with_run(run: &str, record: &impl serde::Serialize) -> Result<Value, AppError> {
-    let mut v = to_value(record)?;
-    v["run"] = json!(run);
-    Ok(v)
+fn with_run(run: &str, discussion: &Discussion) -> Result<DiscussionItem, AppError> {
+    Ok(DiscussionItem {
+        run: run.to_string(),
+        discussion: discussion.clone(),
+    })
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
+pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Vec<DiscussionItem>, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref(), p.open == Some(true))? {
         for d in h
@@ -203,10 +206,10 @@ pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
             out.push(with_run(&h.id, d)?);
         }
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
-pub async fn answer(daemon: &Arc<Daemon>, p: AnswerParams) -> Result<Value, AppError> {
+pub async fn answer(daemon: &Arc<Daemon>, p: AnswerParams) -> Result<DiscussionItem, AppError> {
     text("text", &p.text, MAX_BODY)?;
     let (handle, disc) = find::<Discussion>(daemon, "id", &p.id)?;
     if disc.open {
@@ -309,19 +312,19 @@ pub fn refuse_merge_question(
 }
 
 impl Handle for method::DiscussionAsk {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        ask(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        ask(daemon, p).await
     }
 }
 
 impl Handle for method::DiscussionList {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        list(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        list(daemon, p)
     }
 }
 
 impl Handle for method::DiscussionAnswer {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        answer(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        answer(daemon, p).await
     }
 }

@@ -6,8 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use octl_proto::method;
 use octl_proto::projection;
 use octl_proto::rpc::{
@@ -16,7 +14,7 @@ use octl_proto::rpc::{
 };
 use octl_proto::{AppError, RunState};
 
-use super::{to_value, Answer, Handle, NoParams};
+use super::{Handle, NoParams};
 use crate::agents::{self, Mode};
 use crate::config::LOCAL_RUNNER;
 use crate::daemon::Daemon;
@@ -32,7 +30,7 @@ const ATTEMPTS: usize = 5;
 /// Per run: its log replays (`store::log::replay`, without repair), the projection files on
 /// disk are byte for byte what it derives, and what it says of git holds
 /// ([`crate::invariants`]). A corrupt run fails.
-pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorRunsResult, AppError> {
     let mut out = Vec::new();
     for handle in daemon.store.handles() {
         if let Some(reason) = handle.corrupt() {
@@ -67,7 +65,7 @@ pub async fn runs(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> 
     let d = daemon.clone();
     out.extend(blocking(move || check_finished(&d)).await?);
     out.sort_by(|a, b| a.run.cmp(&b.run));
-    to_value(&DoctorRunsResult { runs: out })
+    Ok(DoctorRunsResult { runs: out })
 }
 
 /// Every finished run: its log replays, its projections match, and its entry in the run
@@ -262,14 +260,14 @@ pub fn mismatched(dir: &Path, state: &RunState) -> Vec<String> {
 }
 
 /// Worktrees, branches and windows under the daemon's names that no run owns.
-pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+pub async fn orphans(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorOrphansResult, AppError> {
     let orphans = crate::engine::orphans::find(daemon).await?;
-    to_value(&DoctorOrphansResult { orphans })
+    Ok(DoctorOrphansResult { orphans })
 }
 
 /// Every agent profile (the built-ins and those of config.toml), its program, and whether
 /// the daemon finds that program on its own PATH (the one agents are started with).
-pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorAgentsResult, AppError> {
     // What is in force (the last good file while an edit is refused), and why the file as
     // it is now is not.
     let config = daemon.config.get_or_default();
@@ -374,27 +372,27 @@ pub async fn agents(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError
             }
         }
     }
-    to_value(&DoctorAgentsResult {
+    Ok(DoctorAgentsResult {
         agents: out,
         config_error,
     })
 }
 
 impl Handle for method::DoctorRuns {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        runs(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        runs(daemon, p).await
     }
 }
 
 impl Handle for method::DoctorOrphans {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        orphans(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        orphans(daemon, p).await
     }
 }
 
 /// `local` and every runner of config.toml, each probed (all at once: an SSH host that does
 /// not answer costs its connect timeout once, not once per runner).
-pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppError> {
+pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorRunnersResult, AppError> {
     // What is in force (the last good file while an edit is refused), and why the file as
     // it is now is not.
     let config = daemon.config.get_or_default();
@@ -453,7 +451,7 @@ pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<Value, AppErro
             used_by,
         });
     }
-    to_value(&DoctorRunnersResult {
+    Ok(DoctorRunnersResult {
         runners: out,
         config_error,
     })
@@ -474,13 +472,13 @@ where
 }
 
 impl Handle for method::DoctorRunners {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        runners(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        runners(daemon, p).await
     }
 }
 
 impl Handle for method::DoctorAgents {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        agents(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        agents(daemon, p).await
     }
 }

@@ -7,17 +7,19 @@ use serde_json::Value;
 use octl_proto::event::{validate_data, validate_type};
 use octl_proto::ids::{validate_idempotency_key, validate_node_id};
 use octl_proto::method;
+use octl_proto::rpc::AppendResult;
 use octl_proto::rpc::{EventAppendParams, EventListParams};
+use octl_proto::Event;
 use octl_proto::{Actor, AppError, ErrorKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::store::{fault, log, Draft};
 
 /// Largest `event.list` answer; page with `since` for more.
 const MAX_LIST: u64 = 100_000;
 
-pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<Value, AppError> {
+pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<AppendResult, AppError> {
     // Validate everything before touching the run, so bad input changes nothing.
     let run_ref = octl_proto::ids::parse_run_ref("run", &p.run)?;
     if let Some(node) = &p.node {
@@ -54,10 +56,10 @@ pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<Value,
         data,
         idempotency_key: p.idempotency_key,
     };
-    to_value(&daemon.store.append(&handle, draft, true).await?)
+    Ok(daemon.store.append(&handle, draft, true).await?)
 }
 
-pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Value, AppError> {
+pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Vec<Event>, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     if let Some(reason) = handle.corrupt() {
         return Err(AppError::new(
@@ -85,17 +87,17 @@ pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Value, App
                 }
                 _ => fault::storage_error("cannot read the log", &path, &e),
             })?;
-    to_value(&events)
+    Ok(events)
 }
 
 impl Handle for method::EventAppend {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        append(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        append(daemon, p).await
     }
 }
 
 impl Handle for method::EventList {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        list(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        list(daemon, p).await
     }
 }

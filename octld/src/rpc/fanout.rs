@@ -3,16 +3,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use octl_proto::event::settings::AutoParallel;
 use octl_proto::event::{NodeAdded, RunCreated, RunSettings};
 use octl_proto::method;
 use octl_proto::plan::{self, Format, MaxParallel};
+use octl_proto::projection::RunSummary;
+use octl_proto::rpc::ManifestDoc;
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
 use octl_proto::{ids, AppError, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::agents::Mode;
 use crate::daemon::Daemon;
 use crate::engine::{blocking, machine, spawn};
@@ -132,7 +134,7 @@ fn budget(usd: Option<f64>, settings: &mut RunSettings) -> Result<(), AppError> 
     Ok(())
 }
 
-pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppError> {
+pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<RunSummary, AppError> {
     let fmt = format(&p.format)?;
     let what = p.manifest_path.clone().unwrap_or_else(|| "manifest".into());
     // Parsed off the async threads: a large hostile document is bounded, but not free.
@@ -188,10 +190,10 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<Value, AppEr
         })
         .await?;
     daemon.store.notify(&handle.id);
-    to_value(&handle.summary())
+    Ok(handle.summary())
 }
 
-pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
+pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<ManifestDoc, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let view = handle.view();
     let file = view
@@ -209,15 +211,23 @@ pub async fn manifest(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppEr
     let path = handle.dir.join(file);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| AppError::internal(format!("cannot read {}: {e}", path.display())))?;
-    Ok(json!({
-        "run": handle.id,
-        "format": if file.ends_with(".json") { "json" } else { "toml" },
-        "path": path.display().to_string(),
-        "text": text,
-    }))
+    Ok(ManifestDoc {
+        run: Some(handle.id.clone()),
+        format: if file.ends_with(".json") {
+            "json"
+        } else {
+            "toml"
+        }
+        .to_string(),
+        path: path.display().to_string(),
+        text,
+    })
 }
 
-pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<Value, AppError> {
+pub async fn orchestrate(
+    daemon: &Arc<Daemon>,
+    p: OrchestrateParams,
+) -> Result<RunSummary, AppError> {
     let fmt = format(&p.format)?;
     let what = p.plan_path.clone().unwrap_or_else(|| "plan".into());
     let text = p.plan.clone();
@@ -296,23 +306,23 @@ pub async fn orchestrate(daemon: &Arc<Daemon>, p: OrchestrateParams) -> Result<V
     })
     .await?;
     daemon.store.notify(&handle.id);
-    to_value(&handle.summary())
+    Ok(handle.summary())
 }
 
 impl Handle for method::FanoutStart {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        start(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        start(daemon, p).await
     }
 }
 
 impl Handle for method::FanoutManifest {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        manifest(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        manifest(daemon, p).await
     }
 }
 
 impl Handle for method::OrchestrateStart {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        orchestrate(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        orchestrate(daemon, p).await
     }
 }

@@ -4,18 +4,16 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use octl_proto::ids::validate_node_id;
 use octl_proto::method;
 use octl_proto::rpc::{MergeParams, MergeResult};
-use octl_proto::{AppError, RunKind};
+use octl_proto::{AppError, NodeState, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::engine::{cleanup, merge, Engine, StepKey};
 
-pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppError> {
+pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<MergeResult, AppError> {
     if let Some(n) = &p.node {
         validate_node_id("node", n)?;
     }
@@ -32,10 +30,10 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
         // An orchestrate run without a node: its integration branch into base.
         (None, Some(RunKind::Orchestrate)) => {
             let merged = crate::engine::merge::merge_run(daemon, &handle).await?;
-            return to_value(&MergeResult {
+            return Ok(MergeResult {
                 run: handle.id.clone(),
                 node: None,
-                state: "merged".into(),
+                state: NodeState::Merged,
                 target: merged.target,
                 merge_commit: merged.commit,
             });
@@ -74,9 +72,9 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
         .nodes
         .iter()
         .find(|n| n.id == node)
-        .map(|n| n.state.as_str().to_string())
-        .unwrap_or_default();
-    to_value(&MergeResult {
+        .map(|n| n.state)
+        .unwrap_or(NodeState::Merged);
+    Ok(MergeResult {
         run: handle.id.clone(),
         node: Some(node),
         state,
@@ -86,7 +84,7 @@ pub async fn merge(daemon: &Arc<Daemon>, p: MergeParams) -> Result<Value, AppErr
 }
 
 impl Handle for method::Merge {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        merge(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        merge(daemon, p).await
     }
 }

@@ -42,30 +42,25 @@ use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
 
-/// A method's result: a value, or JSON text written beforehand (`run.list` copies each run's
-/// summary, serialized when the run last changed, instead of building values per call).
-pub enum Answer {
-    Value(Value),
-    Raw(Box<RawValue>),
-}
-
 /// How the daemon answers method `M`: implemented next to its handler in the family's file,
-/// taking the params type `M` declares. [`dispatch`] calls it for every declared method, so
-/// a method without one does not compile.
+/// taking the params type `M` declares and returning the result type it declares, which
+/// [`dispatch`] serializes. [`dispatch`] calls it for every declared method, so a method
+/// without one does not compile, and one whose answer is not its declared type neither.
 pub trait Handle: Method {
     fn handle(
         daemon: &Arc<Daemon>,
         p: Self::Params,
-    ) -> impl std::future::Future<Output = Result<Answer, AppError>> + Send;
+    ) -> impl std::future::Future<Output = Result<Self::Result, AppError>> + Send;
 }
 
-/// Runs one method: its declared params parsed strictly by [`args`], then its [`Handle`]. The
-/// arms are generated from the declarations, so no undeclared name can be dispatched.
+/// Runs one method: its declared params parsed strictly by [`args`], then its [`Handle`]; the
+/// answer is its result as JSON text. The arms are generated from the declarations, so no
+/// undeclared name can be dispatched.
 pub async fn dispatch(
     daemon: &Arc<Daemon>,
     method: &str,
     params: Value,
-) -> Result<Answer, AppError> {
+) -> Result<Box<RawValue>, AppError> {
     let Some(id) = MethodId::from_name(method) else {
         return Err(AppError::new(
             ErrorKind::MethodNotFound,
@@ -75,7 +70,10 @@ pub async fn dispatch(
     macro_rules! dispatch {
         ($($ty:ident),*) => {
             $(if id == <method::$ty as Method>::ID {
-                return <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await;
+                let result =
+                    <method::$ty as Handle>::handle(daemon, args::<method::$ty>(params)?).await?;
+                return serde_json::value::to_raw_value(&result)
+                    .map_err(|e| AppError::internal(format!("{method}: cannot write its result: {e}")));
             })*
         };
     }
@@ -103,7 +101,3 @@ pub fn params<T: DeserializeOwned>(params: Value) -> Result<T, AppError> {
 
 /// Methods that take no parameters still refuse unknown ones.
 pub use octl_proto::method::NoParams;
-
-pub fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
-    serde_json::to_value(v).map_err(|e| AppError::internal(e.to_string()))
-}

@@ -7,17 +7,16 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use octl_proto::event::{NodeDone, NodeFailed, NodeProgress, Report as Held};
 use octl_proto::ids::validate_node_id;
 use octl_proto::method;
+use octl_proto::rpc::AppendResult;
 use octl_proto::rpc::{
     Attach, NodeAttachParams, NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen,
 };
 use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::engine::blocking;
 use crate::runner::{AgentHandle, Runner};
@@ -49,7 +48,7 @@ pub async fn report(
     daemon: &Arc<Daemon>,
     method: Report,
     p: NodeReportParams,
-) -> Result<Value, AppError> {
+) -> Result<AppendResult, AppError> {
     validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     let (message, reason) = match method {
@@ -102,24 +101,24 @@ pub async fn report(
         ),
         _ => Draft::said(node, Actor::Agent, progress(None)),
     };
-    to_value(&daemon.store.append(&handle, draft, true).await?)
+    Ok(daemon.store.append(&handle, draft, true).await?)
 }
 
 impl Handle for method::NodeProgress {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, Report::Progress, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        report(daemon, Report::Progress, p).await
     }
 }
 
 impl Handle for method::NodeDone {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, Report::Done, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        report(daemon, Report::Done, p).await
     }
 }
 
 impl Handle for method::NodeFail {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        report(daemon, Report::Fail, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        report(daemon, Report::Fail, p).await
     }
 }
 
@@ -273,14 +272,14 @@ fn last_lines(text: &str, n: usize) -> String {
 }
 
 impl Handle for method::NodeSend {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        to_value(&send(daemon, p).await?).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        Ok(send(daemon, p).await?)
     }
 }
 
 impl Handle for method::NodeScreen {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        to_value(&screen(daemon, p).await?).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        Ok(screen(daemon, p).await?)
     }
 }
 
@@ -325,8 +324,8 @@ pub async fn attach(daemon: &Arc<Daemon>, p: NodeAttachParams) -> Result<Attach,
 }
 
 impl Handle for method::NodeAttach {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        to_value(&attach(daemon, p).await?).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        Ok(attach(daemon, p).await?)
     }
 }
 

@@ -2,26 +2,25 @@
 
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-use serde_json::{json, Value};
-
 use octl_proto::event::RunCreated;
 use octl_proto::method;
+use octl_proto::projection::RunSummary;
 use octl_proto::rpc::{
     CancelParams, Quarantined, RetryParams, RunCreateParams, RunListParams, RunParams,
 };
+use octl_proto::rpc::{CorruptLog, Memory, NodeShown, Prewritten, RebuildResult, RunShown};
 
 use crate::store::ListFilter;
 use octl_proto::{AppError, NodeState, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::store::{NewRun, RunHandle};
 use octl_proto::projection::{self, ListedStatus};
 
 const MAX_TITLE: usize = 1024;
 
-pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, AppError> {
+pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<RunSummary, AppError> {
     match RunKind::parse(&p.kind) {
         Some(RunKind::Generic) => {}
         Some(other) => {
@@ -56,10 +55,13 @@ pub async fn create(daemon: &Arc<Daemon>, p: RunCreateParams) -> Result<Value, A
             files: Vec::new(),
         })
         .await?;
-    to_value(&handle.summary())
+    Ok(handle.summary())
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, AppError> {
+pub fn list(
+    daemon: &Arc<Daemon>,
+    p: RunListParams,
+) -> Result<Prewritten<Vec<RunSummary>>, AppError> {
     let statuses = match &p.status {
         None => None,
         Some(given) => {
@@ -100,24 +102,28 @@ pub fn list(daemon: &Arc<Daemon>, p: RunListParams) -> Result<Box<RawValue>, App
             "invalid limit 0: give a whole number of runs, at least 1",
         ));
     }
-    daemon.store.list_json(&ListFilter {
-        statuses,
-        repo,
-        limit: p.limit,
-    })
+    daemon
+        .store
+        .list_json(&ListFilter {
+            statuses,
+            repo,
+            limit: p.limit,
+        })
+        .map(Prewritten::new)
 }
 
-pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
+pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     if handle.corrupt().is_some() {
         return show_corrupt(&handle);
     }
     let view = handle.view();
-    let mut out = to_value(&*view)?;
     // Read-time facts, not projections: how long each node has run, what it waits for.
     let now = crate::store::writer::now_ms();
-    if let Some(nodes) = out["nodes"].as_array_mut() {
-        for (json, node) in nodes.iter_mut().zip(view.nodes.iter()) {
+    let nodes = view
+        .nodes
+        .iter()
+        .map(|node| {
             let started = node
                 .started_at
                 .as_deref()
@@ -127,9 +133,6 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
                 .as_deref()
                 .and_then(octl_proto::time::parse_millis)
                 .unwrap_or(now);
-            if let Some(s) = started {
-                json["elapsed_s"] = json!(until.saturating_sub(s) / 1000);
-            }
             let mut waiting_for = crate::engine::schedule::waiting_for(&view, node);
             // A start turned away (live nodes hold every port, the runner has no room) waits
             // for what it lacked; a start a crash cut short, for its runner's place.
@@ -154,77 +157,89 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
             if let Some(l) = node.lost.as_ref().filter(|_| node.state == NodeState::Lost) {
                 waiting_for.push(format!("its place to answer (lost since {})", l.since));
             }
-            json["waiting_for"] = json!(waiting_for);
             // What its agent's processes hold now, as last measured (a live local agent).
-            if let Some(seen) = daemon
+            let memory = daemon
                 .engine
                 .observed
                 .seen(&handle.id, &node.id)
                 .filter(|_| node.state.is_alive())
-            {
-                json["memory"] = json!({
-                    "resident_bytes": seen.resident,
-                    "peak_bytes": seen.peak,
-                    "limit_bytes": seen.limit,
+                .map(|seen| Memory {
+                    resident_bytes: seen.resident,
+                    peak_bytes: seen.peak,
+                    limit_bytes: seen.limit,
                 });
+            NodeShown {
+                node: node.clone(),
+                elapsed_s: started.map(|s| until.saturating_sub(s) / 1000),
+                waiting_for,
+                memory,
             }
-        }
-    }
-    Ok(out)
+        })
+        .collect();
+    Ok(RunShown {
+        manifest: view.manifest.clone(),
+        nodes,
+        discussions: view.discussions.clone(),
+        spinoffs: view.spinoffs.clone(),
+        corrupt: None,
+    })
 }
 
 /// A corrupt run as far as its log can be read: the state the lines before the bad one fold
 /// to (its status stays `corrupt`), and `corrupt`: where the log is, which line is bad and
 /// why, how many events were readable and the last of them.
-fn show_corrupt(handle: &RunHandle) -> Result<Value, AppError> {
-    let view = handle.view();
-    let mut out = to_value(&*view)?;
+fn show_corrupt(handle: &RunHandle) -> Result<RunShown, AppError> {
+    let mut out = RunShown::from((*handle.view()).clone());
     let salvage = match crate::store::corrupt::salvage(&handle.dir) {
         Ok(s) => s,
         Err(e) => {
-            out["corrupt"] = json!({ "error": format!("cannot read its log: {e}") });
+            out.corrupt = Some(CorruptLog {
+                error: Some(format!("cannot read its log: {e}")),
+                ..CorruptLog::default()
+            });
             return Ok(out);
         }
     };
     if let Some(state) = &salvage.state {
-        let mut detail = to_value(&projection::detail(state))?;
-        detail["manifest"]["status"] = json!(ListedStatus::Corrupt);
-        detail["manifest"]["error"] = out["manifest"]["error"].take();
-        out = detail;
+        let error = out.manifest.error.take();
+        out = projection::detail(state).into();
+        out.manifest.status = ListedStatus::Corrupt;
+        out.manifest.error = error;
     }
-    out["corrupt"] = json!({
-        "log": salvage.log.display().to_string(),
-        "line": salvage.bad_line,
-        "reason": salvage.reason,
-        "readable_events": salvage.readable,
-        "events": salvage.last,
+    out.corrupt = Some(CorruptLog {
+        error: None,
+        log: Some(salvage.log.display().to_string()),
+        line: salvage.bad_line,
+        reason: Some(salvage.reason),
+        readable_events: salvage.readable,
+        events: salvage.last,
     });
     Ok(out)
 }
 
 /// Moves a corrupt run's directory to `$OCTL_HOME/corrupt/<RUN>`; the daemon forgets it.
-pub fn quarantine(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
+pub fn quarantine(daemon: &Arc<Daemon>, p: RunParams) -> Result<Quarantined, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     let dest = daemon.store.quarantine(&handle)?;
-    to_value(&Quarantined {
+    Ok(Quarantined {
         run: handle.id.clone(),
         moved_to: dest.display().to_string(),
     })
 }
 
-pub async fn rebuild(daemon: &Arc<Daemon>, p: RunParams) -> Result<Value, AppError> {
+pub async fn rebuild(daemon: &Arc<Daemon>, p: RunParams) -> Result<RebuildResult, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
-    to_value(&daemon.store.rebuild(&handle).await?)
+    Ok(daemon.store.rebuild(&handle).await?)
 }
 
-pub async fn cancel(daemon: &Arc<Daemon>, p: CancelParams) -> Result<Value, AppError> {
+pub async fn cancel(daemon: &Arc<Daemon>, p: CancelParams) -> Result<RunSummary, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
     crate::engine::cancel::cancel(daemon, &handle, p.discard).await?;
-    to_value(&handle.summary())
+    Ok(handle.summary())
 }
 
-pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<Value, AppError> {
+pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<RunSummary, AppError> {
     octl_proto::ids::validate_node_id("node", &p.node)?;
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
@@ -233,47 +248,47 @@ pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<Value, AppErr
     } else {
         crate::engine::retry::retry(daemon, &handle, &p.node).await?;
     }
-    to_value(&handle.summary())
+    Ok(handle.summary())
 }
 
 impl Handle for method::RunList {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        list(daemon, p).map(Answer::Raw)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        list(daemon, p)
     }
 }
 
 impl Handle for method::RunCreate {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        create(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        create(daemon, p).await
     }
 }
 
 impl Handle for method::RunShow {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        show(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        show(daemon, p)
     }
 }
 
 impl Handle for method::RunRebuild {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        rebuild(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        rebuild(daemon, p).await
     }
 }
 
 impl Handle for method::RunQuarantine {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        quarantine(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        quarantine(daemon, p)
     }
 }
 
 impl Handle for method::RunCancel {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        cancel(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        cancel(daemon, p).await
     }
 }
 
 impl Handle for method::RunRetry {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        retry(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        retry(daemon, p).await
     }
 }

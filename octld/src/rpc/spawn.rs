@@ -2,17 +2,19 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use octl_proto::method;
-use octl_proto::rpc::SpawnParams;
+use octl_proto::rpc::{SpawnParams, Spawned};
 use octl_proto::{AppError, RunKind};
 
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::engine::spawn::{spawn as spawn_run, SpawnRequest};
 
-pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Result<Value, AppError> {
+pub async fn spawn(
+    daemon: &Arc<Daemon>,
+    kind: RunKind,
+    p: SpawnParams,
+) -> Result<Spawned, AppError> {
     let handle = spawn_run(
         daemon,
         SpawnRequest {
@@ -30,21 +32,20 @@ pub async fn spawn(daemon: &Arc<Daemon>, kind: RunKind, p: SpawnParams) -> Resul
     )
     .await?;
     let view = handle.view();
-    let mut out = to_value(&view.manifest)?;
-    if let Some(node) = view.nodes.first() {
-        out["node"] = to_value(node)?;
-    }
-    Ok(out)
+    Ok(Spawned {
+        run: view.manifest.clone(),
+        node: view.nodes.first().cloned(),
+    })
 }
 
 impl Handle for method::SpawnSpinoff {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        spawn(daemon, RunKind::Spinoff, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        spawn(daemon, RunKind::Spinoff, p).await
     }
 }
 
 impl Handle for method::SpawnCode {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        spawn(daemon, RunKind::Code, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        spawn(daemon, RunKind::Code, p).await
     }
 }

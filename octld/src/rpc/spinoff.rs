@@ -5,23 +5,23 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-
 use octl_proto::event::{SpinoffAccepted, SpinoffProposed, SpinoffRejected};
 use octl_proto::method;
-use octl_proto::rpc::{AcceptParams, ListParams, ProposeParams, RejectParams};
+use octl_proto::rpc::{
+    AcceptParams, Accepted, ListParams, Opened, Proposal, ProposeParams, RejectParams,
+};
 use octl_proto::state::{Spinoff, SpinoffStatus};
 use octl_proto::{AppError, ErrorKind};
 
 use super::discussion::{find, open_record, runs, text};
-use super::{to_value, Answer, Handle};
+use super::Handle;
 use crate::daemon::Daemon;
 use crate::engine::merge::failpoint;
 use crate::engine::spawn::{check_request, MAX_TASK};
 use crate::engine::{spinoff, Engine, StepKey};
 use crate::store::{Draft, RunHandle};
 
-pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, AppError> {
+pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Opened, AppError> {
     text("task", &p.task, MAX_TASK)?;
     if let Some(w) = &p.why {
         text("why", w, 16 * 1024)?;
@@ -36,7 +36,7 @@ pub async fn propose(daemon: &Arc<Daemon>, p: ProposeParams) -> Result<Value, Ap
     .await
 }
 
-pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
+pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Vec<Proposal>, AppError> {
     let mut out = Vec::new();
     for h in runs(daemon, p.run.as_deref(), p.open == Some(true))? {
         // Open: still to be decided (proposed).
@@ -44,12 +44,10 @@ pub fn list(daemon: &Arc<Daemon>, p: ListParams) -> Result<Value, AppError> {
             p.open
                 .is_none_or(|o| (s.status == SpinoffStatus::Proposed) == o)
         }) {
-            let mut v = to_value(s)?;
-            v["run"] = json!(h.id);
-            out.push(v);
+            out.push(listed(&h.id, s));
         }
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// A decision on a proposal already decided the other way is refused, naming that decision.
@@ -68,10 +66,11 @@ fn refused(s: &Spinoff) -> AppError {
     )
 }
 
-fn proposal_json(run: &str, s: &Spinoff) -> Result<Value, AppError> {
-    let mut v = to_value(s)?;
-    v["run"] = json!(run);
-    Ok(v)
+fn listed(run: &str, s: &Spinoff) -> Proposal {
+    Proposal {
+        run: run.to_string(),
+        spinoff: s.clone(),
+    }
 }
 
 /// The proposal as the parent's log says now.
@@ -87,7 +86,7 @@ fn current(parent: &RunHandle, s: &Spinoff) -> Spinoff {
 
 /// An accepted proposal again: its run, once it exists. (While the accepting request or a
 /// heal is still creating it, or after it failed, the proposal says so instead.)
-fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Value, AppError> {
+fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Accepted, AppError> {
     let child = s
         .child_run
         .as_deref()
@@ -98,14 +97,17 @@ fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Value, A
                 parent.id
             ))
         })?;
-    Ok(json!({"proposal": proposal_json(&parent.id, s)?, "run": to_value(&child.summary())?}))
+    Ok(Accepted {
+        proposal: listed(&parent.id, s),
+        run: child.summary(),
+    })
 }
 
 /// Accepting is won in the parent's log before anything is created: the checks first (bad
 /// input changes nothing), then `spinoff.accepted` naming the new run's id, and only if that
 /// was written, the run under that id. A request that lost to another decision creates
 /// nothing and is refused with what it lost to.
-pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Value, AppError> {
+pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Accepted, AppError> {
     let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
     match proposal.status {
         SpinoffStatus::Accepted => return accepted(daemon, &parent, &proposal),
@@ -135,17 +137,18 @@ pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Value, AppE
     let run = spinoff::create_child(daemon, &parent, &decided, &child, Some((req, checked))).await;
     drop(slot);
     let run = run?;
-    Ok(
-        json!({"proposal": proposal_json(&parent.id, &current(&parent, &decided))?, "run": to_value(&run.summary())?}),
-    )
+    Ok(Accepted {
+        proposal: listed(&parent.id, &current(&parent, &decided)),
+        run: run.summary(),
+    })
 }
 
-pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Value, AppError> {
+pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Proposal, AppError> {
     text("reason", &p.reason, 16 * 1024)?;
     let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
     match proposal.status {
         // The same decision again reports it.
-        SpinoffStatus::Rejected => return proposal_json(&parent.id, &proposal),
+        SpinoffStatus::Rejected => return Ok(listed(&parent.id, &proposal)),
         SpinoffStatus::Accepted => return Err(refused(&proposal)),
         SpinoffStatus::Proposed | SpinoffStatus::Failed => {}
     }
@@ -157,29 +160,29 @@ pub async fn reject(daemon: &Arc<Daemon>, p: RejectParams) -> Result<Value, AppE
         },
     );
     daemon.store.append(&parent, draft, false).await?;
-    proposal_json(&parent.id, &current(&parent, &proposal))
+    Ok(listed(&parent.id, &current(&parent, &proposal)))
 }
 
 impl Handle for method::SpinoffPropose {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        propose(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        propose(daemon, p).await
     }
 }
 
 impl Handle for method::SpinoffList {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        list(daemon, p).map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        list(daemon, p)
     }
 }
 
 impl Handle for method::SpinoffAccept {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        accept(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        accept(daemon, p).await
     }
 }
 
 impl Handle for method::SpinoffReject {
-    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Answer, AppError> {
-        reject(daemon, p).await.map(Answer::Value)
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        reject(daemon, p).await
     }
 }

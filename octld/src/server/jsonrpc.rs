@@ -11,7 +11,7 @@ use octl_proto::rpc::{error_object, error_response, JSONRPC_VERSION};
 use octl_proto::{AppError, ErrorKind};
 
 use crate::daemon::Daemon;
-use crate::rpc::{self, Answer};
+use crate::rpc;
 
 /// Members of one batch in flight at once. Each holds a future as large as the largest
 /// method's (~3.5 KiB), so a batch run all at once held that much per member on top of its
@@ -150,28 +150,18 @@ enum Reply<'a> {
         id: &'a RawValue,
         jsonrpc: &'static str,
     },
-    Value {
-        id: &'a RawValue,
-        jsonrpc: &'static str,
-        result: Value,
-    },
-    Raw {
+    Answered {
         id: &'a RawValue,
         jsonrpc: &'static str,
         result: &'a RawValue,
     },
 }
 
-fn reply(id: Option<&RawValue>, result: Result<Answer, AppError>) -> Option<String> {
+fn reply(id: Option<&RawValue>, result: Result<Box<RawValue>, AppError>) -> Option<String> {
     let id = id?;
     let jsonrpc = JSONRPC_VERSION;
     let reply = match &result {
-        Ok(Answer::Value(v)) => Reply::Value {
-            id,
-            jsonrpc,
-            result: v.clone(),
-        },
-        Ok(Answer::Raw(result)) => Reply::Raw {
+        Ok(result) => Reply::Answered {
             id,
             jsonrpc,
             result,

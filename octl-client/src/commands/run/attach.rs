@@ -14,7 +14,7 @@ use std::path::Path;
 
 use clap::Args;
 use octl_proto::ids::validate_node_id;
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::{NodeShown, RunShown};
 use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
 
@@ -144,7 +144,7 @@ impl AttachTo {
 
 /// The node `run attach` shows: the one asked for; else the only one; else the first whose
 /// agent is alive. Refused when that node has no window.
-pub fn pick_node<'a>(d: &'a RunDetail, asked: Option<&str>) -> Result<&'a Node, AppError> {
+pub fn pick_node<'a>(d: &'a RunShown, asked: Option<&str>) -> Result<&'a NodeShown, AppError> {
     let id = &d.manifest.id;
     let listing = || {
         d.nodes

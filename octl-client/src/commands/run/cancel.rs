@@ -5,9 +5,9 @@ use crate::commands::result_of;
 use clap::Args;
 use octl_proto::method;
 use octl_proto::projection::ListedStatus;
-use octl_proto::projection::RunDetail;
 use octl_proto::rpc::CancelParams;
 use octl_proto::rpc::RunParams;
+use octl_proto::rpc::RunShown;
 use octl_proto::AppError;
 use octl_proto::RunKind;
 
@@ -39,7 +39,7 @@ pub(super) async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppErro
         return Ok(());
     }
     // What was kept is read from the run as it is now: its snapshot refs, its branches.
-    let detail: Option<RunDetail> = ctx
+    let detail: Option<RunShown> = ctx
         .client
         .call_method::<method::RunShow>(&RunParams {
             run: summary.id.clone(),
@@ -56,7 +56,7 @@ pub(super) async fn cancel(ctx: &Ctx, args: RunCancelArgs) -> Result<(), AppErro
 /// `Cancelled run 01…` and exactly what was kept: each node's snapshot refs (and, without
 /// discard, its branch and worktree), and an orchestrate run's integration branch, which a
 /// cancel never deletes.
-pub fn cancelled_text(d: &RunDetail, discard: bool) -> String {
+pub fn cancelled_text(d: &RunShown, discard: bool) -> String {
     let run = &d.manifest.id;
     let mut out = if d.manifest.status == ListedStatus::Cancelled {
         format!("Cancelled run {run}")
@@ -126,7 +126,7 @@ mod tests {
             }
             n
         };
-        let detail = |kind: &str, nodes: Vec<Value>| -> RunDetail {
+        let detail = |kind: &str, nodes: Vec<Value>| -> RunShown {
             let mut m = serde_json::to_value(summary("01R", None, json!({}))).unwrap();
             m["kind"] = json!(kind);
             m["status"] = json!("cancelled");

@@ -1,19 +1,19 @@
 //! `run list [--status S[,S]] [--repo PATH] [--limit N]`: the runs table, with the nodes of small unfinished runs under
 //! their row.
 
-use crate::commands::result_of;
 use octl_proto::method;
 use octl_proto::rpc::RunParams;
 use std::collections::HashMap;
 
 use clap::Args;
 use octl_proto::projection::ListedStatus;
-use octl_proto::projection::{RunDetail, RunSummary};
+use octl_proto::projection::RunSummary;
+use octl_proto::rpc::RunShown;
 use octl_proto::rpc::{RunListParams, Statuses};
 use octl_proto::AppError;
 use std::path::{Path, PathBuf};
 
-use super::show::{activity_cell, elapsed_cell, node_extras, NodeExtra};
+use super::show::{activity_cell, elapsed_cell};
 use crate::commands::Ctx;
 use crate::follow::is_terminal_status;
 use crate::output::{cell, node_counts, short_time, table};
@@ -90,35 +90,31 @@ pub(super) async fn list(ctx: &Ctx, args: RunListArgs) -> Result<(), AppError> {
     let filtered = params.status.is_some() || params.repo.is_some();
     if ctx.out.json {
         // Passed through as the daemon wrote it: scripts poll this, so it skips building values.
-        let raw = ctx
-            .client
-            .call_raw_method::<method::RunList>(&params)
-            .await?;
-        ctx.out.result(&raw, String::new);
+        let listed = ctx.client.call_method::<method::RunList>(&params).await?;
+        ctx.out.result(&listed, String::new);
         return Ok(());
     }
-    let value = ctx.client.call_value::<method::RunList>(&params).await?;
-    let runs = result_of::<method::RunList>(&value)?;
+    let runs = ctx
+        .client
+        .call_method::<method::RunList>(&params)
+        .await?
+        .parse()?;
     // The nodes of unfinished runs, for the lines under them (a run that cannot be shown
     // now just keeps its counts).
     let mut nodes = HashMap::new();
     for r in runs.iter().filter(|r| lists_nodes(r)) {
         let show = RunParams { run: r.id.clone() };
-        if let Ok(v) = ctx.client.call_value::<method::RunShow>(&show).await {
-            if let Ok(d) = result_of::<method::RunShow>(&v) {
-                nodes.insert(r.id.clone(), node_lines(&d, &node_extras(&v)));
-            }
+        if let Ok(d) = ctx.client.call_method::<method::RunShow>(&show).await {
+            nodes.insert(r.id.clone(), node_lines(&d));
         }
     }
-    ctx.out
-        .result(&value, || match (filtered, runs.is_empty()) {
-            (false, true) => {
-                "No runs yet. Create one with `orchestratectl run create --kind generic`."
-                    .to_string()
-            }
-            (true, true) => "No runs pass these filters.".to_string(),
-            _ => runs_text(&runs, &nodes),
-        });
+    ctx.out.result(&runs, || match (filtered, runs.is_empty()) {
+        (false, true) => {
+            "No runs yet. Create one with `orchestratectl run create --kind generic`.".to_string()
+        }
+        (true, true) => "No runs pass these filters.".to_string(),
+        _ => runs_text(&runs, &nodes),
+    });
     Ok(())
 }
 
@@ -129,7 +125,7 @@ pub fn lists_nodes(r: &RunSummary) -> bool {
 }
 
 /// The lines under a run in `run list`: `  <node>  <state>  <elapsed>  <activity>`, lined up.
-pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<String> {
+pub fn node_lines(d: &RunShown) -> Vec<String> {
     let rows: Vec<Vec<String>> = d
         .nodes
         .iter()
@@ -137,7 +133,7 @@ pub fn node_lines(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> Vec<Str
             vec![
                 n.id.clone(),
                 n.state.as_str().to_string(),
-                elapsed_cell(extras.get(&n.id)),
+                elapsed_cell(n),
                 // What a live node's agent says it is doing.
                 if n.state.is_alive() {
                     activity_cell(n)
@@ -237,8 +233,8 @@ mod tests {
     #[test]
     fn run_list_shows_the_nodes_of_unfinished_runs() {
         let v = dag_show();
-        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
-        let lines = node_lines(&d, &node_extras(&v));
+        let d: RunShown = serde_json::from_value(v.clone()).unwrap();
+        let lines = node_lines(&d);
         assert_eq!(
             lines,
             [

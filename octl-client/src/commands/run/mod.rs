@@ -272,7 +272,8 @@ async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use octl_proto::projection::{RunDetail, RunSummary};
+    use octl_proto::projection::RunSummary;
+    use octl_proto::rpc::RunShown;
     use serde_json::{json, Value};
 
     pub(super) fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {
@@ -315,7 +316,7 @@ mod tests {
         })
     }
 
-    pub(super) fn detail_with(nodes: Value) -> RunDetail {
+    pub(super) fn detail_with(nodes: Value) -> RunShown {
         serde_json::from_value(json!({
             "manifest": serde_json::to_value(summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({}))).unwrap(),
             "nodes": nodes, "discussions": [], "spinoffs": []

@@ -4,13 +4,11 @@
 
 use crate::commands::result_of;
 use octl_proto::method;
-use std::collections::HashMap;
 use std::path::Path;
 
-use octl_proto::projection::RunDetail;
+use octl_proto::rpc::{CorruptLog, NodeShown, RunShown};
 use octl_proto::state::Node;
 use octl_proto::{AppError, NodeState};
-use serde_json::Value;
 
 use super::{run_param, RunArg};
 use crate::commands::Ctx;
@@ -27,12 +25,12 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         .join(&detail.manifest.id)
         .join("logs");
     ctx.out.result(&value, || {
-        let mut text = detail_text(&detail, &node_extras(&value));
+        let mut text = detail_text(&detail);
         text.push_str(&failures_text(&detail, &logs));
         text.push_str(&denied_text(&detail));
         text.push_str(&requeued_text(&detail));
         text.push_str(&lost_text(&detail));
-        if let Some(c) = value.get("corrupt") {
+        if let Some(c) = &detail.corrupt {
             text.push_str(&corrupt_text(&detail.manifest.id, c));
         }
         text
@@ -50,17 +48,14 @@ pub fn state_cell(n: &Node) -> String {
 
 /// Under `run show`'s tables: the tools each agent asked for and was denied (to grant one,
 /// add it to `allowed_tools`).
-pub fn denied_text(d: &RunDetail) -> String {
+pub fn denied_text(d: &RunShown) -> String {
     let mut out = String::new();
     for n in &d.nodes {
         let denied: Vec<&str> = n
             .outcome
-            .as_ref()
-            .and_then(|o| o.get("denied"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
+            .iter()
+            .flat_map(|o| &o.denied)
+            .map(String::as_str)
             .collect();
         if !denied.is_empty() {
             out.push_str(&format!("  {} was denied: {}\n", n.id, denied.join(", ")));
@@ -75,7 +70,7 @@ pub fn denied_text(d: &RunDetail) -> String {
 
 /// Under `run show`'s tables: the nodes whose runner started their attempt again by itself
 /// (Slurm requeued the job when its compute node was lost), where and why.
-pub fn requeued_text(d: &RunDetail) -> String {
+pub fn requeued_text(d: &RunShown) -> String {
     let mut out = String::new();
     for n in &d.nodes {
         if let Some(r) = &n.requeued {
@@ -102,7 +97,7 @@ pub fn requeued_text(d: &RunDetail) -> String {
 /// Under `run show`'s tables: the nodes whose agent's place does not answer (an SSH host,
 /// the Slurm controller), since when and why; each is found again when it answers, or
 /// started again elsewhere after its runner's `lost_after`.
-pub fn lost_text(d: &RunDetail) -> String {
+pub fn lost_text(d: &RunShown) -> String {
     let mut out = String::new();
     for n in &d.nodes {
         if let (NodeState::Lost, Some(l)) = (n.state, &n.lost) {
@@ -125,8 +120,8 @@ pub fn lost_text(d: &RunDetail) -> String {
 }
 
 /// Under `run show`'s tables: why each failed or exited node ended, and where its log is.
-pub fn failures_text(d: &RunDetail, logs: &Path) -> String {
-    let ended: Vec<&Node> = d
+pub fn failures_text(d: &RunShown, logs: &Path) -> String {
+    let ended: Vec<&NodeShown> = d
         .nodes
         .iter()
         .filter(|n| matches!(n.state, NodeState::Failed | NodeState::Exited))
@@ -172,21 +167,16 @@ pub fn failures_text(d: &RunDetail, logs: &Path) -> String {
 }
 
 /// What `run show` adds for a corrupt run: where its log breaks and the events before it.
-pub fn corrupt_text(run: &str, c: &Value) -> String {
+pub fn corrupt_text(run: &str, c: &CorruptLog) -> String {
     let mut out = String::from("\nCorrupt log:\n");
-    if let Some(e) = c.get("error").and_then(Value::as_str) {
+    if let Some(e) = &c.error {
         out.push_str(&format!("  {e}\n"));
         return out;
     }
-    let log = c.get("log").and_then(Value::as_str).unwrap_or("?");
-    let line = c.get("line").and_then(Value::as_u64).unwrap_or(0);
-    let reason = c.get("reason").and_then(Value::as_str).unwrap_or("?");
-    let readable = c
-        .get("readable_events")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let events = c.get("events").and_then(Value::as_array);
-    let shown = events.map_or(0, Vec::len);
+    let log = c.log.as_deref().unwrap_or("?");
+    let (line, readable) = (c.line, c.readable_events);
+    let reason = c.reason.as_deref().unwrap_or("?");
+    let shown = c.events.len();
     if line > 0 {
         out.push_str(&format!("  bad line: {line} of {log}: {reason}\n"));
     } else {
@@ -200,56 +190,14 @@ pub fn corrupt_text(run: &str, c: &Value) -> String {
             String::new()
         }
     ));
-    for ev in events.into_iter().flatten() {
-        out.push_str(&format!("  {}\n", crate::output::event_line(ev)));
+    for ev in &c.events {
+        let ev = serde_json::to_value(ev).unwrap_or_default();
+        out.push_str(&format!("  {}\n", crate::output::event_line(&ev)));
     }
     out.push_str(&format!(
         "  set it aside (nothing is deleted): orchestratectl run quarantine {run}\n"
     ));
     out
-}
-
-/// What `run.show` says of a node at read time, beside its projection.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeExtra {
-    /// Seconds since it started, or until it finished; `None` if it never started.
-    pub elapsed_s: Option<u64>,
-    /// Its dependencies not merged yet.
-    pub waiting_for: Vec<String>,
-}
-
-/// The `elapsed_s` and `waiting_for` of every node in a `run.show` answer, by node id.
-pub fn node_extras(show: &Value) -> HashMap<String, NodeExtra> {
-    let Some(nodes) = show.get("nodes").and_then(Value::as_array) else {
-        return HashMap::new();
-    };
-    nodes
-        .iter()
-        .filter_map(|n| {
-            let id = n.get("id")?.as_str()?.to_string();
-            let elapsed_s = n.get("elapsed_s").and_then(|e| {
-                e.as_u64()
-                    .or_else(|| e.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-            });
-            let waiting_for = n
-                .get("waiting_for")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            Some((
-                id,
-                NodeExtra {
-                    elapsed_s,
-                    waiting_for,
-                },
-            ))
-        })
-        .collect()
 }
 
 /// RUNNER: where the node's agent runs (`local` when its `node.added` names none).
@@ -258,18 +206,19 @@ pub fn runner_cell(n: &Node) -> String {
 }
 
 /// ELAPSED: `1m05s`, or `-` for a node that never started.
-pub fn elapsed_cell(extra: Option<&NodeExtra>) -> String {
-    match extra.and_then(|e| e.elapsed_s) {
+pub fn elapsed_cell(n: &NodeShown) -> String {
+    match n.elapsed_s {
         Some(s) => clock(s),
         None => "-".to_string(),
     }
 }
 
 /// WAITING FOR: `schema, auth`, or `-`.
-pub fn waiting_cell(extra: Option<&NodeExtra>) -> String {
-    match extra {
-        Some(e) if !e.waiting_for.is_empty() => e.waiting_for.join(", "),
-        _ => "-".to_string(),
+pub fn waiting_cell(n: &NodeShown) -> String {
+    if n.waiting_for.is_empty() {
+        "-".to_string()
+    } else {
+        n.waiting_for.join(", ")
     }
 }
 
@@ -298,7 +247,7 @@ fn activity_age(since: &str) -> Option<u64> {
 }
 
 /// The human form of `run show`: the summary, then the nodes, discussions and spin-offs.
-pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String {
+pub fn detail_text(d: &RunShown) -> String {
     let m = &d.manifest;
     let mut pairs = vec![
         ("Run", m.id.clone()),
@@ -363,13 +312,12 @@ pub fn detail_text(d: &RunDetail, extras: &HashMap<String, NodeExtra>) -> String
             .nodes
             .iter()
             .map(|n| {
-                let extra = extras.get(&n.id);
                 vec![
                     n.id.clone(),
                     state_cell(n),
                     activity_cell(n),
-                    elapsed_cell(extra),
-                    waiting_cell(extra),
+                    elapsed_cell(n),
+                    waiting_cell(n),
                     cell(n.branch.as_deref()),
                     cell(n.worktree.as_deref()),
                     cell(n.agent.as_deref()),
@@ -498,14 +446,14 @@ mod tests {
 
     #[test]
     fn the_detail_text() {
-        let d: RunDetail = serde_json::from_value(json!({
+        let d: RunShown = serde_json::from_value(json!({
             "manifest": serde_json::to_value(summary("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", None, json!({"running":1}))).unwrap(),
             "nodes": [{"id":"api","state":"running","branch":null,"worktree":null,"agent":null,"deps":[],
                        "created_at":"t","updated_at":"t"}],
             "discussions": [], "spinoffs": []
         }))
         .unwrap();
-        let text = detail_text(&d, &HashMap::new());
+        let text = detail_text(&d);
         assert!(
             text.starts_with("Run      01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"),
             "{text}"
@@ -523,17 +471,13 @@ mod tests {
     #[test]
     fn elapsed_and_waiting_for_in_run_show() {
         let v = dag_show();
-        let d: RunDetail = serde_json::from_value(v.clone()).unwrap();
-        let extras = node_extras(&v);
+        let d: RunShown = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(
-            extras["docs"],
-            NodeExtra {
-                elapsed_s: None,
-                waiting_for: vec!["api".into()]
-            }
+            (d.nodes[2].elapsed_s, &d.nodes[2].waiting_for[..]),
+            (None, &["api".to_string()][..])
         );
-        assert_eq!(extras["api"].elapsed_s, Some(65));
-        let text = detail_text(&d, &extras);
+        assert_eq!(d.nodes[1].elapsed_s, Some(65));
+        let text = detail_text(&d);
         assert!(
             text.contains("Parallel     at most 4 at once\nIntegration  octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/integration\n"),
             "{text}"
@@ -548,12 +492,6 @@ mod tests {
                 "docs    pending  -         -        api          octl/R/docs    -         shell  local",
             ]
         );
-        // Absent or odd values do not break it.
-        assert!(node_extras(&json!({})).is_empty());
-        let odd =
-            node_extras(&json!({"nodes": [{"id": "a", "elapsed_s": 2.7, "waiting_for": "x"}]}));
-        assert_eq!(odd["a"].elapsed_s, Some(2));
-        assert!(odd["a"].waiting_for.is_empty());
     }
 
     #[test]
@@ -569,7 +507,7 @@ mod tests {
         );
         assert!(text.contains(": ssh host s1 stopped answering\n"), "{text}");
         assert_eq!(lost_text(&detail_with(json!([node("a", "running")]))), "");
-        let table = detail_text(&d, &HashMap::new());
+        let table = detail_text(&d);
         assert!(
             table.contains("RUNNER") && table.contains("hosts\n"),
             "{table}"
@@ -594,8 +532,9 @@ mod tests {
         );
 
         let c = json!({"log": "/h/runs/R/events.jsonl.corrupt", "line": 3, "reason": "not a valid event",
-            "readable_events": 2, "events": [{"seq": 1, "ts": "t", "type": "run.created", "actor": "daemon", "data": {}}]});
-        let text = corrupt_text("R", &c);
+            "readable_events": 2, "events": [{"v": 1, "seq": 1, "id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6F", "ts": "t",
+            "run": "R", "type": "run.created", "actor": "daemon", "data": {}}]});
+        let text = corrupt_text("R", &serde_json::from_value(c).unwrap());
         assert!(
             text.contains("  bad line: 3 of /h/runs/R/events.jsonl.corrupt: not a valid event\n  readable: the 2 events before it (the last 1 below)\n"),
             "{text}"

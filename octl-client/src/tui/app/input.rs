@@ -4,6 +4,7 @@
 //! holds the state and how updates from the daemon change it.
 
 use octl_proto::projection::detail as detail_of;
+use octl_proto::rpc::RunShown;
 use octl_proto::state::{Discussion, Node, Spinoff};
 use octl_proto::NodeState;
 
@@ -419,7 +420,7 @@ impl App {
             self.say(false, "this run's log is not read yet");
             return Vec::new();
         };
-        let d = detail_of(s);
+        let d = RunShown::from(detail_of(s));
         let asked = match self.view {
             View::Run(_) => self.node_in_view().map(|n| n.id.clone()),
             _ => None,
