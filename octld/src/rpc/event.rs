@@ -56,7 +56,7 @@ pub async fn append(daemon: &Arc<Daemon>, p: EventAppendParams) -> Result<Append
         data,
         idempotency_key: p.idempotency_key,
     };
-    Ok(daemon.store.append(&handle, draft, true).await?)
+    daemon.store.append(&handle, draft, true).await
 }
 
 pub async fn list(daemon: &Arc<Daemon>, p: EventListParams) -> Result<Vec<Event>, AppError> {

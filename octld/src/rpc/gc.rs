@@ -15,11 +15,11 @@ pub async fn gc(daemon: &Arc<Daemon>, p: GcParams) -> Result<GcResult, AppError>
         Some(age) => Some(octl_proto::time::parse_age("older_than", age)?),
         None => None,
     };
-    Ok(crate::engine::gc::gc(daemon, p.dry_run, older_than).await?)
+    crate::engine::gc::gc(daemon, p.dry_run, older_than).await
 }
 
 pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<RecoverResult, AppError> {
-    Ok(crate::engine::gc::recover(daemon, p).await?)
+    crate::engine::gc::recover(daemon, p).await
 }
 
 impl Handle for method::RunGc {

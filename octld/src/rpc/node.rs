@@ -101,7 +101,7 @@ pub async fn report(
         ),
         _ => Draft::said(node, Actor::Agent, progress(None)),
     };
-    Ok(daemon.store.append(&handle, draft, true).await?)
+    daemon.store.append(&handle, draft, true).await
 }
 
 impl Handle for method::NodeProgress {
@@ -273,13 +273,13 @@ fn last_lines(text: &str, n: usize) -> String {
 
 impl Handle for method::NodeSend {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
-        Ok(send(daemon, p).await?)
+        send(daemon, p).await
     }
 }
 
 impl Handle for method::NodeScreen {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
-        Ok(screen(daemon, p).await?)
+        screen(daemon, p).await
     }
 }
 
@@ -325,7 +325,7 @@ pub async fn attach(daemon: &Arc<Daemon>, p: NodeAttachParams) -> Result<Attach,
 
 impl Handle for method::NodeAttach {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
-        Ok(attach(daemon, p).await?)
+        attach(daemon, p).await
     }
 }
 

@@ -229,7 +229,7 @@ pub fn quarantine(daemon: &Arc<Daemon>, p: RunParams) -> Result<Quarantined, App
 
 pub async fn rebuild(daemon: &Arc<Daemon>, p: RunParams) -> Result<RebuildResult, AppError> {
     let handle = daemon.store.resolve("run", &p.run)?;
-    Ok(daemon.store.rebuild(&handle).await?)
+    daemon.store.rebuild(&handle).await
 }
 
 pub async fn cancel(daemon: &Arc<Daemon>, p: CancelParams) -> Result<RunSummary, AppError> {
