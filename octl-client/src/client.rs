@@ -130,12 +130,13 @@ impl Client {
         self.call_raw(M::NAME, to_params(params)).await
     }
 
-    /// [`Client::try_call`] of method `M`: once, never starting the daemon.
+    /// [`Client::try_call`] of method `M`: once, never starting the daemon; its typed result.
     pub async fn try_call_method<M: method::Method>(
         &self,
         params: &M::Params,
-    ) -> Result<Value, CallError> {
-        self.try_call(M::NAME, to_params(params)).await
+    ) -> Result<M::Result, CallError> {
+        let value = self.try_call(M::NAME, to_params(params)).await?;
+        Ok(result_of::<M>(&value)?)
     }
 
     /// Calls `method` by name (callers name it through its declaration: [`Client::call_method`]),
@@ -174,7 +175,8 @@ impl Client {
         Ok(value_of(method, &raw)?)
     }
 
-    /// `daemon.status`, never starting the daemon, and giving up after [`PROBE_TIMEOUT`].
+    /// `daemon.status`, never starting the daemon, and giving up after [`PROBE_TIMEOUT`]; as the
+    /// daemon wrote it (`daemon status --json` prints it as it is).
     pub async fn probe_status(&self) -> Result<Value, CallError> {
         let raw = self
             .exchange(method::DaemonStatus::NAME, json!({}), PROBE_TIMEOUT)

@@ -227,14 +227,8 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             runner: None,
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {
-            Ok(v) => {
-                let run = v
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        AppError::internal("octld's answer to spawn.spinoff has no run id")
-                    })?
-                    .to_string();
+            Ok(spawned) => {
+                let run = spawned.run.id;
                 runs.push(DemoRun {
                     node,
                     what,
@@ -492,7 +486,7 @@ async fn watch(ctx: &Ctx, runs: &mut [DemoRun], mode: Mode, repo: &str) -> Resul
     let result = async {
         loop {
             for r in runs.iter_mut().filter(|r| !r.settled()) {
-                let (_, detail) = show(ctx, &r.run).await?;
+                let detail = show(ctx, &r.run).await?;
                 if detail.manifest.last_seq > r.cursor {
                     let events = ctx
                         .client

@@ -213,7 +213,7 @@ async fn ask(ctx: &Ctx, args: DiscussionAskArgs) -> Result<(), AppError> {
     let timeout = args.timeout.map(timeout_duration).transpose()?;
     // With --wait: where the log stands before the question, so its answer cannot be missed.
     let before = if args.wait {
-        let (_, detail) = show(ctx, &params.run).await?;
+        let detail = show(ctx, &params.run).await?;
         Some((detail.manifest.id, detail.manifest.last_seq))
     } else {
         None

@@ -254,8 +254,7 @@ async fn tail(ctx: &Ctx, args: EventTailArgs) -> Result<(), AppError> {
         })
         .await
     {
-        Ok(value) => {
-            let detail = result_of::<method::RunShow>(&value)?;
+        Ok(detail) => {
             let id = detail.manifest.id;
             let since = detail.manifest.last_seq.saturating_sub(args.lines);
             match ctx.client.event_stream(&id, since, args.follow).await {

@@ -301,9 +301,8 @@ pub async fn started(
     }
     let mut progress = Progress::new(Mode::detect(ctx.out.json));
     let since = Some(summary.last_seq);
-    let (shown, detail) = wait_run(ctx, &summary.id, since, None, &mut progress).await?;
-    let doc = shown.get("manifest").cloned().unwrap_or(Value::Null);
-    Ok(report_wait(ctx, &doc, &detail))
+    let detail = wait_run(ctx, &summary.id, since, None, &mut progress).await?;
+    Ok(report_wait(ctx, &detail.manifest, &detail))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ pub async fn logs(ctx: &Ctx, args: RunLogsArgs) -> Result<i32, AppError> {
     if let Some(n) = &args.node {
         validate_node_id("--node", n)?;
     }
-    let (_, detail) = show(ctx, &run).await?;
+    let detail = show(ctx, &run).await?;
     let node = pick(&detail, args.node.as_deref())?.clone();
     let run = detail.manifest.id.clone();
     let dir = ctx.client.home().runs().join(&run).join("logs");
@@ -274,7 +274,7 @@ async fn follow(
         watch(&mut watcher, &run_dir)?;
     }
     // The state is read after the stream's cursor is fixed, so no end is missed between.
-    let (_, detail) = show(ctx, run).await?;
+    let detail = show(ctx, run).await?;
     let mut events = Events::new(run, detail.manifest.last_seq);
     let mut gone = detail
         .nodes
@@ -291,7 +291,7 @@ async fn follow(
             // Its last words were written before its end was recorded: read once more.
             reader.read_new(out)?;
             if reader.path().is_none() {
-                let (_, d) = show(ctx, run).await?;
+                let d = show(ctx, run).await?;
                 if let Some(n) = d.nodes.iter().find(|n| n.id == node) {
                     return Err(no_log_yet(run, n, dir));
                 }
@@ -308,7 +308,7 @@ async fn follow(
                         .and_then(Value::as_str)
                         .is_some_and(|t| t.starts_with("run."));
                 if about_node || run_ended {
-                    let (_, d) = show(ctx, run).await?;
+                    let d = show(ctx, run).await?;
                     gone = d
                         .nodes
                         .iter()

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use octl_proto::ids::validate_node_id;
 use octl_proto::method::{self, Method};
-use octl_proto::rpc::SpawnParams;
-use octl_proto::AppError;
-use serde_json::Value;
+use octl_proto::rpc::{SpawnParams, Spawned};
+use octl_proto::{AppError, NodeState};
 
 use super::Ctx;
 use crate::follow::{report_wait, wait_run, Mode, Progress};
@@ -147,49 +146,36 @@ pub async fn execute(ctx: &Ctx, cmd: SpawnCmd) -> Result<i32, AppError> {
             .with_hint("run it from a directory that exists, or pass --repo DIR")
     })?;
     let params = spawn_params(&args, &cwd)?;
-    let value = spawn(ctx, kind, &params).await?;
+    let spawned = spawn(ctx, kind, &params).await?;
     if !args.wait {
-        ctx.out.result(&value, || spawned_text(kind, &value));
+        ctx.out.result(&spawned, || spawned_text(kind, &spawned));
         return Ok(0);
     }
     if !ctx.out.json {
-        crate::output::print_text(&spawned_text(kind, &value));
+        crate::output::print_text(&spawned_text(kind, &spawned));
     }
-    let run = value
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            AppError::internal(format!("octld's answer to {} has no run id", kind.method()))
-        })?
-        .to_string();
-    let since = value.get("last_seq").and_then(Value::as_u64);
-    let node = node_field(&value, "id");
+    let run = spawned.run.id.clone();
+    let node = spawned.node.as_ref().map(|n| n.id.clone());
     let mut progress = Progress::new(Mode::detect(ctx.out.json));
-    let (shown, detail) = wait_run(ctx, &run, since, None, &mut progress).await?;
+    let detail = wait_run(ctx, &run, Some(spawned.run.last_seq), None, &mut progress).await?;
     // One document with --json: the final run summary and its node, as `spawn` prints them.
-    let mut doc = shown.get("manifest").cloned().unwrap_or(Value::Null);
-    if let Some(obj) = doc.as_object_mut() {
-        let final_node = shown
-            .get("nodes")
-            .and_then(Value::as_array)
-            .and_then(|nodes| {
-                nodes
-                    .iter()
-                    .find(|n| n.get("id").and_then(Value::as_str) == node.as_deref())
-            })
-            .cloned()
-            .or_else(|| value.get("node").cloned())
-            .unwrap_or(Value::Null);
-        obj.insert("node".to_string(), final_node);
-    }
+    let doc = Spawned {
+        run: detail.manifest.clone(),
+        node: detail
+            .nodes
+            .iter()
+            .find(|n| Some(&n.id) == node.as_ref())
+            .map(|n| n.node.clone())
+            .or(spawned.node),
+    };
     Ok(report_wait(ctx, &doc, &detail))
 }
 
-/// Sends a spawn request (also used by `demo`). The result is the run summary plus `node`.
-pub async fn spawn(ctx: &Ctx, kind: SpawnKind, params: &SpawnParams) -> Result<Value, AppError> {
+/// Sends a spawn request (also used by `demo`): the new run and its node.
+pub async fn spawn(ctx: &Ctx, kind: SpawnKind, params: &SpawnParams) -> Result<Spawned, AppError> {
     match kind {
-        SpawnKind::Spinoff => ctx.client.call_value::<method::SpawnSpinoff>(params).await,
-        SpawnKind::Code => ctx.client.call_value::<method::SpawnCode>(params).await,
+        SpawnKind::Spinoff => ctx.client.call_method::<method::SpawnSpinoff>(params).await,
+        SpawnKind::Code => ctx.client.call_method::<method::SpawnCode>(params).await,
     }
 }
 
@@ -312,33 +298,26 @@ pub fn validate_branch(field: &str, given: &str) -> Result<(), AppError> {
     Ok(())
 }
 
-fn node_field(value: &Value, key: &str) -> Option<String> {
-    value
-        .get("node")
-        .and_then(|n| n.get(key))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
 /// The human form of a spawn result:
 /// ```text
 /// Spawned spinoff run 01…: node api on branch octl/01…/api
 ///   worktree /home/u/.orchestratectl/worktrees/01…/api
 ///   follow it: orchestratectl run wait 01…   attach: orchestratectl run attach 01…
 /// ```
-pub fn spawned_text(kind: SpawnKind, value: &Value) -> String {
-    let run = value.get("id").and_then(Value::as_str).unwrap_or("?");
-    let node = node_field(value, "id").unwrap_or_else(|| "?".to_string());
-    let branch = node_field(value, "branch").unwrap_or_else(|| "-".to_string());
+pub fn spawned_text(kind: SpawnKind, spawned: &Spawned) -> String {
+    let run = &spawned.run.id;
+    let node = spawned.node.as_ref();
+    let id = node.map_or("?", |n| n.id.as_str());
+    let branch = node.and_then(|n| n.branch.as_deref()).unwrap_or("-");
     let mut text = format!(
-        "Spawned {} run {run}: node {node} on branch {branch}\n",
+        "Spawned {} run {run}: node {id} on branch {branch}\n",
         kind.word()
     );
-    if let Some(worktree) = node_field(value, "worktree") {
+    if let Some(worktree) = node.and_then(|n| n.worktree.as_deref()) {
         text.push_str(&format!("  worktree {worktree}\n"));
     }
     // No room on the machine for its agent yet: it starts by itself once there is.
-    if node_field(value, "state").as_deref() == Some("pending") {
+    if node.is_some_and(|n| n.state == NodeState::Pending) {
         text.push_str(&format!(
             "  pending: it starts once the machine has room (what it waits for: orchestratectl run show {run})\n"
         ));
@@ -469,9 +448,16 @@ mod tests {
 
     #[test]
     fn the_spawned_text() {
-        let v = json!({"id": "01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "kind": "spinoff", "status": "active",
-            "node": {"id": "api", "state": "starting", "branch": "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api",
-                     "worktree": "/h/worktrees/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api", "agent": "shell"}});
+        let mut v = serde_json::to_value(crate::commands::run::tests::summary(
+            "01JDXJ5R8Q4M0ZK7P2W9TB3C6E",
+            None,
+            json!({"starting": 1}),
+        ))
+        .unwrap();
+        v["node"] = json!({"id": "api", "state": "starting", "branch": "octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api",
+                     "worktree": "/h/worktrees/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api", "agent": "shell",
+                     "deps": [], "created_at": "t", "updated_at": "t"});
+        let v: Spawned = serde_json::from_value(v).unwrap();
         assert_eq!(
             spawned_text(SpawnKind::Spinoff, &v),
             "Spawned spinoff run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E: node api on branch octl/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api\n  worktree /h/worktrees/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api\n  follow it: orchestratectl run wait 01JDXJ5R8Q4M0ZK7P2W9TB3C6E   attach: orchestratectl run attach 01JDXJ5R8Q4M0ZK7P2W9TB3C6E\n"

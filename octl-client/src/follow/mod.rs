@@ -11,14 +11,12 @@
 //! Progress ([`Progress`]) never touches stdout: on a terminal it redraws a status block on
 //! stderr ([`Screen`]); otherwise it prints one plain line per event; with `--json`, nothing.
 
-use crate::commands::result_of;
 use octl_proto::method;
 use octl_proto::rpc::RunParams;
 use std::time::Duration;
 
 use octl_proto::rpc::RunShown;
 use octl_proto::AppError;
-use serde_json::Value;
 
 use crate::commands::Ctx;
 
@@ -41,18 +39,16 @@ pub use watch::{
 /// How often the status is re-checked and the progress redrawn without an event.
 const TICK: Duration = Duration::from_secs(1);
 
-/// `run.show` of one run: the raw answer and its typed form.
-pub async fn show(ctx: &Ctx, run: &str) -> Result<(Value, RunShown), AppError> {
+/// `run.show` of one run.
+pub async fn show(ctx: &Ctx, run: &str) -> Result<RunShown, AppError> {
     let params = RunParams { run: run.into() };
-    let value = ctx.client.call_value::<method::RunShow>(&params).await?;
-    let detail = result_of::<method::RunShow>(&value)?;
-    Ok((value, detail))
+    ctx.client.call_method::<method::RunShow>(&params).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     pub(super) fn detail(kind: &str, status: &str, nodes: Value, discussions: Value) -> RunShown {
         serde_json::from_value(json!({

@@ -9,7 +9,6 @@ use octl_proto::rpc::RunShown;
 use octl_proto::state::Node;
 use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind, NodeState};
-use serde_json::Value;
 
 use super::{one_line, show, Events, Progress, TICK};
 use crate::commands::Ctx;
@@ -54,7 +53,7 @@ pub async fn wait_run(
     since: Option<u64>,
     timeout: Option<Duration>,
     progress: &mut Progress,
-) -> Result<(Value, RunShown), AppError> {
+) -> Result<RunShown, AppError> {
     let started = Instant::now();
     let result = match timeout {
         Some(limit) => match tokio::time::timeout(limit, follow(ctx, run, since, progress)).await {
@@ -97,11 +96,11 @@ async fn follow(
     run: &str,
     since: Option<u64>,
     progress: &mut Progress,
-) -> Result<(Value, RunShown), AppError> {
-    let (mut value, mut detail) = show(ctx, run).await?;
+) -> Result<RunShown, AppError> {
+    let mut detail = show(ctx, run).await?;
     progress.state(&detail);
     if is_settled(detail.manifest.status) {
-        return Ok((value, detail));
+        return Ok(detail);
     }
     let id = detail.manifest.id.clone();
     let cursor = since
@@ -115,17 +114,17 @@ async fn follow(
             ev = events.next(ctx) => progress.event(&ev?),
             _ = tick.tick() => progress.tick(),
         }
-        (value, detail) = show(ctx, &id).await?;
+        detail = show(ctx, &id).await?;
         progress.state(&detail);
         if is_settled(detail.manifest.status) {
-            return Ok((value, detail));
+            return Ok(detail);
         }
     }
 }
 
 /// Prints the outcome of a wait and returns its exit code: the summary on stdout (`json` as
 /// given with `--json`, else one line), and for exit 4, in human mode, why on stderr.
-pub fn report_wait(ctx: &Ctx, json: &Value, detail: &RunShown) -> i32 {
+pub fn report_wait(ctx: &Ctx, json: &impl serde::Serialize, detail: &RunShown) -> i32 {
     ctx.out.result(json, || wait_summary_text(detail));
     let code = wait_exit_code(detail);
     if code == 0 && awaits_only_its_merge(detail) && !ctx.out.json {

@@ -117,12 +117,8 @@ impl WatchView {
 
 /// Watches a run until it ends (completed, failed, cancelled): the last [`WATCH_BACKLOG`]
 /// events, then every new one, shown by `mode`. Returns the last `run.show`.
-pub async fn watch_run(
-    ctx: &Ctx,
-    run: &str,
-    mode: WatchMode,
-) -> Result<(Value, RunShown), AppError> {
-    let (mut value, mut detail) = show(ctx, run).await?;
+pub async fn watch_run(ctx: &Ctx, run: &str, mode: WatchMode) -> Result<RunShown, AppError> {
+    let mut detail = show(ctx, run).await?;
     let id = detail.manifest.id.clone();
     let mut view = WatchView {
         mode,
@@ -141,7 +137,7 @@ pub async fn watch_run(
             }
         }
         view.draw(&detail);
-        return Ok((value, detail));
+        return Ok(detail);
     }
     let mut events = Events::new(&id, since);
     let mut tick = tokio::time::interval(TICK);
@@ -155,7 +151,7 @@ pub async fn watch_run(
             }
             _ = tick.tick() => {}
         }
-        (value, detail) = show(ctx, &id).await?;
+        detail = show(ctx, &id).await?;
         view.draw(&detail);
     }
     // The events that ended it may still be on their way.
@@ -170,7 +166,7 @@ pub async fn watch_run(
     })
     .await;
     view.draw(&detail);
-    Ok((value, detail))
+    Ok(detail)
 }
 
 /// The redrawn `run watch` view, at most `height - 1` lines of at most `width - 1` columns:

@@ -13,7 +13,7 @@ use octl_proto::rpc::{
 };
 use octl_proto::{AppError, ErrorKind};
 
-use crate::client::{result_of, Client};
+use crate::client::Client;
 use crate::commands::explain_missing_method;
 
 /// A change asked of the daemon. Each is one method call; the daemon's reducer decides
@@ -84,7 +84,7 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             .try_call_method::<M>(params)
             .await
             .map_err(|e| explain_missing_method(e.into(), M::NAME))?;
-        result_of::<M>(&v)
+        Ok(v)
     }
     let what = action.describe();
     match action {

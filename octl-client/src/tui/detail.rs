@@ -8,7 +8,7 @@ use octl_proto::method;
 use octl_proto::rpc::EventListParams;
 use tokio::process::Command;
 
-use crate::client::{find_on_path, result_of, CallError, Client};
+use crate::client::{find_on_path, CallError, Client};
 use crate::log_file::LogFile;
 use octl_proto::rpc::NodeScreenParams;
 use octl_proto::ErrorKind;
@@ -115,12 +115,7 @@ async fn screen(
             lines: Some(SCREEN_LINES),
         };
         match client.try_call_method::<method::NodeScreen>(&params).await {
-            Ok(v) => {
-                return match result_of::<method::NodeScreen>(&v) {
-                    Ok(s) => Loaded::Lines(text_lines(s.screen.as_bytes())),
-                    Err(e) => Loaded::Unavailable(e.message),
-                }
-            }
+            Ok(s) => return Loaded::Lines(text_lines(s.screen.as_bytes())),
             Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => {
                 return Loaded::Unavailable(e.message)
             }
@@ -361,10 +356,7 @@ async fn events(client: &Client, live: bool, run: &str, node: &str) -> Loaded {
             limit: None,
         };
         match client.try_call_method::<method::EventList>(&params).await {
-            Ok(v) => match result_of::<method::EventList>(&v) {
-                Ok(e) => e,
-                Err(e) => return Loaded::Unavailable(e.message),
-            },
+            Ok(e) => e,
             Err(e) => return Loaded::Unavailable(crate::AppError::from(e).message),
         }
     } else {

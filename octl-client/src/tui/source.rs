@@ -33,7 +33,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::actions::{self, Action};
 use super::detail::{self, Load, Loaded};
-use crate::client::{result_of, CallError, Client, FeedStream};
+use crate::client::{CallError, Client, FeedStream};
 use crate::log_file::LogFile;
 use octl_proto::ids::is_full_run_id;
 
@@ -320,10 +320,7 @@ impl Source {
                     _ => CallError::Failed(e),
                 });
         }
-        match self.client.try_call_method::<M>(params).await {
-            Ok(v) => result_of::<M>(&v).map_err(CallError::Failed),
-            Err(e) => Err(e),
-        }
+        self.client.try_call_method::<M>(params).await
     }
 
     /// The runs to list (see the module's map), in id order, and how many finished runs the
@@ -448,17 +445,12 @@ impl Source {
                 .try_call_method::<method::EventList>(&params)
                 .await
             {
-                Ok(v) => match result_of::<method::EventList>(&v) {
-                    Ok(events) => {
-                        if let Some(last) = events.last() {
-                            self.sent.insert(run, last.seq);
-                            self.send(Update::Events(events));
-                        }
+                Ok(events) => {
+                    if let Some(last) = events.last() {
+                        self.sent.insert(run, last.seq);
+                        self.send(Update::Events(events));
                     }
-                    Err(e) => {
-                        self.send(Update::Done(Err(e)));
-                    }
-                },
+                }
                 // A corrupt run has no events to list; its summary says so.
                 Err(CallError::Failed(_)) => {
                     self.sent.insert(run.clone(), self.listed[&run]);

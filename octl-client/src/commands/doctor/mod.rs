@@ -178,9 +178,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 .try_call_method::<DoctorAgents>(&NoParams {})
                 .await
             {
-                Ok(v) => result_of::<DoctorAgents>(&v)
-                    .map(|r| agents_check(&r))
-                    .unwrap_or_else(|e| rpc_failed("agents", e)),
+                Ok(r) => agents_check(&r),
                 Err(e) => rpc_failed("agents", e.into()),
             },
         );
@@ -190,17 +188,13 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 .try_call_method::<DoctorRunners>(&NoParams {})
                 .await
             {
-                Ok(v) => result_of::<DoctorRunners>(&v)
-                    .map(|r| runners_check(&r))
-                    .unwrap_or_else(|e| rpc_failed("runners", e)),
+                Ok(r) => runners_check(&r),
                 Err(e) => rpc_failed("runners", e.into()),
             },
         );
         checks.push(
             match ctx.client.try_call_method::<DoctorRuns>(&NoParams {}).await {
-                Ok(v) => result_of::<DoctorRuns>(&v)
-                    .map(|r| runs_check(&r))
-                    .unwrap_or_else(|e| rpc_failed("runs", e)),
+                Ok(r) => runs_check(&r),
                 Err(e) => rpc_failed("runs", e.into()),
             },
         );
@@ -210,9 +204,7 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
                 .try_call_method::<DoctorOrphans>(&NoParams {})
                 .await
             {
-                Ok(v) => result_of::<DoctorOrphans>(&v)
-                    .map(|r| orphans_check(&r.orphans))
-                    .unwrap_or_else(|e| rpc_failed("orphans", e)),
+                Ok(r) => orphans_check(&r.orphans),
                 Err(e) => rpc_failed("orphans", e.into()),
             },
         );

@@ -19,7 +19,7 @@ use octl_proto::state::Node;
 use octl_proto::{AppError, ErrorKind, NodeState};
 
 use super::run_param;
-use crate::client::{find_on_path, result_of, CallError, Client};
+use crate::client::{find_on_path, CallError, Client};
 use crate::commands::Ctx;
 use crate::output::shell_word;
 
@@ -119,7 +119,7 @@ impl AttachTo {
                 node: self.node.clone(),
             };
             match client.try_call_method::<method::NodeAttach>(&params).await {
-                Ok(v) => return result_of::<method::NodeAttach>(&v).map(|a| a.argv),
+                Ok(a) => return Ok(a.argv),
                 Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => return Err(e),
                 Err(CallError::Failed(e) | CallError::NotRunning(e)) => e,
             }

@@ -270,13 +270,13 @@ async fn rebuild(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use octl_proto::projection::RunSummary;
     use octl_proto::rpc::RunShown;
     use serde_json::{json, Value};
 
-    pub(super) fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {
+    pub(crate) fn summary(id: &str, title: Option<&str>, nodes: Value) -> RunSummary {
         serde_json::from_value(json!({
             "id": id, "kind": "generic", "status": "active", "title": title,
             "repo": null, "base": null,

@@ -26,14 +26,13 @@ pub(super) async fn wait(ctx: &Ctx, args: RunWaitArgs) -> Result<i32, AppError> 
     let run = run_param(&args.run)?.run;
     let timeout = args.timeout.map(timeout_duration).transpose()?;
     let mut progress = Progress::new(Mode::detect(ctx.out.json));
-    let (value, detail) = wait_run(ctx, &run, None, timeout, &mut progress).await?;
-    let summary = value.get("manifest").cloned().unwrap_or(Value::Null);
-    Ok(report_wait(ctx, &summary, &detail))
+    let detail = wait_run(ctx, &run, None, timeout, &mut progress).await?;
+    Ok(report_wait(ctx, &detail.manifest, &detail))
 }
 
 pub(super) async fn watch(ctx: &Ctx, arg: RunArg) -> Result<i32, AppError> {
     let run = run_param(&arg.run)?.run;
-    let (_, detail) = watch_run(ctx, &run, WatchMode::detect(ctx.out.json)).await?;
+    let detail = watch_run(ctx, &run, WatchMode::detect(ctx.out.json)).await?;
     if ctx.out.json {
         // The stream was the output; the exit code says how the run ended.
         return Ok(wait_exit_code(&detail));
