@@ -26,6 +26,7 @@ pub mod projection;
 pub mod reducer;
 pub mod rpc;
 pub mod run_index;
+pub mod schema;
 pub mod state;
 pub mod time;
 

@@ -3,7 +3,7 @@
 //! declarations ([`for_each_method!`]: a declared method without a handler does not compile)
 //! and parses each method's params as its declared type; its OpenRPC document is built from
 //! [`ALL`]; the CLI calls through the [`Method`] types. So the three cannot disagree on a name
-//! or a params type.
+//! or a params type; and `rpc.discover`'s schemas are derived from those types.
 //!
 //! Every method is declared in its family's file under [`crate::rpc`], beside its params and
 //! result types, one [`methods!`] table per file: `daemon.*` (`rpc/daemon.rs`), `run.*`
@@ -16,6 +16,7 @@
 //! `pub use` below and its line in `TABLES` and [`for_each_method!`] (their order is
 //! `rpc.discover`'s).
 
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -23,33 +24,25 @@ use serde::{Deserialize, Serialize};
 pub trait Method {
     const ID: MethodId;
     const NAME: &'static str = Self::ID.name();
-    type Params: Serialize + DeserializeOwned;
-    type Result: Serialize + DeserializeOwned + Send + 'static;
+    type Params: Serialize + DeserializeOwned + JsonSchema;
+    type Result: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
 }
 
-/// One parameter of a method, as `rpc.discover` describes it: name, required, JSON Schema
-/// (as JSON text), description.
-#[derive(Debug)]
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub required: bool,
-    pub schema: &'static str,
-    pub doc: &'static str,
-}
-
-/// One method, as `rpc.discover` describes it.
+/// One method, as `rpc.discover` describes it: its schemas are derived from its params and
+/// result types (`schemars`), so the document says what the server parses and answers.
 #[derive(Debug)]
 pub struct MethodInfo {
     pub id: MethodId,
     pub name: &'static str,
     pub summary: &'static str,
-    pub params: &'static [ParamSpec],
-    /// The result's JSON Schema, as JSON text.
-    pub result: &'static str,
+    /// The params object's schema, inline (its properties are the method's params).
+    pub params: fn(&mut SchemaGenerator) -> Schema,
+    /// The result's schema (a reference into the generator's definitions where it has one).
+    pub result: fn(&mut SchemaGenerator) -> Schema,
 }
 
 /// The params of a method that takes none: still an object, and unknown fields are refused.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
@@ -86,9 +79,7 @@ macro_rules! methods {
     ($d:tt; each: $each:ident; $(
         $ty:ident($params:ty) -> $result:ty {
             name: $name:literal,
-            summary: $summary:expr,
-            params: $pspec:expr,
-            result: $rspec:expr $(,)?
+            summary: $summary:expr $(,)?
         }
     ),* $(,)?) => {
         $(
@@ -114,8 +105,8 @@ macro_rules! methods {
                 id: $crate::method::MethodId::declared($name),
                 name: $name,
                 summary: $summary,
-                params: $pspec,
-                result: $rspec,
+                params: <$params as schemars::JsonSchema>::json_schema,
+                result: schemars::SchemaGenerator::subschema_for::<$result>,
             }
         ),*];
     };
@@ -188,8 +179,6 @@ pub use crate::rpc::spinoff::*;
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
-
     use super::*;
 
     #[test]
@@ -204,17 +193,6 @@ mod tests {
         assert_eq!(names.len(), ALL.len(), "a method is declared twice");
         assert_eq!(MethodId::from_name("run.nope"), None);
         assert_eq!(RunShow::NAME, "run.show");
-    }
-
-    #[test]
-    fn every_schema_is_json() {
-        for m in ALL.iter() {
-            serde_json::from_str::<Value>(m.result).unwrap_or_else(|e| panic!("{}: {e}", m.name));
-            for p in m.params {
-                serde_json::from_str::<Value>(p.schema)
-                    .unwrap_or_else(|e| panic!("{} {}: {e}", m.name, p.name));
-            }
-        }
     }
 
     #[test]

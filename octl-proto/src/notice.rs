@@ -15,7 +15,7 @@ use crate::event::{
 use crate::state::{ActivityState, NodeState, RunKind, RunState};
 
 /// Why a person is wanted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeKind {
     /// The agent waits for a permission prompt to be answered (its hooks said so).
@@ -49,7 +49,7 @@ impl NoticeKind {
 }
 
 /// One notification, as a notifier command reads it on stdin and a webhook receives it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Notice {
     /// The format's version.
     pub v: u32,

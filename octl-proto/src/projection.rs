@@ -9,7 +9,7 @@ use crate::state::{Discussion, Node, RunKind, RunState, RunStatus, Spinoff};
 
 /// A listed run's status: the folded [`RunStatus`], or `corrupt` for a run whose log could not
 /// be read (it has no state to fold).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ListedStatus {
     Active,
@@ -99,6 +99,13 @@ mod kind_or_unknown {
 
     pub const UNKNOWN: &str = "unknown";
 
+    pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": ["generic", "spinoff", "code", "fanout", "orchestrate", UNKNOWN],
+        })
+    }
+
     pub fn serialize<S: Serializer>(kind: &Option<RunKind>, s: S) -> Result<S::Ok, S::Error> {
         match kind {
             Some(k) => k.serialize(s),
@@ -120,11 +127,12 @@ mod kind_or_unknown {
 }
 
 /// The run summary: `manifest.json`, `run list` items, `run create` and `spawn` results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSummary {
     pub id: String,
     /// The run's kind; `None` (`"unknown"`) for a corrupt run whose kind cannot be read.
     #[serde(with = "kind_or_unknown")]
+    #[schemars(schema_with = "kind_or_unknown::schema")]
     pub kind: Option<RunKind>,
     pub status: ListedStatus,
     pub title: Option<String>,
@@ -166,7 +174,7 @@ impl RunSummary {
 }
 
 /// `run show`: the summary and every record of the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunDetail {
     pub manifest: RunSummary,
     pub nodes: Vec<Node>,

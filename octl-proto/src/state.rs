@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What a run is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RunKind {
     /// Records events only; its nodes and status belong to the client that made it.
@@ -40,7 +42,19 @@ impl RunKind {
 }
 
 /// The life of a node (docs/ARCHITECTURE.md, "Node life").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeState {
     Pending,
@@ -143,7 +157,7 @@ impl NodeState {
 }
 
 /// Run status, derived from the nodes unless a run-level event ended the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Active,
@@ -173,7 +187,7 @@ impl RunStatus {
 }
 
 /// What an agent's process ending means when the agent did not report: a node's `on_exit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitPolicy {
     /// A shell task: judged by its exit status.
@@ -214,7 +228,7 @@ impl ExitPolicy {
 /// failed, exited or paused event, folded into [`Node::outcome`]. Fields are in name order,
 /// which is the order the map they replace wrote them in; keys a client of a generic run
 /// adds are kept in `other`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcome {
     /// The agent CLI whose stream was read (streams other than Claude Code's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,7 +270,7 @@ pub struct Outcome {
 }
 
 /// One node as projected to `nodes/<NODE>.json` and returned by `run show`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Node {
     pub id: String,
     pub state: NodeState,
@@ -354,7 +368,7 @@ pub struct Node {
 }
 
 /// A node waiting in its runner's queue (`node.queued`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Queued {
     /// The runner's reason (Slurm's: `Resources`, `Priority`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,7 +377,7 @@ pub struct Queued {
 }
 
 /// A node whose agent's place stopped answering (`node.lost`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lost {
     pub reason: String,
     /// Since when the place does not answer (RFC 3339): `lost_after` counts from here.
@@ -373,7 +387,7 @@ pub struct Lost {
 }
 
 /// A requeue of a node's attempt by its runner (`node.requeued`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Requeued {
     /// The copy of the attempt that runs since (Slurm's restart count).
     pub copy: u32,
@@ -386,7 +400,7 @@ pub struct Requeued {
 }
 
 /// What an agent is doing, as its own hooks report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActivityState {
     Working,
@@ -422,7 +436,7 @@ impl ActivityState {
 
 /// A node's activity: its state, since when (RFC 3339), and what it said (the tool, the
 /// prompt's message).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Activity {
     pub state: ActivityState,
     pub since: String,
@@ -432,7 +446,7 @@ pub struct Activity {
 
 /// The files git ignored in a node's worktree, moved out of it by one cleanup to
 /// `$OCTL_HOME/kept/<RUN>/<NODE>/<N>/` (relative paths kept) instead of being deleted with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Kept {
     /// The directory that holds them (absolute).
     pub dir: String,
@@ -450,7 +464,7 @@ pub struct Kept {
 
 /// Where a kept set is: still kept, moved back into a worktree, or deleted by
 /// `run gc --older-than`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeptStatus {
     Kept,
@@ -498,7 +512,7 @@ impl Node {
 }
 
 /// A question an agent put to a human.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Discussion {
     pub id: String,
     pub node: Option<String>,
@@ -513,7 +527,7 @@ pub struct Discussion {
 /// Where a spin-off proposal stands. `proposed → accepted | rejected`; an accepted proposal
 /// whose run could not be created is `failed` (the reason says why) and may be accepted
 /// again or rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SpinoffStatus {
     Proposed,
@@ -539,7 +553,7 @@ impl SpinoffStatus {
 }
 
 /// A piece of separate work an agent noticed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spinoff {
     pub id: String,
     pub node: Option<String>,

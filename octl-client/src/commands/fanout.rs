@@ -333,15 +333,10 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         base: common.base,
         agent: common.agent,
         gate: args.gate.clone(),
-        max_parallel: common.max_parallel.map(max_parallel_json),
+        max_parallel: common.max_parallel,
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,
     })
-}
-
-/// `--max-parallel` as the daemon takes it: the number, or the string `"auto"`.
-pub fn max_parallel_json(mp: MaxParallel) -> Value {
-    serde_json::to_value(mp).expect("a cap always serializes")
 }
 
 async fn start(ctx: &Ctx, args: FanOutStartArgs) -> Result<i32, AppError> {
@@ -490,8 +485,11 @@ mod tests {
                 err.message
             );
         }
-        assert_eq!(max_parallel_json(MaxParallel::Auto), json!("auto"));
-        assert_eq!(max_parallel_json(MaxParallel::N(3)), json!(3));
+        assert_eq!(
+            serde_json::to_value(MaxParallel::Auto).unwrap(),
+            json!("auto")
+        );
+        assert_eq!(serde_json::to_value(MaxParallel::N(3)).unwrap(), json!(3));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::method::{self, Method, MethodId};
-use octl_proto::rpc::{AppendResult, NodeReportParams, NodeScreenParams, NodeSendParams};
+use octl_proto::rpc::{
+    AppendResult, NodeFailParams, NodeProgressParams, NodeReportParams, NodeScreenParams,
+    NodeSendParams,
+};
 use octl_proto::AppError;
 
 use super::{decode, result_of, Ctx};
@@ -166,8 +169,20 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     let (run, node) = resolve_target(&target)?;
     let params = node_params(&run, &node, text)?;
     let value = if method == method::NodeFail::ID {
+        let params = NodeFailParams {
+            run: params.run,
+            node: params.node,
+            reason: params.reason.unwrap_or_default(),
+            message: params.message,
+        };
         ctx.client.call_value::<method::NodeFail>(&params).await?
     } else if method == method::NodeProgress::ID {
+        let params = NodeProgressParams {
+            run: params.run,
+            node: params.node,
+            message: params.message.unwrap_or_default(),
+            reason: params.reason,
+        };
         ctx.client
             .call_value::<method::NodeProgress>(&params)
             .await?

@@ -10,9 +10,7 @@ use octl_proto::projection::RunSummary;
 use octl_proto::rpc::OrchestrateParams;
 use octl_proto::AppError;
 
-use super::fanout::{
-    common_params, current_dir, max_parallel_json, node_total, read_input_file, started, StartArgs,
-};
+use super::fanout::{common_params, current_dir, node_total, read_input_file, started, StartArgs};
 use super::{call, Ctx};
 
 /// The examples of `orchestrate --help`.
@@ -87,7 +85,7 @@ pub fn orchestrate_params(
         repo: common.repo,
         base: common.base,
         agent: common.agent,
-        max_parallel: common.max_parallel.map(max_parallel_json),
+        max_parallel: common.max_parallel,
         auto_merge: args.auto_merge,
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,

@@ -14,7 +14,9 @@ pub const MAX_DATA_BYTES: usize = 64 * 1024;
 pub const MAX_DATA_DEPTH: usize = 64;
 
 /// Who said it. Clients say `agent`, `human` or `tool`; the daemon's own events say `daemon`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Actor {
     Daemon,
@@ -27,7 +29,7 @@ pub enum Actor {
 /// One event, exactly as stored: `{"v":1,"seq":…,"id":…,"ts":…,"run":…,"node":…,"type":…,
 /// "actor":…,"data":{…}}`. `node` is absent for run-level events; `idempotency_key` only when
 /// the client gave one (it is kept in the log so a retry after a restart is still recognised).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Event {
     pub v: u32,

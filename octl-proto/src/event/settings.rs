@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::AppError;
 
 /// What `--max-parallel auto` was derived from.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AutoParallel {
     pub cores: u64,
     /// `null` where the machine does not say.
@@ -17,7 +17,9 @@ pub struct AutoParallel {
     pub formula: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Its schema is derived from the fields as they are written (each typed key optional, any
+/// other key kept).
+#[derive(Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
 pub struct RunSettings {
     /// The agent profile the run's nodes use unless a node says otherwise.
     pub agent: Option<String>,
@@ -44,6 +46,7 @@ pub struct RunSettings {
     /// The run's budget (USD): no new node starts once its agents have cost this much.
     pub max_budget_usd: Option<f64>,
     /// Every other key, as it was written.
+    #[schemars(flatten)]
     pub other: Map<String, Value>,
 }
 

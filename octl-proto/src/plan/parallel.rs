@@ -25,12 +25,12 @@ impl MaxParallel {
     /// From an RPC parameter: a number, or a string as [`parse_max_parallel`] takes it.
     pub fn from_json(v: &serde_json::Value) -> Result<MaxParallel, AppError> {
         match v {
-            serde_json::Value::String(s) => parse_max_parallel(s),
+            serde_json::Value::String(s) => parse_named("max_parallel", s),
             serde_json::Value::Number(n) => match n.as_u64() {
                 Some(k) if (1..=MAX_PARALLEL as u64).contains(&k) => Ok(MaxParallel::N(k as usize)),
-                _ => Err(max_parallel_error(&n.to_string())),
+                _ => Err(max_parallel_error("max_parallel", &n.to_string())),
             },
-            other => Err(max_parallel_error(&other.to_string())),
+            other => Err(max_parallel_error("max_parallel", &other.to_string())),
         }
     }
 }
@@ -62,14 +62,19 @@ impl<'de> Deserialize<'de> for MaxParallel {
     }
 }
 
-fn max_parallel_error(given: &str) -> AppError {
+fn max_parallel_error(field: &str, given: &str) -> AppError {
     AppError::invalid(format!(
-        "invalid --max-parallel {given:?}: use a number from 1 to {MAX_PARALLEL}, auto, or cluster (a Slurm runner's)"
+        "invalid {field} {given:?}: use a number from 1 to {MAX_PARALLEL}, auto, or cluster (a Slurm runner's)"
     ))
 }
 
-/// Parses `--max-parallel`: `auto` or `cluster` (any case) or a number from 1 to 256.
+/// Parses `--max-parallel`: `auto` or `cluster` (any case) or a number from 1 to
+/// [`MAX_PARALLEL`].
 pub fn parse_max_parallel(s: &str) -> Result<MaxParallel, AppError> {
+    parse_named("--max-parallel", s)
+}
+
+fn parse_named(field: &str, s: &str) -> Result<MaxParallel, AppError> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("auto") {
         return Ok(MaxParallel::Auto);
@@ -81,6 +86,6 @@ pub fn parse_max_parallel(s: &str) -> Result<MaxParallel, AppError> {
         Ok(n) if (1..=MAX_PARALLEL).contains(&n) && t.bytes().all(|b| b.is_ascii_digit()) => {
             Ok(MaxParallel::N(n))
         }
-        _ => Err(max_parallel_error(s)),
+        _ => Err(max_parallel_error(field, s)),
     }
 }

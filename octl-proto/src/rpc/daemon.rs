@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::method::NoParams;
 
 /// `daemon.status` result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DaemonStatusResult {
     pub pid: u32,
     pub version: String,
@@ -32,7 +32,7 @@ pub struct DaemonStatusResult {
 
 /// The notifiers `config.toml`'s `[notify]` configures and how delivering to them went since
 /// the daemon started (failures are in octld.log too).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NotifyStatus {
     /// The notifier command's program, if one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,7 +46,7 @@ pub struct NotifyStatus {
 }
 
 /// One notice a notifier failed to deliver.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NotifyFailure {
     /// When (RFC 3339).
     pub at: String,
@@ -64,7 +64,7 @@ pub struct NotifyFailure {
 }
 
 /// `daemon.shutdown` result: the daemon stops once this answer is written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stopping {
     pub stopping: bool,
     pub pid: u32,
@@ -76,13 +76,9 @@ crate::methods! {
     DaemonStatus(NoParams) -> DaemonStatusResult {
         name: "daemon.status",
         summary: "The daemon's pid, version, protocol, home, uptime and notifiers (`notify`: their last failure).",
-        params: &[],
-        result: r#"{"type":"object","required":["pid","version","protocol","home","uptime_s"]}"#,
     },
     DaemonShutdown(NoParams) -> Stopping {
         name: "daemon.shutdown",
         summary: "Finish in-flight appends, remove the socket and exit.",
-        params: &[],
-        result: r#"{"type":"object","properties":{"stopping":{"type":"boolean"}}}"#,
     },
 }

@@ -11,7 +11,5 @@ crate::methods! {
     RpcDiscover(NoParams) -> Value {
         name: "rpc.discover",
         summary: "This OpenRPC document.",
-        params: &[],
-        result: r#"{"type":"object"}"#,
     },
 }

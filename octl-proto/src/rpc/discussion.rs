@@ -5,24 +5,29 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
-use crate::rpc::{ListParams, Opened, RUN_PARAM};
+use crate::rpc::{ListParams, Opened};
 
 /// `discussion.ask`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AskParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    /// The asking node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: Option<String>,
+    /// The question.
+    #[schemars(length(max = 500))]
     pub title: String,
+    /// Details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
 }
 
 /// One discussion as `discussion.list` and `discussion.answer` return it: the record and
 /// its run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiscussionItem {
     pub run: String,
     #[serde(flatten)]
@@ -37,10 +42,13 @@ impl std::ops::Deref for DiscussionItem {
 }
 
 /// `discussion.answer`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerParams {
+    /// The discussion: its id or a unique prefix of at least 6 characters.
+    #[schemars(schema_with = "crate::schema::record_ref")]
     pub id: String,
+    /// The answer.
     pub text: String,
 }
 
@@ -50,30 +58,13 @@ crate::methods! {
     DiscussionAsk(AskParams) -> Opened {
         name: "discussion.ask",
         summary: "Ask a human a question (opens a discussion; the asking node shows waiting).",
-        params: &[
-            RUN_PARAM,
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the asking node" },
-            ParamSpec { name: "title", required: true, schema: r#"{"type":"string","maxLength":500}"#, doc: "the question" },
-            ParamSpec { name: "body", required: false, schema: r#"{"type":"string"}"#, doc: "details" },
-        ],
-        result: r#"{"type":"object","required":["id","run"]}"#,
     },
     DiscussionList(ListParams) -> Vec<DiscussionItem> {
         name: "discussion.list",
         summary: "Discussions of one run or of all, optionally only open ones.",
-        params: &[
-            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" },
-            ParamSpec { name: "open", required: false, schema: r#"{"type":"boolean"}"#, doc: "only open (true) or answered (false) ones" },
-        ],
-        result: r#"{"type":"array"}"#,
     },
     DiscussionAnswer(AnswerParams) -> DiscussionItem {
         name: "discussion.answer",
         summary: "A human answers a discussion (once: the first answer written wins; a merge-conflict question is settled by merging and refused here).",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the discussion: its id or a unique prefix of at least 6 characters" },
-            ParamSpec { name: "text", required: true, schema: r#"{"type":"string"}"#, doc: "the answer" },
-        ],
-        result: r#"{"type":"object"}"#,
     },
 }

@@ -11,7 +11,7 @@ use crate::method::NoParams;
 /// directory under `$OCTL_HOME/worktrees/`, a branch `octl/<RUN>/…`, a git worktree
 /// registration under that folder, a window on the private tmux server, or a remote runner's
 /// job. Reported by `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Orphan {
     /// `worktree`, `branch`, `window` (the private tmux server's) or `job` (a remote
     /// runner's agent: a Slurm job of this daemon).
@@ -44,13 +44,13 @@ pub struct Orphan {
 }
 
 /// `doctor.orphans` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorOrphansResult {
     pub orphans: Vec<Orphan>,
 }
 
 /// One run as `doctor.runs` judged it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorRun {
     pub run: String,
     /// The log replays and every projection file matches what it derives.
@@ -67,13 +67,13 @@ pub struct DoctorRun {
 }
 
 /// `doctor.runs` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorRunsResult {
     pub runs: Vec<DoctorRun>,
 }
 
 /// One agent profile as `doctor.agents` found it on the daemon's PATH.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorAgent {
     pub profile: String,
     /// The program the profile starts (`sh` for shell).
@@ -104,7 +104,7 @@ pub struct DoctorAgent {
 }
 
 /// `doctor.agents` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorAgentsResult {
     pub agents: Vec<DoctorAgent>,
     /// Set when config.toml cannot be read or parsed.
@@ -113,7 +113,7 @@ pub struct DoctorAgentsResult {
 }
 
 /// One runner as `doctor.runners` found it: `local`, and each `[runners.NAME]` of config.toml.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorRunner {
     pub name: String,
     /// `local`, `ssh` or `slurm`.
@@ -131,7 +131,7 @@ pub struct DoctorRunner {
 }
 
 /// `doctor.runners` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorRunnersResult {
     pub runners: Vec<DoctorRunner>,
     /// Set when config.toml cannot be read or parsed.
@@ -145,25 +145,17 @@ crate::methods! {
     DoctorRuns(NoParams) -> DoctorRunsResult {
         name: "doctor.runs",
         summary: "Per run: whether its log replays and its projection files match what the log derives (reads only).",
-        params: &[],
-        result: r#"{"type":"object","required":["runs"],"properties":{"runs":{"type":"array","items":{"type":"object","required":["run","ok","events"]}}}}"#,
     },
     DoctorOrphans(NoParams) -> DoctorOrphansResult {
         name: "doctor.orphans",
         summary: "Worktrees, branches and windows under the daemon's names that no run owns (reads only).",
-        params: &[],
-        result: r#"{"type":"object","required":["orphans"],"properties":{"orphans":{"type":"array","items":{"type":"object","required":["kind","why"]}}}}"#,
     },
     DoctorAgents(NoParams) -> DoctorAgentsResult {
         name: "doctor.agents",
         summary: "Every agent profile, its program, and whether the daemon finds it on its PATH.",
-        params: &[],
-        result: r#"{"type":"object","required":["agents"]}"#,
     },
     DoctorRunners(NoParams) -> DoctorRunnersResult {
         name: "doctor.runners",
         summary: "Every runner (local and those of config.toml) and whether it answers: SSH hosts reached, Slurm's sinfo answering.",
-        params: &[],
-        result: r#"{"type":"object","required":["runners"]}"#,
     },
 }

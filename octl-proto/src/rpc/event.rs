@@ -7,36 +7,46 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{Actor, Event};
-use crate::method::ParamSpec;
-use crate::rpc::{AppendResult, RUN_PARAM};
+use crate::rpc::AppendResult;
 
 /// `event.append`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventAppendParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    /// The node the event is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: Option<String>,
+    /// An event type a client may append to this kind of run, or `x.<name>`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// A repeat with the same key returns the first append's seq and id and writes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = "^[!-~]+$"))]
     pub idempotency_key: Option<String>,
+    /// Who says it (default human)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::client_actor")]
     pub actor: Option<Actor>,
 }
 
 /// `event.list`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventListParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
     /// Only events with a greater `seq` (default 0: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
     /// At most this many events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub limit: Option<u64>,
 }
 
@@ -46,59 +56,9 @@ crate::methods! {
     EventAppend(EventAppendParams) -> AppendResult {
         name: "event.append",
         summary: "Append one event; answered once it is on disk.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "node",
-                required: false,
-                schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
-                doc: "the node the event is about",
-            },
-            ParamSpec {
-                name: "type",
-                required: true,
-                schema: r#"{"type":"string","description":"an event type a client may append to this kind of run, or x.<name>"}"#,
-                doc: "the event type",
-            },
-            ParamSpec {
-                name: "data",
-                required: false,
-                schema: r#"{"type":"object","description":"at most 64 KiB"}"#,
-                doc: "the payload",
-            },
-            ParamSpec {
-                name: "idempotency_key",
-                required: false,
-                schema: r#"{"type":"string","maxLength":128}"#,
-                doc: "a repeat with the same key returns the first append's seq and id and writes nothing",
-            },
-            ParamSpec {
-                name: "actor",
-                required: false,
-                schema: r#"{"type":"string","enum":["agent","human","tool"]}"#,
-                doc: "who says it (default human)",
-            },
-        ],
-        result: r#"{"type":"object","required":["seq","id"],"properties":{"seq":{"type":"integer"},"id":{"type":"string"}}}"#,
     },
     EventList(EventListParams) -> Vec<Event> {
         name: "event.list",
         summary: "A run's events after a seq.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "since",
-                required: false,
-                schema: r#"{"type":"integer","minimum":0}"#,
-                doc: "only events with a greater seq (default 0)",
-            },
-            ParamSpec {
-                name: "limit",
-                required: false,
-                schema: r#"{"type":"integer","minimum":1}"#,
-                doc: "at most this many events",
-            },
-        ],
-        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/Event"}}"##,
     },
 }

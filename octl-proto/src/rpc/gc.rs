@@ -6,10 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
-
 /// `run.gc`
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GcParams {
     /// List what would be removed and change nothing.
@@ -18,11 +16,12 @@ pub struct GcParams {
     /// Also delete the kept ignored files of runs that ended longer ago than this (`7d`,
     /// `12h`, `30m`, `45s`); without it they are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^[0-9]+[dhms]$"))]
     pub older_than: Option<String>,
 }
 
 /// One thing `run.gc` removed (or, in a dry run, would remove), or kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GcItem {
     /// `worktree`, `branch`, `window`, `job` (a remote runner's, cancelled), `exchange_ref` (a
     /// finished run's ref in an exchange repository, deleted only when its commit is
@@ -32,6 +31,7 @@ pub struct GcItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^refs/octl/snapshots/[^/]+/[^/]+$"))]
     pub refname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
@@ -60,7 +60,7 @@ pub struct GcItem {
 }
 
 /// `run.gc` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GcResult {
     pub dry_run: bool,
     /// What was removed (in a dry run: what would be).
@@ -70,18 +70,23 @@ pub struct GcResult {
 }
 
 /// `recover`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecoverParams {
     /// The run and node whose snapshot to recover; or else `ref` and `repo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: Option<String>,
+    /// The node whose snapshot to recover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: Option<String>,
     /// A snapshot ref `refs/octl/snapshots/<RUN>/<NODE>` in `repo`, for one no run owns
     /// (an orphan's, as `run gc` names it).
     #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^refs/octl/snapshots/[^/]+/[^/]+$"))]
     pub refname: Option<String>,
+    /// The repository holding ref (absolute)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
     /// The branch to create (default `recovered/<RUN-short>/<NODE>`).
@@ -94,7 +99,7 @@ pub struct RecoverParams {
 }
 
 /// `recover` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoverResult {
     pub run: String,
     pub node: String,
@@ -122,38 +127,9 @@ crate::methods! {
     RunGc(GcParams) -> GcResult {
         name: "run.gc",
         summary: "Remove what completed, failed and cancelled runs left behind (worktrees, windows, branches) and what no run owns, snapshotting every worktree and unmerged branch tip under refs/octl/snapshots/<RUN>/<NODE> first and moving the files git ignores to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/.",
-        params: &[
-            ParamSpec {
-                name: "dry_run",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "list what would be removed and change nothing",
-            },
-            ParamSpec {
-                name: "older_than",
-                required: false,
-                schema: r#"{"type":"string","pattern":"^[0-9]+[dhms]$"}"#,
-                doc: "also delete the kept ignored files of runs that ended longer ago than this (7d, 12h, 30m, 45s)",
-            },
-        ],
-        result: r#"{"type":"object","required":["dry_run","removed","kept"],"properties":{"dry_run":{"type":"boolean"},"removed":{"type":"array","items":{"type":"object","required":["kind","why"]}},"kept":{"type":"array","items":{"type":"object","required":["kind","why","reason"]}}}}"#,
     },
     Recover(RecoverParams) -> RecoverResult {
         name: "recover",
         summary: "Create a branch at a node's snapshot (refs/octl/snapshots/<RUN>/<NODE>), and with worktree a worktree of it holding the node's kept ignored files; never overwrites a branch or files.",
-        params: &[
-            ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "the run (with node), or else ref and repo" },
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the node whose snapshot to recover" },
-            ParamSpec { name: "ref", required: false, schema: r#"{"type":"string","pattern":"^refs/octl/snapshots/[^/]+/[^/]+$"}"#, doc: "a snapshot ref no run owns (an orphan's)" },
-            ParamSpec { name: "repo", required: false, schema: r#"{"type":"string"}"#, doc: "the repository holding ref (absolute)" },
-            ParamSpec { name: "worktree", required: false, schema: r#"{"type":"string"}"#, doc: "a new worktree of the branch here (absolute, not existing or empty), with the kept ignored files moved back in" },
-            ParamSpec {
-                name: "branch",
-                required: false,
-                schema: r#"{"type":"string","description":"a name git check-ref-format --branch accepts, outside octl/"}"#,
-                doc: "the branch to create (default recovered/<first 8 characters of RUN>/<NODE>)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","repo","branch","commit","snapshot_ref"]}"#,
     },
 }

@@ -4,15 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
-use crate::rpc::RUN_PARAM;
-
 /// `merge`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MergeParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    /// The node (default: the run's only node)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: Option<String>,
     /// Merge a failed or exited node's branch as it is committed (a human's say-so).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -20,7 +20,7 @@ pub struct MergeParams {
 }
 
 /// `merge` result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergeResult {
     pub run: String,
     /// `None` for an orchestrate run's integration branch merged into base.
@@ -37,21 +37,5 @@ crate::methods! {
     Merge(MergeParams) -> MergeResult {
         name: "merge",
         summary: "Merge a node's branch into its target (code runs, retries after a conflict or a blocked merge).",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "node",
-                required: false,
-                schema: r#"{"type":"string"}"#,
-                doc: "the node (default: the run's only node)",
-            },
-            ParamSpec {
-                name: "accept_failed",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "merge a failed or exited node's branch as it is committed (a human's say-so)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","state","target","merge_commit"]}"#,
     },
 }

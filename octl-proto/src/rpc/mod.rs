@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::{AppError, ErrorKind};
-use crate::method::ParamSpec;
 
 pub mod daemon;
 pub mod discover;
@@ -48,25 +47,29 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// `run.show`, `run.rebuild`, `run.quarantine`, `fanout.manifest`: one run by id or unique
 /// prefix.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
 }
 
 /// `event.append` and `node.*` result: where the event went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AppendResult {
     pub seq: u64,
     pub id: String,
 }
 
 /// `discussion.list`, `spinoff.list`
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
+    /// Only this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: Option<String>,
+    /// Only open (true) or answered (false) ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<bool>,
 }
@@ -107,6 +110,20 @@ impl<T: serde::de::DeserializeOwned> Prewritten<T> {
     }
 }
 
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Prewritten<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
 impl<T> Serialize for Prewritten<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.raw.serialize(s)
@@ -120,7 +137,7 @@ impl<'de, T> Deserialize<'de> for Prewritten<T> {
 }
 
 /// `{id, run}`: what `discussion.ask` and `spinoff.propose` return.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Opened {
     pub id: String,
     pub run: String,
@@ -184,24 +201,3 @@ pub fn result_response(id: Value, result: Value) -> Value {
 }
 
 // JSON Schema fragments of params and results more than one family declares.
-
-pub(crate) const RUN_PARAM: ParamSpec = ParamSpec {
-    name: "run",
-    required: true,
-    schema: r#"{"type":"string","description":"a run id (ULID) or a unique prefix of at least 6 characters"}"#,
-    doc: "the run",
-};
-
-pub(crate) const NODE_PARAM: ParamSpec = ParamSpec {
-    name: "node",
-    required: true,
-    schema: r#"{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$"}"#,
-    doc: "the node",
-};
-
-pub(crate) const AGENT_PARAM: ParamSpec = ParamSpec {
-    name: "agent",
-    required: false,
-    schema: r#"{"type":"string"}"#,
-    doc: "the agent profile",
-};

@@ -7,42 +7,74 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
-use crate::rpc::{AppendResult, NODE_PARAM, RUN_PARAM};
+use crate::rpc::AppendResult;
 
-const MESSAGE_PARAM: ParamSpec = ParamSpec {
-    name: "message",
-    required: false,
-    schema: r#"{"type":"string","maxLength":4096}"#,
-    doc: "a one-line summary",
-};
-
-const APPEND_RESULT: &str = r#"{"type":"object","required":["seq","id"]}"#;
-
-/// `node.done`, `node.fail`, `node.progress`: an agent's report on its node.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `node.done`: an agent's report that its node is done.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeReportParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: String,
+    /// A one-line summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
     pub message: Option<String>,
+    /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub reason: Option<String>,
+}
+
+/// `node.fail`: an agent's report that it cannot finish, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeFailParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// Why it cannot finish.
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub reason: String,
+    /// A one-line summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub message: Option<String>,
+}
+
+/// `node.progress`: what an agent says it is doing.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeProgressParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// What it is doing, in one line.
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
     pub reason: Option<String>,
 }
 
 /// `node.send`: a line of input to a live node's interactive agent (Enter is pressed after).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSendParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: String,
     /// One line: 1 to 4096 bytes, no newline or other control character but tab.
+    #[schemars(length(min = 1, max = 4096))]
     pub text: String,
 }
 
 /// `node.send` result: what was typed where.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeSent {
     pub run: String,
     pub node: String,
@@ -51,18 +83,21 @@ pub struct NodeSent {
 }
 
 /// `node.screen`: the agent's terminal as it is now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeScreenParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: String,
     /// At most this many of the last lines (1 to 10000; default 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
     pub lines: Option<u32>,
 }
 
 /// `node.screen` result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Screen {
     pub run: String,
     pub node: String,
@@ -72,17 +107,19 @@ pub struct Screen {
 }
 
 /// `node.attach`: how a terminal reaches the node's agent.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeAttachParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: String,
 }
 
 /// `node.attach` result: the program and arguments a terminal runs to show the agent and
 /// take keys for it (`tmux … attach-session` for the local runner, `srun --pty …` on Slurm),
 /// run by the client on the daemon's machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Attach {
     pub run: String,
     pub node: String,
@@ -95,64 +132,25 @@ crate::methods! {
     NodeDone(NodeReportParams) -> AppendResult {
         name: "node.done",
         summary: "An agent reports its node done (commit first).",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
     },
-    NodeFail(NodeReportParams) -> AppendResult {
+    NodeFail(NodeFailParams) -> AppendResult {
         name: "node.fail",
         summary: "An agent reports that it cannot finish.",
-        params: &[
-            RUN_PARAM,
-            NODE_PARAM,
-            ParamSpec {
-                name: "reason",
-                required: true,
-                schema: r#"{"type":"string","maxLength":4096}"#,
-                doc: "why",
-            },
-        ],
-        result: APPEND_RESULT,
     },
-    NodeProgress(NodeReportParams) -> AppendResult {
+    NodeProgress(NodeProgressParams) -> AppendResult {
         name: "node.progress",
         summary: "An agent says what it is doing.",
-        params: &[RUN_PARAM, NODE_PARAM, MESSAGE_PARAM],
-        result: APPEND_RESULT,
     },
     NodeSend(NodeSendParams) -> NodeSent {
         name: "node.send",
         summary: "Type a line of input (then Enter) into a live node's interactive agent.",
-        params: &[
-            RUN_PARAM,
-            NODE_PARAM,
-            ParamSpec {
-                name: "text",
-                required: true,
-                schema: r#"{"type":"string","minLength":1,"maxLength":4096}"#,
-                doc: "one line, without newline or control characters (tab allowed)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","bytes"]}"#,
     },
     NodeScreen(NodeScreenParams) -> Screen {
         name: "node.screen",
         summary: "A live node's agent screen now: the last lines of its terminal.",
-        params: &[
-            RUN_PARAM,
-            NODE_PARAM,
-            ParamSpec {
-                name: "lines",
-                required: false,
-                schema: r#"{"type":"integer","minimum":1,"maximum":10000}"#,
-                doc: "at most this many of the last lines (default 200)",
-            },
-        ],
-        result: r#"{"type":"object","required":["run","node","screen"]}"#,
     },
     NodeAttach(NodeAttachParams) -> Attach {
         name: "node.attach",
         summary: "The command (argv) a terminal runs to reach a node's agent, from its runner.",
-        params: &[RUN_PARAM, NODE_PARAM],
-        result: r#"{"type":"object","required":["run","node","argv"]}"#,
     },
 }

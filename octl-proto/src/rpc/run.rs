@@ -5,36 +5,41 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
 use crate::projection::RunSummary;
-use crate::rpc::{Prewritten, RunParams, NODE_PARAM, RUN_PARAM};
+use crate::rpc::{Prewritten, RunParams};
 
 /// `run.create`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCreateParams {
+    /// The kind of run.
+    #[schemars(extend("enum" = ["generic"]))]
     pub kind: String,
+    /// A title for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub title: Option<String>,
 }
 
 /// `run.list`: every run, or those that pass every filter given.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunListParams {
     /// Only runs in this status, or in one of these (`"active"` or `["active","waiting"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::statuses")]
     pub status: Option<Statuses>,
     /// Only runs on the repository at or containing this absolute path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
     /// Only the newest this many of those (still listed oldest first); at least 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub limit: Option<u64>,
 }
 
 /// One status name or a list of them, as given (the daemon checks each).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Statuses {
     One(String),
@@ -53,7 +58,7 @@ impl Statuses {
 /// `run.show` result: the run as projected, and what is true only at the moment it is asked
 /// (each node's elapsed time, what it waits for, what its agent holds; where a corrupt log
 /// breaks).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunShown {
     pub manifest: RunSummary,
     pub nodes: Vec<NodeShown>,
@@ -79,7 +84,7 @@ impl From<crate::projection::RunDetail> for RunShown {
 
 /// One node of `run.show`: its projection and the read-time facts beside it. It derefs to
 /// the [`Node`](crate::state::Node), so code that shows a node takes either.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeShown {
     #[serde(flatten)]
     pub node: crate::state::Node,
@@ -114,7 +119,7 @@ impl From<crate::state::Node> for NodeShown {
 }
 
 /// A live agent's memory, in bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     pub resident_bytes: u64,
     pub peak_bytes: u64,
@@ -124,7 +129,7 @@ pub struct Memory {
 
 /// Where a corrupt run's log breaks: the bad line, why, and the events before it; or why the
 /// log cannot be read at all (`error`, and nothing else).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CorruptLog {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -143,7 +148,7 @@ pub struct CorruptLog {
 }
 
 /// `run.rebuild` result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RebuildResult {
     pub run: String,
     pub events: u64,
@@ -151,19 +156,23 @@ pub struct RebuildResult {
 }
 
 /// `run.cancel`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    /// Also remove worktrees and branches (their content is kept under refs/octl/snapshots/)
     #[serde(default)]
     pub discard: bool,
 }
 
 /// `run.retry`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: String,
     /// Continue the node's Claude Code conversation in its kept worktree and branch instead
     /// of starting over (`claude --resume`).
@@ -172,18 +181,11 @@ pub struct RetryParams {
 }
 
 /// `run.quarantine` result: where the run's directory went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Quarantined {
     pub run: String,
     pub moved_to: String,
 }
-
-const RESUME_PARAM: ParamSpec = ParamSpec {
-    name: "resume",
-    required: false,
-    schema: r#"{"type":"boolean","default":false}"#,
-    doc: "continue the node's Claude Code conversation in its kept worktree",
-};
 
 crate::methods! {
     $;
@@ -191,83 +193,29 @@ crate::methods! {
     RunCreate(RunCreateParams) -> RunSummary {
         name: "run.create",
         summary: "Create a run that records events (kind generic).",
-        params: &[
-            ParamSpec {
-                name: "kind",
-                required: true,
-                schema: r#"{"type":"string","enum":["generic"]}"#,
-                doc: "the kind of run",
-            },
-            ParamSpec {
-                name: "title",
-                required: false,
-                schema: r#"{"type":"string","maxLength":1024}"#,
-                doc: "a title for people",
-            },
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
     RunList(RunListParams) -> Prewritten<Vec<RunSummary>> {
         name: "run.list",
         summary: "Every run's summary (or those that pass the filters), oldest first.",
-        params: &[
-            ParamSpec {
-                name: "status",
-                required: false,
-                schema: r#"{"oneOf":[{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]},{"type":"array","minItems":1,"items":{"type":"string","enum":["active","waiting","completed","failed","cancelled","corrupt"]}}]}"#,
-                doc: "only runs in this status, or in one of these",
-            },
-            ParamSpec {
-                name: "repo",
-                required: false,
-                schema: r#"{"type":"string","description":"an absolute path"}"#,
-                doc: "only runs on the repository at or containing this path",
-            },
-            ParamSpec {
-                name: "limit",
-                required: false,
-                schema: r#"{"type":"integer","minimum":1}"#,
-                doc: "only the newest this many (still listed oldest first)",
-            },
-        ],
-        result: r##"{"type":"array","items":{"$ref":"#/components/schemas/RunSummary"}}"##,
     },
     RunShow(RunParams) -> RunShown {
         name: "run.show",
         summary: "One run: its summary, nodes, discussions and spin-off proposals.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["manifest","nodes","discussions","spinoffs"]}"#,
     },
     RunRebuild(RunParams) -> RebuildResult {
         name: "run.rebuild",
         summary: "Re-derive a run's projection files from its log alone.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["run","events","files"]}"#,
     },
     RunQuarantine(RunParams) -> Quarantined {
         name: "run.quarantine",
         summary: "Set a corrupt run aside: move its directory to $OCTL_HOME/corrupt/<RUN>; the daemon forgets it, nothing is deleted.",
-        params: &[RUN_PARAM],
-        result: r#"{"type":"object","required":["run","moved_to"]}"#,
     },
     RunCancel(CancelParams) -> RunSummary {
         name: "run.cancel",
         summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot. Refused (invalid_transition) for a run that ended, unless discard (then only its leftovers are removed), and while a node is merging.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec {
-                name: "discard",
-                required: false,
-                schema: r#"{"type":"boolean"}"#,
-                doc: "also remove worktrees and branches (their content is kept under refs/octl/snapshots/)",
-            },
-        ],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
     RunRetry(RetryParams) -> RunSummary {
         name: "run.retry",
         summary: "Start a failed, exited or unmerged node of any agent run again (from the integration tip in a DAG, else from base); a run that ended failed becomes active again. Answers once its old branch and worktree are saved under a snapshot ref. With resume, a node whose agent died continues its Claude Code conversation in its kept worktree and branch instead.",
-        params: &[RUN_PARAM, NODE_PARAM, RESUME_PARAM],
-        result: r##"{"$ref":"#/components/schemas/RunSummary"}"##,
     },
 }

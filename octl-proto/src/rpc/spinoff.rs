@@ -5,12 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::method::ParamSpec;
-use crate::rpc::{ListParams, Opened, AGENT_PARAM, RUN_PARAM};
+use crate::rpc::{ListParams, Opened};
 
 /// One proposal as `spinoff.list`, `spinoff.accept` and `spinoff.reject` return it: the
 /// folded record, and the run that holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Proposal {
     pub run: String,
     #[serde(flatten)]
@@ -25,38 +24,49 @@ impl std::ops::Deref for Proposal {
 }
 
 /// `spinoff.accept` result: the proposal and the new run's summary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Accepted {
     pub proposal: Proposal,
     pub run: crate::projection::RunSummary,
 }
 
 /// `spinoff.propose`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProposeParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
     pub run: String,
+    /// The proposing node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
     pub node: Option<String>,
+    /// The work.
     pub task: String,
+    /// Why it is separate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
 
 /// `spinoff.accept`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptParams {
+    /// The proposal: its id or a unique prefix of at least 6 characters.
+    #[schemars(schema_with = "crate::schema::record_ref")]
     pub id: String,
+    /// The agent profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
 }
 
 /// `spinoff.reject`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RejectParams {
+    /// The proposal: its id or a unique prefix of at least 6 characters.
+    #[schemars(schema_with = "crate::schema::record_ref")]
     pub id: String,
+    /// Why.
     pub reason: String,
 }
 
@@ -66,36 +76,17 @@ crate::methods! {
     SpinoffPropose(ProposeParams) -> Opened {
         name: "spinoff.propose",
         summary: "An agent proposes separate work it noticed.",
-        params: &[
-            RUN_PARAM,
-            ParamSpec { name: "node", required: false, schema: r#"{"type":"string"}"#, doc: "the proposing node" },
-            ParamSpec { name: "task", required: true, schema: r#"{"type":"string"}"#, doc: "the work" },
-            ParamSpec { name: "why", required: false, schema: r#"{"type":"string"}"#, doc: "why it is separate" },
-        ],
-        result: r#"{"type":"object","required":["id","run"]}"#,
     },
     SpinoffList(ListParams) -> Vec<Proposal> {
         name: "spinoff.list",
         summary: "Spin-off proposals of one run or of all.",
-        params: &[ParamSpec { name: "run", required: false, schema: r#"{"type":"string"}"#, doc: "only this run" }],
-        result: r#"{"type":"array"}"#,
     },
     SpinoffAccept(AcceptParams) -> Accepted {
         name: "spinoff.accept",
         summary: "Accept a proposal: start a spinoff run for it, linked to the parent run both ways (once: the first decision written wins; a loser starts nothing). The agent defaults to the proposing node's.",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
-            AGENT_PARAM,
-        ],
-        result: r#"{"type":"object","required":["proposal","run"]}"#,
     },
     SpinoffReject(RejectParams) -> Proposal {
         name: "spinoff.reject",
         summary: "Reject a proposal, saying why.",
-        params: &[
-            ParamSpec { name: "id", required: true, schema: r#"{"type":"string"}"#, doc: "the proposal: its id or a unique prefix of at least 6 characters" },
-            ParamSpec { name: "reason", required: true, schema: r#"{"type":"string"}"#, doc: "why" },
-        ],
-        result: r#"{"type":"object"}"#,
     },
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use schemars::generate::SchemaSettings;
 use serde_json::{json, Value};
 
 use octl_proto::method::{self, ALL};
@@ -10,32 +11,56 @@ use octl_proto::AppError;
 use super::{Handle, NoParams};
 use crate::daemon::Daemon;
 
-pub fn discover(_: NoParams) -> Result<Value, AppError> {
-    Ok(document())
-}
-
-fn schema(text: &str) -> Value {
-    serde_json::from_str(text).expect("method schemas are valid JSON")
-}
-
+/// The OpenRPC document: every method's params and result derived from its declared types
+/// (`schemars`), with the types more than one method uses under `components.schemas`.
 pub fn document() -> Value {
+    let mut generator = SchemaSettings::draft07()
+        .with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+        })
+        .into_generator();
     let methods: Vec<Value> = ALL
         .iter()
         .map(|m| {
+            let params = Value::from((m.params)(&mut generator));
+            let required: Vec<&str> = params["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let params: Vec<Value> = params["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, schema)| {
+                    let mut schema = schema.clone();
+                    let description = schema
+                        .as_object_mut()
+                        .and_then(|o| o.remove("description"))
+                        .unwrap_or(Value::Null);
+                    let mut p = json!({
+                        "name": name,
+                        "required": required.contains(&name.as_str()),
+                        "schema": schema,
+                    });
+                    if let Value::String(d) = description {
+                        p["description"] = Value::String(d);
+                    }
+                    p
+                })
+                .collect();
             json!({
                 "name": m.name,
                 "summary": m.summary,
                 "paramStructure": "by-name",
-                "params": m.params.iter().map(|p| json!({
-                    "name": p.name,
-                    "required": p.required,
-                    "description": p.doc,
-                    "schema": schema(p.schema),
-                })).collect::<Vec<_>>(),
-                "result": { "name": "result", "schema": schema(m.result) },
+                "params": params,
+                "result": { "name": "result", "schema": Value::from((m.result)(&mut generator)) },
             })
         })
         .collect();
+    let schemas: serde_json::Map<String, Value> = generator.take_definitions(true);
     json!({
         "openrpc": "1.2.6",
         "info": {
@@ -44,24 +69,14 @@ pub fn document() -> Value {
             "description": "The orchestratectl daemon. POST /rpc on $OCTL_HOME/octld.sock. Errors carry data.kind, a stable snake_case string.",
         },
         "methods": methods,
-        "components": {
-            "schemas": {
-                "RunSummary": {
-                    "type": "object",
-                    "required": ["id", "kind", "status", "repo", "base", "created_at", "updated_at", "nodes"],
-                },
-                "Event": {
-                    "type": "object",
-                    "required": ["v", "seq", "id", "ts", "run", "type", "actor", "data"],
-                },
-            },
-        },
+        "components": { "schemas": schemas },
     })
 }
 
 impl Handle for method::RpcDiscover {
     async fn handle(_daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
-        discover(p)
+        let NoParams {} = p;
+        Ok(document())
     }
 }
 
@@ -96,14 +111,6 @@ mod tests {
                 .unwrap()
                 .info();
             assert_eq!(m["summary"], info.summary);
-            let params: Vec<&str> = m["params"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p["name"].as_str().unwrap())
-                .collect();
-            let declared: Vec<&str> = info.params.iter().map(|p| p.name).collect();
-            assert_eq!(params, declared, "{}", info.name);
         }
     }
 
@@ -121,5 +128,23 @@ mod tests {
         octl_proto::for_each_method!(names);
         let declared: Vec<&str> = ALL.iter().map(|m| m.name).collect();
         assert_eq!(dispatched, declared);
+    }
+
+    /// The contract as published: `docs/openrpc.json` is the document this build serves, so a
+    /// change to any method's params or result is a visible diff in review. After a deliberate
+    /// change, `OCTL_BLESS=1 cargo test -p octld --lib openrpc` writes it again.
+    #[test]
+    fn the_document_is_the_checked_in_copy() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openrpc.json");
+        let mut now = serde_json::to_string_pretty(&super::document()).unwrap();
+        now.push('\n');
+        if std::env::var_os("OCTL_BLESS").is_some() {
+            std::fs::write(&path, &now).unwrap();
+        }
+        let kept = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            kept == now,
+            "docs/openrpc.json is not what rpc.discover answers; if the change is meant, run OCTL_BLESS=1 cargo test -p octld --lib openrpc and commit the file"
+        );
     }
 }

@@ -73,6 +73,11 @@ pub fn find<R: Record>(
     given: &str,
 ) -> Result<(Arc<RunHandle>, R), AppError> {
     let id = given.trim().to_ascii_lowercase();
+    if id.len() < MIN_PREFIX {
+        return Err(AppError::invalid(format!(
+            "invalid {field} {given:?}: give its full id or a unique prefix of at least {MIN_PREFIX} characters"
+        )));
+    }
     let mut matches: Vec<(Arc<RunHandle>, R)> = Vec::new();
     let mut exact = None;
     // Active runs first (an open record is in one), then the finished runs that have records.

@@ -39,21 +39,11 @@ fn format(given: &str) -> Result<Format, AppError> {
 /// `run.created`); `cluster` reads the Slurm runner `runner`'s partition now.
 async fn cap(
     daemon: &Arc<Daemon>,
-    given: Option<Value>,
+    given: Option<MaxParallel>,
     runner: Option<&str>,
     settings: &mut RunSettings,
 ) -> Result<(), AppError> {
-    let text = match given {
-        None => "auto".to_string(),
-        Some(Value::String(s)) => s,
-        Some(Value::Number(n)) => n.to_string(),
-        Some(other) => {
-            return Err(AppError::invalid(format!(
-                "invalid max_parallel {other}: a number from 1 to 256, \"auto\" or \"cluster\""
-            )))
-        }
-    };
-    let n = match plan::parse_max_parallel(&text)? {
+    let n = match given.unwrap_or_default() {
         MaxParallel::N(n) => n,
         MaxParallel::Auto => {
             // What the machine had is recorded for reading; each start is admitted by the

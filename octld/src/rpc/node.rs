@@ -106,6 +106,12 @@ pub async fn report(
 
 impl Handle for method::NodeProgress {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        let p = NodeReportParams {
+            run: p.run,
+            node: p.node,
+            message: Some(p.message),
+            reason: p.reason,
+        };
         report(daemon, Report::Progress, p).await
     }
 }
@@ -118,6 +124,12 @@ impl Handle for method::NodeDone {
 
 impl Handle for method::NodeFail {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        let p = NodeReportParams {
+            run: p.run,
+            node: p.node,
+            message: p.message,
+            reason: Some(p.reason),
+        };
         report(daemon, Report::Fail, p).await
     }
 }
