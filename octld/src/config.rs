@@ -72,7 +72,10 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
-    #[serde(default)]
+    /// `[runners.NAME]` as written; [`Config::parse`] types them into `runners`.
+    #[serde(default, rename = "runners")]
+    runner_tables: BTreeMap<String, RunnerTable>,
+    #[serde(skip)]
     pub runners: BTreeMap<String, RunnerConfig>,
     /// Every repository's worktree bootstrap, under what a repository's own file says.
     #[serde(default)]
@@ -182,10 +185,71 @@ impl RunnerKind {
     }
 }
 
-/// `[runners.NAME]`: where agents run. The fields a kind does not use are refused.
+/// `[runners.NAME]`: where agents run, by kind, each with only its own settings. Read as a
+/// `RunnerTable` and validated into this (so a field of another kind is refused with the
+/// kind it belongs to, and nothing downstream checks a kind at run time).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RunnerConfig {
+    /// The daemon's private tmux server on this machine.
+    #[default]
+    Local,
+    Ssh(SshConfig),
+    Slurm(SlurmConfig),
+}
+
+/// `kind = "ssh"`: a tmux server on each of some SSH hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshConfig {
+    /// The hosts, as `ssh` names them (`host`, `user@host`, a `Host` of ~/.ssh/config); at
+    /// least one.
+    pub hosts: Vec<String>,
+    /// Agents at once on each host, at least 1.
+    pub slots: u32,
+    /// Names of the daemon's environment variables given to agents on the hosts (their own
+    /// environment is the host's).
+    pub pass_env: Vec<String>,
+    /// How long a node whose host does not answer stays `lost`, ms.
+    pub lost_after_ms: u64,
+}
+
+/// `kind = "slurm"`: one Slurm batch job per attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmConfig {
+    /// `sbatch --partition` (the cluster's default partition if absent).
+    pub partition: Option<String>,
+    /// `sbatch --account`.
+    pub account: Option<String>,
+    /// More `sbatch` arguments, each one argument (`--time=04:00:00`).
+    pub sbatch_args: Vec<String>,
+    /// How long a node whose controller does not answer stays `lost`, ms.
+    pub lost_after_ms: u64,
+}
+
+impl RunnerConfig {
+    pub fn kind(&self) -> RunnerKind {
+        match self {
+            RunnerConfig::Local => RunnerKind::Local,
+            RunnerConfig::Ssh(_) => RunnerKind::Ssh,
+            RunnerConfig::Slurm(_) => RunnerKind::Slurm,
+        }
+    }
+
+    /// How long a node of this runner whose place does not answer stays `lost` before it
+    /// starts again elsewhere (a local node is never lost).
+    pub fn lost_after_ms(&self) -> u64 {
+        match self {
+            RunnerConfig::Local => DEFAULT_LOST_AFTER_MS,
+            RunnerConfig::Ssh(c) => c.lost_after_ms,
+            RunnerConfig::Slurm(c) => c.lost_after_ms,
+        }
+    }
+}
+
+/// `[runners.NAME]` as written: every kind's fields, checked by [`RunnerTable::typed`] into
+/// a [`RunnerConfig`]. The fields a kind does not use are refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunnerConfig {
+struct RunnerTable {
     #[serde(default)]
     pub kind: RunnerKind,
     /// ssh: the hosts, as `ssh` names them (`host`, `user@host`, a `Host` of ~/.ssh/config).
@@ -354,9 +418,10 @@ impl Config {
             ));
         }
         crate::pool::Settings::of(&config)?;
-        for (name, runner) in &config.runners {
-            octl_proto::ids::validate_node_id("runner name", name)?;
-            runner.validate(name)?;
+        for (name, table) in std::mem::take(&mut config.runner_tables) {
+            octl_proto::ids::validate_node_id("runner name", &name)?;
+            let runner = table.typed(&name)?;
+            config.runners.insert(name, runner);
         }
         let named = config
             .agents
@@ -412,7 +477,28 @@ impl Config {
     }
 }
 
-impl RunnerConfig {
+impl RunnerTable {
+    /// The typed runner, or why not, naming `runners.<name>.<field>`.
+    fn typed(self, name: &str) -> Result<RunnerConfig, AppError> {
+        self.validate(name)?;
+        let lost_after_ms = self.lost_after_ms(name)?;
+        Ok(match self.kind {
+            RunnerKind::Local => RunnerConfig::Local,
+            RunnerKind::Ssh => RunnerConfig::Ssh(SshConfig {
+                hosts: self.hosts.unwrap_or_default(),
+                slots: self.slots.unwrap_or(DEFAULT_SSH_SLOTS),
+                pass_env: self.pass_env.unwrap_or_default(),
+                lost_after_ms,
+            }),
+            RunnerKind::Slurm => RunnerConfig::Slurm(SlurmConfig {
+                partition: self.partition,
+                account: self.account,
+                sbatch_args: self.sbatch_args.unwrap_or_default(),
+                lost_after_ms,
+            }),
+        })
+    }
+
     fn validate(&self, name: &str) -> Result<(), AppError> {
         let at = |field: &str| format!("runners.{name}.{field}");
         let kind = self.kind.as_str();
@@ -513,13 +599,8 @@ impl RunnerConfig {
         Ok(())
     }
 
-    /// `slots` with its default (ssh).
-    pub fn slots(&self) -> u32 {
-        self.slots.unwrap_or(DEFAULT_SSH_SLOTS)
-    }
-
     /// `lost_after` in milliseconds, with its default; `name` is the runner's, for the error.
-    pub fn lost_after_ms(&self, name: &str) -> Result<u64, AppError> {
+    fn lost_after_ms(&self, name: &str) -> Result<u64, AppError> {
         match &self.lost_after {
             Some(age) => octl_proto::time::parse_age(&format!("runners.{name}.lost_after"), age),
             None => Ok(DEFAULT_LOST_AFTER_MS),
@@ -593,10 +674,16 @@ mod tests {
              [runners.big]\nkind = \"ssh\"\nhosts = [\"b1\", \"me@b2\"]\n",
         )
         .unwrap();
-        assert_eq!(c.runners["hpc"].kind, RunnerKind::Slurm);
-        assert_eq!(c.runners["hpc"].partition.as_deref(), Some("agents"));
-        assert_eq!(c.runners["big"].slots(), DEFAULT_SSH_SLOTS);
-        assert_eq!(c.runner("local").unwrap().kind, RunnerKind::Local);
+        let RunnerConfig::Slurm(hpc) = &c.runners["hpc"] else {
+            panic!("{:?}", c.runners["hpc"])
+        };
+        assert_eq!(hpc.partition.as_deref(), Some("agents"));
+        assert_eq!(hpc.sbatch_args, ["--time=04:00:00"]);
+        let RunnerConfig::Ssh(big) = &c.runners["big"] else {
+            panic!("{:?}", c.runners["big"])
+        };
+        assert_eq!(big.slots, DEFAULT_SSH_SLOTS);
+        assert_eq!(c.runner("local").unwrap(), RunnerConfig::Local);
         // Asked > profile > defaults > local.
         assert_eq!(c.resolve_runner(Some("local"), "aider").unwrap(), "local");
         assert_eq!(c.resolve_runner(None, "aider").unwrap(), "hpc");
@@ -614,8 +701,8 @@ mod tests {
         );
         // A runner without kind is local.
         assert_eq!(
-            Config::parse("[runners.here]\n").unwrap().runners["here"].kind,
-            RunnerKind::Local
+            Config::parse("[runners.here]\n").unwrap().runners["here"],
+            RunnerConfig::Local
         );
     }
 
@@ -663,9 +750,9 @@ mod tests {
             "[runners.x]\nkind = \"ssh\"\nhosts = [\"a\"]\nlost_after = \"30s\"\npass_env = [\"HOME\"]\n",
         )
         .unwrap();
-        assert_eq!(c.runners["x"].lost_after_ms("x").unwrap(), 30_000);
+        assert_eq!(c.runners["x"].lost_after_ms(), 30_000);
         assert_eq!(
-            RunnerConfig::default().lost_after_ms("y").unwrap(),
+            RunnerConfig::default().lost_after_ms(),
             DEFAULT_LOST_AFTER_MS
         );
         let e = refused("[runners.x]\nbogus = 1\n");

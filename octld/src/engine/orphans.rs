@@ -249,7 +249,7 @@ fn remote_jobs(daemon: &Daemon, runs: &dyn Runs, skip: &BTreeSet<String>) -> Vec
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for (name, wanted) in &config.runners {
-        if wanted.kind == crate::config::RunnerKind::Local || skip.contains(name) {
+        if wanted.kind() == crate::config::RunnerKind::Local || skip.contains(name) {
             continue;
         }
         let owned = daemon.runners.get(&config, name).and_then(|r| r.owned());

@@ -149,7 +149,7 @@ pub fn check_runner(
     let runner = daemon.runners.get(config, &name)?;
     // A remote runner must answer now (`sinfo` for Slurm), before anything is created; the
     // local one's tools are checked with the repository's.
-    if name != crate::config::LOCAL_RUNNER && config.runner(&name)?.kind != RunnerKind::Local {
+    if name != crate::config::LOCAL_RUNNER && config.runner(&name)?.kind() != RunnerKind::Local {
         runner.check()?;
     }
     Ok(name)

@@ -191,7 +191,7 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                         .config
                         .get()
                         .and_then(|c| c.runner(n))
-                        .and_then(|r| r.lost_after_ms(n))
+                        .map(|r| r.lost_after_ms())
                         .unwrap_or(crate::config::DEFAULT_LOST_AFTER_MS),
                     None => crate::config::DEFAULT_LOST_AFTER_MS,
                 };

@@ -425,7 +425,7 @@ pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorRunnersR
         let wanted = config.runner(&name).unwrap_or_default();
         let local = daemon.runner.clone();
         async move {
-            let kind = wanted.kind.as_str().to_string();
+            let kind = wanted.kind().as_str().to_string();
             let answer = blocking(move || Ok(crate::runner::probe(&*local, &wanted))).await;
             (name, kind, answer.and_then(|a| a))
         }

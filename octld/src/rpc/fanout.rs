@@ -62,13 +62,12 @@ async fn cap(
         MaxParallel::Cluster => {
             let config = daemon.config.get()?;
             let name = runner.unwrap_or(crate::config::LOCAL_RUNNER).to_string();
-            let wanted = config.runner(&name)?;
-            if wanted.kind != crate::config::RunnerKind::Slurm {
+            let crate::config::RunnerConfig::Slurm(wanted) = config.runner(&name)? else {
                 return Err(AppError::invalid(format!(
                     "invalid max_parallel \"cluster\": runner {name:?} is of kind {}; cluster is a Slurm runner's cap (give --runner NAME of a slurm runner, or a number)",
-                    wanted.kind.as_str()
+                    config.runner(&name)?.kind().as_str()
                 )));
-            }
+            };
             let (n, how) = blocking(move || crate::runner::slurm::cluster_cap(&wanted)).await?;
             let mut how = how;
             how.insert("runner".into(), Value::String(name));

@@ -354,7 +354,7 @@ impl Runners {
     /// The runner called `name` in `config`, or why agents cannot be started on it.
     pub fn get(&self, config: &Config, name: &str) -> Result<std::sync::Arc<dyn Runner>> {
         let wanted = config.runner(name)?;
-        if wanted.kind == RunnerKind::Local {
+        if wanted.kind() == RunnerKind::Local {
             return Ok(self.local.clone());
         }
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
@@ -395,13 +395,13 @@ impl Runners {
 
 /// A remote runner from its configuration.
 fn build(name: &str, config: &RunnerConfig, home: &Path) -> Result<std::sync::Arc<dyn Runner>> {
-    match config.kind {
-        RunnerKind::Slurm => Ok(std::sync::Arc::new(slurm::SlurmRunner::new(
-            config.clone(),
+    match config {
+        RunnerConfig::Slurm(c) => Ok(std::sync::Arc::new(slurm::SlurmRunner::new(
+            c.clone(),
             home,
         ))),
-        RunnerKind::Ssh => Ok(std::sync::Arc::new(ssh::SshRunner::new(name, config, home))),
-        RunnerKind::Local => Err(AppError::internal(format!(
+        RunnerConfig::Ssh(c) => Ok(std::sync::Arc::new(ssh::SshRunner::new(name, c, home))),
+        RunnerConfig::Local => Err(AppError::internal(format!(
             "runner {name:?} is local: it is the daemon's own tmux runner, not built"
         ))),
     }
@@ -438,11 +438,11 @@ pub fn last_copy(
 /// Whether the runner `config` describes answers (for `doctor`): the local tmux, every SSH
 /// host, Slurm's `sinfo`. Ok: what answered.
 pub fn probe(local: &dyn Runner, config: &RunnerConfig) -> Result<String> {
-    match config.kind {
-        RunnerKind::Local => local
+    match config {
+        RunnerConfig::Local => local
             .check()
             .map(|()| "this machine's tmux server".to_string()),
-        RunnerKind::Ssh => ssh::check_hosts(config.hosts.as_deref().unwrap_or_default()),
-        RunnerKind::Slurm => slurm::check_cluster(config.partition.as_deref()),
+        RunnerConfig::Ssh(c) => ssh::check_hosts(&c.hosts),
+        RunnerConfig::Slurm(c) => slurm::check_cluster(c.partition.as_deref()),
     }
 }

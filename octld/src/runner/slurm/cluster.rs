@@ -4,7 +4,7 @@
 
 use super::slurm;
 use super::Result;
-use crate::config::RunnerConfig;
+use crate::config::SlurmConfig;
 use octl_proto::{AppError, ErrorKind};
 
 /// `sinfo` answers, and knows `partition` (or has a default one). Ok: its nodes by state.
@@ -56,7 +56,7 @@ pub fn check_cluster(partition: Option<&str>) -> Result<String> {
 /// (`--cpus-per-task`/`-c` in `sbatch_args`, else 1), at least 1 and at most 256. Ok: the
 /// cap and what it came from (recorded in the run).
 pub fn cluster_cap(
-    config: &RunnerConfig,
+    config: &SlurmConfig,
 ) -> Result<(usize, serde_json::Map<String, serde_json::Value>)> {
     let mut args = vec!["-h", "-o", "%C|%P"];
     if let Some(p) = &config.partition {
@@ -86,7 +86,7 @@ pub fn cluster_cap(
             "sinfo lists no partition for this runner: cannot read the cluster's cap",
         ));
     };
-    let per_job = cpus_per_task(config.sbatch_args.as_deref().unwrap_or_default());
+    let per_job = cpus_per_task(&config.sbatch_args);
     let cap = (idle / per_job).clamp(1, octl_proto::plan::MAX_PARALLEL);
     let how = serde_json::json!({
         "partition": partition,

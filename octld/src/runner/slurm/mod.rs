@@ -15,7 +15,7 @@ mod exchange;
 pub use cluster::{check_cluster, cluster_cap};
 
 use super::{AgentHandle, AgentSpec, AgentStatus, Observation, Requeue, Result, Started};
-use crate::config::RunnerConfig;
+use crate::config::SlurmConfig;
 use crate::git::Git;
 use octl_proto::{AppError, ErrorKind};
 
@@ -94,7 +94,7 @@ fn job_name(run: &str, node: &str, attempt: u32) -> String {
 /// daemon's home).
 #[derive(Debug)]
 pub struct SlurmRunner {
-    config: RunnerConfig,
+    config: SlurmConfig,
     /// `$OCTL_HOME/exchange`: one bare repository per source repository.
     exchange: PathBuf,
     /// Marks this daemon's jobs (`--comment`).
@@ -191,7 +191,7 @@ fn tag_of(home: &Path) -> String {
 }
 
 impl SlurmRunner {
-    pub fn new(config: RunnerConfig, home: &Path) -> SlurmRunner {
+    pub fn new(config: SlurmConfig, home: &Path) -> SlurmRunner {
         SlurmRunner {
             config,
             exchange: home.join("exchange"),
@@ -438,7 +438,7 @@ impl super::Runner for SlurmRunner {
         if let Some(a) = &self.config.account {
             cmd.arg(format!("--account={a}"));
         }
-        cmd.args(self.config.sbatch_args.as_deref().unwrap_or_default())
+        cmd.args(&self.config.sbatch_args)
             .arg(&script)
             .args([&exchange_s, &base, &prefix, branch.trim(), &every, "--"])
             .args(spec.argv)

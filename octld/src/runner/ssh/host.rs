@@ -4,22 +4,16 @@
 use super::*;
 
 impl SshRunner {
-    pub fn new(name: &str, config: &RunnerConfig, home: &Path) -> SshRunner {
+    pub fn new(name: &str, config: &SshConfig, home: &Path) -> SshRunner {
         let dir = home.join("ssh");
         let every = std::env::var("OCTL_SSH_CHECKPOINT_S")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(CHECKPOINT_S);
-        let hosts: Vec<Conn> = config
-            .hosts
-            .iter()
-            .flatten()
-            .map(|h| Conn::new(h, &dir))
-            .collect();
+        let hosts: Vec<Conn> = config.hosts.iter().map(|h| Conn::new(h, &dir)).collect();
         let pass_env = config
             .pass_env
             .iter()
-            .flatten()
             .filter_map(|k| Some((k.clone(), std::env::var(k).ok()?)))
             .collect();
         SshRunner(Arc::new(Inner {
@@ -29,7 +23,7 @@ impl SshRunner {
                 .map(|c| (c.host.clone(), Mutex::default()))
                 .collect(),
             hosts,
-            slots: config.slots.unwrap_or(DEFAULT_SSH_SLOTS).max(1),
+            slots: config.slots.max(1),
             tag: conn::hash(home.as_os_str().as_encoded_bytes()),
             every: Duration::from_secs(every.max(1)),
             pass_env,

@@ -35,7 +35,7 @@ use super::exchange::{self, has_commit, ref_prefix};
 use super::{
     AgentHandle, AgentSpec, AgentStatus, Observation, Result, Room, Runner, Started, Unreachable,
 };
-use crate::config::{RunnerConfig, DEFAULT_SSH_SLOTS};
+use crate::config::SshConfig;
 use crate::git::Git;
 use crate::tmux::sh_quote;
 use conn::Conn;
