@@ -90,6 +90,37 @@ impl Daemon {
     }
 }
 
+#[cfg(test)]
+impl Daemon {
+    /// A daemon on `home` whose agents run on `runner` (in tests, the in-memory
+    /// [`FakeRunner`](crate::runner::fake::FakeRunner)), its engine driving, serving no
+    /// socket: the engine's scenarios without tmux. It stops when shutdown is requested.
+    pub(crate) async fn on_runner(
+        home: &std::path::Path,
+        runner: Arc<dyn Runner>,
+    ) -> (Arc<Daemon>, tokio::task::JoinHandle<()>) {
+        let home = Home::new(home);
+        home.ensure().unwrap();
+        let store = Store::open(home.clone()).await.unwrap();
+        let changes = store.watch_changes();
+        let config = Arc::new(crate::config::Live::open(home.config()));
+        let daemon = Arc::new(Daemon {
+            home: home.clone(),
+            store,
+            runner: runner.clone(),
+            runners: Runners::new(runner, home.root(), config.clone()),
+            config,
+            engine: Engine::default(),
+            notified: Default::default(),
+            started: Instant::now(),
+            shutdown: watch::channel(false).0,
+        });
+        engine::supervise::first_look(&daemon).await;
+        let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
+        (daemon, driving)
+    }
+}
+
 /// Runs a daemon on `config.home` until `stop` resolves, a signal-free `daemon.shutdown`
 /// arrives, or an error. Public so tests can run a daemon in-process.
 pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {

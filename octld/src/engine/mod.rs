@@ -44,6 +44,9 @@ pub mod stream_activity;
 pub mod supervise;
 pub mod trust;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

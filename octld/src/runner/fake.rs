@@ -41,6 +41,26 @@ impl FakeRunner {
         self.end(handle, None, Some(signal))
     }
 
+    /// Makes an agent vanish without a trace, as a window closed under the daemon or a host
+    /// that lost it: it is no longer observed at all.
+    pub fn vanish(&self, handle: &AgentHandle) -> bool {
+        self.state().agents.remove(handle).is_some()
+    }
+
+    /// The live agent of `node` of `run`, if one runs.
+    pub fn live(&self, run: &str, node: &str) -> Option<AgentHandle> {
+        self.state()
+            .agents
+            .values()
+            .find(|a| a.run == run && a.node == node && a.alive)
+            .map(|a| a.handle.clone())
+    }
+
+    /// How many agents were ever started.
+    pub fn started(&self) -> u32 {
+        self.state().next
+    }
+
     fn end(&self, handle: &AgentHandle, status: Option<i32>, signal: Option<i32>) -> bool {
         match self.state().agents.get_mut(handle) {
             Some(a) if a.alive => {
