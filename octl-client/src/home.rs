@@ -1,14 +1,22 @@
 //! Where the state lives: `--home` > `$OCTL_HOME` > `$HOME/.orchestratectl`, and the paths of
 //! the files the CLI touches under it (the daemon's socket and log, the runs' directories).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use octl_proto::home::Layout;
 
 use octl_proto::AppError;
 
-/// The state directory of one daemon. Always absolute.
+/// The state directory of one daemon, always absolute; its paths are [`Layout`]'s (the
+/// daemon's, named once in `octl-proto`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Home {
-    dir: PathBuf,
+pub struct Home(Layout);
+
+impl std::ops::Deref for Home {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        &self.0
+    }
 }
 
 impl Home {
@@ -22,31 +30,11 @@ impl Home {
             std::env::var_os("HOME").as_deref(),
             cwd.as_deref(),
         )?;
-        Ok(Home { dir })
+        Ok(Home(Layout::new(dir)))
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// `octld.sock`: the daemon's socket.
-    pub fn socket(&self) -> PathBuf {
-        self.dir.join("octld.sock")
-    }
-
-    /// `octld.log`: the daemon's own log.
-    pub fn log(&self) -> PathBuf {
-        self.dir.join("octld.log")
-    }
-
-    /// `runs/`: one directory per run.
-    pub fn runs(&self) -> PathBuf {
-        self.dir.join("runs")
-    }
-
-    /// `tmux.sock`: the daemon's private tmux server, where the agents' windows are.
-    pub fn tmux_socket(&self) -> PathBuf {
-        self.dir.join("tmux.sock")
+        self.root()
     }
 }
 
@@ -56,9 +44,7 @@ mod tests {
 
     #[test]
     fn the_paths_the_cli_touches_are_under_the_home() {
-        let h = Home {
-            dir: PathBuf::from("/c/.orchestratectl"),
-        };
+        let h = Home(Layout::new("/c/.orchestratectl"));
         assert_eq!(h.socket(), Path::new("/c/.orchestratectl/octld.sock"));
         assert_eq!(h.log(), Path::new("/c/.orchestratectl/octld.log"));
         assert_eq!(h.runs(), Path::new("/c/.orchestratectl/runs"));

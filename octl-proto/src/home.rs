@@ -14,6 +14,63 @@ use std::path::{Path, PathBuf};
 
 use crate::AppError;
 
+/// Every path under one home, named once for the daemon and the CLI (pure: the daemon's
+/// `Home` adds making it, the CLI's resolving it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: impl Into<PathBuf>) -> Layout {
+        Layout { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// `octld.sock`: the daemon's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("octld.sock")
+    }
+    /// `octld.lock`: held by the one daemon of this home.
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("octld.lock")
+    }
+    /// `octld.log`: the daemon's own log.
+    pub fn log(&self) -> PathBuf {
+        self.root.join("octld.log")
+    }
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+    /// `tmux.sock`: the daemon's private tmux server, where the agents' windows are.
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.root.join("tmux.sock")
+    }
+    /// `runs/`: one directory per run.
+    pub fn runs(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.runs().join(run)
+    }
+    pub fn worktrees(&self) -> PathBuf {
+        self.root.join("worktrees")
+    }
+    /// The warm pool of prepared worktrees: `pool/<KEY>/<ID>/`.
+    pub fn pool(&self) -> PathBuf {
+        self.root.join("pool")
+    }
+    /// What cleanups kept of the worktrees' ignored files: `kept/<RUN>/<NODE>/<N>/`.
+    pub fn kept(&self) -> PathBuf {
+        self.root.join("kept")
+    }
+    pub fn kept_of(&self, run: &str, node: &str) -> PathBuf {
+        self.kept().join(run).join(node)
+    }
+}
+
 /// The directory under `$HOME` used when neither `--home` nor `$OCTL_HOME` is given.
 pub const DEFAULT_DIR: &str = ".orchestratectl";
 

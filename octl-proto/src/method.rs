@@ -82,16 +82,21 @@ macro_rules! methods {
             summary: $summary:expr $(,)?
         }
     ),* $(,)?) => {
-        $(
-            #[doc = concat!("`", $name, "`")]
-            #[derive(Debug, Clone, Copy)]
-            pub struct $ty;
-            impl $crate::method::Method for $ty {
-                const ID: $crate::method::MethodId = $crate::method::MethodId::declared($name);
-                type Params = $params;
-                type Result = $result;
-            }
-        )*
+        /// The family's method types, reached as `method::Name` (only there).
+        pub(crate) mod methods {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[doc = concat!("`", $name, "`")]
+                #[derive(Debug, Clone, Copy)]
+                pub struct $ty;
+                impl $crate::method::Method for $ty {
+                    const ID: $crate::method::MethodId = $crate::method::MethodId::declared($name);
+                    type Params = $params;
+                    type Result = $result;
+                }
+            )*
+        }
 
         #[doc(hidden)]
         #[macro_export]
@@ -162,20 +167,20 @@ macro_rules! for_each_method {
     }};
 }
 
-/// The families' method types, so every method is `method::Name` (the globs also bring the
-/// families' params and result types along, under the same names as in `rpc`).
-pub use crate::rpc::daemon::*;
-pub use crate::rpc::discover::*;
-pub use crate::rpc::discussion::*;
-pub use crate::rpc::doctor::*;
-pub use crate::rpc::event::*;
-pub use crate::rpc::fanout::*;
-pub use crate::rpc::gc::*;
-pub use crate::rpc::merge::*;
-pub use crate::rpc::node::*;
-pub use crate::rpc::run::*;
-pub use crate::rpc::spawn::*;
-pub use crate::rpc::spinoff::*;
+/// The families' method types, so every method is `method::Name` (their params and result
+/// types are `rpc::Name`).
+pub use crate::rpc::daemon::methods::*;
+pub use crate::rpc::discover::methods::*;
+pub use crate::rpc::discussion::methods::*;
+pub use crate::rpc::doctor::methods::*;
+pub use crate::rpc::event::methods::*;
+pub use crate::rpc::fanout::methods::*;
+pub use crate::rpc::gc::methods::*;
+pub use crate::rpc::merge::methods::*;
+pub use crate::rpc::node::methods::*;
+pub use crate::rpc::run::methods::*;
+pub use crate::rpc::spawn::methods::*;
+pub use crate::rpc::spinoff::methods::*;
 
 #[cfg(test)]
 mod tests {

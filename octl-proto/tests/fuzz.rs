@@ -2,7 +2,7 @@
 //! ids, event lines, event types and payloads, the reducer, fan-out manifests and orchestrate
 //! plans. Each property says what an accepted input must satisfy, not only that nothing panics.
 //!
-//! Case counts are set per property in [`CASES`]; together with `octld/tests/fuzz_config.rs`
+//! Case counts are set per property in [`CASES`]; together with `octld/src/config/fuzz.rs`
 //! one `cargo test` runs more than 100,000 cases (see `total_case_count_is_at_least_100k`).
 //! Failures are not persisted to files: proptest prints the shrunk input, which goes into a
 //! unit test of the module at fault.
@@ -44,7 +44,7 @@ const CASES: &[(&str, u32)] = &[
     ("plan_almost_valid", 2_500),
 ];
 
-/// Cases of the config properties in `octld/tests/fuzz_config.rs` (kept in step by hand).
+/// Cases of the config properties in `octld/src/config/fuzz.rs` (kept in step by hand).
 const CONFIG_CASES: u32 = 10_000;
 
 fn cases(name: &str) -> Config {

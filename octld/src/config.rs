@@ -60,6 +60,8 @@ use serde::Deserialize;
 
 use octl_proto::AppError;
 
+#[cfg(test)]
+mod fuzz;
 pub mod limits;
 pub mod live;
 pub use limits::Limits;

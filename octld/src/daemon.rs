@@ -19,9 +19,9 @@ use crate::store::Store;
 use crate::tmux::Tmux;
 use crate::{activation, engine, logging, server};
 
-/// How the daemon was asked to run.
+/// How the daemon was asked to run (its command line; config.toml is [`crate::config`]).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Options {
     pub home: PathBuf,
     pub foreground: bool,
     pub verbose: bool,
@@ -121,14 +121,14 @@ impl Daemon {
     }
 }
 
-/// Runs a daemon on `config.home` until `stop` resolves, a signal-free `daemon.shutdown`
+/// Runs a daemon on `options.home` until `stop` resolves, a signal-free `daemon.shutdown`
 /// arrives, or an error. Public so tests can run a daemon in-process.
-pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
-    let home = Home::new(&config.home);
+pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    let home = Home::new(&options.home);
     home.ensure()
         .map_err(io_err(format!("cannot create {}", home.root().display())))?;
     let _lock = lock::acquire(&home.lock())?;
-    logging::init(&home.log(), config.foreground, config.verbose);
+    logging::init(&home.log(), options.foreground, options.verbose);
     let (soft, hard) = crate::nofile::limits();
     tracing::info!(home = %home.root().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), open_files = soft, open_files_hard = hard, "octld starting");
     let served = serve_home(home, stop).await;

@@ -1,58 +1,27 @@
-//! The state layout under `$OCTL_HOME`. Every path the daemon uses is named here.
+//! The daemon's home: the layout under `$OCTL_HOME` ([`Layout`], named once in `octl-proto`
+//! for the daemon and the CLI) and making it with the permissions its safety rests on.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Paths inside one home.
+pub use octl_proto::home::Layout;
+
+/// One home: its paths ([`Layout`], shared with the CLI) and making it.
 #[derive(Debug, Clone)]
-pub struct Home {
-    root: PathBuf,
+pub struct Home(Layout);
+
+impl std::ops::Deref for Home {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        &self.0
+    }
 }
 
 impl Home {
     pub fn new(root: impl Into<PathBuf>) -> Home {
-        Home { root: root.into() }
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-    pub fn socket(&self) -> PathBuf {
-        self.root.join("octld.sock")
-    }
-    pub fn lock(&self) -> PathBuf {
-        self.root.join("octld.lock")
-    }
-    pub fn log(&self) -> PathBuf {
-        self.root.join("octld.log")
-    }
-    pub fn config(&self) -> PathBuf {
-        self.root.join("config.toml")
-    }
-    pub fn tmux_socket(&self) -> PathBuf {
-        self.root.join("tmux.sock")
-    }
-    pub fn runs(&self) -> PathBuf {
-        self.root.join("runs")
-    }
-    pub fn run_dir(&self, run: &str) -> PathBuf {
-        self.runs().join(run)
-    }
-    pub fn worktrees(&self) -> PathBuf {
-        self.root.join("worktrees")
-    }
-    /// The warm pool of prepared worktrees: `pool/<KEY>/<ID>/` ([`crate::pool`]).
-    pub fn pool(&self) -> PathBuf {
-        self.root.join("pool")
-    }
-    /// What cleanups kept of the worktrees' ignored files: `kept/<RUN>/<NODE>/<N>/`.
-    pub fn kept(&self) -> PathBuf {
-        self.root.join("kept")
-    }
-    pub fn kept_of(&self, run: &str, node: &str) -> PathBuf {
-        self.kept().join(run).join(node)
+        Home(Layout::new(root))
     }
 
     /// Creates the home (mode 0700) and `runs/`. A home that exists with wider permissions is
@@ -61,11 +30,11 @@ impl Home {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(&self.root)?;
-        let mode = fs::metadata(&self.root)?.permissions().mode() & 0o777;
+            .create(self.root())?;
+        let mode = fs::metadata(self.root())?.permissions().mode() & 0o777;
         if mode != 0o700 {
-            tracing::warn!(home = %self.root.display(), mode = format!("{mode:o}"), "narrowing home permissions to 0700");
-            fs::set_permissions(&self.root, fs::Permissions::from_mode(0o700))?;
+            tracing::warn!(home = %self.root().display(), mode = format!("{mode:o}"), "narrowing home permissions to 0700");
+            fs::set_permissions(self.root(), fs::Permissions::from_mode(0o700))?;
         }
         fs::DirBuilder::new()
             .recursive(true)

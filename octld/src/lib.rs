@@ -29,28 +29,28 @@
 //!   through one control-mode client (`tmux::control`), a process each only as a fallback.
 
 pub mod activation;
-pub mod agents;
-pub mod bootstrap;
-pub mod config;
+pub(crate) mod agents;
+pub(crate) mod bootstrap;
+pub(crate) mod config;
 pub mod contain;
 pub mod daemon;
-pub mod engine;
-pub mod failpoint;
-pub mod git;
+pub(crate) mod engine;
+pub(crate) mod failpoint;
+pub(crate) mod git;
 pub mod home;
 pub mod invariants;
-pub mod kept;
+pub(crate) mod kept;
 pub mod lock;
-pub mod logging;
+pub(crate) mod logging;
 pub mod nofile;
-pub mod notify;
-pub mod pool;
-pub mod rpc;
+pub(crate) mod notify;
+pub(crate) mod pool;
+pub(crate) mod rpc;
 pub mod runner;
-pub mod server;
+pub(crate) mod server;
 pub mod store;
-pub mod streams;
+pub(crate) mod streams;
 pub mod tmux;
 pub mod wrap;
 
-pub use daemon::{run, Config, Daemon, DaemonError};
+pub use daemon::{run, Daemon, DaemonError, Options};

@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     let _ = std::env::set_current_dir("/");
     // Before any thread or descriptor exists; the start logs the limits it runs with.
     octld::nofile::raise();
-    let config = octld::Config {
+    let options = octld::Options {
         home,
         foreground: true,
         verbose: args.verbose,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(octld::run(config, signals())) {
+    match runtime.block_on(octld::run(options, signals())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("octld: {e}");

@@ -189,19 +189,6 @@ fn ready(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// What `pool/` holds now (for `doctor` and the bench): per repository, its ready entries
-/// and those being made or left half-made.
-pub fn census(home: &Home) -> Vec<(PathBuf, usize, usize)> {
-    key_dirs(home)
-        .into_iter()
-        .map(|(dir, repo)| {
-            let all = entries(&dir);
-            let ready = all.iter().filter(|(_, s)| *s == State::Ready).count();
-            (repo.unwrap_or(dir), ready, all.len() - ready)
-        })
-        .collect()
-}
-
 /// Every `pool/<KEY>/` and the repository its `repo` file names.
 fn key_dirs(home: &Home) -> Vec<(PathBuf, Option<PathBuf>)> {
     let mut out: Vec<(PathBuf, Option<PathBuf>)> = fs::read_dir(home.pool())

@@ -16,7 +16,7 @@ use octl_proto::method::{self, NoParams};
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
-use octl_proto::rpc::DaemonStatus;
+use octl_proto::rpc::DaemonStatusResult;
 use octl_proto::{AppError, ErrorKind};
 use serde_json::{json, Value};
 
@@ -297,7 +297,7 @@ async fn status(ctx: &Ctx) -> Result<(), AppError> {
 }
 
 /// The human form of `daemon status`.
-pub fn status_text(s: &DaemonStatus) -> String {
+pub fn status_text(s: &DaemonStatusResult) -> String {
     let mut rows = vec![
         ("pid", s.pid.to_string()),
         ("version", s.version.clone()),
@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn status_lines_up() {
-        let s = DaemonStatus {
+        let s = DaemonStatusResult {
             pid: 42,
             version: "0.1.0".into(),
             protocol: 1,

@@ -9,25 +9,22 @@ use serde_json::{json, Value};
 
 use crate::error::{AppError, ErrorKind};
 
-pub mod daemon;
-pub mod discover;
-pub mod discussion;
-pub mod doctor;
-pub mod event;
-pub mod fanout;
-pub mod gc;
-pub mod merge;
-pub mod node;
-pub mod run;
-pub mod spawn;
-pub mod spinoff;
+pub(crate) mod daemon;
+pub(crate) mod discover;
+pub(crate) mod discussion;
+pub(crate) mod doctor;
+pub(crate) mod event;
+pub(crate) mod fanout;
+pub(crate) mod gc;
+pub(crate) mod merge;
+pub(crate) mod node;
+pub(crate) mod run;
+pub(crate) mod spawn;
+pub(crate) mod spinoff;
 
-/// `daemon.status`'s result under the name it had before the family moved beside it (the
-/// method type took the name in `method::`).
-pub use daemon::DaemonStatusResult as DaemonStatus;
-/// The families' types (and method types) under `rpc::` as well.
+/// The families' params and result types, each under `rpc::` alone (their files are
+/// private; the method types are `method::`).
 pub use daemon::*;
-pub use discover::*;
 pub use discussion::*;
 pub use doctor::*;
 pub use event::*;

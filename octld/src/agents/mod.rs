@@ -12,7 +12,7 @@ mod claude;
 mod program;
 
 pub use builtin::{Builtin, CLI_INTERACTIVE_REPORTING, CLI_REPORTING, DEFAULT_SILENCE_LIMIT_SECS};
-pub use claude::{hook_settings, Session, CLAUDE_REPORTING, HOOKS, RESUME_PROMPT};
+pub use claude::{hook_settings, Session, CLAUDE_REPORTING, RESUME_PROMPT};
 pub use program::{find_program, require_program, version};
 
 use octl_proto::state::ExitPolicy;

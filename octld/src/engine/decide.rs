@@ -3,7 +3,6 @@
 //! ([`super::reconcile`]) claims each step's [`StepKey`] and performs the steps it won
 //! ([`super::act`]).
 
-use octl_proto::event::{Payload, RunCompleted, RunFailed};
 use octl_proto::projection::RunDetail;
 use octl_proto::state::{Node, Spinoff, SpinoffStatus};
 use octl_proto::{NodeState, RunKind};
@@ -43,10 +42,12 @@ pub enum RunEnd {
 
 impl RunEnd {
     /// The event that records it.
+    #[cfg(test)]
     pub fn event(self) -> &'static str {
+        use octl_proto::event::Payload;
         match self {
-            RunEnd::Completed => RunCompleted::TYPE,
-            RunEnd::Failed => RunFailed::TYPE,
+            RunEnd::Completed => <octl_proto::event::RunCompleted as Payload>::TYPE,
+            RunEnd::Failed => <octl_proto::event::RunFailed as Payload>::TYPE,
         }
     }
 }

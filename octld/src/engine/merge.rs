@@ -25,7 +25,6 @@ const RACE_RETRIES: usize = 5;
 
 #[derive(Debug, Clone)]
 pub struct Merged {
-    pub node: String,
     pub target: String,
     pub commit: String,
 }
@@ -156,7 +155,6 @@ pub async fn merge_node(
     match node.state {
         NodeState::Merged => {
             return Ok(Merged {
-                node: node.id,
                 target,
                 commit: node.merge_commit.unwrap_or_default(),
             })
@@ -245,7 +243,6 @@ pub async fn merge_node(
             }));
             daemon.store.append_all(handle, drafts).await?;
             Ok(Merged {
-                node: node_id.to_string(),
                 target,
                 commit: new,
             })
@@ -402,7 +399,6 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
     if view.manifest.merge.as_deref() == Some("merged") {
         let commit = view.manifest.merge_commit.clone().unwrap_or_default();
         return Ok(Merged {
-            node: String::new(),
             target: base,
             commit,
         });
@@ -476,7 +472,6 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
                 )
                 .await?;
             Ok(Merged {
-                node: String::new(),
                 target: base,
                 commit: new,
             })

@@ -64,6 +64,7 @@ pub async fn passes(d: &Arc<Daemon>, h: &Arc<RunHandle>, slot: Slot) {
 
 /// The node to start next, ignoring usage limits: the first pending one in order whose
 /// dependencies all merged, unless `max_parallel` agents are alive already.
+#[cfg(test)]
 pub fn next_to_start(view: &RunDetail) -> Option<&Node> {
     next_startable(view, &Default::default(), 0)
 }

@@ -39,13 +39,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use branches::BranchDelete;
-pub use changes::StatusEntry;
 use command::Call;
 pub use error::{GitError, Result};
-pub use merge::{CasOutcome, MergePlan, MergeTree, MoveOutcome};
+pub use merge::{CasOutcome, MergePlan, MoveOutcome};
 pub use snapshot::{snapshot_ref, Snapshot, SNAPSHOT_REF_PREFIX};
-pub use version::{parse_version, Version, MIN_VERSION};
-pub use worktrees::Worktree;
+pub use version::{Version, MIN_VERSION};
+/// What only the tests name.
+#[cfg(test)]
+use {merge::MergeTree, version::parse_version};
 
 /// Inherited variables that would make `-C <dir>` point somewhere else.
 const REPO_LOCATION_VARS: &[&str] = &[

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use octl_proto::rpc::{
-    DaemonStatus, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus, Orphan,
+    DaemonStatusResult, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus, Orphan,
 };
 use octl_proto::PROTOCOL_VERSION;
 use serde_json::Value;
@@ -39,7 +39,7 @@ pub(super) fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> C
             )
         }
     };
-    let s: DaemonStatus = match decode("daemon.status", &value) {
+    let s: DaemonStatusResult = match decode("daemon.status", &value) {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(

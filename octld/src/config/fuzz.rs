@@ -1,4 +1,4 @@
-//! Property tests of `config.toml` (`octld::config::Config::parse`) and of how a profile
+//! Property tests of `config.toml` (`Config::parse`) and of how a profile
 //! turns a task into an argv: random and almost-valid documents never panic, what is accepted
 //! obeys the rules, and a task only ever becomes argv elements, never shell text.
 //!
@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 
 use octl_proto::ids::is_node_id;
 use octl_proto::ErrorKind;
-use octld::agents::{self, Mode};
-use octld::config::{Config, OnExit};
+use crate::agents::{self, Mode};
+use crate::config::{Config, OnExit};
 
 fn cases(n: u32) -> PropConfig {
     PropConfig {
