@@ -197,6 +197,11 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
         json!({"run": code, "node": "talk", "text": "hello"}),
     );
     c.call("node.attach", json!({"run": code, "node": "talk"}));
+    let shown = c.call("node.show", json!({"run": code, "node": "talk"}));
+    assert_eq!(
+        (&shown["id"], &shown["state"]),
+        (&json!("talk"), &json!("running"))
+    );
     c.call(
         "node.progress",
         json!({"run": code, "node": "talk", "message": "working", "reason": "because"}),

@@ -60,6 +60,16 @@ pub struct NodeProgressParams {
     pub reason: Option<String>,
 }
 
+/// `node.show`: one node of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeShowParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+}
+
 /// `node.send`: a line of input to a live node's interactive agent (Enter is pressed after).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -144,6 +154,10 @@ crate::methods! {
     NodeSend(NodeSendParams) -> NodeSent {
         name: "node.send",
         summary: "Type a line of input (then Enter) into a live node's interactive agent.",
+    },
+    NodeShow(NodeShowParams) -> crate::rpc::NodeShown {
+        name: "node.show",
+        summary: "One node of a run as run.show shows it (its projection, elapsed time, what it waits for), for an agent asking about its own node without reading the whole run.",
     },
     NodeScreen(NodeScreenParams) -> Screen {
         name: "node.screen",

@@ -8,10 +8,10 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as PropConfig;
 use serde_json::{json, Map, Value};
 
-use octl_proto::ids::is_node_id;
-use octl_proto::ErrorKind;
 use crate::agents::{self, Mode};
 use crate::config::{Config, OnExit};
+use octl_proto::ids::is_node_id;
+use octl_proto::ErrorKind;
 
 fn cases(n: u32) -> PropConfig {
     PropConfig {

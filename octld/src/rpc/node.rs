@@ -134,6 +134,19 @@ impl Handle for method::NodeFail {
     }
 }
 
+impl Handle for method::NodeShow {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        validate_node_id("node", &p.node)?;
+        let handle = daemon.store.resolve("run", &p.run)?;
+        let view = handle.view();
+        let node = view.nodes.iter().find(|n| n.id == p.node).ok_or_else(|| {
+            AppError::not_found(format!("run {} has no node {:?}", handle.id, p.node))
+        })?;
+        let now = crate::store::writer::now_ms();
+        Ok(super::run::shown(daemon, &handle.id, &view, node, now))
+    }
+}
+
 /// Largest line `node.send` types.
 const MAX_LINE: usize = 4096;
 /// Lines `node.screen` returns unless told otherwise, and at most.

@@ -123,58 +123,7 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
     let nodes = view
         .nodes
         .iter()
-        .map(|node| {
-            let started = node
-                .started_at
-                .as_deref()
-                .and_then(octl_proto::time::parse_millis);
-            let until = node
-                .finished_at
-                .as_deref()
-                .and_then(octl_proto::time::parse_millis)
-                .unwrap_or(now);
-            let mut waiting_for = crate::engine::schedule::waiting_for(&view, node);
-            // A start turned away (live nodes hold every port, the runner has no room) waits
-            // for what it lacked; a start a crash cut short, for its runner's place.
-            let unstarted = matches!(
-                node.state,
-                NodeState::Pending | NodeState::Paused | NodeState::Starting
-            );
-            if let Some(what) = daemon
-                .engine
-                .waits_for(&handle.id, &node.id)
-                .filter(|_| unstarted)
-            {
-                waiting_for.push(what.to_string());
-            }
-            // A live node may wait too: for its turn in its runner's queue, for its place.
-            if let Some(q) = &node.queued {
-                waiting_for.push(match &q.reason {
-                    Some(r) => format!("its turn in the runner's queue ({r})"),
-                    None => "its turn in the runner's queue".to_string(),
-                });
-            }
-            if let Some(l) = node.lost.as_ref().filter(|_| node.state == NodeState::Lost) {
-                waiting_for.push(format!("its place to answer (lost since {})", l.since));
-            }
-            // What its agent's processes hold now, as last measured (a live local agent).
-            let memory = daemon
-                .engine
-                .observed
-                .seen(&handle.id, &node.id)
-                .filter(|_| node.state.is_alive())
-                .map(|seen| Memory {
-                    resident_bytes: seen.resident,
-                    peak_bytes: seen.peak,
-                    limit_bytes: seen.limit,
-                });
-            NodeShown {
-                node: node.clone(),
-                elapsed_s: started.map(|s| until.saturating_sub(s) / 1000),
-                waiting_for,
-                memory,
-            }
-        })
+        .map(|node| shown(daemon, &handle.id, &view, node, now))
         .collect();
     Ok(RunShown {
         manifest: view.manifest.clone(),
@@ -183,6 +132,63 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
         spinoffs: view.spinoffs.clone(),
         corrupt: None,
     })
+}
+
+/// A node as `run.show` and `node.show` answer it: its projection and the read-time facts
+/// (how long it has run, what it waits for, what its agent holds) at `now`.
+pub fn shown(
+    daemon: &Arc<Daemon>,
+    run: &str,
+    view: &octl_proto::projection::RunDetail,
+    node: &octl_proto::state::Node,
+    now: u64,
+) -> NodeShown {
+    let started = node
+        .started_at
+        .as_deref()
+        .and_then(octl_proto::time::parse_millis);
+    let until = node
+        .finished_at
+        .as_deref()
+        .and_then(octl_proto::time::parse_millis)
+        .unwrap_or(now);
+    let mut waiting_for = crate::engine::schedule::waiting_for(view, node);
+    // A start turned away (live nodes hold every port, the runner has no room) waits
+    // for what it lacked; a start a crash cut short, for its runner's place.
+    let unstarted = matches!(
+        node.state,
+        NodeState::Pending | NodeState::Paused | NodeState::Starting
+    );
+    if let Some(what) = daemon.engine.waits_for(run, &node.id).filter(|_| unstarted) {
+        waiting_for.push(what.to_string());
+    }
+    // A live node may wait too: for its turn in its runner's queue, for its place.
+    if let Some(q) = &node.queued {
+        waiting_for.push(match &q.reason {
+            Some(r) => format!("its turn in the runner's queue ({r})"),
+            None => "its turn in the runner's queue".to_string(),
+        });
+    }
+    if let Some(l) = node.lost.as_ref().filter(|_| node.state == NodeState::Lost) {
+        waiting_for.push(format!("its place to answer (lost since {})", l.since));
+    }
+    // What its agent's processes hold now, as last measured (a live local agent).
+    let memory = daemon
+        .engine
+        .observed
+        .seen(run, &node.id)
+        .filter(|_| node.state.is_alive())
+        .map(|seen| Memory {
+            resident_bytes: seen.resident,
+            peak_bytes: seen.peak,
+            limit_bytes: seen.limit,
+        });
+    NodeShown {
+        node: node.clone(),
+        elapsed_s: started.map(|s| until.saturating_sub(s) / 1000),
+        waiting_for,
+        memory,
+    }
 }
 
 /// A corrupt run as far as its log can be read: the state the lines before the bad one fold

@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use octl_proto::rpc::{
-    DaemonStatusResult, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus, Orphan,
+    DaemonStatusResult, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus,
+    Orphan,
 };
 use octl_proto::PROTOCOL_VERSION;
 use serde_json::Value;

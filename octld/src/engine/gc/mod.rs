@@ -45,9 +45,9 @@ mod remove;
 #[cfg(test)]
 mod tests;
 
-pub use recover::recover;
 #[cfg(test)]
 use recover::default_branch;
+pub use recover::recover;
 
 use aged::delete_old_kept;
 use left_behind::left_behind;
