@@ -62,6 +62,27 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon of `home`: its store loaded, its agents on `local` (and the runners
+    /// config.toml names), not yet driven or serving.
+    fn new(
+        home: Home,
+        store: Store,
+        local: Arc<dyn Runner>,
+        config: Arc<crate::config::Live>,
+    ) -> Daemon {
+        Daemon {
+            runners: Runners::new(local.clone(), home.root(), config.clone()),
+            home,
+            store,
+            runner: local,
+            config,
+            engine: Engine::default(),
+            notified: Default::default(),
+            started: Instant::now(),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
     pub fn uptime_s(&self) -> u64 {
         self.started.elapsed().as_secs()
     }
@@ -104,17 +125,7 @@ impl Daemon {
         let store = Store::open(home.clone()).await.unwrap();
         let changes = store.watch_changes();
         let config = Arc::new(crate::config::Live::open(home.config()));
-        let daemon = Arc::new(Daemon {
-            home: home.clone(),
-            store,
-            runner: runner.clone(),
-            runners: Runners::new(runner, home.root(), config.clone()),
-            config,
-            engine: Engine::default(),
-            notified: Default::default(),
-            started: Instant::now(),
-            shutdown: watch::channel(false).0,
-        });
+        let daemon = Arc::new(Daemon::new(home, store, runner, config));
         engine::supervise::first_look(&daemon).await;
         let driving = tokio::spawn(engine::drive(daemon.clone(), changes));
         (daemon, driving)
@@ -151,7 +162,6 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         Some(handed) => (server::adopt(handed)?, true),
         None => (server::bind(&home.socket())?, false),
     };
-    let (shutdown, _) = watch::channel(false);
     let config = Arc::new(crate::config::Live::open(home.config()));
     // Read once: whether agents go into cgroups is settled for the daemon's life.
     let cgroups = config.get().map(|c| c.limits.cgroups).unwrap_or(true);
@@ -160,17 +170,7 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         Tmux::new(home.tmux_socket()),
         contain.clone(),
     ));
-    let daemon = Arc::new(Daemon {
-        home: home.clone(),
-        store,
-        runner: local.clone(),
-        runners: Runners::new(local, home.root(), config.clone()),
-        config,
-        engine: Engine::default(),
-        notified: Default::default(),
-        started: Instant::now(),
-        shutdown,
-    });
+    let daemon = Arc::new(Daemon::new(home.clone(), store, local, config));
     // Agents that exited while the daemon was down are recorded before anyone is answered.
     engine::supervise::first_look(&daemon).await;
     // What a crash or a shutdown left half-made in the worktree pool goes (never handed out).

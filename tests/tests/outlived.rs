@@ -219,6 +219,10 @@ fn a_daemon_killed_alone_adopts_its_agents_as_they_are() {
     );
     wait_mark(&m, "one");
     wait_mark(&m, "two");
+    // Both started as the log says (an agent's first command can run before its
+    // node.started is written; a start cut short is the heal's case, not this one).
+    env.wait_node(&run, "one", "running");
+    env.wait_node(&run, "two", "running");
     let before = env.agent_processes();
     assert_eq!(before.len(), 2, "{before:?}");
     d.kill9();

@@ -102,20 +102,14 @@ impl World {
         view.nodes.iter().find(|n| n.id == node).cloned().unwrap()
     }
 
-    /// Waits (bounded) until `done` holds of the node; its last state on time out.
+    /// Waits (bounded) until `done` holds of the node.
     async fn until(&self, run: &str, node: &str, what: &str, done: impl Fn(&Node) -> bool) -> Node {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let what = format!("node {node} to be {what}");
+        poll(&what, || {
             let n = self.node(run, node);
-            if done(&n) {
-                return n;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {node} never became {what}: {n:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            done(&n).then_some(n)
+        })
+        .await
     }
 
     /// The node's agent, once the engine started it.
@@ -137,25 +131,31 @@ impl World {
 
     /// Waits (bounded) until the run's status is `want`.
     async fn status(&self, run: &str, want: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let what = format!("run {run} to be {want}");
+        poll(&what, || {
             let h = self.daemon.store.resolve("run", run).unwrap();
             let status = h.view().manifest.status.to_string();
-            if status == want {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "run {run} is {status}, never {want}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            (status == want).then_some(())
+        })
+        .await
     }
 
     async fn stop(self) {
         self.daemon.request_shutdown();
         self.driving.await.unwrap();
         self.daemon.store.shutdown().await;
+    }
+}
+
+/// `check` until it gives a value, for at most 30 s (the engine ticks every 200 ms).
+async fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(t) = check() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "waited 30 s for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
