@@ -54,6 +54,8 @@ pub const STOP_DEADLINE: Duration = Duration::from_secs(5);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `daemon status|start|stop` wait for the daemon's status.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a follower looks whether a stopped daemon was started again.
+const FOLLOWER_POLL: Duration = Duration::from_millis(100);
 /// Pause between two polls of the socket.
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Longest socket path the kernel accepts (`sun_path` minus its NUL).
@@ -249,6 +251,37 @@ impl Client {
             .is_ok()
     }
 
+    /// Method `M` for a follower (`run wait`, `run watch`, `run logs --follow`, `event feed
+    /// --follow`): as [`Client::call_method`], except that a daemon stopped on purpose is
+    /// waited for ([`Client::reconnect`]), never started.
+    pub async fn call_following<M: method::Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<M::Result, AppError> {
+        loop {
+            match self.try_call_method::<M>(params).await {
+                Err(CallError::NotRunning(_)) => self.reconnect().await?,
+                other => return other.map_err(AppError::from),
+            }
+        }
+    }
+
+    /// A follower's way back once its daemon went away. Stopped on purpose (`daemon stop`
+    /// left `octld.stopped`): it waits, connecting to nothing, until a daemon started by an
+    /// explicit command removes the file. Gone otherwise (a crash): it starts it again as any
+    /// call would (`daemon_unreachable` when autostart is off).
+    pub async fn reconnect(&self) -> Result<(), AppError> {
+        while self.home.stopped().exists() {
+            tokio::time::sleep(FOLLOWER_POLL).await;
+        }
+        if self.socket_answers().await {
+            return Ok(());
+        }
+        self.call(method::DaemonStatus::NAME, json!({}))
+            .await
+            .map(|_| ())
+    }
+
     /// A `daemon_unreachable` error with the standard hint.
     pub fn unreachable(&self, message: impl Into<String>) -> AppError {
         AppError::new(ErrorKind::DaemonUnreachable, message).with_hint(format!(
@@ -302,9 +335,13 @@ impl Client {
     fn classify(&self, err: &(dyn std::error::Error + 'static), connecting: bool) -> CallError {
         let socket = self.home.socket();
         match io_error_kind(err) {
-            Some(io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) if connecting => {
-                CallError::NotRunning(self.not_running())
-            }
+            // WouldBlock (EAGAIN): the socket's queue is full because no daemon accepts on it,
+            // as while one stops and the next starts.
+            Some(
+                io::ErrorKind::NotFound
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::WouldBlock,
+            ) if connecting => CallError::NotRunning(self.not_running()),
             Some(io::ErrorKind::PermissionDenied) => CallError::Failed(
                 AppError::new(
                     ErrorKind::Unauthorized,

@@ -41,6 +41,12 @@ impl Layout {
     pub fn log(&self) -> PathBuf {
         self.root.join("octld.log")
     }
+    /// `octld.stopped`: left by `daemon stop`, so a follower (`run wait`, `event feed
+    /// --follow`, …) waits for a daemon stopped on purpose instead of starting it; the next
+    /// daemon to start removes it.
+    pub fn stopped(&self) -> PathBuf {
+        self.root.join("octld.stopped")
+    }
     pub fn config(&self) -> PathBuf {
         self.root.join("config.toml")
     }

@@ -162,6 +162,8 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
         Some(handed) => (server::adopt(handed)?, true),
         None => (server::bind(&home.socket())?, false),
     };
+    // Started again: followers that waited since a `daemon stop` may come back.
+    let _ = std::fs::remove_file(home.stopped());
     let config = Arc::new(crate::config::Live::open(home.config()));
     // Read once: whether agents go into cgroups is settled for the daemon's life.
     let cgroups = config.get().map(|c| c.limits.cgroups).unwrap_or(true);

@@ -194,3 +194,98 @@ fn a_broken_config_edit_keeps_the_last_good_one_and_says_why() {
     let gone = env.spawn("spinoff", &repo, "write mine.txt", json!({"agent": "mine"}));
     assert!(gone.is_err(), "{gone:?}");
 }
+
+/// After `daemon stop`, nothing but an explicit command starts the daemon again: followers
+/// (`run wait`, `event feed --follow`) wait for it, and resume where they were once a daemon
+/// is started; `daemon restart` is a stop then a start, and they carry on through it.
+#[test]
+fn followers_wait_for_a_stopped_daemon_and_resume_when_it_is_started() {
+    use std::io::{BufRead, BufReader};
+    let env = TestEnv::new();
+    let d = env.start_daemon();
+    let run = env.create_run("followed");
+    let mut wait = env.start_cli_with(["--json", "run", "wait", &run], |c| {
+        c.stderr(Stdio::null());
+    });
+    // Followed from a cursor taken now, so no note is missed however late it connects.
+    let listed = env.cli(["--json", "event", "feed"]);
+    let since = listed.stdout.lines().last().map(|l| {
+        serde_json::from_str::<serde_json::Value>(l).unwrap()["cursor"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    });
+    let mut feed = env.start_cli_with(
+        [
+            "--json",
+            "event",
+            "feed",
+            "--follow",
+            "--since",
+            &since.unwrap(),
+        ],
+        |c| {
+            c.stderr(Stdio::null());
+        },
+    );
+    let mut lines = BufReader::new(feed.stdout.take().unwrap());
+    // The feed's next note.
+    let mut next = || loop {
+        let mut line = String::new();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "the feed ended");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["event"]["type"] == json!("x.note") {
+            return v;
+        }
+    };
+    let note = |n: u32| {
+        env.rpc(
+            "event.append",
+            json!({"run": run, "type": "x.note", "data": {"n": n}}),
+        );
+    };
+    // The feed follows (its line arrives), so both followers are connected.
+    note(1);
+    assert_eq!(next()["event"]["data"], json!({"n": 1}));
+
+    env.cli(["daemon", "stop"]).ok();
+    assert!(d.wait_exit().success());
+    // For 4 s (40 of the followers' looks) no daemon comes back: nothing answers, no process
+    // holds the lock, and the log says no start.
+    let starts = || {
+        std::fs::read_to_string(env.home.join("octld.log"))
+            .unwrap_or_default()
+            .matches("octld starting")
+            .count()
+    };
+    let before = starts();
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            std::os::unix::net::UnixStream::connect(env.socket()).is_err(),
+            "a follower started the daemon after daemon stop"
+        );
+    }
+    assert_eq!(starts(), before);
+    assert!(wait.try_wait().unwrap().is_none(), "run wait gave up");
+
+    // An explicit start: the followers come back and go on from where they were.
+    let _d = env.start_daemon();
+    note(2);
+    assert_eq!(next()["event"]["data"], json!({"n": 2}));
+    env.cli(["daemon", "restart"]).ok();
+    note(3);
+    assert_eq!(next()["event"]["data"], json!({"n": 3}));
+    env.rpc(
+        "event.append",
+        json!({"run": run, "type": "run.completed", "data": {}}),
+    );
+    let out = wait.wait_with_output().unwrap();
+    assert!(out.status.success(), "run wait: {:?}", out.status);
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["status"], json!("completed"));
+    let _ = feed.kill();
+    let _ = feed.wait();
+    // The daemon restart started is not this test's child: stop it by its home.
+    env.cli(["daemon", "stop"]).ok();
+}

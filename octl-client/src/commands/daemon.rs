@@ -195,6 +195,14 @@ async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => None,
         Err(CallError::Failed(e)) => return Err(e),
     };
+    // Said before the daemon goes: its followers, seeing their streams end, wait for it
+    // instead of starting it again (only an explicit command does).
+    std::fs::write(ctx.client.home().stopped(), b"").map_err(|e| {
+        AppError::internal(format!(
+            "cannot write {}: {e}",
+            ctx.client.home().stopped().display()
+        ))
+    })?;
     match ctx
         .client
         .try_call_method::<method::DaemonShutdown>(&NoParams {})

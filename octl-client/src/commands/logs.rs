@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::run::run_param;
 use super::Ctx;
-use crate::follow::{show, Events};
+use crate::follow::{show, show_again, Events};
 
 // The flags of `run logs`; its help is on `RunCmd::Logs`.
 #[derive(Debug, Args)]
@@ -274,7 +274,7 @@ async fn follow(
         watch(&mut watcher, &run_dir)?;
     }
     // The state is read after the stream's cursor is fixed, so no end is missed between.
-    let detail = show(ctx, run).await?;
+    let detail = show_again(ctx, run).await?;
     let mut events = Events::new(run, detail.manifest.last_seq);
     let mut gone = detail
         .nodes
@@ -291,7 +291,7 @@ async fn follow(
             // Its last words were written before its end was recorded: read once more.
             reader.read_new(out)?;
             if reader.path().is_none() {
-                let d = show(ctx, run).await?;
+                let d = show_again(ctx, run).await?;
                 if let Some(n) = d.nodes.iter().find(|n| n.id == node) {
                     return Err(no_log_yet(run, n, dir));
                 }
@@ -308,7 +308,7 @@ async fn follow(
                         .and_then(Value::as_str)
                         .is_some_and(|t| t.starts_with("run."));
                 if about_node || run_ended {
-                    let d = show(ctx, run).await?;
+                    let d = show_again(ctx, run).await?;
                     gone = d
                         .nodes
                         .iter()

@@ -1,8 +1,6 @@
 //! [`Events`]: a run's event stream across daemon restarts (for `run wait`, `run watch` and
 //! `discussion ask --wait`).
 
-use octl_proto::method;
-use octl_proto::rpc::RunParams;
 use std::time::Duration;
 
 use octl_proto::AppError;
@@ -53,13 +51,10 @@ impl Events {
                 None => match ctx.client.event_stream(&self.id, self.cursor, true).await {
                     Ok(stream) => self.stream.insert(stream),
                     Err(CallError::NotRunning(_)) => {
-                        // Start it again, or fail with daemon_unreachable when autostart is off.
+                        // Wait for a daemon stopped on purpose; start one that crashed (or
+                        // fail with daemon_unreachable when autostart is off).
                         tokio::time::sleep(RECONNECT).await;
-                        ctx.client
-                            .call_value::<method::RunShow>(&RunParams {
-                                run: self.id.clone(),
-                            })
-                            .await?;
+                        ctx.client.reconnect().await?;
                         continue;
                     }
                     Err(CallError::Failed(e)) => return Err(e),

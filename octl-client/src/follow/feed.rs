@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use octl_proto::feed::FeedItem;
-use octl_proto::method::{self, NoParams};
 use octl_proto::AppError;
 
 use crate::client::{CallError, Client, FeedStream};
@@ -66,9 +65,7 @@ impl Feed {
                         // Start it again when autostart allows; otherwise wait for it to be
                         // started (a follower keeps following; `connected` says it waits).
                         tokio::time::sleep(RECONNECT).await;
-                        let _ = client
-                            .call_value::<method::DaemonStatus>(&NoParams {})
-                            .await;
+                        let _ = client.reconnect().await;
                         continue;
                     }
                     Err(CallError::Failed(e)) => return Err(e),

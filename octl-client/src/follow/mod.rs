@@ -45,6 +45,13 @@ pub async fn show(ctx: &Ctx, run: &str) -> Result<RunShown, AppError> {
     ctx.client.call_method::<method::RunShow>(&params).await
 }
 
+/// `run.show` again, by a follower that showed the run before: a daemon stopped meanwhile is
+/// waited for, not started ([`crate::client::Client::call_following`]).
+pub async fn show_again(ctx: &Ctx, run: &str) -> Result<RunShown, AppError> {
+    let params = RunParams { run: run.into() };
+    ctx.client.call_following::<method::RunShow>(&params).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

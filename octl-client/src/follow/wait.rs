@@ -10,7 +10,7 @@ use octl_proto::state::Node;
 use octl_proto::RunKind;
 use octl_proto::{AppError, ErrorKind, NodeState};
 
-use super::{one_line, show, Events, Progress, TICK};
+use super::{one_line, show, show_again, Events, Progress, TICK};
 use crate::commands::Ctx;
 use crate::output::{duration, node_counts};
 
@@ -114,7 +114,7 @@ async fn follow(
             ev = events.next(ctx) => progress.event(&ev?),
             _ = tick.tick() => progress.tick(),
         }
-        detail = show(ctx, &id).await?;
+        detail = show_again(ctx, &id).await?;
         progress.state(&detail);
         if is_settled(detail.manifest.status) {
             return Ok(detail);

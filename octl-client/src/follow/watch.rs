@@ -10,7 +10,7 @@ use octl_proto::{AppError, NodeState};
 use serde_json::Value;
 
 use super::progress::{print_text_raw, terminal_size};
-use super::{event_message, one_line, show, why_text, Events, TICK};
+use super::{event_message, one_line, show, show_again, why_text, Events, TICK};
 use crate::commands::run::show::{elapsed_cell, waiting_cell};
 use crate::commands::Ctx;
 use crate::output::{node_counts, print_text, table, truncate};
@@ -151,7 +151,7 @@ pub async fn watch_run(ctx: &Ctx, run: &str, mode: WatchMode) -> Result<RunShown
             }
             _ = tick.tick() => {}
         }
-        detail = show(ctx, &id).await?;
+        detail = show_again(ctx, &id).await?;
         view.draw(&detail);
     }
     // The events that ended it may still be on their way.
