@@ -10,7 +10,9 @@
 //! - [`plan`]: fan-out manifests and orchestrate plans, every problem at once; `--max-parallel`.
 //! - [`rpc`]: JSON-RPC 2.0 envelopes, parameter and result types.
 //! - [`run_index`]: the formats of the run index (`runs.idx`, `runs.journal`).
-//! - [`method`]: one declaration per RPC method (name, types, summary, schemas).
+//! - [`method`]: one declaration per RPC method (name, types, summary); `rpc.discover`'s
+//!   schemas are derived from the types.
+//! - [`schema`]: the JSON Schemas of the string forms the types do not say (ids, caps).
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`).
 

@@ -79,14 +79,21 @@ impl Field for crate::state::Outcome {
         const FORM: &str = "an object";
         let map = present(v).ok_or(Bad::Missing(FORM))?;
         let map = map.as_object().ok_or(Bad::Invalid(FORM))?;
-        Ok(
-            serde_json::from_value(Value::Object(map.clone())).unwrap_or_else(|_| {
-                crate::state::Outcome {
-                    other: map.clone(),
-                    ..Default::default()
-                }
-            }),
-        )
+        let typed: crate::state::Outcome =
+            serde_json::from_value(Value::Object(map.clone())).unwrap_or_default();
+        // A known key of another type reads as absent: then the whole object is kept instead.
+        let kept = serde_json::to_value(&typed)
+            .ok()
+            .and_then(|v| v.as_object().map(|o| o.len() == map.len()))
+            .unwrap_or(false);
+        Ok(if kept {
+            typed
+        } else {
+            crate::state::Outcome {
+                other: map.clone(),
+                ..Default::default()
+            }
+        })
     }
 }
 

@@ -527,6 +527,34 @@ mod tests {
         assert!(retyped("x.anything", &Map::new()).is_none());
     }
 
+    /// An outcome a client wrote with a known key of another type is kept whole in the log's
+    /// fold, and a node holding it still reads (that key as absent), so `run show` works.
+    #[test]
+    fn an_outcome_of_odd_types_is_kept_whole_and_still_reads() {
+        let odd = json!({"exit_status": 0, "outcome": {"total_cost_usd": "x", "num_turns": 2}});
+        assert_eq!(
+            retyped(NodeDone::TYPE, &data(odd.clone()))
+                .unwrap()
+                .unwrap(),
+            data(odd.clone())
+        );
+        let done = NodeDone::from_data(&data(odd)).unwrap();
+        let outcome = done.outcome.unwrap();
+        assert_eq!(outcome.total_cost_usd, None);
+        assert_eq!(outcome.other.len(), 2);
+        let read: crate::state::Outcome =
+            serde_json::from_value(json!({"total_cost_usd": "x", "num_turns": 2})).unwrap();
+        assert_eq!((read.total_cost_usd, read.num_turns), (None, Some(2)));
+        let well = NodeDone::from_data(&data(
+            json!({"outcome": {"total_cost_usd": 1, "subtype": "success"}}),
+        ))
+        .unwrap()
+        .outcome
+        .unwrap();
+        assert_eq!(well.total_cost_usd, Some(1.0));
+        assert!(well.other.is_empty());
+    }
+
     #[test]
     fn null_absent_and_a_client_s_own_keys_write_back_as_read() {
         for v in [
