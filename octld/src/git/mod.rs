@@ -60,6 +60,9 @@ const REPO_LOCATION_VARS: &[&str] = &[
     "GIT_PREFIX",
 ];
 
+/// How long a git step of the daemon waits for a ref lock held by another git.
+const REF_LOCK_WAIT: &str = "core.filesRefLockTimeout=3000";
+
 /// A git handle on one directory (a repository or any of its worktrees).
 #[derive(Debug, Clone)]
 pub struct Git {
@@ -126,6 +129,10 @@ impl Git {
     {
         let mut cmd = self.base_command();
         cmd.arg("--no-pager").arg("-C").arg(&self.dir);
+        // git waits 100 ms for a ref another git holds, made for a person who can run the
+        // command again; the daemon's steps (a cancel's branch deletion while the agent's
+        // last `git commit` is being stopped, a merge beside the user's own git) wait longer.
+        cmd.arg("-c").arg(REF_LOCK_WAIT);
         let mut argv = vec![
             self.program.to_string_lossy().into_owned(),
             "-C".to_string(),

@@ -33,3 +33,24 @@ fn delete_refuses_unmerged_branch() {
         BranchDelete::Absent
     );
 }
+
+/// A ref held by another git for a moment (an agent's last `git commit` being stopped) does
+/// not fail the daemon's step: it waits for the lock as git's own 100 ms would not.
+#[test]
+fn delete_waits_for_a_lock_another_git_holds_for_a_moment() {
+    let f = Fixture::new();
+    f.branch_with("feature", "f.txt", "feature\n");
+    f.git.create_branch("side", "feature").unwrap();
+    let lock = f.repo().join(".git/refs/heads/feature.lock");
+    std::fs::write(&lock, "").unwrap();
+    // The other git lets go well inside the daemon's wait, well outside git's default.
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::remove_file(lock).unwrap();
+    });
+    assert_eq!(
+        f.git.delete_merged_branch("feature", "side").unwrap(),
+        BranchDelete::Deleted
+    );
+    holder.join().unwrap();
+}
