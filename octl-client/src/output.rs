@@ -94,7 +94,7 @@ pub fn print_error(json: bool, err: &AppError) -> i32 {
     exit_code(err)
 }
 
-/// The process exit code for an error (the README's table of exit codes).
+/// The process exit code for an error (the table of exit codes in docs/PROTOCOL.md).
 pub fn exit_code(err: &AppError) -> i32 {
     err.kind.exit_code()
 }

@@ -111,7 +111,7 @@ impl ErrorKind {
         }
     }
 
-    /// The CLI exit code (the README's table of exit codes).
+    /// The CLI exit code (the table of exit codes in docs/PROTOCOL.md).
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorKind::ParseError

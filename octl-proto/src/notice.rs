@@ -2,7 +2,7 @@
 //! run's state just before it. The daemon decides them as it commits each event, in log
 //! order, so each transition is told once; replaying a log at a start decides nothing.
 //!
-//! The JSON a notifier receives (README, "Notifications"):
+//! The JSON a notifier receives (docs/CONFIGURATION.md, "Notifications"):
 //! `{"v":1,"kind":"question","run":"…","node":"api","run_kind":"fanout","title":"…",
 //! "message":"…","event":{…the event…}}`.
 

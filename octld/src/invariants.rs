@@ -1,4 +1,4 @@
-//! What a run's log says of git, checked against git ("merged means in main"; the README's
+//! What a run's log says of git, checked against git ("merged means in main"; docs/MERGING.md,
 //! "Merging without losing anything"): every `merge.succeeded` of a node names a commit that
 //! is still in its target, and the branch merged (`head`) too; and a remote node that has
 //! finished has its agent's work — its last copy's `head` and `wip` as fetched into the

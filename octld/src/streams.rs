@@ -95,7 +95,7 @@ fn tool(name: &str, input: &Value) -> Option<String> {
 impl Stream {
     /// What one line of the stream says the agent is doing; `None` for lines that say
     /// nothing about it (a delta of a message already begun says the same as its first part,
-    /// and is folded into it by [`Follow`]). README, "Agent profiles", lists the mapping.
+    /// and is folded into it by [`Follow`]). docs/AGENTS.md, "Activity and resumable sessions", lists the mapping.
     pub fn activity(self, line: &str) -> Option<Doing> {
         if self == Stream::Aider {
             let line = strip_escapes(line);

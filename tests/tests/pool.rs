@@ -11,7 +11,7 @@ use serde_json::json;
 
 /// Every repository spawned in is pooled (`min_files = 0`), one entry each. The agents only
 /// sleep, a few MiB each: admission is told so, or it would keep 1 GiB for each of the 25
-/// that live at once in the race below (README, "Admission by resources").
+/// that live at once in the race below (docs/CONFIGURATION.md, "Admission by resources").
 const POOL_EVERY_REPO: &str =
     "[pool]\nsize = 1\nmin_files = 0\n[agents.shell]\nmemory_estimate = \"16MiB\"\n";
 

@@ -1,4 +1,4 @@
-//! The keys: what each one means, and the table `?` shows (the README's table is this one).
+//! The keys: what each one means, and the table `?` shows (docs/TUI.md's table is this one).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 

@@ -10,8 +10,8 @@
 //! (`tests/corpus.rs` replays recorded logs to check it). Events a client may append keep
 //! the rest of the client's object in `rest`; reading never refuses a key it does not name.
 //!
-//! Adding an event type: a declaration here, its fold in `reducer/`, and the README's Events
-//! section (docs/ARCHITECTURE.md, "Adding an event type").
+//! Adding an event type: a declaration here, its fold in `reducer/`, and the Events section of
+//! docs/PROTOCOL.md (docs/ARCHITECTURE.md, "Adding an event type").
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::method::NoParams;
 
-/// One thing under the daemon's own names that no run owns (the README's "State on disk"): a worktree
+/// One thing under the daemon's own names that no run owns (docs/PROTOCOL.md, "State on disk"): a worktree
 /// directory under `$OCTL_HOME/worktrees/`, a branch `octl/<RUN>/…`, a git worktree
 /// registration under that folder, a window on the private tmux server, or a remote runner's
 /// job. Reported by `doctor.orphans`, `doctor` and `run gc --dry-run`; never deleted without `run gc`.

@@ -4,7 +4,7 @@
 //! node is done, else failed) and `claude` (Claude Code: interactive for `code` runs,
 //! `claude -p` with stream-json output for autonomous ones), and the
 //! [`Builtin`]s `codex`, `gemini`, `opencode` (both modes) and `aider` (autonomous only; argv, what the daemon reads:
-//! README, "Agent profiles"). Any other agent is an argv template in `config.toml` (see
+//! docs/CONFIGURATION.md, "Agent profiles"). Any other agent is an argv template in `config.toml` (see
 //! [`crate::config`]).
 
 mod builtin;

@@ -1,6 +1,6 @@
 //! `[limits]` of config.toml, and the memory knobs of `[agents.NAME]`: what admission of new
 //! agents on this machine keeps free, how much it expects an agent to need, and the memory
-//! limit of each agent's cgroup (README, "Admission by resources").
+//! limit of each agent's cgroup (docs/CONFIGURATION.md, "Admission by resources").
 //!
 //! ```toml
 //! [limits]

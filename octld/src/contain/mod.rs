@@ -1,5 +1,5 @@
 //! Agents' processes on this machine: every process an agent starts is found, measured and
-//! ended with it, whatever became of its tmux window (README, "Agents' processes").
+//! ended with it, whatever became of its tmux window (docs/AGENTS.md, "Agents' processes").
 //!
 //! Two ways of knowing them, both kept for every local agent:
 //!

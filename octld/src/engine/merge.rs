@@ -1,4 +1,4 @@
-//! Merging a node's branch into its target without losing anything (the README's "Merging
+//! Merging a node's branch into its target without losing anything (docs/MERGING.md, "Merging
 //! without losing anything"): one merge at a time per repository; the merge is computed with
 //! `git merge-tree` (no worktree is touched); the target moves by compare-and-swap, or by
 //! `--ff-only` through the worktree that has it checked out when that worktree is clean on the

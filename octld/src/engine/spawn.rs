@@ -605,7 +605,7 @@ fn no_room(why: &super::decide::room::Shortfall) -> AppError {
         ErrorKind::InvalidTransition,
         format!("no room to start: waiting for {why}"),
     )
-    .with_hint("it starts by itself once there is room; see [limits] in the README")
+    .with_hint("it starts by itself once there is room; see [limits] in docs/CONFIGURATION.md")
 }
 
 /// Starts the agent of an added node: `node.starting` (the intent), the branch and worktree

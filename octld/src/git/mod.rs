@@ -8,7 +8,7 @@
 //! variables with [`Git::with_env`].
 //!
 //! The calls are synchronous; the daemon runs them in `spawn_blocking`. The merge rules (the
-//! README's "Merging without losing anything") are built from: [`Git::plan_merge`] (merge-tree, fast-forward when possible),
+//! docs/MERGING.md, "Merging without losing anything") are built from: [`Git::plan_merge`] (merge-tree, fast-forward when possible),
 //! [`Git::move_branch`] (compare-and-swap, or `--ff-only` through the worktree that has the
 //! target checked out), and [`Git::snapshot`] (nothing an agent wrote is lost before its
 //! worktree goes).

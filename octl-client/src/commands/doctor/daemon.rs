@@ -92,7 +92,7 @@ pub(super) fn notify_check(n: &NotifyStatus) -> Check {
     if configured.is_empty() && n.last_failure.is_none() {
         return Check::ok(
             id,
-            "no notifier configured (nobody is told when a node needs a person; see [notify] in the README)",
+            "no notifier configured (nobody is told when a node needs a person; see [notify] in docs/CONFIGURATION.md)",
         );
     }
     let what = if configured.is_empty() {
@@ -136,7 +136,7 @@ pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {
         return Check::fail(
             id,
             format!("config.toml cannot be used: {e}"),
-            "fix $OCTL_HOME/config.toml (see the [agents.NAME] example in the README); until then no agent can start",
+            "fix $OCTL_HOME/config.toml (see the [agents.NAME] example in docs/CONFIGURATION.md); until then no agent can start",
         )
         .with_details(details);
     }
@@ -213,7 +213,7 @@ pub(super) fn runners_check(r: &DoctorRunnersResult) -> Check {
         return Check::fail(
             id,
             format!("config.toml cannot be used: {e}"),
-            "fix $OCTL_HOME/config.toml (see [runners.NAME] in the README)",
+            "fix $OCTL_HOME/config.toml (see [runners.NAME] in docs/RUNNERS.md)",
         )
         .with_details(details);
     }
