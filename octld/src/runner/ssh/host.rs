@@ -440,6 +440,7 @@ impl Inner {
             remote_git,
             pid,
             alive: true,
+            ended_at: None,
             exit_status: None,
             exit_signal: None,
             placed: Instant::now(),

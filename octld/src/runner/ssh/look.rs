@@ -175,6 +175,9 @@ impl Inner {
             let mut a = entry;
             a.pid = p.pid.or(a.pid);
             a.alive = !p.dead;
+            if p.dead {
+                a.ended_at.get_or_insert_with(Instant::now);
+            }
             a.exit_status = p.status;
             a.exit_signal = p.signal;
             let _ = p.server_pid;
@@ -318,6 +321,7 @@ pub(super) fn adopt(p: &Pane, attempt: u32, copy: u32) -> Adopted {
         remote_git: p.remote_git.clone(),
         pid: p.pid,
         alive: !p.dead,
+        ended_at: p.dead.then(Instant::now),
         exit_status: p.status,
         exit_signal: p.signal,
         placed: Instant::now(),

@@ -84,9 +84,13 @@ impl HostState {
                 .is_some_and(|(t, _)| t.elapsed() >= UNREACHABLE_AFTER)
     }
 
-    /// Agents alive and starts under way: what holds its slots (besides reserved room).
+    /// Agents alive, agents whose end the engine has not yet taken (their window is still
+    /// there, for [`DEAD_HOLDS_SLOT`] at most), and starts under way: what holds its slots
+    /// (besides reserved room). An agent that just ended keeps its slot until the engine has
+    /// recorded its end and closed its window, so the log never shows more agents on a host
+    /// than its slots.
     pub(super) fn used(&self) -> u32 {
-        self.agents.values().filter(|a| a.alive).count() as u32 + self.starting
+        self.agents.values().filter(|a| a.holds_slot()).count() as u32 + self.starting
     }
 }
 
@@ -109,13 +113,24 @@ pub(super) struct Placed {
     pub(super) remote_git: String,
     pub(super) pid: Option<u32>,
     pub(super) alive: bool,
+    /// When a look first saw it ended.
+    pub(super) ended_at: Option<Instant>,
     pub(super) exit_status: Option<i32>,
     pub(super) exit_signal: Option<i32>,
     /// When the runner started (or adopted) it.
     pub(super) placed: Instant,
 }
 
+/// How long an ended agent whose window the engine has not closed still holds its slot: the
+/// engine closes it within a supervisor tick of recording the end; one it never closes (its
+/// node had already ended) must not hold the slot for ever.
+pub(super) const DEAD_HOLDS_SLOT: Duration = Duration::from_secs(30);
+
 impl Placed {
+    pub(super) fn holds_slot(&self) -> bool {
+        self.alive || self.ended_at.is_some_and(|t| t.elapsed() < DEAD_HOLDS_SLOT)
+    }
+
     pub(super) fn prefix(&self) -> String {
         format!(
             "{}/{}",

@@ -93,3 +93,42 @@ fn a_start_resumes_only_from_a_copy_given_up_on() {
         format!("{p2}/0/base")
     );
 }
+
+/// An agent that ended holds its slot until the engine has recorded its end and closed its
+/// window (its entry goes), bounded for one the engine never closes.
+#[test]
+fn an_ended_agent_holds_its_slot_until_its_window_is_closed() {
+    let placed = |alive: bool, ended_at: Option<Instant>| Placed {
+        run: "r".into(),
+        node: "n".into(),
+        attempt: 0,
+        copy: 0,
+        pane: "%1".into(),
+        worktree: PathBuf::from("/w"),
+        log: PathBuf::from("/l"),
+        remote_log: "/r".into(),
+        offset: 0,
+        remote_git: "/g".into(),
+        pid: None,
+        alive,
+        ended_at,
+        exit_status: None,
+        exit_signal: None,
+        placed: Instant::now(),
+    };
+    let mut h = HostState::default();
+    h.agents.insert("a".into(), placed(true, None));
+    h.agents
+        .insert("b".into(), placed(false, Some(Instant::now())));
+    assert_eq!(h.used(), 2, "ended, its end not yet taken: still its slot");
+    let long_ago = Instant::now().checked_sub(DEAD_HOLDS_SLOT + Duration::from_secs(1));
+    h.agents.insert("b".into(), placed(false, long_ago));
+    assert_eq!(
+        h.used(),
+        1,
+        "never closed: the slot is free again after the bound"
+    );
+    h.agents.remove("b");
+    h.starting = 1;
+    assert_eq!(h.used(), 2, "a start under way holds one");
+}
