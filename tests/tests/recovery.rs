@@ -77,10 +77,24 @@ fn failed_run(env: &TestEnv, repo: &TestRepo) -> (String, PathBuf) {
 #[test]
 fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
     let env = TestEnv::new();
-    // Daemon down: those checks fail with a hint, the rest still run, nothing is started.
+    // A home whose daemon was never started: what only the daemon knows is skipped, not
+    // failed (nothing is wrong yet), the rest still runs, nothing is started.
+    let skipped_while_down = |report: &Value| {
+        for id in [
+            "daemon",
+            "socket-mode",
+            "runners",
+            "runs",
+            "orphans",
+            "notify",
+        ] {
+            assert_eq!(check(report, id)["status"], json!("skip"), "{report}");
+        }
+        assert_eq!(report["fail"], json!(0), "{report}");
+    };
     let (code, report) = doctor(&env);
-    assert_eq!(code, 1, "{report}");
-    assert_eq!(check(&report, "daemon")["status"], json!("fail"));
+    assert_eq!(code, 0, "{report}");
+    skipped_while_down(&report);
     assert!(check(&report, "daemon")["hint"]
         .as_str()
         .unwrap()
@@ -148,6 +162,7 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
         report["ok"].as_u64().unwrap() + report["warn"].as_u64().unwrap(),
         14
     );
+    assert_eq!(report["skip"], json!(0), "{report}");
 
     // The human form: one line per check, hints under warnings, a summary.
     let out = env.cli(["doctor"]);
@@ -158,6 +173,25 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
         out.stdout
     );
     assert!(out.stdout.trim_end().ends_with("0 fail"), "{}", out.stdout);
+
+    // Stopped on purpose: skipped again, exit 0.
+    assert_eq!(env.cli(["daemon", "stop"]).code, 0);
+    let (code, report) = doctor(&env);
+    assert_eq!(code, 0, "{report}");
+    skipped_while_down(&report);
+    assert!(check(&report, "daemon")["message"]
+        .as_str()
+        .unwrap()
+        .contains("daemon stop"));
+    // Killed: its socket is left and nothing answers: that is a failure.
+    env.start_daemon().kill9();
+    let (code, report) = doctor(&env);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(
+        check(&report, "daemon")["status"],
+        json!("fail"),
+        "{report}"
+    );
 }
 
 #[test]

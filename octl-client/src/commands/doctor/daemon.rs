@@ -192,12 +192,7 @@ pub(super) fn agents_check(r: &DoctorAgentsResult) -> Check {
     }
     let message = parts.join("; ");
     let hint = hints.join("; ");
-    match status {
-        Status::Ok => Check::ok(id, message),
-        Status::Warn => Check::warn(id, message, hint),
-        Status::Fail => Check::fail(id, message, hint),
-    }
-    .with_details(details)
+    Check::of(status, id, message, hint).with_details(details)
 }
 
 /// Each runner and whether it answered. One that does not is a warning, and a failure when an
@@ -246,12 +241,7 @@ pub(super) fn runners_check(r: &DoctorRunnersResult) -> Check {
     }
     let message = parts.join("; ");
     let hint = hints.join("; ");
-    match status {
-        Status::Ok => Check::ok(id, message),
-        Status::Warn => Check::warn(id, message, hint),
-        Status::Fail => Check::fail(id, message, hint),
-    }
-    .with_details(details)
+    Check::of(status, id, message, hint).with_details(details)
 }
 
 fn install_hint(profile: &str, program: &str) -> String {
@@ -296,11 +286,7 @@ pub(super) fn agents_check_here(config: &Path) -> Check {
     }
     let message = parts.join("; ");
     let hint = hints.join("; ");
-    match status {
-        Status::Ok => Check::ok("agents", message),
-        Status::Warn => Check::warn("agents", message, hint),
-        Status::Fail => Check::fail("agents", message, hint),
-    }
+    Check::of(status, "agents", message, hint)
 }
 
 pub(super) fn runs_check(r: &DoctorRunsResult) -> Check {

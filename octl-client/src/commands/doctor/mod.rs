@@ -1,7 +1,9 @@
 //! `doctor`: is everything orchestratectl needs in place? Each check has an id, a status
-//! (`ok`, `warn`, `fail`) and, unless ok, a hint saying how to fix it. Exit 1 when any check
-//! fails. It never starts the daemon: with the daemon down, the checks only it can make
-//! (`daemon`, `runners`, `runs`, `orphans`, `notify`) fail with a hint, and the rest still run.
+//! (`ok`, `skip`, `warn`, `fail`) and, unless ok, a hint saying how to fix it. Exit 1 when any
+//! check fails. It never starts the daemon: with the daemon down, the checks only it can make
+//! (`daemon`, `runners`, `runs`, `orphans`, `notify`) fail with a hint — or, when it was never
+//! started or was stopped on purpose (no socket, or `octld.stopped`), are skipped, since a
+//! fresh home has nothing wrong with it — and the rest still run.
 //!
 //! The checks, in order:
 //! - `git` ≥ 2.38 and `tmux` ≥ 3.0 on this PATH;
@@ -70,13 +72,15 @@ pub struct DoctorArgs {}
 pub const DOCTOR_EXAMPLES: &str = "\
 Examples:
   orchestratectl doctor
-  orchestratectl --json doctor        # {\"checks\":[{id,status,message,hint}],\"ok\":N,\"warn\":N,\"fail\":N}
+  orchestratectl --json doctor        # {\"checks\":[{id,status,message,hint}],\"ok\":N,\"skip\":N,\"warn\":N,\"fail\":N}
   orchestratectl --home /tmp/octl-test doctor";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Ok,
+    /// Cannot be checked yet (the daemon was not started): nothing wrong.
+    Skip,
     Warn,
     Fail,
 }
@@ -104,6 +108,17 @@ impl Check {
             details: Vec::new(),
         }
     }
+    pub(super) fn skip(
+        id: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Check {
+        Check {
+            status: Status::Skip,
+            hint: Some(hint.into()),
+            ..Check::ok(id, message)
+        }
+    }
     fn warn(id: &'static str, message: impl Into<String>, hint: impl Into<String>) -> Check {
         Check {
             status: Status::Warn,
@@ -118,6 +133,20 @@ impl Check {
             ..Check::ok(id, message)
         }
     }
+    /// A check of `status` (the hint dropped when it is ok).
+    fn of(
+        status: Status,
+        id: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Check {
+        let hint = (status != Status::Ok).then(|| hint.into());
+        Check {
+            status,
+            hint,
+            ..Check::ok(id, message)
+        }
+    }
     fn with_details(mut self, details: Vec<Value>) -> Check {
         self.details = details;
         self
@@ -129,6 +158,7 @@ impl Check {
 pub struct Report {
     pub checks: Vec<Check>,
     pub ok: usize,
+    pub skip: usize,
     pub warn: usize,
     pub fail: usize,
 }
@@ -138,6 +168,7 @@ impl Report {
         let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
         Report {
             ok: count(Status::Ok),
+            skip: count(Status::Skip),
             warn: count(Status::Warn),
             fail: count(Status::Fail),
             checks,
@@ -162,9 +193,32 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
         .ok()
         .and_then(|v| result_of::<DaemonStatus>(v).ok())
         .map(|s| notify_check(&s.notify));
-    checks.push(check_daemon(status, &home.socket()));
+    // Never started here, or stopped on purpose: what only the daemon knows is not wrong,
+    // just not known yet. A socket left without a daemon (a crash) is a failure.
+    let not_started = !up && (!home.socket().exists() || home.stopped().exists());
+    let why_down = if home.stopped().exists() {
+        "stopped with `daemon stop`"
+    } else {
+        "not started"
+    };
+    checks.push(if not_started {
+        Check::skip(
+            "daemon",
+            format!("octld is not running ({why_down})"),
+            "any command that needs it starts it (`orchestratectl daemon start` does so now); doctor never does",
+        )
+    } else {
+        check_daemon(status, &home.socket())
+    });
     checks.push(check_socket(&home.socket(), up));
     let not_running = |id: &'static str, what: &str| {
+        if not_started {
+            return Check::skip(
+                id,
+                format!("skipped (daemon {why_down}): {what} is known only to the daemon"),
+                "run doctor again once the daemon runs",
+            );
+        }
         Check::fail(
             id,
             format!("not checked: {what} is known only to the daemon, which is not running"),
@@ -247,6 +301,7 @@ pub fn report_text(r: &Report) -> String {
     for c in &r.checks {
         let word = match c.status {
             Status::Ok => "ok  ",
+            Status::Skip => "skip",
             Status::Warn => "warn",
             Status::Fail => "FAIL",
         };
@@ -265,9 +320,14 @@ pub fn report_text(r: &Report) -> String {
         }
     }
     out.push_str(&format!(
-        "{} checks: {} ok, {} warn, {} fail",
+        "{} checks: {} ok, {}{} warn, {} fail",
         r.checks.len(),
         r.ok,
+        if r.skip > 0 {
+            format!("{} skipped, ", r.skip)
+        } else {
+            String::new()
+        },
         r.warn,
         r.fail
     ));

@@ -122,9 +122,9 @@ pub(super) fn check_home(home: &Path) -> Check {
     let id = "home-mode";
     let meta = match std::fs::metadata(home) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Check::warn(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Check::skip(
             id,
-            format!("{} does not exist yet", home.display()),
+            format!("skipped ({} does not exist yet)", home.display()),
             "the daemon creates it (mode 0700) when it first starts: `orchestratectl daemon start`",
         ),
         Err(e) => {
@@ -223,7 +223,7 @@ pub(super) fn disk_verdict(home: &Path, free: u64, total: u64) -> Check {
     }
 }
 
-/// The warm worktree pool (`$OCTL_HOME/pool/<KEY>/<ID>/`, see the README's "Worktrees ready
+/// The warm worktree pool (`$OCTL_HOME/pool/<KEY>/<ID>/`, see docs/CONFIGURATION.md, "Worktrees ready
 /// to work in"): its entries hold no work, so this only says what disk they take.
 pub(super) fn check_pool(home: &Path) -> Check {
     let id = "pool";
@@ -273,13 +273,13 @@ pub(super) fn check_socket(socket: &Path, up: bool) -> Check {
     let meta = match std::fs::symlink_metadata(socket) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Check::warn(
+            return Check::skip(
                 id,
                 format!(
-                    "no socket at {}: the daemon is not running",
+                    "skipped (no socket at {} while the daemon is not running)",
                     socket.display()
                 ),
-                "start it with `orchestratectl daemon start`, then run doctor again",
+                "run doctor again once the daemon runs",
             )
         }
         Err(e) => {
