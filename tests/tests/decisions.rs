@@ -130,10 +130,18 @@ fn accept_raced_with_accept_starts_exactly_one_run_per_proposal() {
     let results = race(&env, &pairs);
     let decided = proposals(&env, &parent);
     for (id, [a, b]) in ids.iter().zip(&results) {
-        let (winner, loser) = if a.code == 0 { (a, b) } else { (b, a) };
-        winner.ok();
+        // The same decision twice: both answer it, exit 0, every time; only the one that
+        // started the run says it did (the other says `already`).
+        let (a, b) = (a.ok(), b.ok());
+        let (winner, loser) = if b.json()["already"] == json!(true) {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        assert_eq!(winner.json().get("already"), None, "{winner:?}");
+        assert_eq!(loser.json()["already"], json!(true), "{loser:?}");
         let child = winner.json()["run"]["id"].as_str().unwrap().to_string();
-        assert_lost(loser, "accepted", Some(&child));
+        assert_eq!(loser.json()["run"]["id"], json!(child), "{loser:?}");
         let p = &decided[id];
         assert_eq!(p["status"], json!("accepted"));
         assert_eq!(p["child_run"], json!(child), "the proposal names its run");

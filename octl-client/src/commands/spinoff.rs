@@ -261,6 +261,14 @@ async fn accept(ctx: &Ctx, args: SpinoffAcceptArgs) -> Result<(), AppError> {
 ///   follow it: orchestratectl run wait 01K…
 /// ```
 pub fn accepted_text(a: &Accepted) -> String {
+    if a.already {
+        return format!(
+            "Already accepted {}: its spinoff run is {child} (parent {}); nothing new started\n  follow it: orchestratectl run wait {child}",
+            a.proposal.spinoff.id,
+            a.proposal.run,
+            child = a.run.id
+        );
+    }
     format!(
         "Accepted {}: started spinoff run {child} (parent {})\n  follow it: orchestratectl run wait {child}",
         a.proposal.spinoff.id,
@@ -365,6 +373,14 @@ mod tests {
         assert_eq!(
             accepted_text(&a),
             "Accepted p1: started spinoff run 01CHILD (parent 01R)\n  follow it: orchestratectl run wait 01CHILD"
+        );
+        let again = Accepted {
+            already: true,
+            ..a.clone()
+        };
+        assert_eq!(
+            accepted_text(&again),
+            "Already accepted p1: its spinoff run is 01CHILD (parent 01R); nothing new started\n  follow it: orchestratectl run wait 01CHILD"
         );
         assert_eq!(
             rejected_text(&proposal("rejected", None, Some("out of\nscope"))),

@@ -28,6 +28,10 @@ impl std::ops::Deref for Proposal {
 pub struct Accepted {
     pub proposal: Proposal,
     pub run: crate::projection::RunSummary,
+    /// It was accepted before (by another request, or this one sent again): `run` is the run
+    /// that accept started; nothing was started now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already: bool,
 }
 
 /// `spinoff.propose`

@@ -84,23 +84,51 @@ fn current(parent: &RunHandle, s: &Spinoff) -> Spinoff {
         .unwrap_or_else(|| s.clone())
 }
 
-/// An accepted proposal again: its run, once it exists. (While the accepting request or a
-/// heal is still creating it, or after it failed, the proposal says so instead.)
-fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Accepted, AppError> {
-    let child = s
-        .child_run
-        .as_deref()
-        .and_then(|c| daemon.store.resolve("run", c).ok())
-        .ok_or_else(|| {
-            refused(s).with_hint(format!(
-                "its run is being created; see it with `orchestratectl spinoff list --run {}`",
+/// How long accepting an accepted proposal again waits for the run the first accept is
+/// creating.
+const CREATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An accepted proposal accepted again — by the loser of two identical accepts, whichever
+/// way it lost, or by a request sent twice: the run the first accept started, once it
+/// exists, with `already`, so both requests answer alike (exit 0) and neither claims to have
+/// started it. A proposal whose run could not be created (or that another decision took) is
+/// refused, saying so.
+async fn accepted_again(
+    parent: &RunHandle,
+    daemon: &Daemon,
+    id: &str,
+) -> Result<Accepted, AppError> {
+    let deadline = tokio::time::Instant::now() + CREATE_WAIT;
+    loop {
+        let view = parent.view();
+        let Some(s) = view.spinoffs.iter().find(|x| x.id == id) else {
+            return Err(AppError::not_found(format!(
+                "no proposal {id:?} in run {}",
                 parent.id
-            ))
-        })?;
-    Ok(Accepted {
-        proposal: listed(&parent.id, s),
-        run: child.summary(),
-    })
+            )));
+        };
+        if s.status != SpinoffStatus::Accepted {
+            return Err(refused(s));
+        }
+        let child = s
+            .child_run
+            .as_deref()
+            .and_then(|c| daemon.store.resolve("run", c).ok());
+        if let Some(child) = child {
+            return Ok(Accepted {
+                proposal: listed(&parent.id, s),
+                run: child.summary(),
+                already: true,
+            });
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(refused(s).with_hint(format!(
+                "its run is still being created; see it with `orchestratectl spinoff list --run {}`",
+                parent.id
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Accepting is won in the parent's log before anything is created: the checks first (bad
@@ -110,7 +138,7 @@ fn accepted(daemon: &Daemon, parent: &RunHandle, s: &Spinoff) -> Result<Accepted
 pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Accepted, AppError> {
     let (parent, proposal) = find::<Spinoff>(daemon, "id", &p.id)?;
     match proposal.status {
-        SpinoffStatus::Accepted => return accepted(daemon, &parent, &proposal),
+        SpinoffStatus::Accepted => return accepted_again(&parent, daemon, &proposal.id).await,
         SpinoffStatus::Rejected => return Err(refused(&proposal)),
         SpinoffStatus::Proposed | SpinoffStatus::Failed => {}
     }
@@ -130,8 +158,18 @@ pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Accepted, A
             agent: Some(checked.profile.name.clone()),
         },
     );
-    // A decision that lost is refused by the reducer, naming the one that won.
-    daemon.store.append(&parent, decision, false).await?;
+    // A decision that lost is refused by the reducer, naming the one that won; one that
+    // lost to the same decision reports it.
+    if let Err(e) = daemon.store.append(&parent, decision, false).await {
+        drop(slot);
+        let won = current(&parent, &proposal);
+        return match won.status {
+            SpinoffStatus::Accepted if e.kind == ErrorKind::InvalidTransition => {
+                accepted_again(&parent, daemon, &proposal.id).await
+            }
+            _ => Err(e),
+        };
+    }
     failpoint("spinoff:after-accepted");
     let decided = current(&parent, &proposal);
     let run = spinoff::create_child(daemon, &parent, &decided, &child, Some((req, checked))).await;
@@ -140,6 +178,7 @@ pub async fn accept(daemon: &Arc<Daemon>, p: AcceptParams) -> Result<Accepted, A
     Ok(Accepted {
         proposal: listed(&parent.id, &current(&parent, &decided)),
         run: run.summary(),
+        already: false,
     })
 }
 
