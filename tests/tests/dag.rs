@@ -323,6 +323,20 @@ fn spinoff_accept_starts_a_linked_run() {
     let child = accepted.json()["run"]["id"].as_str().unwrap().to_string();
     let show = env.wait_status(&child, &["completed", "failed"]);
     assert_eq!(show["manifest"]["status"], json!("completed"));
+    // Merged and cleaned up: its branch and worktree are still named, and marked removed.
+    let node = &show["nodes"][0];
+    assert_eq!(node["branch_removed"], json!(true), "{node}");
+    assert_eq!(node["worktree_removed"], json!(true), "{node}");
+    let text = env.cli(["run", "show", &child]);
+    let branch = node["branch"].as_str().unwrap();
+    assert!(
+        text.ok().stdout.contains(&format!("(removed) {branch}")),
+        "{text:?}"
+    );
+    // The parent's node is live: nothing of it is marked.
+    let live = env.rpc("run.show", json!({"run": parent}));
+    assert_eq!(live["nodes"][0].get("branch_removed"), None, "{live}");
+    assert_eq!(live["nodes"][0].get("worktree_removed"), None, "{live}");
     assert_eq!(
         show["manifest"]["settings"]["parent_run"],
         json!(parent),

@@ -93,7 +93,12 @@ fn a_line_reaches_an_interactive_agent_and_its_screen_shows_it() {
 
     // The CLI: `node send RUN --node N TEXT`, `node screen RUN --node N`.
     let cli = env.cli(["node", "send", &run[..10], "--node", "talk", "second line"]);
-    assert!(cli.ok().stdout.contains("Typed 11 bytes"), "{cli:?}");
+    let typed = &cli.ok().stdout;
+    assert!(typed.contains("Typed 11 bytes"), "{typed}");
+    assert!(
+        typed.contains("the node's log shows it if the agent echoes it"),
+        "{typed}"
+    );
     let show = env.wait_status(&run, &["waiting", "completed", "failed"]);
     let node = show["nodes"][0].clone();
     assert!(

@@ -55,7 +55,9 @@ Examples:
     /// Type one line of input (then Enter) into a live node's interactive agent (a code run's)
     ///
     /// Refused, naming the node's state, unless the node is running or waiting and its agent
-    /// is interactive. The line is not recorded in the run's log (it may hold a secret).
+    /// is interactive. The line is not recorded in the run's event log (it may hold a secret),
+    /// but the node's own log (`run logs`) is its terminal's output: it holds the line when
+    /// the agent echoes what is typed, as interactive CLIs do.
     #[command(after_help = "\
 Examples:
   orchestratectl node send 01JDXJ5R --node api 'go ahead with the migration'
@@ -217,7 +219,7 @@ async fn send(ctx: &Ctx, a: NodeSendArgs) -> Result<(), AppError> {
     let r = result_of::<method::NodeSend>(&value)?;
     ctx.out.result(&value, || {
         format!(
-            "Typed {} bytes and Enter into node {} of run {}",
+            "Typed {} bytes and Enter into node {} of run {} (not in the run's event log; the node's log shows it if the agent echoes it)",
             r.bytes, r.node, r.run
         )
     });

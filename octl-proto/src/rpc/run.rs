@@ -98,6 +98,13 @@ pub struct NodeShown {
     /// What a live local agent's processes hold, as last measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// Its `worktree` is no longer there (cleaned up, or removed by hand).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub worktree_removed: bool,
+    /// Its `branch` is no longer in the repository (deleted after its merge or cleanup — its
+    /// tip is under the snapshot ref — or by hand).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub branch_removed: bool,
 }
 
 impl std::ops::Deref for NodeShown {
@@ -114,6 +121,8 @@ impl From<crate::state::Node> for NodeShown {
             elapsed_s: None,
             waiting_for: Vec::new(),
             memory: None,
+            worktree_removed: false,
+            branch_removed: false,
         }
     }
 }

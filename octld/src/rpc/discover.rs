@@ -132,7 +132,7 @@ mod tests {
 
     /// The contract as published: `docs/openrpc.json` is the document this build serves, so a
     /// change to any method's params or result is a visible diff in review. After a deliberate
-    /// change, `OCTL_BLESS=1 cargo test -p octld --lib openrpc` writes it again.
+    /// change, `OCTL_BLESS=1 cargo test -p octld --lib the_document_is_the_checked_in_copy` writes it again.
     #[test]
     fn the_document_is_the_checked_in_copy() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openrpc.json");
@@ -144,7 +144,7 @@ mod tests {
         let kept = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             kept == now,
-            "docs/openrpc.json is not what rpc.discover answers; if the change is meant, run OCTL_BLESS=1 cargo test -p octld --lib openrpc and commit the file"
+            "docs/openrpc.json is not what rpc.discover answers; if the change is meant, run OCTL_BLESS=1 cargo test -p octld --lib the_document_is_the_checked_in_copy and commit the file"
         );
     }
 }

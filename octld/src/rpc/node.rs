@@ -143,7 +143,15 @@ impl Handle for method::NodeShow {
             AppError::not_found(format!("run {} has no node {:?}", handle.id, p.node))
         })?;
         let now = crate::store::writer::now_ms();
-        Ok(super::run::shown(daemon, &handle.id, &view, node, now))
+        let branches = super::run::branches_of(&view);
+        Ok(super::run::shown(
+            daemon,
+            &handle.id,
+            &view,
+            node,
+            now,
+            branches.as_ref(),
+        ))
     }
 }
 

@@ -1,5 +1,6 @@
 //! `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.quarantine`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use octl_proto::event::RunCreated;
@@ -120,10 +121,11 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
     let view = handle.view();
     // Read-time facts, not projections: how long each node has run, what it waits for.
     let now = crate::store::writer::now_ms();
+    let branches = branches_of(&view);
     let nodes = view
         .nodes
         .iter()
-        .map(|node| shown(daemon, &handle.id, &view, node, now))
+        .map(|node| shown(daemon, &handle.id, &view, node, now, branches.as_ref()))
         .collect();
     Ok(RunShown {
         manifest: view.manifest.clone(),
@@ -134,14 +136,29 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
     })
 }
 
+/// The branches of the run's repository (one `git for-each-ref`), to mark the ones a node
+/// names that are gone; `None` when there is no repository to ask (nothing is marked).
+pub fn branches_of(view: &octl_proto::projection::RunDetail) -> Option<BTreeSet<String>> {
+    if view.nodes.iter().all(|n| n.branch.is_none()) {
+        return None;
+    }
+    let repo = view.manifest.repo.as_deref()?;
+    let out = crate::git::Git::new(repo)
+        .plumbing(&["for-each-ref", "--format=%(refname:strip=2)", "refs/heads/"])
+        .ok()?;
+    Some(out.lines().map(str::to_string).collect())
+}
+
 /// A node as `run.show` and `node.show` answer it: its projection and the read-time facts
-/// (how long it has run, what it waits for, what its agent holds) at `now`.
+/// (how long it has run, what it waits for, what its agent holds, whether its worktree and
+/// branch are still there: `branches`, from [`branches_of`]) at `now`.
 pub fn shown(
     daemon: &Arc<Daemon>,
     run: &str,
     view: &octl_proto::projection::RunDetail,
     node: &octl_proto::state::Node,
     now: u64,
+    branches: Option<&BTreeSet<String>>,
 ) -> NodeShown {
     let started = node
         .started_at
@@ -183,11 +200,26 @@ pub fn shown(
             peak_bytes: seen.peak,
             limit_bytes: seen.limit,
         });
+    let made = !matches!(
+        node.state,
+        NodeState::Pending | NodeState::Ready | NodeState::Blocked | NodeState::Starting
+    );
     NodeShown {
         node: node.clone(),
         elapsed_s: started.map(|s| until.saturating_sub(s) / 1000),
         waiting_for,
         memory,
+        // Before a start they are not made yet (a retried node's are made again).
+        worktree_removed: made
+            && node
+                .worktree
+                .as_deref()
+                .is_some_and(|w| !std::path::Path::new(w).exists()),
+        branch_removed: made
+            && match (&node.branch, branches) {
+                (Some(b), Some(all)) => !all.contains(b),
+                _ => false,
+            },
     }
 }
 

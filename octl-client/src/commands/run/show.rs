@@ -214,6 +214,14 @@ pub fn elapsed_cell(n: &NodeShown) -> String {
 }
 
 /// WAITING FOR: `schema, auth`, or `-`.
+/// A branch or worktree that is no longer there: `(removed) NAME`, so nobody goes looking.
+pub fn removed_cell(value: Option<&str>, removed: bool) -> String {
+    match value {
+        Some(v) if removed && !v.is_empty() => format!("(removed) {v}"),
+        _ => cell(value),
+    }
+}
+
 pub fn waiting_cell(n: &NodeShown) -> String {
     if n.waiting_for.is_empty() {
         "-".to_string()
@@ -318,8 +326,8 @@ pub fn detail_text(d: &RunShown) -> String {
                     activity_cell(n),
                     elapsed_cell(n),
                     waiting_cell(n),
-                    cell(n.branch.as_deref()),
-                    cell(n.worktree.as_deref()),
+                    removed_cell(n.branch.as_deref(), n.branch_removed),
+                    removed_cell(n.worktree.as_deref(), n.worktree_removed),
                     cell(n.agent.as_deref()),
                     runner_cell(n),
                 ]
