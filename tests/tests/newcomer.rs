@@ -603,3 +603,24 @@ fn racing_quarantines_move_the_run_once() {
             .exists());
     }
 }
+
+/// One rule for shell nodes: the exit status decides, except that a script which reports
+/// failure (`node fail`) fails whatever status it exits with, and its reason is the node's.
+#[test]
+fn a_shell_script_that_reports_failure_fails_even_when_it_exits_zero() {
+    let (env, _d, repo) = TestEnv::world();
+    let run = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            "orchestratectl node fail --reason 'the fixture is missing'; exit 0",
+            json!({"agent": "shell", "node": "says"}),
+        )
+        .unwrap(),
+    );
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], json!("failed"), "{show}");
+    let node = &show["nodes"][0];
+    assert_eq!(node["state"], json!("failed"), "{node}");
+    assert_eq!(node["reason"], json!("the fixture is missing"), "{node}");
+}
