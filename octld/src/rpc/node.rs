@@ -143,15 +143,20 @@ impl Handle for method::NodeShow {
             AppError::not_found(format!("run {} has no node {:?}", handle.id, p.node))
         })?;
         let now = crate::store::writer::now_ms();
-        let branches = super::run::branches_of(&view);
-        Ok(super::run::shown(
-            daemon,
-            &handle.id,
-            &view,
-            node,
-            now,
-            branches.as_ref(),
-        ))
+        let (d, node) = (daemon.clone(), node.clone());
+        // It asks git which branches are left: off the async threads.
+        crate::engine::blocking(move || {
+            let branches = super::run::branches_of(&view);
+            Ok(super::run::shown(
+                &d,
+                &handle.id,
+                &view,
+                &node,
+                now,
+                branches.as_ref(),
+            ))
+        })
+        .await
     }
 }
 

@@ -303,7 +303,9 @@ impl Handle for method::RunCreate {
 
 impl Handle for method::RunShow {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
-        show(daemon, p)
+        // It asks git which branches are left: off the async threads.
+        let d = daemon.clone();
+        crate::engine::blocking(move || show(&d, p)).await
     }
 }
 
