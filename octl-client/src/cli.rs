@@ -145,8 +145,9 @@ pub enum Group {
     /// A snapshot is taken whenever a node's worktree is removed (after a merge, `run cancel
     /// --discard`, `run retry`, `run gc`): a commit holding everything the worktree had,
     /// uncommitted and untracked files included, on top of the node's last commit. `recover`
-    /// creates a new branch there (default recovered/<first 8 characters of RUN>/<NODE>) and
-    /// prints it with its commit. Files git ignores (.env, *.local, target/) are not in a
+    /// creates a new branch there (default recovered/<RUN>/<NODE>, RUN cut to the shortest
+    /// prefix no other run has, at least 10 characters) and prints it with its commit. Files
+    /// git ignores (.env, *.local, target/) are not in a
     /// snapshot: they were moved to $OCTL_HOME/kept/<RUN>/<NODE>/<N>/, and --worktree PATH
     /// checks the new branch out there and moves them back in (without it, the answer says
     /// where they are). --ref REF --repo PATH recovers a snapshot no run owns (an orphan's, as
@@ -198,13 +199,14 @@ pub enum Group {
     #[command(after_help = "Examples:\n  orchestratectl version\n  orchestratectl --json version")]
     Version,
 
-    /// Print a completion script for bash, zsh or fish; run ids are completed from the daemon
-    /// when it is up
+    /// Print a completion script for bash, zsh or fish; run ids, node names, profiles,
+    /// discussions and proposals are completed from the daemon when it is up
     ///
     /// Generated from the same definitions as --help, so it knows every command and flag.
-    /// Where a command takes a run (`run show RUN`, `merge RUN`, `--run RUN`), the script
-    /// asks the daemon for the run ids; it never starts the daemon. `install.sh` installs all
-    /// three.
+    /// Where a command takes a run (`run show RUN`, `--run RUN`), a node (`--node`, from the
+    /// run on the line), a profile (`--agent`), an open discussion (`discussion answer`) or a
+    /// pending proposal (`spinoff accept|reject`), the script asks the daemon; it never
+    /// starts the daemon. `install.sh` installs all three.
     #[command(after_help = shell::COMPLETIONS_EXAMPLES)]
     Completions(shell::CompletionsArgs),
 

@@ -51,11 +51,10 @@ use crate::output::{missing_command_error, print_error, usage_error, Output};
 /// Runs the CLI with these arguments and returns the process exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
     // Not a command of the CLI (so no completion script offers it): what those scripts call.
-    if args
-        .get(1)
-        .is_some_and(|a| a == commands::shell::COMPLETE_RUNS)
-    {
-        return commands::shell::complete_runs();
+    if args.get(1).is_some_and(|a| {
+        a == commands::complete::COMPLETE || a == commands::complete::COMPLETE_RUNS
+    }) {
+        return commands::complete::answer(&args[1..]);
     }
     let json = wants_json(&args);
     let cli = match Cli::try_parse_from(&args) {

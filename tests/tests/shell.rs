@@ -1,11 +1,13 @@
 //! At home in the shell: the generated completion scripts run in a real bash (subcommands,
-//! flags, run ids from the real daemon, nothing when it is down), the man pages render, and
+//! flags, and from the real daemon run ids, node names, profiles, discussions and proposals;
+//! nothing when it is down), the man pages render, and
 //! `install.sh --shell-files` puts both where shells and man look.
 
 use std::path::Path;
 use std::process::Command;
 
 use octl_tests::{bin, TestEnv};
+use serde_json::json;
 
 /// Runs `orchestratectl completions bash` in a real bash and completes `words` (the last one
 /// is the word under the cursor); returns the candidates.
@@ -81,6 +83,71 @@ fn the_bash_script_completes_commands_flags_and_run_ids_from_the_daemon() {
     assert_eq!(after_flag.len(), 2, "{after_flag:?}");
     // Not where a run goes.
     assert!(!bash_complete(&env, &["orchestratectl", "run", ""]).contains(&a));
+
+    // A run's node names after --node, from the run the line names (positional or --run,
+    // whichever comes first); option values in between are not taken for positionals.
+    for node in ["build", "docs"] {
+        env.rpc(
+            "event.append",
+            json!({"run": a, "node": node, "type": "node.added"}),
+        );
+    }
+    let mut nodes = bash_complete(
+        &env,
+        &["orchestratectl", "run", "logs", &a[..10], "--node", ""],
+    );
+    nodes.sort();
+    assert_eq!(nodes, ["build", "docs"]);
+    assert_eq!(
+        bash_complete(
+            &env,
+            &["orchestratectl", "node", "send", "--run", &a, "--node", "b"]
+        ),
+        ["build"]
+    );
+    assert!(
+        bash_complete(&env, &["orchestratectl", "run", "logs", &b, "--node", ""]).is_empty(),
+        "the other run has no nodes"
+    );
+    // Profiles after --agent, from the daemon's config.
+    let profiles = bash_complete(&env, &["orchestratectl", "spawn", "spinoff", "--agent", ""]);
+    for p in ["claude", "shell", "codex"] {
+        assert!(profiles.iter().any(|x| x == p), "{p} in {profiles:?}");
+    }
+    // Open discussions and pending proposals where their commands take an id; an answered
+    // one is not offered.
+    let ask = |title: &str| {
+        env.rpc(
+            "discussion.ask",
+            json!({"run": a, "node": "build", "title": title}),
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (open, answered) = (ask("which one?"), ask("settled"));
+    env.rpc("discussion.answer", json!({"id": answered, "text": "this"}));
+    assert_eq!(
+        bash_complete(&env, &["orchestratectl", "discussion", "answer", ""]),
+        [open]
+    );
+    let proposal = env.rpc(
+        "spinoff.propose",
+        json!({"run": a, "node": "build", "task": "split this out"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        bash_complete(&env, &["orchestratectl", "spinoff", "reject", ""]),
+        [proposal]
+    );
+    // The calls the scripts installed before this one make still answer.
+    let mut old = Command::new(bin("orchestratectl"));
+    old.arg("__complete-runs");
+    env.isolate(&mut old);
+    let old = old.output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&old.stdout).lines().count(), 2);
 }
 
 #[test]

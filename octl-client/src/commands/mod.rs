@@ -3,6 +3,7 @@
 //! A command that ends with a non-zero exit code without an error (`run wait` on a failed run:
 //! its summary is the result) returns that code.
 
+pub mod complete;
 pub mod daemon;
 pub mod demo;
 pub mod discussion;

@@ -1,17 +1,15 @@
 //! At home in the shell: `completions bash|zsh|fish` and `man`, both generated from the clap
-//! definitions in [`crate::cli`], and `__complete-runs` (not a command: [`crate::main`] answers
-//! it before parsing), which the completion scripts call for run ids from the daemon.
+//! definitions in [`crate::cli`]; the scripts call [`super::complete`] for the values only the
+//! daemon knows.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, ValueEnum};
-use octl_proto::method::RunList;
-use octl_proto::rpc::RunListParams;
 use octl_proto::AppError;
 
+use super::complete::Kind;
 use crate::cli::Cli;
-use crate::client::Client;
 
 pub const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
@@ -54,8 +52,10 @@ pub fn completions(args: &CompletionsArgs) -> Result<(), AppError> {
     Ok(())
 }
 
-/// clap_complete's script for `shell`, and a hook that completes run ids where the command
-/// line takes one (`merge RUN`, `run show RUN`, `--run RUN`).
+/// clap_complete's script for `shell`, and a hook that completes what only the daemon knows
+/// where the command line takes it: run ids (`merge RUN`, `--run RUN`), a run's node names
+/// (`--node`), agent profiles (`--agent`), open discussions (`discussion answer ID`) and
+/// pending proposals (`spinoff accept ID`), each from `orchestratectl __complete KIND`.
 pub fn completion_script(shell: Shell) -> String {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
@@ -66,35 +66,47 @@ pub fn completion_script(shell: Shell) -> String {
     };
     clap_complete::generate(generator, &mut cmd, BIN, &mut out);
     let script = String::from_utf8(out).expect("clap_complete writes UTF-8");
-    let (paths, options) = run_slots();
+    let slots = slots();
     match shell {
-        Shell::Bash => script + &bash_hook(&paths, &options),
+        Shell::Bash => script + &bash_hook(&slots),
         Shell::Zsh => zsh_hook(&script),
-        Shell::Fish => script + &fish_hook(&paths, &options),
+        Shell::Fish => script + &fish_hook(&slots),
     }
 }
 
 const BIN: &str = "orchestratectl";
 
-/// Where a run id goes: the command paths whose first positional is a RUN (`["run",
-/// "show"]`), and the long options that take one (`run`).
-fn run_slots() -> (Vec<Vec<String>>, Vec<String>) {
-    fn walk(
-        cmd: &clap::Command,
-        path: &mut Vec<String>,
-        out: &mut (Vec<Vec<String>>, Vec<String>),
-    ) {
+/// Where the daemon's values go, from the clap definitions.
+#[derive(Debug, Default)]
+struct Slots {
+    /// Command paths whose first positional is of a kind (`["run", "show"]` → runs).
+    positional: Vec<(Vec<String>, Kind)>,
+    /// Long options whose value is of a kind (`run` → runs, `node` → nodes).
+    options: Vec<(String, Kind)>,
+    /// Every long option that takes a value (its value is not a positional word).
+    valued: Vec<String>,
+}
+
+fn slots() -> Slots {
+    fn walk(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Slots) {
         for arg in cmd.get_arguments() {
-            let is_run = arg
-                .get_value_names()
-                .is_some_and(|names| names.iter().any(|n| n == "RUN"));
-            if !is_run {
-                continue;
+            if let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) {
+                if !out.valued.iter().any(|o| o == long) {
+                    out.valued.push(long.to_string());
+                }
             }
+            let kind = arg.get_value_names().and_then(|names| {
+                names
+                    .iter()
+                    .find_map(|n| Kind::of_value(n, path.first().map(String::as_str)))
+            });
+            let Some(kind) = kind else { continue };
             match arg.get_long() {
-                Some(long) if !out.1.iter().any(|o| o == long) => out.1.push(long.to_string()),
+                Some(long) if !out.options.iter().any(|(o, _)| o == long) => {
+                    out.options.push((long.to_string(), kind))
+                }
                 Some(_) => {}
-                None if arg.is_positional() => out.0.push(path.clone()),
+                None if arg.is_positional() => out.positional.push((path.clone(), kind)),
                 None => {}
             }
         }
@@ -104,39 +116,56 @@ fn run_slots() -> (Vec<Vec<String>>, Vec<String>) {
             path.pop();
         }
     }
-    let mut out = (Vec::new(), Vec::new());
+    let mut out = Slots::default();
     walk(&Cli::command(), &mut Vec::new(), &mut out);
     out
 }
 
-fn bash_hook(paths: &[Vec<String>], options: &[String]) -> String {
-    let mut cases = String::new();
-    for p in paths {
-        let _ = write!(cases, "\"{}\"|", p.join(" "));
+fn bash_hook(slots: &Slots) -> String {
+    let mut by_option = String::new();
+    let mut by_path = String::new();
+    for kind in Kind::ALL {
+        let opts: Vec<String> = slots
+            .options
+            .iter()
+            .filter(|(_, k)| *k == kind)
+            .map(|(o, _)| format!("--{o}"))
+            .collect();
+        if !opts.is_empty() {
+            let _ = write!(by_option, "{}) kind={} ;; ", opts.join("|"), kind.name());
+        }
+        let paths: Vec<String> = slots
+            .positional
+            .iter()
+            .filter(|(_, k)| *k == kind)
+            .map(|(p, _)| format!("\"{}\"", p.join(" ")))
+            .collect();
+        if !paths.is_empty() {
+            let _ = write!(by_path, "{}) kind={} ;; ", paths.join("|"), kind.name());
+        }
     }
-    cases.pop();
-    let opts: Vec<String> = options.iter().map(|o| format!("--{o}")).collect();
+    let valued: Vec<String> = slots.valued.iter().map(|o| format!("--{o}")).collect();
     format!(
         r#"
-# Run ids from the daemon where a command takes one (orchestratectl __complete-runs).
+# What only the daemon knows, where a command takes it (orchestratectl __complete KIND).
 _orchestratectl_with_runs() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     local i words=() skip=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         if ((skip)); then skip=0; continue; fi
         case "${{COMP_WORDS[i]}}" in
-            --home|{opts}) skip=1 ;;
+            {valued}) skip=1 ;;
             -*) ;;
             *) words+=("${{COMP_WORDS[i]}}") ;;
         esac
     done
-    local runs=0
-    case "$prev" in {opts}) runs=1 ;; esac
-    if [[ $runs == 0 && $cur != -* ]]; then
-        case "${{words[*]}}" in {cases}) runs=1 ;; esac
+    local kind=
+    case "$prev" in {by_option}esac
+    if [[ -z $kind && $cur != -* ]]; then
+        case "${{words[*]}}" in {by_path}esac
     fi
-    if ((runs)); then
-        COMPREPLY=($(compgen -W "$("${{COMP_WORDS[0]}}" __complete-runs 2>/dev/null)" -- "$cur"))
+    if [[ -n $kind ]]; then
+        COMPREPLY=($(compgen -W "$("${{COMP_WORDS[0]}}" __complete "$kind" "${{COMP_WORDS[@]:1:COMP_CWORD-1}}" 2>/dev/null)" -- "$cur"))
         return 0
     fi
     _orchestratectl "$@"
@@ -147,21 +176,35 @@ else
     complete -F _orchestratectl_with_runs -o bashdefault -o default orchestratectl
 fi
 "#,
-        opts = opts.join("|"),
+        valued = valued.join("|"),
     )
 }
 
-/// zsh: every RUN value (clap writes `:RUN:_default`) is completed by a function that asks
-/// the daemon.
+/// zsh: every value of a kind (clap writes `:RUN:_default`, `:NODE:_default`, … for options
+/// and `':run -- …:_default'` for positionals) is completed by a function that asks the
+/// daemon, with the words typed so far.
 fn zsh_hook(script: &str) -> String {
-    let func = "\n(( $+functions[_orchestratectl_runs] )) ||\n_orchestratectl_runs() {\n    local -a runs\n    runs=(${(f)\"$(orchestratectl __complete-runs 2>/dev/null)\"})\n    compadd -a runs\n}\n";
+    let func = "\n(( $+functions[_orchestratectl_ids] )) ||\n_orchestratectl_ids() {\n    local -a ids\n    ids=(${(f)\"$(orchestratectl __complete ${argv[-1]} ${words[@]} 2>/dev/null)\"})\n    compadd -a ids\n}\n";
+    let action = |kind: Kind| format!(":_orchestratectl_ids {}'", kind.name());
     let script: String = script
         .lines()
         .map(|l| {
-            if l.starts_with("':run -- ") || l.contains(":RUN:_default") {
-                l.replacen(":_default'", ":_orchestratectl_runs'", 1)
+            let kind = if l.starts_with("':run -- ") || l.contains(":RUN:_default") {
+                Some(Kind::Runs)
+            } else if l.contains(":NODE:_default") {
+                Some(Kind::Nodes)
+            } else if l.contains(":PROFILE:_default") {
+                Some(Kind::Profiles)
+            } else if l.starts_with("':id -- The discussion") {
+                Some(Kind::Discussions)
+            } else if l.starts_with("':id -- The proposal") {
+                Some(Kind::Proposals)
             } else {
-                l.to_string()
+                None
+            };
+            match kind {
+                Some(k) => l.replacen(":_default'", &action(k), 1),
+                None => l.to_string(),
             }
         })
         .map(|l| l + "\n")
@@ -173,9 +216,15 @@ fn zsh_hook(script: &str) -> String {
     }
 }
 
-fn fish_hook(paths: &[Vec<String>], options: &[String]) -> String {
-    let mut out = String::from("\n# Run ids from the daemon where a command takes one.\n");
-    for p in paths {
+fn fish_hook(slots: &Slots) -> String {
+    let mut out = String::from("\n# What only the daemon knows, where a command takes it.\n");
+    let ask = |kind: Kind| {
+        format!(
+            "({BIN} __complete {} (commandline -opc)[2..] 2>/dev/null)",
+            kind.name()
+        )
+    };
+    for (p, kind) in &slots.positional {
         let cond = match p.as_slice() {
             [group] => format!("__fish_{BIN}_using_subcommand {group}"),
             [group, rest @ ..] => format!(
@@ -186,42 +235,14 @@ fn fish_hook(paths: &[Vec<String>], options: &[String]) -> String {
         };
         let _ = writeln!(
             out,
-            "complete -c {BIN} -n \"{cond}\" -f -a \"({BIN} __complete-runs 2>/dev/null)\""
+            "complete -c {BIN} -n \"{cond}\" -f -a \"{}\"",
+            ask(*kind)
         );
     }
-    for o in options {
-        let _ = writeln!(
-            out,
-            "complete -c {BIN} -l {o} -r -f -a \"({BIN} __complete-runs 2>/dev/null)\""
-        );
+    for (o, kind) in &slots.options {
+        let _ = writeln!(out, "complete -c {BIN} -l {o} -r -f -a \"{}\"", ask(*kind));
     }
     out
-}
-
-/// The argument the completion scripts call the CLI with for run ids.
-pub const COMPLETE_RUNS: &str = "__complete-runs";
-
-/// `orchestratectl __complete-runs`: every run id, newest first, one a line, from the daemon
-/// of `$OCTL_HOME` (or the default home); nothing when it is down, for it is never started
-/// for a completion. Always exits 0.
-pub fn complete_runs() -> i32 {
-    let Ok(home) = crate::home::Home::from_env(None) else {
-        return 0;
-    };
-    let client = Client::new(home, false);
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return 0;
-    };
-    let listed = rt.block_on(client.call_method::<RunList>(&RunListParams::default()));
-    if let Ok(runs) = listed.and_then(|l| l.parse()) {
-        for run in runs.iter().rev() {
-            println!("{}", run.id);
-        }
-    }
-    0
 }
 
 pub fn man(args: &ManArgs) -> Result<(), AppError> {
@@ -280,32 +301,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn run_slots_come_from_the_definitions() {
-        let (paths, options) = run_slots();
-        for p in [
-            &["merge"][..],
-            &["run", "show"],
-            &["run", "wait"],
-            &["run", "logs"],
+    fn slots_come_from_the_definitions() {
+        let slots = slots();
+        for (p, kind) in [
+            (&["merge"][..], Kind::Runs),
+            (&["run", "show"], Kind::Runs),
+            (&["run", "wait"], Kind::Runs),
+            (&["run", "logs"], Kind::Runs),
+            (&["discussion", "answer"], Kind::Discussions),
+            (&["spinoff", "accept"], Kind::Proposals),
+            (&["spinoff", "reject"], Kind::Proposals),
         ] {
-            assert!(paths.iter().any(|q| q == p), "{p:?} in {paths:?}");
+            assert!(
+                slots.positional.iter().any(|(q, k)| q == p && *k == kind),
+                "{p:?} in {:?}",
+                slots.positional
+            );
         }
-        assert_eq!(options, vec!["run".to_string()]);
+        let option = |o: &str| slots.options.iter().find(|(n, _)| n == o).map(|x| x.1);
+        assert_eq!(option("run"), Some(Kind::Runs));
+        assert_eq!(option("node"), Some(Kind::Nodes));
+        assert_eq!(option("agent"), Some(Kind::Profiles));
+        for o in ["home", "run", "node", "reason", "timeout"] {
+            assert!(
+                slots.valued.iter().any(|v| v == o),
+                "{o}: {:?}",
+                slots.valued
+            );
+        }
+        assert!(!slots.valued.iter().any(|v| v == "json" || v == "follow"));
     }
 
     #[test]
-    fn each_script_completes_run_ids() {
-        assert!(completion_script(Shell::Bash).contains("__complete-runs"));
+    fn each_script_completes_every_kind() {
+        let bash = completion_script(Shell::Bash);
+        for kind in Kind::ALL {
+            assert!(bash.contains(&format!("kind={}", kind.name())), "{kind:?}");
+        }
         let zsh = completion_script(Shell::Zsh);
-        assert!(
-            zsh.contains(":RUN:_orchestratectl_runs"),
-            "clap's zsh shape changed"
-        );
-        assert!(
-            zsh.contains("characters:_orchestratectl_runs'"),
-            "clap's zsh shape changed"
-        );
-        assert!(completion_script(Shell::Fish)
-            .contains("using_subcommand run; and __fish_seen_subcommand_from show"));
+        for kind in Kind::ALL {
+            assert!(
+                zsh.contains(&format!(":_orchestratectl_ids {}'", kind.name())),
+                "clap's zsh shape changed for {kind:?}"
+            );
+        }
+        assert!(!zsh.contains(":RUN:_default") && !zsh.contains(":NODE:_default"));
+        let fish = completion_script(Shell::Fish);
+        assert!(fish.contains("using_subcommand run; and __fish_seen_subcommand_from show"));
+        assert!(fish.contains("-l node -r -f -a \"(orchestratectl __complete nodes"));
+        assert!(fish.contains("__complete proposals"));
     }
 }
