@@ -7,6 +7,36 @@ use crate::error::AppError;
 pub const MIN_PREFIX: usize = 6;
 /// Length of a full ULID.
 pub const ULID_LEN: usize = 26;
+/// The shortest prefix of an id shown to a person. A ULID's first 10 characters are its
+/// creation millisecond; 8 name only a 256 ms window, which runs started together share.
+pub const SHOWN_PREFIX: usize = 10;
+
+/// The length of the shortest prefix of `id` that none of `others` starts with, at least
+/// `min` (and at most the whole id). Among sorted ids, an id's two neighbours are the only
+/// others that matter.
+pub fn unique_prefix_len<'a>(
+    id: &str,
+    others: impl IntoIterator<Item = &'a str>,
+    min: usize,
+) -> usize {
+    let shared = others
+        .into_iter()
+        .filter(|o| *o != id)
+        .map(|o| {
+            id.bytes()
+                .zip(o.bytes())
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    (shared + 1).max(min).min(id.len())
+}
+
+/// `id` cut to [`unique_prefix_len`] among `others`, at least [`SHOWN_PREFIX`] long.
+pub fn shown_prefix<'a, 'b>(id: &'a str, others: impl IntoIterator<Item = &'b str>) -> &'a str {
+    &id[..unique_prefix_len(id, others, SHOWN_PREFIX)]
+}
 
 /// A run reference as given by a user: a full ULID or a unique prefix (upper-cased).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +183,19 @@ pub fn is_uuid(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shown_prefix_is_unique_and_at_least_ten() {
+        let a = "01M8SEXK4Q0000000000000000";
+        let b = "01M8SEXK4Q7000000000000000";
+        let c = "01M8SEXK9Z0000000000000000";
+        assert_eq!(shown_prefix(a, [b, c]), "01M8SEXK4Q0");
+        assert_eq!(shown_prefix(c, [a, b]), "01M8SEXK9Z");
+        assert_eq!(shown_prefix(c, []), "01M8SEXK9Z");
+        // Itself among the others changes nothing.
+        assert_eq!(unique_prefix_len(a, [a], 10), 10);
+        assert_eq!(unique_prefix_len("ab", ["abc"], 1), 2);
+    }
 
     #[test]
     fn session_ids_are_uuids() {

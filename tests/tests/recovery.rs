@@ -498,7 +498,8 @@ fn recover_makes_a_branch_from_a_discarded_nodes_snapshot() {
     let out = env.cli(["--json", "recover", &run, "--node", "gone"]);
     out.ok();
     let r = out.json();
-    let branch = format!("recovered/{}/gone", &run[..8]);
+    // Named by the run's shortest unique prefix, at least 10 characters (its millisecond).
+    let branch = format!("recovered/{}/gone", &run[..10]);
     assert_eq!(r["branch"], json!(branch));
     assert_eq!(
         r["snapshot_ref"],

@@ -9,11 +9,15 @@ use octl_tests::{bin, wait_until, Pane, TestEnv, TestRepo};
 use serde_json::{json, Value};
 
 fn tui(env: &TestEnv, extra: &[(&str, &str)]) -> Pane {
+    tui_sized(env, 120, 40, extra)
+}
+
+fn tui_sized(env: &TestEnv, width: u16, height: u16, extra: &[(&str, &str)]) -> Pane {
     let home = env.home.display().to_string();
     Pane::start(
         env,
-        120,
-        40,
+        width,
+        height,
         extra,
         &bin("orchestratectl"),
         &["--home", &home, "tui"],
@@ -212,4 +216,41 @@ fn the_agents_screen_is_shown_and_a_line_of_input_reaches_it() {
     // The line itself is not written to the run's log.
     let log = std::fs::read_to_string(env.run_dir(&run).join("events.jsonl")).unwrap();
     assert!(!log.contains("hello agent"));
+}
+
+/// Runs created within the same 256 ms share their first 8 characters (a ULID's first 10 are
+/// its millisecond): the list and every question name each run by the shortest prefix no
+/// other run has, at least 10 characters long.
+#[test]
+fn runs_started_together_are_told_apart_by_their_ids() {
+    let (env, _d, _repo) = TestEnv::world();
+    // Created back to back, two nearly always share 8 characters; more are made until they do.
+    let mut ids: Vec<String> = Vec::new();
+    let mut twins = None;
+    for _ in 0..50 {
+        let id = env.create_run("together");
+        twins = ids
+            .iter()
+            .find(|o| o[..8] == id[..8])
+            .map(|o| (o.clone(), id.clone()));
+        ids.push(id);
+        if twins.is_some() {
+            break;
+        }
+    }
+    let (older, newest) = twins.expect("two runs created back to back share 8 characters");
+    let unique = |id: &str| {
+        let n = (10..=26)
+            .find(|n| ids.iter().filter(|o| o[..*n] == id[..*n]).count() == 1)
+            .unwrap();
+        id[..n].to_string()
+    };
+    let pane = tui_sized(&env, 80, 24, &[]);
+    pane.wait_for(&unique(&older));
+    pane.wait_for(&unique(&newest));
+    // The newest run is selected first; the question names it unambiguously.
+    pane.keys(&["x"]);
+    pane.wait_for(&format!("cancel run {}?", unique(&newest)));
+    pane.keys(&["n"]);
+    pane.wait_for("nothing done");
 }

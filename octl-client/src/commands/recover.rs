@@ -54,7 +54,7 @@ pub struct RecoverArgs {
 /// The examples of `recover --help`.
 pub const RECOVER_EXAMPLES: &str = "\
 Examples:
-  orchestratectl recover 01JDXJ5R --node api                  # branch recovered/01JDXJ5R/api
+  orchestratectl recover 01JDXJ5R --node api                  # branch recovered/01JDXJ5R8Q/api
   orchestratectl recover 01JDXJ5R --node api --branch api-draft
   orchestratectl recover 01JDXJ5R --node api --worktree ~/src/api-again   # + its ignored files
   orchestratectl recover --ref refs/octl/snapshots/01JDXJ5R8Q4M0ZK7P2W9TB3C6E/api --repo ~/src/app

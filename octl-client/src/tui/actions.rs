@@ -13,6 +13,7 @@ use octl_proto::rpc::{
 };
 use octl_proto::{AppError, ErrorKind};
 
+use super::model::ShortIds;
 use crate::client::Client;
 use crate::commands::explain_missing_method;
 
@@ -51,9 +52,10 @@ pub enum Action {
 }
 
 impl Action {
-    /// What it does, for the confirmation prompt and the status line.
-    pub fn describe(&self) -> String {
-        let short = |id: &str| id.chars().take(8).collect::<String>();
+    /// What it does, for the confirmation prompt and the status line, each id as `ids` cuts
+    /// it (never a prefix another run shares).
+    pub fn describe(&self, ids: &ShortIds) -> String {
+        let short = |id: &str| ids.of(id).to_string();
         match self {
             Action::Answer { id, .. } => format!("answer discussion {}", short(id)),
             Action::Accept { id } => format!("accept proposal {}", short(id)),
@@ -74,7 +76,8 @@ impl Action {
     }
 }
 
-/// Performs `action` (never starting the daemon: the TUI only acts on one that answers).
+/// Performs `action` (never starting the daemon: the TUI only acts on one that answers);
+/// says how it ended (`done`, what moved), which the UI puts after the action's description.
 pub async fn perform(client: &Client, action: Action) -> Result<String, AppError> {
     async fn call<M: method::Method>(
         client: &Client,
@@ -86,7 +89,6 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             .map_err(|e| explain_missing_method(e.into(), M::NAME))?;
         Ok(v)
     }
-    let what = action.describe();
     match action {
         Action::Answer { id, text } => {
             call::<method::DiscussionAnswer>(client, &AnswerParams { id, text }).await?;
@@ -94,7 +96,7 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
         Action::Accept { id } => {
             let a =
                 call::<method::SpinoffAccept>(client, &AcceptParams { id, agent: None }).await?;
-            return Ok(format!("{what}: run {} started", a.run.id));
+            return Ok(format!("run {} started", a.run.id));
         }
         Action::Reject { id, reason } => {
             call::<method::SpinoffReject>(client, &RejectParams { id, reason }).await?;
@@ -109,7 +111,7 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
                 },
             )
             .await?;
-            return Ok(format!("{what}: {} is now at {}", m.target, m.merge_commit));
+            return Ok(format!("{} is now at {}", m.target, m.merge_commit));
         }
         Action::Retry { run, node } => {
             call::<method::RunRetry>(
@@ -129,7 +131,7 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             call::<method::NodeSend>(client, &NodeSendParams { run, node, text }).await?;
         }
     }
-    Ok(format!("{what}: done"))
+    Ok("done".to_string())
 }
 
 /// A program to run with the terminal handed to it.
@@ -210,13 +212,18 @@ mod tests {
             run: "01JDXJ5R8Q4M0ZK7P2W9TB3C6E".into(),
             discard: true,
         };
-        assert!(a.describe().contains("DISCARD"), "{}", a.describe());
-        assert!(a.describe().contains("01JDXJ5R"));
+        let ids = ShortIds::default();
+        assert!(a.describe(&ids).contains("DISCARD"), "{}", a.describe(&ids));
+        assert!(a.describe(&ids).contains("01JDXJ5R"));
         let m = Action::Merge {
             run: "01JDXJ5R8Q4M0ZK7P2W9TB3C6E".into(),
             node: Some("api".into()),
         };
-        assert_eq!(m.describe(), "merge node api of run 01JDXJ5R");
+        // An id the TUI does not know is shown whole.
+        assert_eq!(
+            m.describe(&ids),
+            "merge node api of run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E"
+        );
     }
 
     #[test]

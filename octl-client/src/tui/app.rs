@@ -235,9 +235,12 @@ impl App {
             Update::Hidden(n) => self.hidden = n,
             Update::Events(events) => self.fold_events(events, false, &mut effects),
             Update::Live(events) => self.fold_events(events, true, &mut effects),
-            Update::Done(result) => {
+            Update::Done(action, result) => {
                 self.status = Some(match result {
-                    Ok(text) => (true, text),
+                    Ok(text) => match action {
+                        Some(a) => (true, format!("{}: {text}", a.describe(&self.runs.short))),
+                        None => (true, text),
+                    },
                     Err(e) => (
                         false,
                         match e.hint {

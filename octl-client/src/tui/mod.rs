@@ -284,7 +284,7 @@ fn run(client: Client, mut app: App) -> Result<i32, AppError> {
                     input.resume();
                     screen.term.clear().map_err(io_err)?;
                     if let Err(e) = result {
-                        app.update(source::Update::Done(Err(e)));
+                        app.update(source::Update::Done(None, Err(e)));
                     }
                     app.dirty = true;
                 }

@@ -232,12 +232,48 @@ pub fn sort_key(e: &RunEntry) -> (u8, u8, std::cmp::Reverse<&str>) {
     (group, reason, std::cmp::Reverse(e.summary.id.as_str()))
 }
 
+/// How each id the TUI shows is cut: the shortest prefix (at least
+/// [`ids::SHOWN_PREFIX`](octl_proto::ids::SHOWN_PREFIX)) that no other run's id, or no other
+/// question's or proposal's, starts with. Runs started within 256 ms share 8 characters, so a
+/// fixed cut would name several at once ("cancel run 01M8SEXK?").
+#[derive(Debug, Default)]
+pub struct ShortIds(HashMap<String, usize>);
+
+impl ShortIds {
+    fn of_ids(mut ids: Vec<&str>) -> ShortIds {
+        ids.sort_unstable();
+        ids.dedup();
+        let len = |i: usize| {
+            let neighbours = [i.checked_sub(1), Some(i + 1)]
+                .into_iter()
+                .flatten()
+                .filter_map(|j| ids.get(j).copied());
+            octl_proto::ids::unique_prefix_len(ids[i], neighbours, octl_proto::ids::SHOWN_PREFIX)
+        };
+        ShortIds(
+            (0..ids.len())
+                .map(|i| (ids[i].to_string(), len(i)))
+                .collect(),
+        )
+    }
+
+    /// `id` as shown; an id the TUI does not know (yet) whole, the one form sure to be unique.
+    pub fn of<'a>(&self, id: &'a str) -> &'a str {
+        match self.0.get(id) {
+            Some(n) => &id[..*n],
+            None => id,
+        }
+    }
+}
+
 /// Every run, by id.
 #[derive(Debug, Default)]
 pub struct Runs {
     pub by_id: HashMap<String, RunEntry>,
     /// Ids in [`sort_key`] order; recomputed when a run changes, not per frame.
     pub order: Vec<String>,
+    /// How run, discussion and proposal ids are shown; recomputed with the order.
+    pub short: ShortIds,
 }
 
 impl Runs {
@@ -245,6 +281,13 @@ impl Runs {
         let mut ids: Vec<&RunEntry> = self.by_id.values().collect();
         ids.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
         self.order = ids.into_iter().map(|e| e.summary.id.clone()).collect();
+        // Run ids are upper case and records' lower case: one table cannot mix them up.
+        let mut all: Vec<&str> = self.by_id.keys().map(String::as_str).collect();
+        for s in self.by_id.values().filter_map(|e| e.state.as_ref()) {
+            all.extend(s.discussions.keys().map(String::as_str));
+            all.extend(s.spinoffs.keys().map(String::as_str));
+        }
+        self.short = ShortIds::of_ids(all);
     }
 
     pub fn get(&self, id: &str) -> Option<&RunEntry> {

@@ -77,8 +77,9 @@ pub enum Update {
     /// Events from the change feed as they commit: folded like [`Update::Events`], and a run
     /// that starts needing a human rings the bell.
     Live(Vec<Event>),
-    /// What an action ended with: a line for the status bar.
-    Done(Result<String, AppError>),
+    /// What an action (`None`: handing the terminal over) ended with: a line for the status
+    /// bar.
+    Done(Option<Action>, Result<String, AppError>),
     /// The command to hand the terminal to for `t`, or why there is none.
     Attach(Result<Vec<String>, AppError>),
     /// A load (screen, log, diff, numstat, events) finished.
@@ -277,14 +278,14 @@ impl Source {
             }
             Request::Act(action) => {
                 let result = if self.link.is_live() {
-                    actions::perform(&self.client, action).await
+                    actions::perform(&self.client, action.clone()).await
                 } else {
                     Err(AppError::new(
                         ErrorKind::DaemonUnreachable,
                         "read-only: octld is not answering, so nothing can be changed now",
                     ))
                 };
-                self.send(Update::Done(result));
+                self.send(Update::Done(Some(action), result));
             }
             Request::Attach(to) => {
                 let argv = to.command(&self.client, self.link.is_live()).await;

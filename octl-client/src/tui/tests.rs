@@ -14,10 +14,10 @@ use super::keys::Cmd;
 use super::source::{Link, Request, Update};
 use super::views;
 
-const A: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6A";
-const B: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6B";
-const C: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6C";
-const D: &str = "01JDXJ5R8Q4M0ZK7P2W9TB3C6D";
+const A: &str = "01JDXJ5R8A4M0ZK7P2W9TB3C6A";
+const B: &str = "01JDXJ5R8B4M0ZK7P2W9TB3C6B";
+const C: &str = "01JDXJ5R8C4M0ZK7P2W9TB3C6C";
+const D: &str = "01JDXJ5R8D4M0ZK7P2W9TB3C6D";
 
 fn summary(id: &str, kind: &str, status: &str, nodes: Value) -> RunSummary {
     serde_json::from_value(json!({

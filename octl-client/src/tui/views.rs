@@ -99,7 +99,10 @@ pub fn draw(f: &mut Frame, app: &App) {
         Some(Modal::Help) => help(f, &p, area),
         Some(Modal::Confirm { action, discard }) => {
             let mut lines = vec![
-                Line::from(Span::styled(format!("{}?", action.describe()), p.bold())),
+                Line::from(Span::styled(
+                    format!("{}?", action.describe(&app.runs.short)),
+                    p.bold(),
+                )),
                 Line::from(""),
             ];
             lines.push(Line::from(match discard {
@@ -141,7 +144,7 @@ fn header(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     let view = match &app.view {
         View::Runs => "runs".to_string(),
         View::Inbox => format!("inbox ({})", app.inbox.len()),
-        View::Run(id) => format!("run {}", &id[..id.len().min(10)]),
+        View::Run(id) => format!("run {}", app.runs.short.of(id)),
     };
     // Older finished runs are counted, not listed: `run list` has them.
     let older = match app.hidden {
@@ -188,11 +191,28 @@ fn offset(selected: usize, height: usize) -> usize {
 }
 
 fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
+    let height = area.height.saturating_sub(1) as usize;
+    let sel = app
+        .sel_run
+        .as_ref()
+        .and_then(|id| app.visible.iter().position(|v| v == id))
+        .unwrap_or(0);
+    let first = offset(sel, height);
+    // As wide as the longest id on screen: each is cut to a prefix no other run has.
+    let run_w = app
+        .visible
+        .iter()
+        .skip(first)
+        .take(height)
+        .map(|id| app.runs.short.of(id).len())
+        .max()
+        .unwrap_or(0)
+        .max(octl_proto::ids::SHOWN_PREFIX);
     let wide = area.width >= 110;
     let cols: &[(&str, usize)] = if wide {
         &[
             ("NEEDS", 9),
-            ("RUN", 8),
+            ("RUN", run_w),
             ("KIND", 11),
             ("STATUS", 9),
             ("NODES", 28),
@@ -203,7 +223,7 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     } else {
         &[
             ("NEEDS", 9),
-            ("RUN", 8),
+            ("RUN", run_w),
             ("STATUS", 9),
             ("NODES", 18),
             ("ELAPSED", 7),
@@ -229,13 +249,6 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         f.render_widget(Paragraph::new(lines), area);
         return;
     }
-    let height = area.height.saturating_sub(1) as usize;
-    let sel = app
-        .sel_run
-        .as_ref()
-        .and_then(|id| app.visible.iter().position(|v| v == id))
-        .unwrap_or(0);
-    let first = offset(sel, height);
     for (i, id) in app.visible.iter().enumerate().skip(first).take(height) {
         let Some(e) = app.runs.get(id) else { continue };
         let s = &e.summary;
@@ -246,7 +259,7 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
                     Some(a) => (a.label().to_string(), p.attention(a)),
                     None => (String::new(), Style::default()),
                 },
-                "RUN" => (s.id.chars().take(8).collect(), Style::default()),
+                "RUN" => (app.runs.short.of(&s.id).to_string(), Style::default()),
                 "KIND" => (s.kind_name().to_string(), Style::default()),
                 "STATUS" => (s.status.as_str().to_string(), Style::default()),
                 "NODES" => (model::counts_cell(s), Style::default()),
@@ -501,7 +514,7 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         return;
     }
     for (i, item) in app.inbox.iter().enumerate() {
-        let short: String = item.run().chars().take(8).collect();
+        let short = app.runs.short.of(item.run());
         let (kind, style, head, body) = match item {
             InboxItem::Question { d, .. } => (
                 "question",

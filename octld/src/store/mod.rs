@@ -567,6 +567,31 @@ impl Store {
         self.get(&id)?.ok_or_else(|| not_found(given))
     }
 
+    /// The shortest prefix of the run id `id` (at least [`ids::SHOWN_PREFIX`]) that no other
+    /// run of this home starts with: what names it for a person, in a branch name too. Only
+    /// the runs sharing its first [`ids::SHOWN_PREFIX`] characters (its millisecond) can need
+    /// more.
+    pub fn shown_id(&self, id: &str) -> Result<String, AppError> {
+        let Some(ms) = id.get(..ids::SHOWN_PREFIX) else {
+            return Ok(id.to_string());
+        };
+        let mut near: BTreeSet<String> = self
+            .shared
+            .maps()
+            .active
+            .range(ms.to_string()..)
+            .take_while(|(k, _)| k.starts_with(ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        near.extend(
+            self.shared
+                .index
+                .with_prefix(ms, 64)
+                .map_err(|e| self.index_error(e))?,
+        );
+        Ok(ids::shown_prefix(id, near.iter().map(String::as_str)).to_string())
+    }
+
     /// The run of this full id, if it exists: an active one, or a finished one folded now.
     pub fn get(&self, id: &str) -> Result<Option<Arc<RunHandle>>, AppError> {
         if let Some(h) = self.held(id) {

@@ -162,7 +162,7 @@ impl App {
     }
 
     fn act(&mut self, action: Action) -> Vec<Effect> {
-        self.status = Some((true, format!("{}…", action.describe())));
+        self.status = Some((true, format!("{}…", action.describe(&self.runs.short))));
         vec![Effect::Request(Request::Act(action))]
     }
 

@@ -16,9 +16,11 @@ use crate::engine::{append, blocking};
 use crate::git::{snapshot_ref, Git};
 use crate::store::RunHandle;
 
-/// The branch a recovered snapshot gets by default: `recovered/<RUN-short>/<NODE>`.
-pub fn default_branch(run: &str, node: &str) -> String {
-    format!("recovered/{}/{node}", &run[..run.len().min(8)])
+/// The branch a recovered snapshot gets by default: `recovered/<RUN-short>/<NODE>`, the run
+/// named by the shortest prefix of its id that no other run of the home has (`shown`, at
+/// least 10 characters): runs started within 256 ms share their first 8.
+pub fn default_branch(shown: &str, node: &str) -> String {
+    format!("recovered/{shown}/{node}")
 }
 
 /// What `recover` works on: a snapshot ref in a repository, and the kept ignored files that
@@ -173,10 +175,10 @@ pub async fn recover(daemon: &Arc<Daemon>, p: RecoverParams) -> Result<RecoverRe
             None => KeptSource::None,
         },
     };
-    let branch = p
-        .branch
-        .clone()
-        .unwrap_or_else(|| default_branch(&src.run, &src.node));
+    let branch = match p.branch.clone() {
+        Some(b) => b,
+        None => default_branch(&daemon.store.shown_id(&src.run)?, &src.node),
+    };
     let (run, node, snap, repo) = (
         src.run.clone(),
         src.node.clone(),

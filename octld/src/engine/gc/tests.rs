@@ -8,8 +8,8 @@ use crate::git::Git;
 #[test]
 fn default_branch_names() {
     assert_eq!(
-        default_branch("01JDXJ5R8Q4M0ZK7P2W9TB3C6E", "api"),
-        "recovered/01JDXJ5R/api"
+        default_branch("01JDXJ5R8Q", "api"),
+        "recovered/01JDXJ5R8Q/api"
     );
 }
 
