@@ -4,7 +4,7 @@
 //!
 //! The JSON a notifier receives (docs/CONFIGURATION.md, "Notifications"):
 //! `{"v":1,"kind":"question","run":"…","node":"api","run_kind":"fanout","title":"…",
-//! "message":"…","event":{…the event…}}`.
+//! "message":"…","command":"orchestratectl discussion answer …","event":{…the event…}}`.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,8 +61,12 @@ pub struct Notice {
     /// The run's title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// One line for a person.
+    /// One line for a person: what happened and what to do.
     pub message: String,
+    /// The command a person runs next: the answer to a question, the merge after a conflict
+    /// or a blocked merge, the retry of a failure, the attach to an agent that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// The event that made it so, as in the log.
     pub event: Event,
 }
@@ -74,7 +78,11 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
     let node_state = node.and_then(|n| before.nodes.get(n));
     let who = node.map_or_else(|| format!("run {}", before.id), |n| format!("node {n}"));
     let given = |s: Option<String>| s.filter(|s| !s.is_empty());
-    let (kind, message) = match ev.kind.as_str() {
+    let run = &before.id;
+    // `--node N` where the notice is about a node.
+    let on_node = node.map_or_else(String::new, |n| format!(" --node {n}"));
+    let merge = format!("{BIN} merge {run}{on_node}");
+    let (kind, message, command) = match ev.kind.as_str() {
         NodeActivity::TYPE => {
             let p: NodeActivity = ev.payload().ok()?;
             let state = ActivityState::parse(&p.state)?;
@@ -94,31 +102,68 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
                 NoticeKind::NeedsPermission => "needs permission",
                 _ => "waits for input",
             };
+            let attach = format!("{BIN} run attach {run}{on_node}");
             let message = match given(p.detail) {
-                Some(d) => format!("{who} {what}: {d}"),
-                None => format!("{who} {what}"),
+                Some(d) => format!("{who} {what}: {d}; see to it with `{attach}`"),
+                None => format!("{who} {what}; see to it with `{attach}`"),
             };
-            (kind, message)
+            (kind, message, attach)
         }
         // A merge conflict's own question is told as the conflict.
         DiscussionOpened::TYPE if ev.actor != Actor::Daemon => {
-            let title = given(ev.payload::<DiscussionOpened>().ok().map(|p| p.title));
+            let opened = ev.payload::<DiscussionOpened>().ok()?;
+            let answer = format!("{BIN} discussion answer {} --text '…'", opened.id);
+            let title = given(Some(opened.title));
             (
                 NoticeKind::Question,
-                format!("{who} asks: {}", title.as_deref().unwrap_or("a question")),
+                format!(
+                    "{who} asks: {}; answer with `{answer}`",
+                    title.as_deref().unwrap_or("a question")
+                ),
+                answer,
             )
         }
-        MergeConflict::TYPE => (NoticeKind::Conflict, format!("{who} has a merge conflict")),
+        MergeConflict::TYPE => {
+            let files = ev
+                .payload::<MergeConflict>()
+                .map(|p| p.files)
+                .unwrap_or_default();
+            let place = node_state
+                .and_then(|n| n.worktree.as_deref())
+                .map_or_else(|| "its worktree".to_string(), str::to_string);
+            let message = match files.is_empty() {
+                true => format!("{who} has a merge conflict"),
+                false => format!("{who} has a merge conflict in {}", listed(&files)),
+            };
+            (
+                NoticeKind::Conflict,
+                format!("{message}; resolve it and commit in {place}, then run `{merge}`"),
+                merge,
+            )
+        }
         MergeBlocked::TYPE => {
-            let reason = given(ev.payload::<MergeBlocked>().ok().and_then(|p| p.reason));
+            let p = ev.payload::<MergeBlocked>().unwrap_or_default();
+            let why = match (p.reason.as_deref(), p.error) {
+                (Some("target_dirty"), _) => {
+                    let paths = p.paths.unwrap_or_default();
+                    format!(
+                        "{} has uncommitted changes to {}; commit or stash them there",
+                        p.target_worktree
+                            .as_deref()
+                            .unwrap_or("the target's checkout"),
+                        match paths.is_empty() {
+                            true => "the paths it touches".to_string(),
+                            false => listed(&paths),
+                        }
+                    )
+                }
+                (_, Some(error)) if !error.is_empty() => error,
+                _ => "the merge could not be made".to_string(),
+            };
             (
                 NoticeKind::MergeBlocked,
-                format!(
-                    "{who} cannot merge: {}",
-                    reason
-                        .as_deref()
-                        .unwrap_or("the target has uncommitted changes")
-                ),
+                format!("{who} cannot merge: {why}, then run `{merge}`"),
+                merge,
             )
         }
         // A generic run's nodes are its client's own bookkeeping.
@@ -134,11 +179,12 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
                     ev.payload::<NodeExited>().ok().and_then(|p| p.reason),
                 )
             };
+            let retry = format!("{BIN} run retry {run}{on_node}");
             let message = match given(reason) {
                 Some(r) => format!("{who} {ended}: {r}"),
                 None => format!("{who} {ended}"),
             };
-            (NoticeKind::Failed, message)
+            (NoticeKind::Failed, message, retry)
         }
         // In an agent run, the failed node that failed the run was told already.
         RunFailed::TYPE
@@ -148,15 +194,20 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
                     .values()
                     .any(|n| matches!(n.state, NodeState::Failed | NodeState::Exited)) =>
         {
-            (NoticeKind::Failed, format!("run {} failed", before.id))
+            (
+                NoticeKind::Failed,
+                format!("run {run} failed"),
+                format!("{BIN} run show {run}"),
+            )
         }
-        NodeDone::TYPE if before.kind == RunKind::Code => (
-            NoticeKind::AwaitingMerge,
-            format!(
-                "{who} is done; review it and run `orchestratectl merge {}`",
-                before.id
-            ),
-        ),
+        NodeDone::TYPE if before.kind == RunKind::Code => {
+            let merge = format!("{BIN} merge {run}");
+            (
+                NoticeKind::AwaitingMerge,
+                format!("{who} is done; review it and run `{merge}`"),
+                merge,
+            )
+        }
         _ => return None,
     };
     Some(Notice {
@@ -167,8 +218,21 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
         run_kind: before.kind,
         title: before.title.clone(),
         message,
+        command: Some(command),
         event: ev.clone(),
     })
+}
+
+const BIN: &str = "orchestratectl";
+
+/// Paths for a sentence: the first few, and how many more.
+fn listed(paths: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let head = paths[..paths.len().min(SHOWN)].join(", ");
+    match paths.len().saturating_sub(SHOWN) {
+        0 => head,
+        more => format!("{head} and {more} more"),
+    }
 }
 
 #[cfg(test)]
@@ -331,7 +395,79 @@ mod tests {
             v,
             json!({"v": 1, "kind": "failed", "run": "R", "node": "fr", "run_kind": "fanout",
                    "title": "docs", "message": "node fr failed: boom",
+                   "command": "orchestratectl run retry R --node fr",
                    "event": serde_json::to_value(&e).unwrap()})
         );
+    }
+
+    /// Each notice, in one state, after one event.
+    fn told(kind: &str, events: &[(Option<&str>, &str, Actor, Value)]) -> Notice {
+        let created = ev(1, None, "run.created", D, json!({"kind": kind}));
+        let mut state = RunState::from_created(&created).unwrap();
+        let (last, earlier) = events.split_last().unwrap();
+        for (i, (node, t, actor, data)) in earlier.iter().enumerate() {
+            state
+                .apply(&ev(i as u64 + 2, *node, t, *actor, data.clone()))
+                .unwrap();
+        }
+        let (node, t, actor, data) = last;
+        notice(&state, &ev(99, *node, t, *actor, data.clone())).expect("a notice")
+    }
+
+    #[test]
+    fn each_notice_says_what_happened_and_the_command_that_acts_on_it() {
+        let mut evs = started();
+        evs[1].3 = json!({"branch": "b", "worktree": "/w/a"});
+        let with = |extra: (Option<&'static str>, &'static str, Actor, Value)| {
+            let mut e = evs.clone();
+            e.push((Some("a"), "node.done", A, json!({})));
+            e.push((Some("a"), "merge.started", D, json!({})));
+            e.push(extra);
+            e
+        };
+        let n = told(
+            "fanout",
+            &with((
+                Some("a"),
+                "merge.blocked",
+                D,
+                json!({"reason": "target_dirty", "target_worktree": "/src/repo", "paths": ["x.rs"]}),
+            )),
+        );
+        assert_eq!(
+            n.message,
+            "node a cannot merge: /src/repo has uncommitted changes to x.rs; commit or stash \
+             them there, then run `orchestratectl merge R --node a`"
+        );
+        assert!(!n.message.contains("target_dirty"));
+        assert_eq!(
+            n.command.as_deref(),
+            Some("orchestratectl merge R --node a")
+        );
+        let files: Vec<String> = (1..=7).map(|i| format!("f{i}")).collect();
+        let n = told(
+            "fanout",
+            &with((Some("a"), "merge.conflict", D, json!({ "files": files }))),
+        );
+        assert_eq!(
+            n.message,
+            "node a has a merge conflict in f1, f2, f3, f4, f5 and 2 more; resolve it and commit \
+             in /w/a, then run `orchestratectl merge R --node a`"
+        );
+        let mut q = evs.clone();
+        q.push((
+            Some("a"),
+            "discussion.opened",
+            A,
+            json!({"id": "01Q", "title": "which db?"}),
+        ));
+        let n = told("spinoff", &q);
+        assert_eq!(
+            n.command.as_deref(),
+            Some("orchestratectl discussion answer 01Q --text '…'")
+        );
+        assert!(n
+            .message
+            .starts_with("node a asks: which db?; answer with `"));
     }
 }

@@ -114,6 +114,25 @@ fn a_question_and_a_failure_are_told_once_each_even_across_a_restart() {
     assert_eq!(n[0]["run_kind"], json!("spinoff"));
     assert_eq!(n[0]["event"]["type"], json!("discussion.opened"));
     assert_eq!(n[1]["event"]["type"], json!("node.failed"));
+    // The question carries the command that answers it, and that command does.
+    let command = n[0]["command"].as_str().unwrap().replace("'…'", "sqlite");
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(
+        words[..3],
+        ["orchestratectl", "discussion", "answer"],
+        "{command}"
+    );
+    env.cli(&words[1..]).ok();
+    let asked = env.rpc("discussion.list", json!({"run": run}));
+    assert_eq!(asked[0]["answer"], json!("sqlite"), "{asked}");
+    assert!(
+        n[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&command.replace("sqlite", "'…'")),
+        "{}",
+        n[0]
+    );
     assert!(
         n[1]["message"]
             .as_str()
