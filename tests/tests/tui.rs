@@ -96,12 +96,23 @@ fn accepting_a_proposal_starts_its_run() {
         "spinoff.propose",
         json!({"run": run, "node": "main", "task": "printf side > side.txt", "why": "separate work"}),
     );
+    let proposal = env.rpc("run.show", json!({"run": run}))["spinoffs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let pane = tui(&env, &[]);
     pane.wait_for("● live");
     pane.keys(&["i"]);
     pane.wait_for("printf side > side.txt");
+    // A question arrives and sorts above it: the selection stays on the proposal.
+    env.rpc(
+        "discussion.ask",
+        json!({"run": run, "node": "main", "title": "Which colour?"}),
+    );
+    pane.wait_for("Which colour?");
     pane.keys(&["y"]);
     let ev = logged(&env, &run, "spinoff.accepted");
+    assert_eq!(ev["data"]["id"], json!(proposal), "{ev}");
     let child = ev["data"]["run"]
         .as_str()
         .or_else(|| ev["data"]["child_run"].as_str())

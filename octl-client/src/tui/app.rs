@@ -8,7 +8,7 @@
 mod inbox;
 mod input;
 
-pub use inbox::{inbox, InboxItem};
+pub use inbox::{inbox, InboxItem, InboxKey};
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -280,7 +280,13 @@ impl App {
             .filter(|id| f.is_empty() || self.runs.get(id).is_some_and(|e| matches_filter(e, &f)))
             .cloned()
             .collect();
+        // The selection stays on its item wherever it moved; once that item is gone, on the
+        // row it had (the next item moved up into it).
+        let selected = self.inbox.get(self.sel_item).map(InboxItem::key);
         self.inbox = inbox(&self.runs);
+        if let Some(i) = selected.and_then(|k| self.inbox.iter().position(|it| it.key() == k)) {
+            self.sel_item = i;
+        }
         if self.sel_item >= self.inbox.len() {
             self.sel_item = self.inbox.len().saturating_sub(1);
         }

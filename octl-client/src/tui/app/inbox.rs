@@ -29,7 +29,27 @@ pub enum InboxItem {
     },
 }
 
+/// What an inbox item is about, whatever its place in the list: the selection follows it when
+/// other items arrive or go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxKey {
+    Question(String),
+    Proposal(String),
+    Merge { run: String, node: Option<String> },
+}
+
 impl InboxItem {
+    pub fn key(&self) -> InboxKey {
+        match self {
+            InboxItem::Question { d, .. } => InboxKey::Question(d.id.clone()),
+            InboxItem::Proposal { s, .. } => InboxKey::Proposal(s.id.clone()),
+            InboxItem::Merge { run, node, .. } => InboxKey::Merge {
+                run: run.clone(),
+                node: node.clone(),
+            },
+        }
+    }
+
     pub fn run(&self) -> &str {
         match self {
             InboxItem::Question { run, .. }
