@@ -588,6 +588,15 @@ pub struct Discussion {
     pub resolved_at: Option<String>,
 }
 
+impl Discussion {
+    /// Is this the question the daemon opens when a node's merge conflicts (its id
+    /// `merge-…`)? Merging the node settles it; the daemon refuses a text answer while the
+    /// node can still merge.
+    pub fn is_merge_conflict(&self) -> bool {
+        self.id.starts_with("merge-")
+    }
+}
+
 /// Where a spin-off proposal stands. `proposed → accepted | rejected`; an accepted proposal
 /// whose run could not be created is `failed` (the reason says why) and may be accepted
 /// again or rejected.

@@ -24,6 +24,11 @@ fn tui_sized(env: &TestEnv, width: u16, height: u16, extra: &[(&str, &str)]) -> 
     )
 }
 
+/// Does a row of the screen start with `text` (the NEEDS column of the runs list)?
+fn a_row_starts_with(screen: &str, text: &str) -> bool {
+    screen.lines().any(|l| l.starts_with(text))
+}
+
 fn code_run(env: &TestEnv, repo: &TestRepo, task: &str) -> String {
     env.spawn(
         "code",
@@ -102,6 +107,10 @@ fn accepting_a_proposal_starts_its_run() {
         .to_string();
     let pane = tui(&env, &[]);
     pane.wait_for("● live");
+    // An open proposal needs you as much as a question does.
+    pane.wait_screen("the run's row to say it needs you for a proposal", |s| {
+        a_row_starts_with(s, "proposal")
+    });
     pane.keys(&["i"]);
     pane.wait_for("printf side > side.txt");
     // A question arrives and sorts above it: the selection stays on the proposal.
@@ -264,4 +273,48 @@ fn runs_started_together_are_told_apart_by_their_ids() {
     pane.wait_for(&format!("cancel run {}?", unique(&newest)));
     pane.keys(&["n"]);
     pane.wait_for("nothing done");
+}
+
+/// A merge conflict is settled by merging, so the TUI says `conflict` (not `question`) and
+/// never offers to answer the daemon's question about it; it says what to do instead.
+#[test]
+fn a_merge_conflict_is_labelled_a_conflict_and_not_offered_as_a_question() {
+    let (env, _d, repo) = TestEnv::world();
+    repo.write("shared.txt", "base\n");
+    repo.commit_all("shared file");
+    let task = "while [ ! -e go ]; do sleep 0.05; done; printf 'agent\\n' > shared.txt";
+    let run = env
+        .spawn(
+            "spinoff",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "clash"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_node(&run, "clash", "running");
+    repo.write("shared.txt", "main\n");
+    repo.commit_all("main edits shared");
+    let worktree = env.home.join("worktrees").join(&run).join("clash");
+    std::fs::write(worktree.join("go"), "").unwrap();
+    env.wait_node(&run, "clash", "conflict");
+    let pane = tui_sized(&env, 80, 24, &[]);
+    let screen = pane.wait_screen("the run's row to say conflict", |s| {
+        a_row_starts_with(s, "conflict")
+    });
+    assert!(!a_row_starts_with(&screen, "question"), "{screen}");
+    pane.keys(&["i"]);
+    let screen = pane.wait_for("resolve the conflict in");
+    assert!(
+        !screen.contains("a: answer"),
+        "no answer is offered for a conflict:\n{screen}"
+    );
+    pane.keys(&["a"]);
+    pane.wait_for("settled by merging");
+    assert!(!pane.screen().contains("enter: send"));
+    assert!(!env
+        .event_types(&run)
+        .contains(&"discussion.resolved".to_string()));
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use octl_proto::event::Event;
 use octl_proto::projection::{ListedStatus, RunSummary};
-use octl_proto::state::{ActivityState, Node, RunState};
+use octl_proto::state::{ActivityState, Discussion, Node, RunState};
 use octl_proto::{NodeState, RunKind};
 
 /// Why a run needs a human, most urgent first: the runs list is sorted by it.
@@ -14,6 +14,8 @@ use octl_proto::{NodeState, RunKind};
 pub enum Attention {
     /// An agent asked a question (an open discussion) and waits for the answer.
     Discussion,
+    /// An agent proposed a spin-off, which waits to be accepted or rejected.
+    Proposal,
     /// An agent waits for input or permission (its node is `waiting`, or its hooks said so).
     Input,
     /// A merge stopped on conflicting files.
@@ -30,6 +32,7 @@ impl Attention {
     pub fn label(self) -> &'static str {
         match self {
             Attention::Discussion => "question",
+            Attention::Proposal => "proposal",
             Attention::Input => "input",
             Attention::Conflict => "conflict",
             Attention::MergeBlocked => "blocked",
@@ -142,17 +145,33 @@ pub fn node_cost(n: &Node) -> Option<f64> {
     n.outcome.as_ref()?.total_cost_usd
 }
 
-/// Why a folded run needs a human, if it does.
+/// Can a person answer this question? Not the daemon's question about a merge conflict
+/// while its node can still merge: merging settles it, and the daemon refuses an answer
+/// (the node is shown as a conflict instead).
+pub fn answerable(s: &RunState, d: &Discussion) -> bool {
+    d.open
+        && !(d.is_merge_conflict()
+            && d.node
+                .as_deref()
+                .and_then(|n| s.nodes.get(n))
+                .is_some_and(|n| !n.state.is_terminal()))
+}
+
+/// Why a folded run needs a human, if it does. A question or a proposal still open waits for
+/// a person even in a run that has ended.
 pub fn attention_of_state(s: &RunState) -> Option<Attention> {
+    if s.discussions.values().any(|d| answerable(s, d)) {
+        return Some(Attention::Discussion);
+    }
+    if s.spinoffs.values().any(|p| p.status.is_open()) {
+        return Some(Attention::Proposal);
+    }
     let status = s.status();
     if status.is_terminal() {
         return (status == octl_proto::RunStatus::Failed).then_some(Attention::Failed);
     }
     let nodes = || s.nodes.values();
     let any = |f: &dyn Fn(&Node) -> bool| nodes().any(f);
-    if s.discussions.values().any(|d| d.open) {
-        return Some(Attention::Discussion);
-    }
     if any(&|n| {
         n.state == NodeState::Waiting
             || (n.state.is_alive()

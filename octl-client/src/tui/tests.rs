@@ -469,3 +469,29 @@ fn the_bell_rings_once_when_a_live_run_starts_needing_a_human_and_never_for_hist
     assert_eq!(bells(&a.update(Update::Live(vec![asked(B, 3)]))), 1);
     assert_eq!(bells(&a.update(Update::Live(vec![asked(B, 4)]))), 0);
 }
+
+#[test]
+fn a_long_error_is_shown_whole_at_80_columns() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    let message = "discussion \"merge-01m8sexk4q\" is node \"clash\"'s merge conflict: an answer cannot resolve it; it is settled when the node merges";
+    a.update(Update::Done(
+        None,
+        Err(octl_proto::AppError::invalid(message).with_hint(
+            "resolve it in the node's worktree, commit, then run `orchestratectl merge 01JDXJ5R8A --node clash`",
+        )),
+    ));
+    let screen = text(&draw(&a, 80, 24));
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(lines.len(), 24);
+    // The status rows, read as one text: every word is there, the last one included.
+    let status = lines[lines.len() - 4..]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(status.contains(message), "{screen}");
+    assert!(status.contains("--node clash`)"), "{screen}");
+    // The list keeps its header.
+    assert!(lines[1].starts_with("NEEDS"), "{screen}");
+}

@@ -39,7 +39,7 @@ impl Paint {
     }
     fn attention(&self, a: Attention) -> Style {
         self.fg(match a {
-            Attention::Discussion | Attention::Input => Color::Yellow,
+            Attention::Discussion | Attention::Proposal | Attention::Input => Color::Yellow,
             Attention::Conflict | Attention::MergeBlocked | Attention::Failed => Color::Red,
             Attention::AwaitingMerge => Color::Cyan,
         })
@@ -71,15 +71,64 @@ fn fit(s: &str, w: usize) -> String {
     }
 }
 
+/// Breaks `text` into lines of at most `width` columns at spaces (a word longer than a line
+/// is cut), each line after the first starting with `indent`.
+fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let width = width.max(indent.chars().count() + 8);
+    for word in text.split(' ') {
+        let mut word = word.to_string();
+        loop {
+            let len = line.chars().count();
+            let fresh = line.is_empty() || line == indent;
+            let sep = usize::from(!fresh);
+            if len + sep + word.chars().count() <= width {
+                if !fresh {
+                    line.push(' ');
+                }
+                line.push_str(&word);
+                break;
+            }
+            if !fresh {
+                out.push(std::mem::replace(&mut line, indent.to_string()));
+                continue;
+            }
+            // A word wider than a whole line: as much of it as fits, the rest on the next.
+            let room = width - len;
+            let head: String = word.chars().take(room).collect();
+            word = word.chars().skip(room).collect();
+            line.push_str(&head);
+            out.push(std::mem::replace(&mut line, indent.to_string()));
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if (!line.is_empty() && line != indent) || out.is_empty() {
+        out.push(line);
+    }
+    out
+}
+
+/// The most rows the status line takes: an error is read whole, the list keeps its room.
+const STATUS_ROWS: usize = 4;
+
 pub fn draw(f: &mut Frame, app: &App) {
     let p = Paint { color: app.color };
     let area = f.area();
+    let status = app.status.as_ref().map(|(ok, text)| {
+        let mut lines = wrap(text, (area.width as usize).saturating_sub(1), "  ");
+        lines.truncate(STATUS_ROWS);
+        (*ok, lines)
+    });
+    let footer_h = status.as_ref().map_or(1, |(_, l)| l.len()) as u16;
     let rows = Layout::default()
         .direction(Direction::Vertical)
         .constraints([
             Constraint::Length(1),
             Constraint::Min(3),
-            Constraint::Length(1),
+            Constraint::Length(footer_h),
         ])
         .split(area);
     header(f, app, &p, rows[0]);
@@ -94,7 +143,7 @@ pub fn draw(f: &mut Frame, app: &App) {
             ),
         },
     }
-    footer(f, app, &p, rows[2]);
+    footer(f, app, &p, status, rows[2]);
     match &app.modal {
         Some(Modal::Help) => help(f, &p, area),
         Some(Modal::Confirm { action, discard }) => {
@@ -166,18 +215,21 @@ fn header(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn footer(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
-    let line = match &app.status {
-        Some((ok, text)) => Line::from(Span::styled(
-            format!(" {text}"),
-            p.fg(if *ok { Color::Green } else { Color::Red }),
-        )),
-        None => Line::from(match &app.view {
+fn footer(f: &mut Frame, app: &App, p: &Paint, status: Option<(bool, Vec<String>)>, area: Rect) {
+    if let Some((ok, lines)) = status {
+        let style = p.fg(if ok { Color::Green } else { Color::Red });
+        let lines: Vec<Line> = lines
+            .into_iter()
+            .map(|l| Line::from(Span::styled(format!(" {l}"), style)))
+            .collect();
+        f.render_widget(Paragraph::new(lines), area);
+        return;
+    }
+    let line = Line::from(match &app.view {
             View::Runs => " enter open · tab inbox · / filter · m merge · x cancel · t attach · ? help · q quit",
             View::Inbox => " a answer · y/n accept/reject · m merge · r retry · enter open · esc back · ? help",
             View::Run(_) => " p screen · l log · d diff · e events · t attach · s send · m merge · r retry · esc back · ?",
-        }),
-    };
+        });
     f.render_widget(Paragraph::new(line), area);
 }
 

@@ -5,7 +5,7 @@
 use octl_proto::state::{Discussion, Spinoff};
 use octl_proto::{NodeState, RunKind, RunStatus};
 
-use crate::tui::model::{RunEntry, Runs};
+use crate::tui::model::{answerable, RunEntry, Runs};
 
 /// One thing a human should look at.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +88,8 @@ pub fn inbox(runs: &Runs) -> Vec<InboxItem> {
         let Some(s) = runs.get(id).and_then(RunEntry::current) else {
             continue;
         };
-        for d in s.discussions.values().filter(|d| d.open) {
+        // A merge conflict's question is the node's merge item below: it is settled by merging.
+        for d in s.discussions.values().filter(|d| answerable(s, d)) {
             questions.push(InboxItem::Question {
                 run: id.clone(),
                 d: d.clone(),

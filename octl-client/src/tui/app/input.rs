@@ -12,6 +12,7 @@ use super::{App, Effect, InboxItem, Modal, Pane, Tab, Typing, View};
 use crate::commands::run::attach::{pick_node, AttachTo};
 use crate::tui::actions::{open_worktree, Action};
 use crate::tui::keys::Cmd;
+use crate::tui::model::answerable;
 use crate::tui::source::Request;
 
 impl App {
@@ -85,6 +86,10 @@ impl App {
                         text: String::new(),
                     })
                 }
+                None if self.conflict_in_view() => self.say(
+                false,
+                "a merge conflict is not answered: it is settled by merging (resolve it in the node's worktree, o: editor or !: shell, commit, then m: merge)",
+            ),
                 None => self.say(false, "no open question here"),
             },
             Cmd::Accept => match self.proposal() {
@@ -321,11 +326,28 @@ impl App {
         }
         let s = self.run_in_view()?.current()?;
         let node = self.node_in_view().map(|n| n.id.clone());
-        let open: Vec<&Discussion> = s.discussions.values().filter(|d| d.open).collect();
+        let open: Vec<&Discussion> = s
+            .discussions
+            .values()
+            .filter(|d| answerable(s, d))
+            .collect();
         open.iter()
             .find(|d| matches!(self.view, View::Run(_)) && d.node == node)
             .or_else(|| open.first())
             .map(|d| (*d).clone())
+    }
+
+    /// Is what the keys act on a node in conflict (the inbox's item, else the open run's)?
+    fn conflict_in_view(&self) -> bool {
+        if self.view == View::Inbox {
+            return matches!(
+                self.inbox.get(self.sel_item),
+                Some(InboxItem::Merge { state, .. }) if state == NodeState::Conflict.as_str()
+            );
+        }
+        self.run_in_view()
+            .and_then(|e| e.current())
+            .is_some_and(|s| s.nodes.values().any(|n| n.state == NodeState::Conflict))
     }
 
     fn proposal(&self) -> Option<(String, Spinoff)> {
