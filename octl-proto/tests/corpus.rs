@@ -123,6 +123,7 @@ fn recorded_logs_replay_to_the_same_bytes() {
         missing,
         [
             &"run.budget_spent",
+            &"run.budget_changed",
             &"node.ready",
             &"node.activity",
             &"node.waiting",

@@ -235,7 +235,7 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     env.wait_status(&auto, &["completed"]);
     let quit = id(&c.call(
         "spawn.code",
-        json!({"task": "git commit -q --allow-empty -m wip; sleep 600", "repo": repo_path, "agent": "shell", "node": "quit"}),
+        json!({"task": "git commit -q --allow-empty -m wip; sleep 600", "repo": repo_path, "agent": "shell", "node": "quit", "max_budget_usd": 2.0}),
     ));
     env.wait_node(&quit, "quit", "running");
     c.call(
@@ -248,6 +248,7 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
         json!({"run": quit, "node": "quit", "resume": false}),
     );
     env.wait_node(&quit, "quit", "running");
+    c.call("run.budget", json!({"run": quit, "add_usd": 1.0}));
     c.call("run.cancel", json!({"run": quit, "discard": true}));
     let branch = format!("recovered-{}", quit.to_lowercase());
     c.call(

@@ -345,3 +345,140 @@ fn a_bad_budget_is_refused_naming_the_field_and_creates_nothing() {
     let runs = env.rpc("run.list", json!({}));
     assert_eq!(runs, json!([]), "nothing was created");
 }
+
+/// Makes the `claude` profile's program a script that, like Claude Code, ends its stream with
+/// a result costing `cost` USD, after committing a file named after its node and reporting
+/// done: a run's spending without the real CLI.
+fn costly_claude(env: &TestEnv, dir: &std::path::Path, cost: f64) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = format!(
+        r#"#!/bin/sh
+printf '%s\n' "$OCTL_NODE" > "$OCTL_NODE.txt" && git add "$OCTL_NODE.txt" && git commit -qm "$OCTL_NODE"
+orchestratectl node done --message spent
+printf '%s\n' '{{"type":"result","subtype":"success","is_error":false,"num_turns":1,"total_cost_usd":{cost},"session_id":"s"}}'
+"#
+    );
+    let program = dir.join("claude");
+    std::fs::write(&program, script).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.write_config(&format!(
+        "[agents.claude]\nprogram = {:?}\n",
+        program.display().to_string()
+    ));
+}
+
+#[test]
+fn a_spent_budget_is_given_more_with_run_budget_and_the_pending_nodes_start() {
+    let env = TestEnv::new();
+    let scripts = tempfile::tempdir().unwrap();
+    costly_claude(&env, scripts.path(), 0.5);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let manifest = env.root.path().join("units.toml");
+    std::fs::write(
+        &manifest,
+        "prompt = \"unit {n}\"\n[[units]]\nid = \"u1\"\nvars = { n = \"1\" }\n[[units]]\nid = \"u2\"\nvars = { n = \"2\" }\n[[units]]\nid = \"u3\"\nvars = { n = \"3\" }\n",
+    )
+    .unwrap();
+    let out = env.cli_with(
+        [
+            "--json",
+            "fan-out",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--agent",
+            "claude",
+            "--max-parallel",
+            "1",
+            "--max-budget-usd",
+            "0.4",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    out.ok();
+    let run = out.json()["id"].as_str().unwrap().to_string();
+    wait_until("the budget spent", Duration::from_secs(60), || {
+        let show = env.rpc("run.show", json!({"run": run}));
+        (show["manifest"]["budget_spent"] == json!(true)
+            && show["manifest"]["status"] == json!("waiting"))
+        .then_some(show)
+    });
+    assert_eq!(events_of(&env.log_events(&run), "node.starting").len(), 1);
+
+    // Where the run is shown, the way out is named.
+    let wait = env.cli(["run", "wait", &run, "--timeout", "10"]);
+    assert_eq!(wait.code, 4, "{wait:?}");
+    let said = format!("{}{}", wait.stdout, wait.stderr);
+    assert!(said.contains("budget spent"), "{said}");
+    assert!(
+        said.contains(&format!("orchestratectl run budget {run} --add USD")),
+        "{said}"
+    );
+    let show = env.cli(["run", "show", &run]);
+    show.ok();
+    assert!(
+        show.stdout
+            .contains(&format!("budget spent, no new node starts (give it more: orchestratectl run budget {run} --add USD)")),
+        "{}",
+        show.stdout
+    );
+    let list = env.cli(["run", "list"]);
+    assert!(list.stdout.contains("(budget spent)"), "{}", list.stdout);
+
+    // A bad amount names its field and the accepted form, and changes nothing.
+    let before = env.log_events(&run).len();
+    for (args, field) in [
+        (vec!["--add", "-1"], "--add"),
+        (vec!["--set", "0"], "--set"),
+        // $0.45 in all is not above the $0.5 spent.
+        (vec!["--add", "0.05"], "add_usd"),
+        (vec!["--set", "0.5"], "set_usd"),
+    ] {
+        let mut argv = vec!["--json", "run", "budget", &run];
+        argv.extend(args.iter().copied());
+        let out = env.cli(argv);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        let err = out.error();
+        assert_eq!(err["kind"], json!("invalid_params"), "{args:?}: {err}");
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains(field), "{args:?}: {message}");
+        assert!(
+            message.contains("above 0") || message.contains("not above the $0.5"),
+            "{args:?}: {message}"
+        );
+    }
+    let both = env
+        .try_rpc(
+            "run.budget",
+            json!({"run": run, "add_usd": 1.0, "set_usd": 2.0}),
+        )
+        .unwrap_err();
+    assert_eq!(both["data"]["kind"], json!("invalid_params"), "{both}");
+    assert_eq!(env.log_events(&run).len(), before, "nothing was recorded");
+
+    // The way out: the change is in the log, and the pending nodes start and finish.
+    let out = env.cli(["run", "budget", &run, "--add", "1"]);
+    out.ok();
+    assert!(
+        out.stdout.contains("budget is now $1.4 ($0.5 spent)"),
+        "{}",
+        out.stdout
+    );
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    let events = env.log_events(&run);
+    let changed = events_of(&events, "run.budget_changed");
+    assert_eq!(changed.len(), 1, "{events:?}");
+    assert_eq!(changed[0]["data"], json!({"add_usd": 1.0}));
+    assert_eq!(events_of(&events, "node.starting").len(), 3);
+    assert_eq!(show["manifest"]["settings"]["max_budget_usd"], json!(1.4));
+    assert_ne!(show["manifest"]["budget_spent"], json!(true));
+    for unit in ["u1", "u2", "u3"] {
+        assert_eq!(
+            repo.show("main", &format!("{unit}.txt")).as_deref(),
+            Some(format!("{unit}\n").as_str())
+        );
+    }
+}

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use octl_proto::projection::ListedStatus;
+use octl_proto::reducer::usd;
 use octl_proto::rpc::RunShown;
 use octl_proto::state::Node;
 use octl_proto::RunKind;
@@ -164,6 +165,27 @@ pub fn why_text(d: &RunShown) -> (String, Option<String>) {
         ListedStatus::Waiting => {
             let mut parts = Vec::new();
             let mut hint = None;
+            // A spent budget: its pending nodes start once it is given more.
+            if m.budget_spent {
+                let pending = d
+                    .nodes
+                    .iter()
+                    .filter(|n| matches!(n.state, NodeState::Pending | NodeState::Ready))
+                    .count();
+                let of = m
+                    .settings
+                    .max_budget_usd
+                    .map(|b| format!(" of {}", usd(b)))
+                    .unwrap_or_default();
+                parts.push(format!(
+                    "budget spent ({}{of}), so {pending} pending node(s) do not start",
+                    usd(m.cost_usd.unwrap_or(0.0))
+                ));
+                hint = Some(format!(
+                    "give it more with `{}` (or --set USD), and they start",
+                    crate::commands::run::budget::way_out(id)
+                ));
+            }
             for n in &d.nodes {
                 let detail = match n.state {
                     NodeState::Conflict => {
@@ -374,6 +396,29 @@ mod tests {
         let (why, hint) = why_text(&d);
         assert!(why.ends_with("node ui is done (awaiting merge)"), "{why}");
         assert!(hint.unwrap().contains("orchestratectl merge"));
+
+        // A spent budget names the way out, not only "a human has to act".
+        let mut d = detail(
+            "fanout",
+            "waiting",
+            json!([
+                node("u1", "merged", json!({})),
+                node("u2", "pending", json!({}))
+            ]),
+            json!([]),
+        );
+        d.manifest.budget_spent = true;
+        d.manifest.cost_usd = Some(0.75);
+        d.manifest.settings.max_budget_usd = Some(0.5);
+        let (why, hint) = why_text(&d);
+        assert_eq!(
+            why,
+            "run 01JDXJ5R8Q4M0ZK7P2W9TB3C6E is waiting: budget spent ($0.75 of $0.5), so 1 pending node(s) do not start"
+        );
+        assert_eq!(
+            hint.unwrap(),
+            "give it more with `orchestratectl run budget 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --add USD` (or --set USD), and they start"
+        );
     }
 
     #[test]

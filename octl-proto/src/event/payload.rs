@@ -113,6 +113,16 @@ crate::declare_payloads! {
         next: String,
     }
 
+    /// `run.budget_changed`: a person changed the run's budget (`run budget`) — by `add_usd`
+    /// more, or to `budget_usd` (exactly one of the two); the new budget is above what the
+    /// run has spent, so a spent budget is no longer spent and its pending nodes start again.
+    RunBudgetChanged = "run.budget_changed" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        add_usd: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        budget_usd: Option<f64>,
+    }
+
     /// `node.added`: a node, its agent, task, gate and dependencies. The daemon always writes
     /// `gate` (`null` without one); a generic run's client may add nodes with data of its own.
     NodeAdded = "node.added" {

@@ -5,7 +5,9 @@
 //! the state exactly as it was.
 
 use crate::error::{AppError, ErrorKind};
-use crate::event::{is_custom_type, Actor, Event, Payload, RunBudgetSpent, RunCreated};
+use crate::event::{
+    is_custom_type, Actor, Event, Payload, RunBudgetChanged, RunBudgetSpent, RunCreated,
+};
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
@@ -67,6 +69,61 @@ fn record_id(id: String) -> Result<String, AppError> {
             "invalid data.id {id:?}: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
         )))
     }
+}
+
+/// The budget a `run.budget_changed` leaves: `add` more than `budget`, or `set` — exactly
+/// one, a finite amount above 0 — and above what the run has `spent`, else nothing starts.
+/// `names` are the two amounts' names in errors (`data.add_usd`, `data.budget_usd` here; the
+/// method's and the command's own where they check first).
+pub fn budget_after(
+    budget: Option<f64>,
+    spent: f64,
+    add: Option<f64>,
+    set: Option<f64>,
+    names: [&str; 2],
+) -> Result<f64, AppError> {
+    let [add_name, set_name] = names;
+    let positive = |key: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(AppError::invalid(format!(
+                "invalid {key} {v}: give an amount in USD above 0, e.g. 2.50"
+            )))
+        }
+    };
+    let (new, key) = match (add, set) {
+        (Some(add), None) => {
+            let add = positive(add_name, add)?;
+            let Some(budget) = budget else {
+                return Err(AppError::invalid(format!(
+                    "invalid {add_name}: the run has no budget to add to; give {set_name} instead"
+                )));
+            };
+            (budget + add, add_name)
+        }
+        (None, Some(set)) => (positive(set_name, set)?, set_name),
+        _ => {
+            return Err(AppError::invalid(format!(
+                "give exactly one of {add_name} and {set_name}, an amount in USD above 0, e.g. 2.50"
+            )))
+        }
+    };
+    if new <= spent {
+        return Err(AppError::invalid(format!(
+            "invalid {key}: a budget of {} is not above the {} the run has spent, so no node would start; give more",
+            usd(new),
+            usd(spent)
+        )));
+    }
+    Ok(new)
+}
+
+/// `$1.5`, `$0.00001`: an amount as people read it, without float noise.
+pub fn usd(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("${s}")
 }
 
 impl RunState {
@@ -220,6 +277,25 @@ impl RunState {
                 }
                 ev.payload::<RunBudgetSpent>()?;
                 self.budget_spent = true;
+                Ok(())
+            }
+            // A person's new budget: the spending so far is under it, so nodes start again.
+            RunBudgetChanged::TYPE => {
+                if ev.node.is_some() {
+                    return Err(AppError::invalid(
+                        "run.budget_changed is a run-level event: give no node",
+                    ));
+                }
+                let change = ev.payload::<RunBudgetChanged>()?;
+                let budget = budget_after(
+                    self.settings.max_budget_usd,
+                    self.cost_usd().unwrap_or(0.0),
+                    change.add_usd,
+                    change.budget_usd,
+                    ["data.add_usd", "data.budget_usd"],
+                )?;
+                self.settings.max_budget_usd = Some(budget);
+                self.budget_spent = false;
                 Ok(())
             }
             "node.added" => self.fold_node_added(ev),

@@ -980,6 +980,90 @@ fn a_spent_budget_is_recorded_once_and_the_run_waits_for_a_human() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidTransition);
     assert!(crate::projection::summary(&s).budget_spent);
+
+    // A person raises it: the budget is what they said, no longer spent, and the pending node
+    // may start (the run is active again). A bad change changes nothing.
+    assert!(!client_may_append(RunKind::Fanout, "run.budget_changed"));
+    for bad in [
+        json!({}),
+        json!({"add_usd": 1.0, "budget_usd": 3.0}),
+        json!({"add_usd": -1.0}),
+        json!({"add_usd": 0}),
+        json!({"budget_usd": "2"}),
+    ] {
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                4,
+                None,
+                "run.budget_changed",
+                Actor::Daemon,
+                bad.clone(),
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParams, "{bad}: {}", err.message);
+        assert!(err.message.contains("data."), "{bad}: {}", err.message);
+        assert_eq!(s, before, "a refused event changes nothing");
+    }
+    s.apply(&ev(
+        4,
+        None,
+        "run.budget_changed",
+        Actor::Daemon,
+        json!({"add_usd": 0.5}),
+    ))
+    .unwrap();
+    assert!(!s.budget_spent);
+    assert_eq!(s.settings.max_budget_usd, Some(1.5));
+    assert_eq!(s.status(), RunStatus::Active);
+    let summary = crate::projection::summary(&s);
+    assert!(!summary.budget_spent);
+    assert_eq!(summary.settings.max_budget_usd, Some(1.5));
+    // Spent again, it is said again; a budget set outright replaces it.
+    s.apply(&ev(
+        5,
+        None,
+        "run.budget_spent",
+        Actor::Daemon,
+        json!({"spent_usd": 1.6, "budget_usd": 1.5, "next": "u1"}),
+    ))
+    .unwrap();
+    s.apply(&ev(
+        6,
+        None,
+        "run.budget_changed",
+        Actor::Daemon,
+        json!({"budget_usd": 4.0}),
+    ))
+    .unwrap();
+    assert_eq!(s.settings.max_budget_usd, Some(4.0));
+    assert_eq!(s.status(), RunStatus::Active);
+}
+
+#[test]
+fn a_new_budget_must_be_above_what_was_spent() {
+    let budget_after = |b, spent, add, set| {
+        super::budget_after(b, spent, add, set, ["data.add_usd", "data.budget_usd"])
+    };
+    assert_eq!(budget_after(Some(1.0), 1.2, Some(0.5), None).unwrap(), 1.5);
+    assert_eq!(budget_after(None, 0.0, None, Some(2.0)).unwrap(), 2.0);
+    let err = budget_after(Some(1.0), 1.2, Some(0.1), None).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidParams);
+    assert!(
+        err.message.contains("data.add_usd") && err.message.contains("$1.1 is not above the $1.2"),
+        "{}",
+        err.message
+    );
+    let err = budget_after(Some(1.0), 1.2, None, Some(1.2)).unwrap_err();
+    assert!(err.message.contains("data.budget_usd"), "{}", err.message);
+    let err = budget_after(None, 0.0, Some(1.0), None).unwrap_err();
+    assert!(
+        err.message.contains("no budget to add to"),
+        "{}",
+        err.message
+    );
+    assert_eq!(super::usd(0.00001), "$0.00001");
+    assert_eq!(super::usd(2.0), "$2");
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The `run.*` family: create, list, show, rebuild, quarantine, cancel and retry runs — each
+//! The `run.*` family: create, list, show, rebuild, quarantine, cancel and retry runs, change
+//! their budget — each
 //! method's params and result types beside its declaration (`run.gc` is with `recover` in
 //! `gc.rs`). A new method of the family is declared here; the compiler then asks for its
 //! daemon `Handle` (`octld/src/rpc/run.rs`), and the client calls it as `method::Name`.
@@ -189,6 +190,24 @@ pub struct RetryParams {
     pub resume: bool,
 }
 
+/// `run.budget`: give a run more to spend — `add_usd` on top of its budget, or `set_usd` as
+/// its budget (exactly one). The new budget must be above what the run has spent; a spent
+/// budget is then no longer spent and its pending nodes start again.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    /// USD to add to the run's budget (it must have one), above 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub add_usd: Option<f64>,
+    /// The run's new budget in USD, above 0 and above what the run has spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub set_usd: Option<f64>,
+}
+
 /// `run.quarantine` result: where the run's directory went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Quarantined {
@@ -214,6 +233,10 @@ crate::methods! {
     RunRebuild(RunParams) -> RebuildResult {
         name: "run.rebuild",
         summary: "Re-derive a run's projection files from its log alone.",
+    },
+    RunBudget(BudgetParams) -> RunSummary {
+        name: "run.budget",
+        summary: "Change a run's budget: add_usd more, or set_usd as the budget (exactly one), above what it has spent. Recorded as run.budget_changed; a spent budget is no longer spent and the run's pending nodes start again. A bad amount is invalid_params and changes nothing; a run that ended is invalid_transition.",
     },
     RunQuarantine(RunParams) -> Quarantined {
         name: "run.quarantine",

@@ -26,6 +26,7 @@
 //!   `recover` (a snapshot back into a branch).
 
 pub mod admission;
+pub mod budget;
 pub mod cancel;
 pub mod cleanup;
 pub mod decide;

@@ -1,4 +1,5 @@
-//! `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.quarantine`.
+//! `run.create`, `run.list`, `run.show`, `run.rebuild`, `run.quarantine`, `run.cancel`,
+//! `run.retry`, `run.budget`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use octl_proto::event::RunCreated;
 use octl_proto::method;
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::{
-    CancelParams, Quarantined, RetryParams, RunCreateParams, RunListParams, RunParams,
+    BudgetParams, CancelParams, Quarantined, RetryParams, RunCreateParams, RunListParams, RunParams,
 };
 use octl_proto::rpc::{CorruptLog, Memory, NodeShown, Prewritten, RebuildResult, RunShown};
 
@@ -289,6 +290,13 @@ pub async fn retry(daemon: &Arc<Daemon>, p: RetryParams) -> Result<RunSummary, A
     Ok(handle.summary())
 }
 
+pub async fn budget(daemon: &Arc<Daemon>, p: BudgetParams) -> Result<RunSummary, AppError> {
+    let handle = daemon.store.resolve("run", &p.run)?;
+    handle.ensure_writable()?;
+    crate::engine::budget::change(daemon, &handle, p.add_usd, p.set_usd).await?;
+    Ok(handle.summary())
+}
+
 impl Handle for method::RunList {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         list(daemon, p)
@@ -330,5 +338,11 @@ impl Handle for method::RunCancel {
 impl Handle for method::RunRetry {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         retry(daemon, p).await
+    }
+}
+
+impl Handle for method::RunBudget {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        budget(daemon, p).await
     }
 }

@@ -167,7 +167,12 @@ pub fn runs_table(runs: &[RunSummary]) -> String {
                 r.status.to_string(),
                 node_counts(&r.nodes),
                 short_time(&r.updated_at),
-                cost_cell(r.cost_usd),
+                if r.budget_spent {
+                    // `run budget RUN --add USD` is the way out (`run show` says so).
+                    format!("{} (budget spent)", cost_cell(r.cost_usd))
+                } else {
+                    cost_cell(r.cost_usd)
+                },
                 cell(r.title.as_deref()),
             ]
         })

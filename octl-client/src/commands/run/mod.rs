@@ -1,4 +1,4 @@
-//! `run create|list|show|rebuild|wait|watch|retry|cancel|attach|quarantine`: the group's clap
+//! `run create|list|show|rebuild|wait|watch|retry|budget|cancel|attach|quarantine`: the group's clap
 //! types and dispatch, and the small commands (`create`, `rebuild`, `quarantine`); the others
 //! each have a file here (`wait` holds `watch` too). `run logs` is in [`super::logs`], `run gc`
 //! in [`super::recover`]. JSON output is the daemon's result as it came; the human output
@@ -16,6 +16,7 @@ use octl_proto::AppError;
 use super::{call, Ctx};
 
 pub mod attach;
+pub mod budget;
 pub mod cancel;
 pub mod list;
 pub mod retry;
@@ -31,6 +32,7 @@ Examples:
   orchestratectl run logs 01JDXJ5R --node api --follow
   orchestratectl run wait 01JDXJ5R --timeout 600
   orchestratectl run retry 01JDXJ5R --node api
+  orchestratectl run budget 01JDXJ5R --add 5
   orchestratectl run attach 01JDXJ5R
   orchestratectl run cancel 01JDXJ5R
   orchestratectl run create --kind generic --title 'nightly build'";
@@ -133,6 +135,21 @@ Examples:
   orchestratectl --json run retry 01JDXJ5R --node api   # the run summary")]
     Retry(retry::RunRetryArgs),
 
+    /// Give a run more to spend: --add USD to its budget, or --set USD as its budget
+    ///
+    /// A run whose agents have cost its budget (--max-budget-usd) starts no new node
+    /// (`run show`: "budget spent"); this is the way out. The new budget must be above what
+    /// the run has spent; it is recorded in the run's log (`run.budget_changed`), and the
+    /// run's pending nodes then start again, each Claude Code session getting what is left.
+    /// A bad amount exits 2 (invalid_params, naming the flag) and changes nothing; a run that
+    /// ended exits 4.
+    #[command(after_help = "\
+Examples:
+  orchestratectl run budget 01JDXJ5R --add 5        # $5 more than its budget
+  orchestratectl run budget 01JDXJ5R --set 20       # a budget of $20 in all
+  orchestratectl --json run budget 01JDXJ5R --add 5 # the run summary")]
+    Budget(budget::RunBudgetArgs),
+
     /// Stop a run: its agents are stopped; its branches and worktrees are kept unless --discard
     ///
     /// A run that already ended is refused (exit 4, invalid_transition); with --discard, what
@@ -215,6 +232,7 @@ pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
         RunCmd::Wait(args) => wait::wait(ctx, args).await,
         RunCmd::Watch(arg) => wait::watch(ctx, arg).await,
         RunCmd::Retry(args) => retry::retry(ctx, args).await.map(|()| 0),
+        RunCmd::Budget(args) => budget::budget(ctx, args).await.map(|()| 0),
         RunCmd::Cancel(args) => cancel::cancel(ctx, args).await.map(|()| 0),
         RunCmd::Attach(args) => attach::attach(ctx, args).await,
         RunCmd::Gc(args) => super::recover::gc(ctx, args).await.map(|()| 0),

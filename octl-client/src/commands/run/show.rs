@@ -303,7 +303,10 @@ pub fn detail_text(d: &RunShown) -> String {
             cost.push_str(&format!(" of a ${b:.2} budget"));
         }
         if m.budget_spent {
-            cost.push_str(": budget spent, no new node starts");
+            cost.push_str(&format!(
+                ": budget spent, no new node starts (give it more: {})",
+                super::budget::way_out(&m.id)
+            ));
         }
         pairs.push(("Cost", cost));
     }
