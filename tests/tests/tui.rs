@@ -189,14 +189,18 @@ fn with_the_daemon_down_the_runs_are_read_from_disk_and_it_says_so() {
     d.signal_and_wait(libc::SIGTERM);
     let screen = pane.wait_for("read-only");
     assert!(screen.contains(&run[..8]), "{screen}");
-    // An action is refused, saying why, and changes nothing.
+    // An action is refused at once, saying why (not after asking to confirm), and changes
+    // nothing.
     pane.keys(&["m"]);
-    pane.wait_for("merge run");
-    pane.keys(&["y"]);
-    pane.wait_for("nothing can be changed now");
-    // Back when the daemon is.
+    let screen = pane.wait_for("nothing can be changed now");
+    assert!(!screen.contains("merge run"), "no confirmation:\n{screen}");
+    // Back when the daemon is; what was true only while it was away is no longer said.
     let _d = env.start_daemon();
-    pane.wait_for("● live");
+    let screen = pane.wait_for("● live");
+    assert!(
+        !screen.contains("nothing can be changed"),
+        "the read-only line is gone once octld answers:\n{screen}"
+    );
     assert!(!env.event_types(&run).contains(&"merge.started".to_string()));
     drop(pane);
 

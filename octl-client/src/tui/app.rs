@@ -79,6 +79,23 @@ pub enum Modal {
     },
 }
 
+/// How long a status line stays true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lasts {
+    /// Until another line replaces it (what an action did, why a key did nothing).
+    Replaced,
+    /// While octld does not answer: it goes once the link is live again.
+    ReadOnly,
+}
+
+/// The line at the bottom: what the last key or action gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub ok: bool,
+    pub text: String,
+    pub lasts: Lasts,
+}
+
 /// What must happen outside the state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
@@ -112,8 +129,8 @@ pub struct App {
     pub sel_run: Option<String>,
     pub sel_node: Option<String>,
     pub sel_item: usize,
-    /// The last action's result (ok, text).
-    pub status: Option<(bool, String)>,
+    /// The last action's result.
+    pub status: Option<Status>,
     /// The detail pane: what it shows and what it has.
     pub want: Option<Load>,
     pub detail: Option<Loaded>,
@@ -215,7 +232,18 @@ impl App {
         self.dirty = true;
         let mut effects = Vec::new();
         match u {
-            Update::Link(link) => self.link = link,
+            Update::Link(link) => {
+                // What was said because octld did not answer is no longer true once it does.
+                if link.is_live()
+                    && self
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.lasts == Lasts::ReadOnly)
+                {
+                    self.status = None;
+                }
+                self.link = link;
+            }
             Update::Summaries(list) => {
                 self.loaded = true;
                 let seen: std::collections::HashSet<&str> =
@@ -237,17 +265,26 @@ impl App {
             Update::Live(events) => self.fold_events(events, true, &mut effects),
             Update::Done(action, result) => {
                 self.status = Some(match result {
-                    Ok(text) => match action {
-                        Some(a) => (true, format!("{}: {text}", a.describe(&self.runs.short))),
-                        None => (true, text),
+                    Ok(text) => Status {
+                        ok: true,
+                        text: match action {
+                            Some(a) => format!("{}: {text}", a.describe(&self.runs.short)),
+                            None => text,
+                        },
+                        lasts: Lasts::Replaced,
                     },
-                    Err(e) => (
-                        false,
-                        match e.hint {
+                    Err(e) => Status {
+                        ok: false,
+                        lasts: if e.kind == octl_proto::ErrorKind::DaemonUnreachable {
+                            Lasts::ReadOnly
+                        } else {
+                            Lasts::Replaced
+                        },
+                        text: match e.hint {
                             Some(h) => format!("{} ({h})", e.message),
                             None => e.message,
                         },
-                    ),
+                    },
                 });
             }
             Update::Attach(Ok(argv)) => {

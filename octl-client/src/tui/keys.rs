@@ -32,6 +32,22 @@ pub enum Cmd {
     Quit,
 }
 
+impl Cmd {
+    /// Does it ask octld to change something (refused at once while octld does not answer)?
+    pub fn changes_something(self) -> bool {
+        matches!(
+            self,
+            Cmd::Answer
+                | Cmd::Accept
+                | Cmd::Reject
+                | Cmd::Merge
+                | Cmd::Retry
+                | Cmd::Cancel
+                | Cmd::Send
+        )
+    }
+}
+
 /// Every key, its command and what it does, in the order `?` lists them.
 pub const KEYS: &[(&str, Cmd, &str)] = &[
     ("j / ↓", Cmd::Down, "move down"),

@@ -45,6 +45,9 @@ const CATCH_UP_BATCH: usize = 100;
 /// home of a year's runs opens as fast as a new one.
 pub const SHOWN: u64 = 500;
 
+/// Why an action is refused while octld does not answer.
+pub const READ_ONLY: &str = "read-only: octld is not answering, so nothing can be changed now";
+
 /// The state of the link to the daemon, shown in the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Link {
@@ -280,10 +283,7 @@ impl Source {
                 let result = if self.link.is_live() {
                     actions::perform(&self.client, action.clone()).await
                 } else {
-                    Err(AppError::new(
-                        ErrorKind::DaemonUnreachable,
-                        "read-only: octld is not answering, so nothing can be changed now",
-                    ))
+                    Err(AppError::new(ErrorKind::DaemonUnreachable, READ_ONLY))
                 };
                 self.send(Update::Done(Some(action), result));
             }

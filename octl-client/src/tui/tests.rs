@@ -375,7 +375,7 @@ fn destroying_asks_and_discard_asks_twice() {
     // Anything but y says no.
     a.key(Some(Cmd::Merge), Some('m'));
     assert!(a.key(None, Some('n')).is_empty());
-    assert_eq!(a.status.as_ref().unwrap().1, "nothing done");
+    assert_eq!(a.status.as_ref().unwrap().text, "nothing done");
 }
 
 #[test]
@@ -494,4 +494,29 @@ fn a_long_error_is_shown_whole_at_80_columns() {
     assert!(status.contains("--node clash`)"), "{screen}");
     // The list keeps its header.
     assert!(lines[1].starts_with("NEEDS"), "{screen}");
+}
+
+#[test]
+fn read_only_refuses_before_asking_and_the_line_goes_when_octld_is_back() {
+    let mut a = app(true);
+    four_runs(&mut a);
+    a.update(Update::Link(Link::Reconnecting {
+        since: std::time::Instant::now(),
+        why: "x".into(),
+    }));
+    assert!(a.key(Some(Cmd::Cancel), Some('x')).is_empty());
+    assert!(a.modal.is_none(), "nothing to confirm: {:?}", a.modal);
+    let screen = text(&draw(&a, 80, 24));
+    assert!(screen.contains("nothing can be changed now"), "{screen}");
+    // Moving is not changing anything.
+    a.key(Some(Cmd::Down), Some('j'));
+    a.update(Update::Link(Link::Live));
+    assert!(a.status.is_none(), "{:?}", a.status);
+    let screen = text(&draw(&a, 80, 24));
+    assert!(!screen.contains("nothing can be changed"), "{screen}");
+    // A line about what happened stays.
+    a.key(Some(Cmd::Merge), Some('m'));
+    a.key(None, Some('n'));
+    a.update(Update::Link(Link::Live));
+    assert_eq!(a.status.as_ref().unwrap().text, "nothing done");
 }

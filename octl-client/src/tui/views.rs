@@ -117,10 +117,10 @@ const STATUS_ROWS: usize = 4;
 pub fn draw(f: &mut Frame, app: &App) {
     let p = Paint { color: app.color };
     let area = f.area();
-    let status = app.status.as_ref().map(|(ok, text)| {
-        let mut lines = wrap(text, (area.width as usize).saturating_sub(1), "  ");
+    let status = app.status.as_ref().map(|s| {
+        let mut lines = wrap(&s.text, (area.width as usize).saturating_sub(1), "  ");
         lines.truncate(STATUS_ROWS);
-        (*ok, lines)
+        (s.ok, lines)
     });
     let footer_h = status.as_ref().map_or(1, |(_, l)| l.len()) as u16;
     let rows = Layout::default()

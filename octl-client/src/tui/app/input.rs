@@ -8,12 +8,12 @@ use octl_proto::rpc::RunShown;
 use octl_proto::state::{Discussion, Node, Spinoff};
 use octl_proto::NodeState;
 
-use super::{App, Effect, InboxItem, Modal, Pane, Tab, Typing, View};
+use super::{App, Effect, InboxItem, Lasts, Modal, Pane, Status, Tab, Typing, View};
 use crate::commands::run::attach::{pick_node, AttachTo};
 use crate::tui::actions::{open_worktree, Action};
 use crate::tui::keys::Cmd;
 use crate::tui::model::answerable;
-use crate::tui::source::Request;
+use crate::tui::source::{Request, READ_ONLY};
 
 impl App {
     /// A key press.
@@ -23,6 +23,15 @@ impl App {
             return self.modal_key(modal, cmd, ch);
         }
         let Some(cmd) = cmd else { return Vec::new() };
+        // Said before anything is asked: a confirmation that can only be refused is a trap.
+        if cmd.changes_something() && !self.link.is_live() {
+            self.status = Some(Status {
+                ok: false,
+                text: READ_ONLY.to_string(),
+                lasts: Lasts::ReadOnly,
+            });
+            return Vec::new();
+        }
         match cmd {
             Cmd::Quit => return vec![Effect::Quit],
             Cmd::Help => self.modal = Some(Modal::Help),
@@ -159,7 +168,11 @@ impl App {
     }
 
     pub(super) fn say(&mut self, ok: bool, text: &str) {
-        self.status = Some((ok, text.to_string()));
+        self.status = Some(Status {
+            ok,
+            text: text.to_string(),
+            lasts: Lasts::Replaced,
+        });
     }
 
     fn confirm(&mut self, action: Action, discard: Option<Action>) {
@@ -167,7 +180,7 @@ impl App {
     }
 
     fn act(&mut self, action: Action) -> Vec<Effect> {
-        self.status = Some((true, format!("{}…", action.describe(&self.runs.short))));
+        self.say(true, &format!("{}…", action.describe(&self.runs.short)));
         vec![Effect::Request(Request::Act(action))]
     }
 
