@@ -157,14 +157,16 @@ fn merging_a_code_run_after_confirming() {
 fn cancelling_a_run_asks_first_and_discard_asks_twice() {
     let (env, _d, repo) = TestEnv::world();
     let run = live_run(&env, &repo);
-    let pane = tui(&env, &[]);
+    // At 80 columns every confirmation shows its keys in full.
+    let pane = tui_sized(&env, 80, 24, &[]);
     pane.wait_for(&run[..8]);
     pane.wait_for("1 running");
     // Discard is offered, and asks once more; saying no there does nothing.
     pane.keys(&["x"]);
-    pane.wait_for("d: discard too");
+    pane.wait_for("d: discard too… · n/esc: no");
     pane.keys(&["d"]);
     pane.wait_for("DISCARD");
+    pane.wait_for("y: yes · n/esc: no");
     pane.keys(&["n"]);
     pane.wait_for("nothing done");
     assert!(!env.event_types(&run).contains(&"run.cancelled".to_string()));
@@ -237,6 +239,12 @@ fn the_agents_screen_is_shown_and_a_line_of_input_reaches_it() {
     pane.type_text("hello agent");
     pane.keys(&["Enter"]);
     pane.wait_for("got:hello agent");
+    // The node's events, each line with its node beside its type.
+    pane.keys(&["e"]);
+    pane.wait_screen("node.started with its node in the events pane", |s| {
+        s.lines()
+            .any(|l| l.contains("node.started") && l.contains(" main "))
+    });
     // The line itself is not written to the run's log.
     let log = std::fs::read_to_string(env.run_dir(&run).join("events.jsonl")).unwrap();
     assert!(!log.contains("hello agent"));

@@ -369,17 +369,42 @@ async fn events(client: &Client, live: bool, run: &str, node: &str) -> Loaded {
             Err(e) => return Loaded::Unavailable(e.message),
         }
     };
-    let mut lines: Vec<String> = all
+    let mine: Vec<&Event> = all
         .iter()
         .filter(|e| e.node.as_deref() == Some(node) || about(e, node))
-        .map(|e| {
-            let v = serde_json::to_value(e).unwrap_or_default();
-            crate::output::event_line(&v)
-        })
         .collect();
-    let skip = lines.len().saturating_sub(EVENTS_MAX);
-    lines.drain(..skip);
-    Loaded::Lines(lines)
+    let skip = mine.len().saturating_sub(EVENTS_MAX);
+    Loaded::Lines(event_lines(&mine[skip..]))
+}
+
+/// A node's events for a pane a third of the screen wide: what tells them apart first — seq,
+/// time of day, node (`-` for a run-level event about it), type — each column as wide as its
+/// widest value, then the data, which is what a narrow pane cuts.
+pub fn event_lines(events: &[&Event]) -> Vec<String> {
+    let node_of = |e: &Event| e.node.clone().unwrap_or_else(|| "-".to_string());
+    let seq_w = events
+        .iter()
+        .map(|e| e.seq.to_string().len())
+        .max()
+        .unwrap_or(1);
+    let node_w = events.iter().map(|e| node_of(e).len()).max().unwrap_or(1);
+    let type_w = events.iter().map(|e| e.kind.len()).max().unwrap_or(1);
+    events
+        .iter()
+        .map(|e| {
+            // `2026-11-30T10:00:03.123Z` → `10:00:03`: the day is the run's.
+            let time =
+                e.ts.split_once('T')
+                    .map_or(e.ts.as_str(), |(_, t)| t.get(..8).unwrap_or(t));
+            let data = serde_json::to_string(&e.data).unwrap_or_default();
+            format!(
+                "{:>seq_w$} {time} {:<node_w$} {:<type_w$} {data}",
+                e.seq,
+                node_of(e),
+                e.kind
+            )
+        })
+        .collect()
 }
 
 /// A run-level event about this node (a discussion or proposal it opened names it in data).

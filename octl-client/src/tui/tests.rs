@@ -520,3 +520,92 @@ fn read_only_refuses_before_asking_and_the_line_goes_when_octld_is_back() {
     a.update(Update::Link(Link::Live));
     assert_eq!(a.status.as_ref().unwrap().text, "nothing done");
 }
+
+#[test]
+fn at_80_columns_confirmations_show_their_keys_and_the_title_gets_the_free_width() {
+    let mut a = app(true);
+    let mut s = summary(A, "spinoff", "active", json!({"running": 1}));
+    s.title = Some("fix the flaky login test today".into());
+    let mut long = summary(B, "spinoff", "active", json!({"running": 1}));
+    long.title = Some("a title far longer than what is left of the row at eighty columns".into());
+    a.update(Update::Summaries(vec![s, long]));
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.contains("fix the flaky login test today"),
+        "the title has the width the columns leave:\n{screen}"
+    );
+    let cut = screen
+        .lines()
+        .find(|l| l.contains("a title far longer"))
+        .unwrap();
+    assert!(cut.trim_end().ends_with('…'), "{screen}");
+    // Both confirmations of a cancel, keys in full.
+    a.key(Some(Cmd::Cancel), Some('x'));
+    let screen = text(&draw(&a, 80, 24));
+    assert!(screen.contains("d: discard too… · n/esc: no"), "{screen}");
+    a.key(None, Some('d'));
+    let screen = text(&draw(&a, 80, 24));
+    assert!(screen.contains("(snapshots are kept)?"), "{screen}");
+    assert!(screen.contains("y: yes · n/esc: no"), "{screen}");
+}
+
+#[test]
+fn inbox_text_wraps_under_its_indent() {
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "generic",
+        "active",
+        json!({}),
+    )]));
+    let body = "the agent explains at length why it cannot decide alone which of the two colours the button should have, and asks";
+    a.update(Update::Events(vec![
+        ev(A, 1, None, "run.created", json!({"kind": "generic"})),
+        ev(A, 2, Some("a"), "node.added", json!({})),
+        ev(
+            A,
+            3,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "a", "title": "Which colour?", "body": body}),
+        ),
+    ]));
+    a.key(Some(Cmd::Inbox), None);
+    let screen = text(&draw(&a, 80, 24));
+    let rows: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("Which colour?"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(rows.len() >= 3, "the body wraps, then next:\n{screen}");
+    for r in &rows {
+        assert!(r.starts_with("          "), "not indented: {r:?}\n{screen}");
+    }
+    assert!(rows.join(" ").contains("and asks"), "{screen}");
+}
+
+#[test]
+fn the_events_pane_keeps_the_node_column_in_its_width() {
+    let events = [
+        ev(A, 7, Some("main"), "node.started", json!({"pane": "%1"})),
+        ev(
+            A,
+            12,
+            None,
+            "discussion.opened",
+            json!({"id": "q1", "node": "main", "title": "x"}),
+        ),
+    ];
+    let refs: Vec<&Event> = events.iter().collect();
+    let lines = super::detail::event_lines(&refs);
+    // The detail pane at 80 columns is 34 wide: seq, time, node and type fit in it.
+    let started = &lines[0];
+    let node_at = started.find(" main ").expect(started);
+    let type_end = started.find("node.started").unwrap() + "node.started".len();
+    assert!(node_at < 34 && type_end <= 34, "{lines:?}");
+    assert!(
+        lines[1].contains(" - ") && lines[1].contains("discussion.opened"),
+        "{lines:?}"
+    );
+}

@@ -154,11 +154,15 @@ pub fn draw(f: &mut Frame, app: &App) {
                 )),
                 Line::from(""),
             ];
-            lines.push(Line::from(match discard {
+            let keys = match discard {
                 Some(_) => "y: cancel (keeps worktrees and branches) · d: discard too… · n/esc: no",
                 None => "y: yes · n/esc: no",
-            }));
-            boxed(f, &p, area, "confirm", lines, 64);
+            };
+            lines.push(Line::from(keys));
+            // Wide enough for the keys on one line where the screen allows; boxed wraps the
+            // rest, so no key is ever cut off.
+            let w = (keys.chars().count() as u16 + 4).max(64);
+            boxed(f, &p, area, "confirm", lines, w);
         }
         Some(Modal::Input { purpose, text }) => prompt(f, &p, area, purpose, text),
         None => {}
@@ -242,6 +246,9 @@ fn offset(selected: usize, height: usize) -> usize {
     }
 }
 
+/// A row of the runs list: its index in the list, its run, and its cells with their styles.
+type ListRow<'a> = (usize, &'a RunEntry, Vec<(String, Style)>);
+
 fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     let height = area.height.saturating_sub(1) as usize;
     let sel = app
@@ -250,21 +257,13 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         .and_then(|id| app.visible.iter().position(|v| v == id))
         .unwrap_or(0);
     let first = offset(sel, height);
-    // As wide as the longest id on screen: each is cut to a prefix no other run has.
-    let run_w = app
-        .visible
-        .iter()
-        .skip(first)
-        .take(height)
-        .map(|id| app.runs.short.of(id).len())
-        .max()
-        .unwrap_or(0)
-        .max(octl_proto::ids::SHOWN_PREFIX);
     let wide = area.width >= 110;
-    let cols: &[(&str, usize)] = if wide {
+    // Each column's widest value allowed (RUN: an id cut to a prefix no other run has is
+    // never cut further).
+    let caps: &[(&str, usize)] = if wide {
         &[
-            ("NEEDS", 9),
-            ("RUN", run_w),
+            ("NEEDS", 8),
+            ("RUN", usize::MAX),
             ("KIND", 11),
             ("STATUS", 9),
             ("NODES", 28),
@@ -274,16 +273,67 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         ]
     } else {
         &[
-            ("NEEDS", 9),
-            ("RUN", run_w),
+            ("NEEDS", 8),
+            ("RUN", usize::MAX),
             ("STATUS", 9),
             ("NODES", 18),
             ("ELAPSED", 7),
             ("COST", 7),
         ]
     };
+    let cell = |e: &RunEntry, name: &str| -> (String, Style) {
+        let s = &e.summary;
+        match name {
+            "NEEDS" => match e.attention {
+                Some(a) => (a.label().to_string(), p.attention(a)),
+                None => (String::new(), Style::default()),
+            },
+            "RUN" => (app.runs.short.of(&s.id).to_string(), Style::default()),
+            "KIND" => (s.kind_name().to_string(), Style::default()),
+            "STATUS" => (s.status.as_str().to_string(), Style::default()),
+            "NODES" => (model::counts_cell(s), Style::default()),
+            "ELAPSED" => (
+                model::run_elapsed_s(s, app.now_ms).map_or("-".into(), clock),
+                Style::default(),
+            ),
+            "COST" => (
+                e.cost_usd.map_or("-".into(), |c| format!("${c:.2}")),
+                Style::default(),
+            ),
+            "REPO" => (
+                s.repo
+                    .as_deref()
+                    .map(|r| r.rsplit('/').next().unwrap_or(r).to_string())
+                    .unwrap_or_else(|| "-".into()),
+                Style::default(),
+            ),
+            _ => (String::new(), Style::default()),
+        }
+    };
+    // Only the rows on screen are built; each column is as wide as its widest value there,
+    // and TITLE gets what is left.
+    let rows: Vec<ListRow> = app
+        .visible
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .filter_map(|(i, id)| app.runs.get(id).map(|e| (i, e)))
+        .map(|(i, e)| (i, e, caps.iter().map(|(name, _)| cell(e, name)).collect()))
+        .collect();
+    let widths: Vec<usize> = caps
+        .iter()
+        .enumerate()
+        .map(|(c, (name, cap))| {
+            rows.iter()
+                .map(|(_, _, cells)| cells[c].0.chars().count())
+                .fold(name.len(), usize::max)
+                .min(*cap)
+        })
+        .collect();
+    let title_w = (area.width as usize).saturating_sub(widths.iter().map(|w| w + 1).sum());
     let mut head = String::new();
-    for (name, w) in cols {
+    for ((name, _), w) in caps.iter().zip(&widths) {
         head.push_str(&fit(name, *w));
         head.push(' ');
     }
@@ -301,45 +351,17 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         f.render_widget(Paragraph::new(lines), area);
         return;
     }
-    for (i, id) in app.visible.iter().enumerate().skip(first).take(height) {
-        let Some(e) = app.runs.get(id) else { continue };
-        let s = &e.summary;
+    for (i, e, cells) in rows {
         let mut spans = Vec::new();
-        for (name, w) in cols {
-            let (text, style) = match *name {
-                "NEEDS" => match e.attention {
-                    Some(a) => (a.label().to_string(), p.attention(a)),
-                    None => (String::new(), Style::default()),
-                },
-                "RUN" => (app.runs.short.of(&s.id).to_string(), Style::default()),
-                "KIND" => (s.kind_name().to_string(), Style::default()),
-                "STATUS" => (s.status.as_str().to_string(), Style::default()),
-                "NODES" => (model::counts_cell(s), Style::default()),
-                "ELAPSED" => (
-                    model::run_elapsed_s(s, app.now_ms).map_or("-".into(), clock),
-                    Style::default(),
-                ),
-                "COST" => (
-                    e.cost_usd.map_or("-".into(), |c| format!("${c:.2}")),
-                    Style::default(),
-                ),
-                "REPO" => (
-                    s.repo
-                        .as_deref()
-                        .map(|r| r.rsplit('/').next().unwrap_or(r).to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    Style::default(),
-                ),
-                _ => (String::new(), Style::default()),
-            };
+        for ((text, style), w) in cells.into_iter().zip(&widths) {
             spans.push(Span::styled(fit(&text, *w), style));
             spans.push(Span::raw(" "));
         }
-        let mut title = s.title.clone().unwrap_or_default();
+        let mut title = e.summary.title.clone().unwrap_or_default();
         if e.broken.is_some() {
             title = format!("(log unreadable) {title}");
         }
-        spans.push(Span::raw(title));
+        spans.push(Span::raw(fit(&title, title_w).trim_end().to_string()));
         let mut line = Line::from(spans);
         if i == sel {
             line = line.style(p.selected());
@@ -556,6 +578,9 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
     f.render_widget(Paragraph::new(lines), inner);
 }
 
+/// Where an inbox item's text starts: after its kind (9 columns) and a space.
+const INBOX_INDENT: &str = "          ";
+
 fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     let mut lines = Vec::new();
     if app.inbox.is_empty() {
@@ -596,25 +621,43 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
                 (!files.is_empty()).then(|| format!("files: {}", files.join(", "))),
             ),
         };
+        // Wrapped here, not by the paragraph: a wrapped line keeps the item's indent, so the
+        // kinds column stays clear.
+        let width = area.width as usize;
+        let selected = i == app.sel_item;
+        let mut head_rows = wrap(&head, width.saturating_sub(INBOX_INDENT.len()), "").into_iter();
         let mut line = Line::from(vec![
             Span::styled(fit(kind, 9), style),
             Span::raw(" "),
-            Span::raw(head),
+            Span::raw(head_rows.next().unwrap_or_default()),
         ]);
-        if i == app.sel_item {
+        if selected {
             line = line.style(p.selected());
-            lines.push(line);
-            if let Some(b) = body {
-                for l in b.lines() {
-                    lines.push(Line::from(format!("          {l}")));
-                }
+        }
+        lines.push(line);
+        for rest in head_rows {
+            let mut l = Line::from(format!("{INBOX_INDENT}{rest}"));
+            if selected {
+                l = l.style(p.selected());
             }
-            lines.push(Line::from(Span::styled(
-                format!("          next: {}", item.next_step()),
-                p.bold(),
-            )));
-        } else {
-            lines.push(line);
+            lines.push(l);
+        }
+        if selected {
+            let indented = |text: &str| {
+                wrap(text, width.saturating_sub(INBOX_INDENT.len()), "")
+                    .into_iter()
+                    .map(|l| format!("{INBOX_INDENT}{l}"))
+                    .collect::<Vec<_>>()
+            };
+            for l in body.iter().flat_map(|b| b.lines()) {
+                lines.extend(indented(l).into_iter().map(Line::from));
+            }
+            let next = format!("next: {}", item.next_step());
+            lines.extend(
+                indented(&next)
+                    .into_iter()
+                    .map(|l| Line::from(Span::styled(l, p.bold()))),
+            );
         }
     }
     let sel_line = lines
@@ -623,8 +666,7 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         .unwrap_or(0);
     let first = offset(sel_line + 2, area.height as usize);
     f.render_widget(
-        Paragraph::new(lines.into_iter().skip(first).collect::<Vec<_>>())
-            .wrap(Wrap { trim: false }),
+        Paragraph::new(lines.into_iter().skip(first).collect::<Vec<_>>()),
         area,
     );
 }
@@ -640,12 +682,31 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     }
 }
 
+/// A box of `lines` in the middle of `area`, at most `w` wide (less on a narrow screen) and as
+/// tall as its lines once wrapped: a line wider than the box is broken at spaces (in its first
+/// span's style) rather than cut, so what the box says is all there.
 fn boxed(f: &mut Frame, p: &Paint, area: Rect, title: &str, lines: Vec<Line>, w: u16) {
+    let w = w.min(area.width.saturating_sub(2)).max(12);
+    let inner = w.saturating_sub(2) as usize;
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .flat_map(|line| {
+            if line.width() <= inner {
+                return vec![line];
+            }
+            let style = line.spans.first().map_or(line.style, |s| s.style);
+            let plain: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+            wrap(&plain, inner, "")
+                .into_iter()
+                .map(|l| Line::from(Span::styled(l, style)))
+                .collect()
+        })
+        .collect();
     let h = lines.len() as u16 + 2;
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+        Paragraph::new(lines).block(
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(p.fg(Color::Yellow))
