@@ -567,3 +567,103 @@ fn the_daemon_starts_on_a_full_disk_and_heals_projections_when_there_is_room() {
     wait_projections_healed(&env);
     assert!(env.run_dir(&run).join("manifest.json").exists());
 }
+
+/// `len` bytes that do not compress: git stores and writes them whole.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Spawns a shell spinoff of `repo` that cannot be checked out for want of room: refused
+/// with `storage_full`, its node failed saying so, no worktree left. Returns the run.
+fn spawn_without_room(env: &TestEnv, repo: &octl_tests::TestRepo, node: &str) -> (String, String) {
+    let err = env
+        .spawn(
+            "spinoff",
+            repo,
+            "printf room > room.txt",
+            json!({"agent": "shell", "node": node}),
+        )
+        .unwrap_err();
+    assert_eq!(err["data"]["kind"], json!("storage_full"), "{err}");
+    let message = err["message"].as_str().unwrap().to_string();
+    assert!(message.contains("could not check out"), "{message}");
+    assert!(message.contains("free of"), "{message}");
+    assert!(
+        err["data"]["hint"].as_str().unwrap().contains("run retry"),
+        "{err}"
+    );
+    let runs = env.rpc("run.list", json!({}));
+    let run = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["repo"] == json!(repo.path.display().to_string()))
+        .expect("the run")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let failed = env.wait_node(&run, node, "failed");
+    let reason = failed["reason"].as_str().unwrap();
+    assert!(reason.contains("could not check out"), "{reason}");
+    assert!(failed["exit_status"].is_null(), "no agent ran: {failed}");
+    // Nothing half-made: no worktree, in the home or in git's bookkeeping.
+    assert!(
+        !env.home.join("worktrees").join(&run).join(node).exists(),
+        "the incomplete checkout was removed"
+    );
+    assert!(
+        repo.extra_worktrees().is_empty(),
+        "{:?}",
+        repo.extra_worktrees()
+    );
+    let show = env.cli(["run", "show", &run]);
+    assert!(!show.stdout.contains("exit status"), "{}", show.stdout);
+    (run, message)
+}
+
+#[test]
+#[ignore = "needs root to mount a tmpfs: run as root with `cargo test -p octl-tests -- --ignored` (see .ci/run)"]
+fn a_checkout_without_room_fails_the_start_with_storage_full_and_leaves_nothing_half_made() {
+    let env = TestEnv::new();
+    let fs = Tmpfs::mount(&env.home, "4m");
+    let _d = env.start_daemon();
+    // A tree bigger than the home: git says it could not write a file.
+    let big = octl_tests::TestRepo::new(&env, "big");
+    std::fs::write(big.path.join("big.bin"), noise(6 << 20)).unwrap();
+    big.commit_all("big");
+    spawn_without_room(&env, &big, "big");
+
+    // A file mostly of zeros, which git writes sparse and which fits: git exits 0, but the
+    // disk is left full and (on a tmpfs) the file cannot be read back.
+    let sparse = octl_tests::TestRepo::new(&env, "sparse");
+    let mut bytes = noise(1536 << 10);
+    bytes.resize(bytes.len() + (8 << 20), 0);
+    bytes.extend(noise(4096));
+    std::fs::write(sparse.path.join("sparse.bin"), &bytes).unwrap();
+    sparse.commit_all("sparse");
+    let ballast = fill_up(&env.home);
+    // 2 MiB of room again.
+    for n in (0..ballast).rev().take(512) {
+        let _ = std::fs::remove_file(env.home.join(format!("ballast-{n}")));
+    }
+    let (run, message) = spawn_without_room(&env, &sparse, "sparse");
+    assert!(
+        message.contains("left its filesystem full") || message.contains("cannot be read back"),
+        "git exited 0: {message}"
+    );
+
+    // Once there is room, the node starts again and its work lands.
+    fs.resize("64m");
+    env.cli(["run", "retry", &run, "--node", "sparse"]).ok();
+    let show = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
+    assert_eq!(sparse.show("main", "room.txt").as_deref(), Some("room"));
+}

@@ -723,7 +723,7 @@ pub async fn bring_up(
                         git.worktree_prune()?;
                         git.worktree_add_existing(&worktree, &branch)?;
                     } else {
-                        git.worktree_add(&worktree, &branch, &start_point)?;
+                        check_out(&git, (&h.id, &n), &worktree, &branch, &start_point)?;
                     }
                 }
                 // The agent a start cut short left (found by its name where the start went)
@@ -742,7 +742,7 @@ pub async fn bring_up(
                     }
                 }
             } else if !crate::pool::take(&d.home, &d.config, &repo, &worktree, &branch, &start_point) {
-                git.worktree_add(&worktree, &branch, &start_point)?;
+                check_out(&git, (&h.id, &n), &worktree, &branch, &start_point)?;
                 crate::pool::note_checkout(&d.home, &d.config, &repo, &worktree);
             }
             prepare(&d, &h, &n, &repo, &worktree)?;
@@ -813,14 +813,106 @@ pub async fn bring_up(
                 },
             )
             .await;
-            let kind = if e.kind == ErrorKind::ToolMissing {
-                ErrorKind::ToolMissing
-            } else {
-                ErrorKind::ToolFailed
+            let kind = match e.kind {
+                // A full or failing disk is said as such (exit 7, with what to free).
+                k @ (ErrorKind::ToolMissing | ErrorKind::StorageFull | ErrorKind::IoError) => k,
+                _ => ErrorKind::ToolFailed,
             };
-            Err(AppError::new(kind, e.message))
+            let mut err = AppError::new(kind, e.message);
+            err.hint = e.hint;
+            Err(err)
         }
     }
+}
+
+/// Less free space than this left by a checkout is a full filesystem: the agent could write
+/// nothing there (and on a tmpfs git cannot even read back a file it wrote sparse).
+const CHECKOUT_MIN_FREE: u64 = 1 << 20;
+
+/// `git worktree add -b` of a node's new branch, verified. git may exit 0 from a checkout its
+/// disk could not hold: on a full tmpfs it writes a file sparse that nothing can map afterwards
+/// (the next git to read it is killed by SIGBUS). So the new worktree must leave
+/// [`CHECKOUT_MIN_FREE`] and its files must read back against its index (`git diff --quiet`;
+/// files that merely differ, as line-ending rules can make them, are no failure). A checkout
+/// that fails either is removed again (nothing was done in it, and its branch stays at the
+/// start point, so no work is lost) and the start fails: `storage_full`, with what to free,
+/// when its filesystem is full or has not the room the checkout needs.
+fn check_out(
+    git: &Git,
+    (run, node): (&str, &str),
+    worktree: &Path,
+    branch: &str,
+    start_point: &str,
+) -> Result<(), AppError> {
+    use crate::store::fault::{free_space, mib};
+    let full = |room: Option<(u64, u64)>| room.is_some_and(|(free, _)| free < CHECKOUT_MIN_FREE);
+    let (what, storage, err) = match git.worktree_add(worktree, branch, start_point) {
+        Err(e) => {
+            let said = e.to_string();
+            let write = [
+                "unable to write",
+                "No space left",
+                "Disk quota",
+                "write error",
+            ]
+            .iter()
+            .any(|w| said.contains(w));
+            // Said by git of a checkout the filesystem had not the room for.
+            let lacks_room = match (git.tree_size(start_point), free_space(worktree)) {
+                (Ok(needed), Some((free, _))) => needed > free || free < CHECKOUT_MIN_FREE,
+                _ => false,
+            };
+            let storage = (write || e.signal() == Some(libc::SIGBUS)) && lacks_room;
+            (said, storage, Some(AppError::from(e)))
+        }
+        Ok(()) => {
+            let room = free_space(worktree);
+            let what = match Git::new(worktree).checkout_matches_index() {
+                Ok(_) if !full(room) => return Ok(()),
+                Ok(_) => format!(
+                    "the checkout left its filesystem full ({} free)",
+                    mib(room.map_or(0, |(free, _)| free))
+                ),
+                Err(e) => format!("git exited 0, but the files it wrote cannot be read back: {e}"),
+            };
+            let storage = full(room) || what.contains("SIGBUS");
+            // Nothing was done in it yet: it goes, so no half-made worktree is taken for work.
+            if let Err(e) = git.worktree_remove_pristine(worktree) {
+                tracing::warn!(worktree = %worktree.display(), error = %e, "could not remove an incomplete checkout");
+            }
+            (what, storage, None)
+        }
+    };
+    if storage {
+        let room = match free_space(worktree) {
+            Some((free, total)) => format!("{} free of {}", mib(free), mib(total)),
+            None => "free space unknown".to_string(),
+        };
+        let needs = git
+            .tree_size(start_point)
+            .map(|n| format!("its files take {}; ", mib(n)))
+            .unwrap_or_default();
+        return Err(AppError::new(
+            ErrorKind::StorageFull,
+            format!(
+                "could not check out {branch} in {}: {what}; {needs}the filesystem has {room}",
+                worktree.display()
+            ),
+        )
+        .with_hint(format!(
+            "the filesystem of {} is full: free space (`orchestratectl run gc` removes what ended runs left behind, after snapshotting it), then `orchestratectl run retry {run} --node {node}`",
+            worktree.display()
+        )));
+    }
+    Err(err.unwrap_or_else(|| {
+        AppError::new(
+            ErrorKind::ToolFailed,
+            format!(
+                "could not check out {branch} in {}: {what}",
+                worktree.display()
+            ),
+        )
+    }))
 }
 
 /// The worktree made ready before its agent starts ([`crate::bootstrap`]): the included

@@ -78,7 +78,7 @@ impl Git {
                 return Ok(BranchDelete::CheckedOut { worktree: wt.path });
             }
         }
-        Err(failure(argv, dir, out.status.code(), &out.stderr))
+        Err(failure(argv, dir, out.status, &out.stderr))
     }
 
     /// Deletes `branch` if its tip is contained in `merged_into`: the safety of
@@ -107,7 +107,7 @@ impl Git {
                 return Ok(BranchDelete::Deleted);
             }
             if self.try_resolve(&refname)?.as_deref() == Some(tip.as_str()) {
-                return Err(failure(argv, dir, out.status.code(), &out.stderr));
+                return Err(failure(argv, dir, out.status, &out.stderr));
             }
         }
         Ok(BranchDelete::NotMerged)

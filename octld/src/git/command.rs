@@ -102,6 +102,7 @@ impl Call {
                     return Err(GitError::Failed {
                         argv: self.argv,
                         code: None,
+                        signal: Some(libc::SIGKILL),
                         stderr: "stopped: the daemon is shutting down".into(),
                     });
                 }
@@ -122,7 +123,7 @@ impl Call {
         if out.status.success() {
             Ok(())
         } else {
-            Err(failure(self.argv, self.dir, out.status.code(), &out.stderr))
+            Err(failure(self.argv, self.dir, out.status, &out.stderr))
         }
     }
 
@@ -131,7 +132,7 @@ impl Call {
         let (out, argv, dir) = self.output(stdin)?;
         match out.status.code() {
             Some(code) if ok.contains(&code) => Ok((code, out)),
-            code => Err(failure(argv, dir, code, &out.stderr)),
+            _ => Err(failure(argv, dir, out.status, &out.stderr)),
         }
     }
 
@@ -155,16 +156,23 @@ impl Call {
 pub(super) fn failure(
     argv: Vec<String>,
     dir: Option<PathBuf>,
-    code: Option<i32>,
+    status: std::process::ExitStatus,
     stderr: &[u8],
 ) -> GitError {
+    use std::os::unix::process::ExitStatusExt;
+    let (code, signal) = (status.code(), status.signal());
     let stderr = String::from_utf8_lossy(stderr).into_owned();
     if let Some(dir) = dir {
         if stderr.contains("not a git repository") || stderr.contains("cannot change to") {
             return GitError::NotARepo { dir };
         }
     }
-    GitError::Failed { argv, code, stderr }
+    GitError::Failed {
+        argv,
+        code,
+        signal,
+        stderr,
+    }
 }
 
 pub(super) fn split_z(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {

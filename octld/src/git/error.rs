@@ -21,11 +21,13 @@ pub enum GitError {
         source: std::io::Error,
     },
     /// git ran and exited unsuccessfully in a way this module does not interpret.
-    #[error("`{}` failed ({}): {}", display_argv(argv), display_code(*code), stderr.trim())]
+    #[error("`{}` failed ({}){}", display_argv(argv), display_end(*code, *signal), said(stderr))]
     Failed {
         argv: Vec<String>,
         /// `None` when git was killed by a signal.
         code: Option<i32>,
+        /// The signal that killed it, when one did.
+        signal: Option<i32>,
         stderr: String,
     },
     #[error("unexpected output from `{}`: {detail}", display_argv(argv))]
@@ -63,9 +65,92 @@ fn display_argv(argv: &[String]) -> String {
     argv.join(" ")
 }
 
-fn display_code(code: Option<i32>) -> String {
-    match code {
-        Some(c) => format!("exit {c}"),
-        None => "killed by a signal".to_string(),
+impl GitError {
+    /// The signal that killed git, if one did (SIGBUS: a file it mapped could not be read,
+    /// as on a full tmpfs).
+    pub fn signal(&self) -> Option<i32> {
+        match self {
+            GitError::Failed { signal, .. } => *signal,
+            _ => None,
+        }
+    }
+}
+
+/// How a process ended, for people: `exit 128`, `killed by signal 7 (SIGBUS)`.
+pub fn display_end(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(sig)) => match signal_name(sig) {
+            Some(name) => format!("killed by signal {sig} ({name})"),
+            None => format!("killed by signal {sig}"),
+        },
+        (None, None) => "ended without an exit status".to_string(),
+    }
+}
+
+/// `SIGKILL` for 9: the signals a process is commonly ended by.
+pub fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return None,
+    })
+}
+
+/// `: <what git said>`, or nothing when it said nothing.
+fn said(stderr: &str) -> String {
+    match stderr.trim() {
+        "" => String::new(),
+        s => format!(": {s}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_the_signal_and_no_empty_stderr() {
+        let failed = |code, signal, stderr: &str| GitError::Failed {
+            argv: vec!["git".into(), "status".into()],
+            code,
+            signal,
+            stderr: stderr.into(),
+        };
+        assert_eq!(
+            failed(None, Some(libc::SIGBUS), "").to_string(),
+            "`git status` failed (killed by signal 7 (SIGBUS))"
+        );
+        assert_eq!(
+            failed(None, Some(libc::SIGKILL), "stopped\n").to_string(),
+            "`git status` failed (killed by signal 9 (SIGKILL)): stopped"
+        );
+        assert_eq!(
+            failed(Some(128), None, "fatal: no\n").to_string(),
+            "`git status` failed (exit 128): fatal: no"
+        );
+        assert_eq!(
+            failed(None, Some(64), " ").to_string(),
+            "`git status` failed (killed by signal 64)"
+        );
+        assert_eq!(
+            failed(None, Some(libc::SIGBUS), "").signal(),
+            Some(libc::SIGBUS)
+        );
     }
 }

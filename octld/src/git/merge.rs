@@ -85,6 +85,7 @@ impl Git {
             return Err(GitError::Failed {
                 argv,
                 code: Some(code),
+                signal: None,
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             });
         };
@@ -159,7 +160,7 @@ impl Git {
         if current.as_deref() != old {
             return Ok(CasOutcome::Stale { current });
         }
-        Err(failure(argv, dir, out.status.code(), &out.stderr))
+        Err(failure(argv, dir, out.status, &out.stderr))
     }
 
     /// Moves `branch` from `old` to `new` (a descendant of `old`) the safe way: if a worktree
@@ -244,7 +245,7 @@ impl Git {
                 current: Some(head),
             });
         }
-        Err(failure(argv, dir, out.status.code(), &out.stderr))
+        Err(failure(argv, dir, out.status, &out.stderr))
     }
 
     /// The dirty paths of this worktree that overlap `changed`.

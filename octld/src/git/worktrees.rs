@@ -62,6 +62,31 @@ impl Git {
         Ok(())
     }
 
+    /// In a worktree just checked out: do its files match its index (`git diff --quiet`)?
+    /// git compares what the index says of each file (and reads back those written in the
+    /// index's last second), so this costs about a stat per file. A file git wrote sparse on a
+    /// full tmpfs cannot be read back (git is killed by SIGBUS): an error naming the signal.
+    pub fn checkout_matches_index(&self) -> Result<bool> {
+        let (code, _) = self.call(["diff", "--quiet"]).run_allowing(&[0, 1], None)?;
+        Ok(code == 0)
+    }
+
+    /// The bytes a checkout of `rev` writes: the sizes of its files (`git ls-tree -r -l`).
+    pub fn tree_size(&self, rev: &str) -> Result<u64> {
+        let out = self
+            .call(["ls-tree", "-r", "-l", "-z", "--end-of-options", rev])
+            .stdout()?;
+        // `<mode> <type> <object> <size>\t<path>`; a submodule's size is `-`.
+        Ok(out
+            .split(|b| *b == 0)
+            .filter_map(|entry| {
+                let meta = entry.split(|b| *b == b'\t').next()?;
+                let size = std::str::from_utf8(meta).ok()?.split_whitespace().nth(3)?;
+                size.parse::<u64>().ok()
+            })
+            .sum())
+    }
+
     /// `git worktree add <path> <branch>` for a branch that already exists.
     pub fn worktree_add_existing(&self, path: &Path, branch: &str) -> Result<()> {
         self.one_at_a_time(|| {
@@ -171,7 +196,7 @@ impl Git {
         match listed {
             None if !path.exists() => Ok(()),
             Some(wt) if wt.prunable || !path.exists() => self.worktree_prune(),
-            _ => Err(failure(argv, dir, out.status.code(), &out.stderr)),
+            _ => Err(failure(argv, dir, out.status, &out.stderr)),
         }
     }
 
