@@ -254,7 +254,9 @@ pub fn sort_key(e: &RunEntry) -> (u8, u8, std::cmp::Reverse<&str>) {
 /// How each id the TUI shows is cut: the shortest prefix (at least
 /// [`ids::SHOWN_PREFIX`](octl_proto::ids::SHOWN_PREFIX)) that no other run's id, or no other
 /// question's or proposal's, starts with. Runs started within 256 ms share 8 characters, so a
-/// fixed cut would name several at once ("cancel run 01M8SEXK?").
+/// fixed cut would name several at once ("cancel run 01M8SEXK?"). Among the runs listed: the
+/// older finished ones the home holds are older than every one of those, so only a run made
+/// in the same millisecond as the oldest listed could share its 10 characters.
 #[derive(Debug, Default)]
 pub struct ShortIds(HashMap<String, usize>);
 
