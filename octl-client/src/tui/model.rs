@@ -254,9 +254,9 @@ pub fn sort_key(e: &RunEntry) -> (u8, u8, std::cmp::Reverse<&str>) {
 /// How each id the TUI shows is cut: the shortest prefix (at least
 /// [`ids::SHOWN_PREFIX`](octl_proto::ids::SHOWN_PREFIX)) that no other run's id, or no other
 /// question's or proposal's, starts with. Runs started within 256 ms share 8 characters, so a
-/// fixed cut would name several at once ("cancel run 01M8SEXK?"). Among the runs listed: the
-/// older finished ones the home holds are older than every one of those, so only a run made
-/// in the same millisecond as the oldest listed could share its 10 characters.
+/// fixed cut would name several at once ("cancel run 01M8SEXK?"). Unique among the runs
+/// listed: a finished run not listed could share a shown prefix only if it was made in the
+/// same millisecond as a listed one (10 characters are the millisecond).
 #[derive(Debug, Default)]
 pub struct ShortIds(HashMap<String, usize>);
 
