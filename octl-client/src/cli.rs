@@ -31,7 +31,7 @@ Examples:
 The daemon (octld) starts by itself on the first command that needs it.
 State lives in --home, else $OCTL_HOME, else ~/.orchestratectl.
 Exit codes: 0 ok, 1 internal, 2 invalid input, 3 not found, 4 refused by state,
-5 daemon unreachable, 6 external tool failed.";
+5 daemon unreachable, 6 external tool failed, 7 storage full or failing.";
 
 /// Orchestrate AI coding agents in git worktrees, through the octld daemon.
 #[derive(Debug, Parser)]
@@ -236,6 +236,39 @@ mod tests {
     #[test]
     fn the_definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every exit code of docs/PROTOCOL.md's table, and of every error kind it names, is in
+    /// `--help`.
+    #[test]
+    fn help_lists_every_exit_code() {
+        let doc = include_str!("../../docs/PROTOCOL.md");
+        let table = doc
+            .split("## Errors and exit codes")
+            .nth(1)
+            .expect("the exit code table");
+        let mut codes = 0;
+        let rows = table.lines().skip_while(|l| !l.starts_with('|'));
+        for row in rows.take_while(|l| l.starts_with('|')).skip(2) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let code: i32 = cells[1].parse().expect("an exit code");
+            for kind in cells[3].split(',').map(|k| k.trim().trim_matches('`')) {
+                if !kind.is_empty() {
+                    let k = octl_proto::ErrorKind::from_str_lossy(kind);
+                    assert_eq!(k.as_str(), kind, "a kind of the table");
+                    assert_eq!(k.exit_code(), code, "{kind}");
+                }
+            }
+            let listed = TOP_EXAMPLES.split("Exit codes:").nth(1).unwrap_or_default();
+            assert!(
+                listed
+                    .split(',')
+                    .any(|c| c.trim().starts_with(&format!("{code} "))),
+                "{code}"
+            );
+            codes += 1;
+        }
+        assert_eq!(codes, 8, "0 to 7");
     }
 
     #[test]

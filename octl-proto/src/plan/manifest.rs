@@ -208,7 +208,7 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
                     for name in missing.by_ref().take(MAX_MISSING_LISTED) {
                         q.add(
                             vars_pos,
-                            format!("{label}: the prompt uses {{{name}}} but vars has no {name:?}"),
+                            format!("{label}: the prompt uses {{{name}}} but vars has no {name:?}; write {{{{{name}}}}} for a literal {{{name}}}"),
                         );
                     }
                     let more = missing.count();

@@ -146,7 +146,7 @@ vras = { a = "1" }
             [
                 "top level: unknown field \"promt\"; accepted: title, prompt, agent, gate, runner, units; did you mean \"prompt\"?",
                 "units[2]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?",
-                "units[2] (c): the prompt uses {a} but vars has no \"a\"",
+                "units[2] (c): the prompt uses {a} but vars has no \"a\"; write {{a}} for a literal {a}",
             ]
         );
     assert!(p[1].starts_with("units[2]: unknown field \"vras\"; accepted: id, vars"));
@@ -241,9 +241,9 @@ vars = { file = "a", lang = "Italian", more = "unused" }
     assert_eq!(
         p,
         [
-            "units[0] (fr): the prompt uses {lang} but vars has no \"lang\"",
-            "units[1] (de): the prompt uses {file} but vars has no \"file\"",
-            "units[1] (de): the prompt uses {lang} but vars has no \"lang\"",
+            "units[0] (fr): the prompt uses {lang} but vars has no \"lang\"; write {{lang}} for a literal {lang}",
+            "units[1] (de): the prompt uses {file} but vars has no \"file\"; write {{file}} for a literal {file}",
+            "units[1] (de): the prompt uses {lang} but vars has no \"lang\"; write {{lang}} for a literal {lang}",
         ]
     );
 }
@@ -325,7 +325,7 @@ fn malformed_placeholders_are_each_reported() {
     assert_eq!(p.len(), 2, "{p:?}");
     assert_eq!(
         p[1],
-        "units[0] (u): the prompt uses {a} but vars has no \"a\""
+        "units[0] (u): the prompt uses {a} but vars has no \"a\"; write {{a}} for a literal {a}"
     );
 }
 
@@ -450,14 +450,14 @@ vars = { file = "a" }
             "units[1].id \"Bad_Id\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit",
             "units[2].id \"fr\": duplicate; units[0] has the same id",
             "units[3]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?",
-            "units[3] (it): the prompt uses {lang} but vars has no \"lang\"",
+            "units[3] (it): the prompt uses {lang} but vars has no \"lang\"; write {{lang}} for a literal {lang}",
         ]
     );
     let err = problems.into_error("manifest plan.toml");
     assert_eq!(err.kind, ErrorKind::InvalidParams);
     assert_eq!(
             err.message,
-            "invalid manifest plan.toml: 4 problems:\n  - units[1].id \"Bad_Id\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit\n  - units[2].id \"fr\": duplicate; units[0] has the same id\n  - units[3]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?\n  - units[3] (it): the prompt uses {lang} but vars has no \"lang\""
+            "invalid manifest plan.toml: 4 problems:\n  - units[1].id \"Bad_Id\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit\n  - units[2].id \"fr\": duplicate; units[0] has the same id\n  - units[3]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?\n  - units[3] (it): the prompt uses {lang} but vars has no \"lang\"; write {{lang}} for a literal {lang}"
         );
 }
 

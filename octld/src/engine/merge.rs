@@ -13,6 +13,7 @@ use octl_proto::event::{
 };
 
 use octl_proto::projection::RunDetail;
+use octl_proto::state::{Node, RunKind};
 use octl_proto::{AppError, ErrorKind, NodeState};
 
 use super::{append, blocking};
@@ -106,6 +107,28 @@ fn open_merge_questions<'a>(
         .iter()
         .filter(move |d| d.open && d.node.as_deref() == Some(node) && d.id.starts_with("merge-"))
         .map(|d| d.id.clone())
+}
+
+/// What a node's merge commit is about. A fan-out unit or plan node is one part of its
+/// run, whose title is the whole plan's: its own name and the first line of its task. A
+/// single-agent run's node is the run: the run's title.
+fn subject(kind: Option<RunKind>, run_title: Option<&str>, node: &Node) -> String {
+    if !matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate)) {
+        return run_title.unwrap_or_default().to_string();
+    }
+    const WIDTH: usize = 72;
+    let line = node
+        .task
+        .as_deref()
+        .and_then(|t| t.lines().map(str::trim).find(|l| !l.is_empty()));
+    match line {
+        Some(l) if l.chars().count() > WIDTH => {
+            let cut: String = l.chars().take(WIDTH - 1).collect();
+            format!("{}: {}…", node.id, cut.trim_end())
+        }
+        Some(l) => format!("{}: {l}", node.id),
+        None => node.id.clone(),
+    }
 }
 
 /// The branch a run's nodes merge into: the integration branch of an orchestrate run, the
@@ -207,8 +230,10 @@ pub async fn merge_node(
     }
     failpoint("merge:after-started");
 
-    let title = view.manifest.title.clone().unwrap_or_default();
-    let message = format!("Merge {branch}: {title}");
+    let message = format!(
+        "Merge {branch}: {}",
+        subject(view.manifest.kind, view.manifest.title.as_deref(), &node)
+    );
     let (r, t, b) = (repo.clone(), target.clone(), branch.clone());
     let outcome = blocking(move || merge_into(&r, &t, &b, &message)).await;
 
@@ -520,5 +545,41 @@ pub async fn merge_run(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>) -> Result<
             let _ = append(daemon, handle, None, MergeBlocked::error(e.message.clone())).await;
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, task: Option<&str>) -> Node {
+        let mut v = serde_json::json!({"id": id, "state": "done", "deps": [],
+            "created_at": "2026-12-01T10:00:00.000Z", "updated_at": "2026-12-01T10:00:00.000Z"});
+        if let Some(t) = task {
+            v["task"] = t.into();
+        }
+        serde_json::from_value(v).expect("a node")
+    }
+
+    #[test]
+    fn a_plan_nodes_merge_names_the_node_and_a_single_agent_runs_names_the_run() {
+        let api = node("api", Some("\n  Add the /users endpoint\nwith tests\n"));
+        let plan = Some("the whole plan");
+        assert_eq!(
+            subject(Some(RunKind::Orchestrate), plan, &api),
+            "api: Add the /users endpoint"
+        );
+        assert_eq!(
+            subject(Some(RunKind::Fanout), plan, &node("u1", None)),
+            "u1"
+        );
+        let long = "x".repeat(100);
+        let s = subject(Some(RunKind::Fanout), plan, &node("u2", Some(&long)));
+        assert_eq!(s.chars().count(), "u2: ".len() + 72);
+        assert!(s.ends_with('…'));
+        assert_eq!(
+            subject(Some(RunKind::Spinoff), Some("fix the parser"), &api),
+            "fix the parser"
+        );
     }
 }

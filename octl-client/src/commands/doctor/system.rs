@@ -168,7 +168,8 @@ pub(super) fn check_home(home: &Path) -> Check {
     Check::ok(id, format!("{} is yours, mode 0700", home.display()))
 }
 
-/// Below either, the home's filesystem is nearly full.
+/// Below the first, the home's filesystem is nearly full; below the second (a small one
+/// mostly free), it has little room.
 const DISK_LOW_FRACTION: f64 = 0.05;
 const DISK_LOW_BYTES: u64 = 100 << 20;
 
@@ -216,8 +217,18 @@ pub(super) fn disk_verdict(home: &Path, free: u64, total: u64) -> Check {
     let hint = "free space there: `orchestratectl run gc` removes what ended runs left behind (after snapshotting it); on a full disk every append is refused with storage_full and nothing half-written stays";
     if free == 0 {
         Check::fail(id, format!("full: {message}"), hint)
-    } else if (free as f64) < total as f64 * DISK_LOW_FRACTION || free < DISK_LOW_BYTES {
+    } else if (free as f64) < total as f64 * DISK_LOW_FRACTION {
         Check::warn(id, format!("nearly full: {message}"), hint)
+    } else if free < DISK_LOW_BYTES {
+        // A small filesystem (a tmpfs, a quota) can be mostly free and still too small.
+        Check::warn(
+            id,
+            format!(
+                "little room: {message}, less than the {} a few runs' worktrees and logs want",
+                mib(DISK_LOW_BYTES)
+            ),
+            hint,
+        )
     } else {
         Check::ok(id, message)
     }

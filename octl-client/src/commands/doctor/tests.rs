@@ -75,11 +75,21 @@ fn disk_thresholds() {
         Status::Warn,
         "under 5 %"
     );
-    assert_eq!(
-        disk_verdict(h, 50 << 20, 200 << 20).status,
-        Status::Warn,
-        "under 100 MiB"
+    let small = disk_verdict(h, 50 << 20, 200 << 20);
+    assert_eq!(small.status, Status::Warn, "under 100 MiB");
+    // A small filesystem mostly free is not called nearly full.
+    let tiny = disk_verdict(h, 57 << 20, 64 << 20);
+    assert_eq!(tiny.status, Status::Warn);
+    assert!(
+        tiny.message
+            .starts_with("little room: 57.0 MiB free of 64.0 MiB (89.1 %)")
+            && tiny.message.contains("less than the 100.0 MiB"),
+        "{}",
+        tiny.message
     );
+    assert!(disk_verdict(h, 4 * gib, 100 * gib)
+        .message
+        .starts_with("nearly full: "));
     let full = disk_verdict(h, 0, 100 * gib);
     assert_eq!(full.status, Status::Fail);
     assert!(full.hint.unwrap().contains("run gc"));
