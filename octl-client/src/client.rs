@@ -69,12 +69,23 @@ pub enum CallError {
     NotRunning(AppError),
     /// The daemon answered with an error, or talking to it failed in another way.
     Failed(AppError),
+    /// The connection was cut before the answer came (reset, closed): the daemon stopped or
+    /// restarted in the middle of the request. A follower's read is asked again once a
+    /// daemon answers; what a change did is unknown, so nothing else asks again.
+    Dropped(AppError),
+}
+
+impl CallError {
+    /// No daemon answered this one: it is not running, or it went away mid-request.
+    pub fn daemon_gone(&self) -> bool {
+        matches!(self, CallError::NotRunning(_) | CallError::Dropped(_))
+    }
 }
 
 impl From<CallError> for AppError {
     fn from(e: CallError) -> AppError {
         match e {
-            CallError::NotRunning(e) | CallError::Failed(e) => e,
+            CallError::NotRunning(e) | CallError::Failed(e) | CallError::Dropped(e) => e,
         }
     }
 }
@@ -260,26 +271,51 @@ impl Client {
     ) -> Result<M::Result, AppError> {
         loop {
             match self.try_call_method::<M>(params).await {
-                Err(CallError::NotRunning(_)) => self.reconnect().await?,
+                Err(e) if e.daemon_gone() => self.reconnect().await?,
                 other => return other.map_err(AppError::from),
             }
         }
     }
 
-    /// A follower's way back once its daemon went away. Stopped on purpose (`daemon stop`
-    /// left `octld.stopped`): it waits, connecting to nothing, until a daemon started by an
-    /// explicit command removes the file. Gone otherwise (a crash): it starts it again as any
-    /// call would (`daemon_unreachable` when autostart is off).
+    /// A follower's way back once its daemon went away: it returns once a daemon answers.
+    /// Stopped on purpose (`daemon stop` left `octld.stopped`): it waits, connecting to
+    /// nothing, until a daemon started by an explicit command removes the file. A daemon
+    /// whose process is alive but does not answer yet (starting, or still draining as it
+    /// stops) is waited for, never raced by a second start. Gone otherwise (a crash): it
+    /// starts it again as any call would (`daemon_unreachable` when autostart is off).
     pub async fn reconnect(&self) -> Result<(), AppError> {
-        while self.home.stopped().exists() {
-            tokio::time::sleep(FOLLOWER_POLL).await;
+        loop {
+            if self.home.stopped().exists() {
+                tokio::time::sleep(FOLLOWER_POLL).await;
+                continue;
+            }
+            if self.probe_status().await.is_ok() {
+                return Ok(());
+            }
+            if self.daemon_alive().is_some() {
+                tokio::time::sleep(FOLLOWER_POLL).await;
+                continue;
+            }
+            return self
+                .call(method::DaemonStatus::NAME, json!({}))
+                .await
+                .map(|_| ());
         }
-        if self.socket_answers().await {
-            return Ok(());
+    }
+
+    /// The pid of the octld that holds (or last held) the home's lock, if that process is
+    /// alive and is an octld: a daemon that is starting, serving or stopping.
+    pub fn daemon_alive(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.home.lock()).ok()?;
+        let pid: u64 = text.split_whitespace().next()?.parse().ok()?;
+        if !process_alive(pid) {
+            return None;
         }
-        self.call(method::DaemonStatus::NAME, json!({}))
-            .await
-            .map(|_| ())
+        // The pid of a daemon long gone may be another program's by now.
+        match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(comm) if !comm.trim().starts_with("octld") => None,
+            _ => Some(pid),
+        }
     }
 
     /// A `daemon_unreachable` error with the standard hint.
@@ -330,6 +366,22 @@ impl Client {
             .map_err(|e| self.classify(&e, false))
     }
 
+    /// The error for a connection cut before its answer came.
+    fn cut_off(&self, err: &(dyn std::error::Error + 'static)) -> AppError {
+        AppError::new(
+            ErrorKind::DaemonUnreachable,
+            format!(
+                "octld on {} went away before it answered: {}",
+                self.home.socket().display(),
+                error_chain(err)
+            ),
+        )
+        .with_hint(format!(
+            "it stopped or restarted; `orchestratectl daemon status` says whether one runs now, and {} why",
+            self.home.log().display()
+        ))
+    }
+
     /// Sorts a transport failure: no daemon (missing socket, refused, on `connecting`),
     /// permission denied (the socket belongs to someone else), or anything else.
     fn classify(&self, err: &(dyn std::error::Error + 'static), connecting: bool) -> CallError {
@@ -342,6 +394,13 @@ impl Client {
                 | io::ErrorKind::ConnectionRefused
                 | io::ErrorKind::WouldBlock,
             ) if connecting => CallError::NotRunning(self.not_running()),
+            Some(
+                io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionAborted,
+            ) if !connecting => CallError::Dropped(self.cut_off(err)),
+            None if !connecting && cut_before_answer(err) => CallError::Dropped(self.cut_off(err)),
             Some(io::ErrorKind::PermissionDenied) => CallError::Failed(
                 AppError::new(
                     ErrorKind::Unauthorized,
@@ -364,6 +423,39 @@ impl Client {
             ),
         }
     }
+}
+
+/// Is the process alive (a zombie counts as gone)?
+pub fn process_alive(pid: u64) -> bool {
+    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let exists = unsafe { libc::kill(pid_t, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    if !exists {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the field after the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+        Err(_) => true,
+    }
+}
+
+/// Whether hyper says the connection closed before a whole answer came.
+fn cut_before_answer(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message() || h.is_closed() || h.is_canceled();
+        }
+        current = e.source();
+    }
+    false
 }
 
 /// The first `io::Error` kind in an error's chain of sources.

@@ -16,6 +16,25 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 /// Even without a notification the file is read again this often (a safety net).
 const RESCAN: Duration = Duration::from_secs(1);
 
+/// A watcher that sends `()` when what it watches changes: written, created, removed,
+/// renamed. Reads are not changes: a follower opens the file it watches to read it, and an
+/// open or a read that woke it would wake it again at once, spinning (a CPU and, while the
+/// daemon is away, a connection attempt per turn).
+pub fn watch_changes(
+    tx: tokio::sync::mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let read_only = res.as_ref().is_ok_and(|ev| {
+            matches!(ev.kind, EventKind::Access(kind)
+                if kind != AccessKind::Close(AccessMode::Write))
+        });
+        if !read_only {
+            let _ = tx.send(());
+        }
+    })
+}
+
 /// Finds the run directory for `given` (a ULID or unique prefix ≥ 6) under `runs`.
 /// Returns the full run id and its directory.
 pub fn resolve_run_dir(
@@ -107,10 +126,7 @@ impl LogFile {
     /// the process is interrupted) or until `emit` fails.
     pub async fn follow(&mut self, emit: &mut dyn FnMut(&str)) -> Result<(), AppError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let mut watcher =
-            notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-                let _ = tx.send(());
-            })
+        let mut watcher = watch_changes(tx)
             .map_err(|e| AppError::internal(format!("cannot watch {}: {e}", self.dir.display())))?;
         watcher
             .watch(&self.dir, RecursiveMode::NonRecursive)

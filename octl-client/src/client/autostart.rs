@@ -52,7 +52,7 @@ impl Client {
             let probe = self.try_call_method::<method::DaemonStatus>(&method::NoParams {});
             match tokio::time::timeout(left, probe).await {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(CallError::NotRunning(_))) | Err(_) => {}
+                Ok(Err(CallError::NotRunning(_) | CallError::Dropped(_))) | Err(_) => {}
                 // A daemon in the middle of starting may drop a connection: try again.
                 Ok(Err(CallError::Failed(e))) if e.kind == ErrorKind::Internal => {
                     last_failure = format!("; last error: {}", e.message);
@@ -71,7 +71,14 @@ impl Client {
                 }
             }
             if let Ok(Some(_)) = child.try_wait() {
-                break;
+                // Another start won the lock (two commands, or two followers, started one
+                // at once): that daemon is the one to wait for.
+                if self
+                    .daemon_alive()
+                    .is_none_or(|pid| pid == u64::from(child.id()))
+                {
+                    break;
+                }
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
@@ -82,7 +89,10 @@ impl Client {
             .find(|l| l.level == "ERROR")
             .map(|l| format!(": {}", l.error.unwrap_or(l.message)))
             .unwrap_or_default();
-        if let Ok(Some(status)) = child.try_wait() {
+        let other = self
+            .daemon_alive()
+            .filter(|pid| *pid != u64::from(child.id()));
+        if let (Ok(Some(status)), None) = (child.try_wait(), other) {
             return Err(self.unreachable(format!(
                 "started {} but it stopped before it answered ({status}){why}{last_failure}",
                 program.display(),

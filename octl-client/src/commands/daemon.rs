@@ -115,7 +115,7 @@ async fn start(ctx: &Ctx) -> Result<(), AppError> {
                 true,
             )
         }
-        Err(CallError::Failed(e)) => return Err(e),
+        Err(CallError::Failed(e) | CallError::Dropped(e)) => return Err(e),
     };
     let status = result_of::<method::DaemonStatus>(&value)?;
     let socket = ctx.client.home().socket();
@@ -192,6 +192,7 @@ async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
             })
         }
         // A daemon already on its way out is as good as asked to stop.
+        Err(CallError::Dropped(_)) => None,
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => None,
         Err(CallError::Failed(e)) => return Err(e),
     };
@@ -208,7 +209,7 @@ async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
         .try_call_method::<method::DaemonShutdown>(&NoParams {})
         .await
     {
-        Ok(_) | Err(CallError::NotRunning(_)) => {}
+        Ok(_) | Err(CallError::NotRunning(_) | CallError::Dropped(_)) => {}
         Err(CallError::Failed(e)) if e.kind == ErrorKind::ShuttingDown => {}
         Err(CallError::Failed(e)) => return Err(e),
     }
@@ -218,7 +219,7 @@ async fn stop_daemon(ctx: &Ctx) -> Result<Stopped, AppError> {
     // and a connection to it would start a new octld.
     let gone = match pid {
         Some(pid) => loop {
-            if !process_alive(pid) {
+            if !crate::client::process_alive(pid) {
                 break true;
             }
             if Instant::now() >= deadline {
@@ -262,7 +263,7 @@ async fn restart(ctx: &Ctx) -> Result<(), AppError> {
                 .call_value::<method::DaemonStatus>(&NoParams {})
                 .await?
         }
-        Err(CallError::Failed(e)) => return Err(e),
+        Err(CallError::Failed(e) | CallError::Dropped(e)) => return Err(e),
     };
     let status = result_of::<method::DaemonStatus>(&value)?;
     let socket = ctx.client.home().socket();
@@ -297,7 +298,7 @@ async fn status(ctx: &Ctx) -> Result<(), AppError> {
                 .not_running()
                 .with_hint("start it with `orchestratectl daemon start`"))
         }
-        Err(CallError::Failed(e)) => return Err(e),
+        Err(CallError::Failed(e) | CallError::Dropped(e)) => return Err(e),
     };
     let status = result_of::<method::DaemonStatus>(&value)?;
     ctx.out.result(&value, || status_text(&status));
@@ -360,27 +361,6 @@ fn stop_service_hint() -> &'static str {
     }
 }
 
-/// Is the process alive (a zombie counts as gone)?
-fn process_alive(pid: u64) -> bool {
-    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let exists = unsafe { libc::kill(pid_t, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    if !exists {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state is the field after the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            .unwrap_or(true),
-        Err(_) => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,7 +386,7 @@ mod tests {
 
     #[test]
     fn liveness() {
-        assert!(process_alive(std::process::id() as u64));
-        assert!(!process_alive(u32::MAX as u64));
+        assert!(crate::client::process_alive(std::process::id() as u64));
+        assert!(!crate::client::process_alive(u32::MAX as u64));
     }
 }

@@ -280,11 +280,11 @@ async fn tail(ctx: &Ctx, args: EventTailArgs) -> Result<(), AppError> {
                     }
                     Start::AfterSeq(last)
                 }
-                Err(CallError::NotRunning(_)) => Start::LastLines(lines),
+                Err(CallError::NotRunning(_) | CallError::Dropped(_)) => Start::LastLines(lines),
                 Err(CallError::Failed(e)) => return Err(e),
             }
         }
-        Err(CallError::NotRunning(_)) => Start::LastLines(lines),
+        Err(CallError::NotRunning(_) | CallError::Dropped(_)) => Start::LastLines(lines),
         Err(CallError::Failed(e)) => return Err(e),
     };
     tail_file(ctx, &args, shown).await

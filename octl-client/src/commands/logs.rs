@@ -256,10 +256,8 @@ async fn follow(
     out: &mut Printer,
 ) -> Result<(), AppError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-        let _ = tx.send(());
-    })
-    .map_err(|e| AppError::internal(format!("cannot watch {}: {e}", dir.display())))?;
+    let mut watcher = crate::log_file::watch_changes(tx)
+        .map_err(|e| AppError::internal(format!("cannot watch {}: {e}", dir.display())))?;
     // The logs directory appears with the first node's log: watch the run directory until then.
     let mut watching_logs = false;
     let run_dir = dir.parent().unwrap_or(dir).to_path_buf();

@@ -50,7 +50,7 @@ impl Events {
                 Some(stream) => stream,
                 None => match ctx.client.event_stream(&self.id, self.cursor, true).await {
                     Ok(stream) => self.stream.insert(stream),
-                    Err(CallError::NotRunning(_)) => {
+                    Err(CallError::NotRunning(_) | CallError::Dropped(_)) => {
                         // Wait for a daemon stopped on purpose; start one that crashed (or
                         // fail with daemon_unreachable when autostart is off).
                         tokio::time::sleep(RECONNECT).await;

@@ -61,7 +61,7 @@ impl Feed {
                         }
                         self.stream.insert(stream)
                     }
-                    Err(CallError::NotRunning(_)) => {
+                    Err(CallError::NotRunning(_) | CallError::Dropped(_)) => {
                         // Start it again when autostart allows; otherwise wait for it to be
                         // started (a follower keeps following; `connected` says it waits).
                         tokio::time::sleep(RECONNECT).await;

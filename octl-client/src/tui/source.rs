@@ -393,7 +393,7 @@ impl Source {
                 }
                 self.catch_up().await
             }
-            Err(CallError::NotRunning(e)) => {
+            Err(CallError::NotRunning(e) | CallError::Dropped(e)) => {
                 let why = e.message;
                 match &self.link {
                     // It answered before: it is (re)starting, or was stopped. Either way the
@@ -456,7 +456,7 @@ impl Source {
                 Err(CallError::Failed(_)) => {
                     self.sent.insert(run.clone(), self.listed[&run]);
                 }
-                Err(CallError::NotRunning(_)) => return false,
+                Err(CallError::NotRunning(_) | CallError::Dropped(_)) => return false,
             }
         }
         more

@@ -29,7 +29,7 @@ pub(super) fn check_daemon(status: Result<Value, CallError>, socket: &Path) -> C
                 "start it with `orchestratectl daemon start` (any command that needs it also starts it; doctor never does)",
             )
         }
-        Err(CallError::Failed(e)) => {
+        Err(CallError::Failed(e) | CallError::Dropped(e)) => {
             return Check::fail(
                 id,
                 format!("octld does not answer properly: {}", e.message),

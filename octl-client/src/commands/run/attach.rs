@@ -121,7 +121,7 @@ impl AttachTo {
             match client.try_call_method::<method::NodeAttach>(&params).await {
                 Ok(a) => return Ok(a.argv),
                 Err(CallError::Failed(e)) if e.kind != ErrorKind::MethodNotFound => return Err(e),
-                Err(CallError::Failed(e) | CallError::NotRunning(e)) => e,
+                Err(CallError::Failed(e) | CallError::NotRunning(e) | CallError::Dropped(e)) => e,
             }
         } else {
             AppError::new(ErrorKind::DaemonUnreachable, "octld is not answering")
