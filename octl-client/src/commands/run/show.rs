@@ -136,7 +136,7 @@ pub fn failures_text(d: &RunShown, logs: &Path) -> String {
             why.push(reason.clone());
         }
         if let Some(status) = n.exit_status {
-            why.push(format!("exit status {status}"));
+            why.push(format!("its agent exited with status {status}"));
         }
         if let Some(message) = n.message.as_deref().filter(|m| !m.is_empty()) {
             why.push(format!("message: {message}"));
@@ -535,7 +535,7 @@ mod tests {
         let text = failures_text(&d, Path::new("/h/runs/R/logs"));
         assert_eq!(
             text,
-            "\nFailures:\n  api failed: gate failed; exit status 3; message: tests red\n    log: /h/runs/R/logs/api.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api)\n  ui exited: no reason given\n    log: /h/runs/R/logs/ui.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node ui)\n"
+            "\nFailures:\n  api failed: gate failed; its agent exited with status 3; message: tests red\n    log: /h/runs/R/logs/api.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node api)\n  ui exited: no reason given\n    log: /h/runs/R/logs/ui.log (orchestratectl run logs 01JDXJ5R8Q4M0ZK7P2W9TB3C6E --node ui)\n"
         );
         assert_eq!(
             failures_text(&detail_with(json!([node("a", "merged")])), Path::new("/x")),
