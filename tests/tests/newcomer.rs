@@ -126,7 +126,8 @@ fn run_logs_shows_follows_until_the_node_ends_and_run_show_says_why_it_failed() 
     human.ok();
     assert!(human.stdout.contains("Failures:"), "{}", human.stdout);
     assert!(
-        human.stdout.contains("talk failed:") && human.stdout.contains("its agent exited with status 3"),
+        human.stdout.contains("talk failed:")
+            && human.stdout.contains("its agent exited with status 3"),
         "{}",
         human.stdout
     );
