@@ -414,6 +414,32 @@ impl TestEnv {
         )
     }
 
+    /// A spinoff run whose shell node `clash` edits `shared.txt` after `main` changed it too,
+    /// left in a merge conflict (its branch and worktree kept); returns the run's id.
+    pub fn conflicted_spinoff(&self, repo: &crate::TestRepo) -> String {
+        repo.write("shared.txt", "base\n");
+        repo.commit_all("shared file");
+        let task = "while [ ! -e go ]; do sleep 0.05; done; printf 'agent\\n' > shared.txt";
+        let run = self
+            .spawn(
+                "spinoff",
+                repo,
+                task,
+                json!({"agent": "shell", "node": "clash"}),
+            )
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.wait_node(&run, "clash", "running");
+        repo.write("shared.txt", "main\n");
+        repo.commit_all("main edits shared");
+        let worktree = self.home.join("worktrees").join(&run).join("clash");
+        std::fs::write(worktree.join("go"), "").unwrap();
+        self.wait_node(&run, "clash", "conflict");
+        run
+    }
+
     /// Waits until node `node` of `run` is in `state`; returns the node.
     pub fn wait_node(&self, run: &str, node: &str, state: &str) -> Value {
         wait_until(

@@ -326,26 +326,7 @@ fn accept_defaults_to_the_proposing_nodes_agent() {
 #[test]
 fn answering_a_merge_conflict_question_is_refused_with_what_resolves_it() {
     let (env, _d, repo) = TestEnv::world();
-    repo.write("shared.txt", "base\n");
-    repo.commit_all("shared file");
-    let task = "while [ ! -e go ]; do sleep 0.05; done; printf 'agent\\n' > shared.txt";
-    let run = env
-        .spawn(
-            "spinoff",
-            &repo,
-            task,
-            json!({"agent": "shell", "node": "clash"}),
-        )
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    env.wait_node(&run, "clash", "running");
-    repo.write("shared.txt", "main\n");
-    repo.commit_all("main edits shared");
-    let worktree = env.home.join("worktrees").join(&run).join("clash");
-    std::fs::write(worktree.join("go"), "").unwrap();
-    env.wait_node(&run, "clash", "conflict");
+    let run = env.conflicted_spinoff(&repo);
     let show = env.rpc("run.show", json!({"run": run}));
     let q = show["discussions"][0]["id"].as_str().unwrap().to_string();
     assert!(q.starts_with("merge-"), "{q}");

@@ -292,26 +292,7 @@ fn runs_started_together_are_told_apart_by_their_ids() {
 #[test]
 fn a_merge_conflict_is_labelled_a_conflict_and_not_offered_as_a_question() {
     let (env, _d, repo) = TestEnv::world();
-    repo.write("shared.txt", "base\n");
-    repo.commit_all("shared file");
-    let task = "while [ ! -e go ]; do sleep 0.05; done; printf 'agent\\n' > shared.txt";
-    let run = env
-        .spawn(
-            "spinoff",
-            &repo,
-            task,
-            json!({"agent": "shell", "node": "clash"}),
-        )
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    env.wait_node(&run, "clash", "running");
-    repo.write("shared.txt", "main\n");
-    repo.commit_all("main edits shared");
-    let worktree = env.home.join("worktrees").join(&run).join("clash");
-    std::fs::write(worktree.join("go"), "").unwrap();
-    env.wait_node(&run, "clash", "conflict");
+    let run = env.conflicted_spinoff(&repo);
     let pane = tui_sized(&env, 80, 24, &[]);
     let screen = pane.wait_screen("the run's row to say conflict", |s| {
         a_row_starts_with(s, "conflict")
