@@ -23,6 +23,7 @@
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`pool`]: the warm pool: worktrees checked out ahead of time, taken by a spawn.
 //! - [`wrap`]: `octld agent-wrap`: shows a stream-json agent readably, keeps the raw log.
+//! - [`ended`]: how a child process ended, in words (`killed by signal 7 (SIGBUS)`).
 //! - [`git`]: git plumbing (worktrees, merge-tree, compare-and-swap refs, snapshots).
 //! - [`runner`]: the seam to where agents run (start, observe all, stop); tmux is the one runner.
 //! - [`tmux`]: the private tmux server (sessions, windows, pane status, logs); commands go
@@ -34,6 +35,7 @@ pub(crate) mod bootstrap;
 pub(crate) mod config;
 pub mod contain;
 pub mod daemon;
+pub(crate) mod ended;
 pub(crate) mod engine;
 pub(crate) mod failpoint;
 pub(crate) mod git;

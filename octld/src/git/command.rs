@@ -159,8 +159,7 @@ pub(super) fn failure(
     status: std::process::ExitStatus,
     stderr: &[u8],
 ) -> GitError {
-    use std::os::unix::process::ExitStatusExt;
-    let (code, signal) = (status.code(), status.signal());
+    let (code, signal) = crate::ended::of(status);
     let stderr = String::from_utf8_lossy(stderr).into_owned();
     if let Some(dir) = dir {
         if stderr.contains("not a git repository") || stderr.contains("cannot change to") {

@@ -21,7 +21,7 @@ pub enum GitError {
         source: std::io::Error,
     },
     /// git ran and exited unsuccessfully in a way this module does not interpret.
-    #[error("`{}` failed ({}){}", display_argv(argv), display_end(*code, *signal), said(stderr))]
+    #[error("`{}` failed ({}){}", display_argv(argv), crate::ended::display(*code, *signal), said(stderr))]
     Failed {
         argv: Vec<String>,
         /// `None` when git was killed by a signal.
@@ -74,42 +74,6 @@ impl GitError {
             _ => None,
         }
     }
-}
-
-/// How a process ended, for people: `exit 128`, `killed by signal 7 (SIGBUS)`.
-pub fn display_end(code: Option<i32>, signal: Option<i32>) -> String {
-    match (code, signal) {
-        (Some(c), _) => format!("exit {c}"),
-        (None, Some(sig)) => match signal_name(sig) {
-            Some(name) => format!("killed by signal {sig} ({name})"),
-            None => format!("killed by signal {sig}"),
-        },
-        (None, None) => "ended without an exit status".to_string(),
-    }
-}
-
-/// `SIGKILL` for 9: the signals a process is commonly ended by.
-pub fn signal_name(sig: i32) -> Option<&'static str> {
-    Some(match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        _ => return None,
-    })
 }
 
 /// `: <what git said>`, or nothing when it said nothing.

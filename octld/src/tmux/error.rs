@@ -18,10 +18,12 @@ pub enum TmuxError {
         source: std::io::Error,
     },
     /// tmux ran and exited unsuccessfully in a way this module does not interpret.
-    #[error("`{}` failed ({}): {}", argv.join(" "), display_code(*code), stderr.trim())]
+    #[error("`{}` failed ({}): {}", argv.join(" "), crate::ended::display(*code, *signal), stderr.trim())]
     Failed {
         argv: Vec<String>,
         code: Option<i32>,
+        /// The signal that killed it, when one did.
+        signal: Option<i32>,
         stderr: String,
     },
     #[error("unexpected output from `{}`: {detail}", argv.join(" "))]
@@ -78,13 +80,6 @@ impl TmuxError {
 
     pub(super) fn is_not_found(&self) -> bool {
         self.stderr_contains("can't find")
-    }
-}
-
-fn display_code(code: Option<i32>) -> String {
-    match code {
-        Some(c) => format!("exit {c}"),
-        None => "killed by a signal".to_string(),
     }
 }
 

@@ -85,6 +85,7 @@ impl Tmux {
                     return Err(TmuxError::Failed {
                         argv: self.argv(sent),
                         code: Some(1),
+                        signal: None,
                         stderr,
                     })
                 }
@@ -121,6 +122,7 @@ impl Tmux {
             return Err(TmuxError::Failed {
                 argv,
                 code: out.status.code(),
+                signal: crate::ended::of(out.status).1,
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             });
         }

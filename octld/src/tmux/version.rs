@@ -58,6 +58,7 @@ impl Tmux {
             return Err(TmuxError::Failed {
                 argv,
                 code: out.status.code(),
+                signal: crate::ended::of(out.status).1,
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             });
         }

@@ -182,11 +182,14 @@ fn errors_carry_tmux_messages() {
     assert_eq!(server.tmux.control_answers(), 2);
     match (&errors[0], &errors[1]) {
         (
-            TmuxError::Failed { argv, code, stderr },
+            TmuxError::Failed {
+                argv, code, stderr, ..
+            },
             TmuxError::Failed {
                 argv: argv2,
                 code: code2,
                 stderr: stderr2,
+                ..
             },
         ) => {
             assert_eq!((argv, code, stderr), (argv2, code2, stderr2));
