@@ -330,7 +330,33 @@ impl Drop for TestEnv {
         // What the agents left (a process that ignored the tmux server's SIGHUP) and their
         // cgroups: only this home's, by its marker and the cgroups it recorded.
         octld::contain::reap_home(&self.home);
+        // A test that panicked leaves its followers (`run logs --follow`, `event feed
+        // --follow`) and any daemon a CLI started: only this home's, by `--home HOME`.
+        for pid in started_for(&self.home) {
+            // SAFETY: a plain kill of a process found by its own argv.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
+}
+
+/// The processes whose argv names `home` as `--home HOME` (the CLIs a test ran, the daemons
+/// they started), other than this one.
+fn started_for(home: &Path) -> Vec<libc::pid_t> {
+    use std::os::unix::ffi::OsStrExt;
+    let me = std::process::id() as libc::pid_t;
+    let want = home.as_os_str().as_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let words: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
+            words.windows(2).any(|w| w[0] == b"--home" && w[1] == want)
+        })
+        .collect()
 }
 
 impl TestEnv {
