@@ -1,6 +1,8 @@
 //! `orchestratectl hook <EVENT>`: the command Claude Code's hooks run in every agent the
 //! daemon starts (octld passes them with `--settings`). It reads the hook's JSON from stdin and
-//! records what it says as one `node.activity` event of the agent's node.
+//! records what it says as one `node.activity` event of the agent's node; an autonomous
+//! agent's `PermissionRequest` (`hook PermissionAsk`) is instead asked of a person, and the
+//! decision printed on stdout, the one thing this ever prints there.
 //!
 //! A hook runs synchronously: the agent waits for it. So this is the CLI's fast path, taken at
 //! the top of `main` before clap or a tokio runtime exist: blocking `std` I/O, one HTTP request
@@ -33,7 +35,9 @@ Examples:
 #[derive(Debug, Args)]
 pub struct HookArgs {
     /// The Claude Code hook that runs this: SessionStart, UserPromptSubmit, PreToolUse,
-    /// PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, Notification, Stop, SessionEnd
+    /// PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, Notification, Stop,
+    /// SessionEnd; PermissionAsk (an autonomous agent's PermissionRequest: asked of a person
+    /// with `node allow|deny`, the decision printed)
     #[arg(value_name = "EVENT")]
     pub event: Option<String>,
 }
@@ -159,23 +163,21 @@ fn record(event: Option<&str>) -> Result<(), String> {
         .lock()
         .read_to_end(&mut raw)
         .map_err(|e| format!("reading stdin: {e}"))?;
+    // An autonomous agent's request for a tool: asked of a person, and answered.
+    if event == Some(ASK) {
+        return ask(&run, &node, &raw);
+    }
     let input: HookInput = serde_json::from_slice(&raw).unwrap_or_default();
     // The daemon's argument first: it says what the hook means for this agent (in `-p` a
-    // permission request is a denial); the input's own name when there is none.
+    // permission request is asked of a person: `PermissionAsk`); the input's own name when
+    // there is none.
     let event = event
         .or(input.hook_event_name.as_deref())
         .ok_or("no hook event: give it as the argument")?;
     let Some((state, detail)) = activity(event, &input) else {
         return Ok(());
     };
-    let cwd = std::env::current_dir().ok();
-    let home = octl_proto::home::resolve(
-        None,
-        std::env::var_os("OCTL_HOME").as_deref(),
-        std::env::var_os("HOME").as_deref(),
-        cwd.as_deref(),
-    )
-    .map_err(|e| e.message)?;
+    let home = home()?;
     if !daemon_alive(&home) {
         return Err("octld is not running".into());
     }
@@ -194,6 +196,116 @@ fn record(event: Option<&str>) -> Result<(), String> {
     })
     .to_string();
     post(&home.join("octld.sock"), &body)
+}
+
+/// The hook an autonomous Claude Code agent's `PermissionRequest` runs (octld's settings say
+/// so): the request is recorded and a person's decision waited for.
+pub const ASK: &str = "PermissionAsk";
+/// How long one `node.permission_wait` may take to answer (it waits at most 20 s).
+const WAIT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long past the daemon's `[permissions] wait` the hook waits for its answer at most.
+const ASK_MARGIN: Duration = Duration::from_secs(30);
+
+/// `PermissionAsk`: records the request (`node.permission_ask`), waits for its decision
+/// (`node.permission_wait`, again until there is one) and prints it as Claude Code's
+/// `PermissionRequest` decision. With the daemon down, or any error, it prints nothing: the
+/// agent does as it would without the hook (in `-p`, the tool is denied). Bounded: 30 s past
+/// the wait the daemon gave, it gives up (and prints nothing).
+fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let input: Value = serde_json::from_slice(raw).map_err(|e| format!("hook input: {e}"))?;
+    let tool = input["tool_name"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or("no tool_name in the hook's input")?
+        .to_string();
+    let tool_input = match &input["tool_input"] {
+        Value::Object(o) => Value::Object(o.clone()),
+        _ => json!({}),
+    };
+    let detail = activity(
+        "PreToolUse",
+        &serde_json::from_value::<HookInput>(input.clone()).unwrap_or_default(),
+    )
+    .and_then(|(_, d)| d);
+    let home = home()?;
+    if !daemon_alive(&home) {
+        return Err("octld is not running".into());
+    }
+    let socket = home.join("octld.sock");
+    let mut params = json!({"run": run, "node": node, "tool": tool, "input": tool_input});
+    if let Some(d) = detail {
+        params["detail"] = Value::String(d);
+    }
+    let mut answer = call(
+        &socket,
+        octl_proto::method::NodePermissionAsk::NAME,
+        &params,
+        READ_TIMEOUT,
+    )?;
+    let wait = Duration::from_millis(answer["wait_ms"].as_u64().unwrap_or(600_000));
+    while answer["decision"].is_null() {
+        let request = answer["request"]
+            .as_str()
+            .ok_or("no request in the daemon's answer")?
+            .to_string();
+        if started.elapsed() > wait + ASK_MARGIN {
+            return Err(format!("no decision on {request} in time"));
+        }
+        answer = call(
+            &socket,
+            octl_proto::method::NodePermissionWait::NAME,
+            &json!({"run": run, "node": node, "request": request}),
+            WAIT_READ_TIMEOUT,
+        )?;
+    }
+    let d = &answer["decision"];
+    let mut decision = json!({"behavior": d["behavior"]});
+    if d["behavior"] == "deny" {
+        let why = d["reason"].as_str().unwrap_or("no reason given");
+        let by = match d["by"].as_str() {
+            Some("timeout") => "orchestratectl",
+            _ => "a person, through orchestratectl",
+        };
+        decision["message"] = Value::String(format!("Permission denied by {by}: {why}"));
+    }
+    let out =
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}});
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{out}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing the decision: {e}"))
+}
+
+fn home() -> Result<PathBuf, String> {
+    let cwd = std::env::current_dir().ok();
+    octl_proto::home::resolve(
+        None,
+        std::env::var_os("OCTL_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+        cwd.as_deref(),
+    )
+    .map_err(|e| e.message)
+}
+
+/// One JSON-RPC call; its `result`, or the error's message.
+fn call(socket: &Path, method: &str, params: &Value, read: Duration) -> Result<Value, String> {
+    let body = json!({
+        "jsonrpc": octl_proto::rpc::JSONRPC_VERSION,
+        "id": 1,
+        "method": method,
+        "params": params,
+    })
+    .to_string();
+    let answer = exchange(socket, &body, read)?;
+    let text = String::from_utf8_lossy(&answer);
+    let json = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let mut v: Value =
+        serde_json::from_str(json).map_err(|e| format!("octld's answer to {method}: {e}"))?;
+    if !v["error"].is_null() {
+        return Err(format!("octld refused {method}: {}", v["error"]));
+    }
+    Ok(v["result"].take())
 }
 
 /// Is the daemon of `home` running? Its lock file names the holder's pid; a socket whose
@@ -215,11 +327,24 @@ pub fn daemon_alive(home: &Path) -> bool {
 
 /// One `POST /rpc` with `Connection: close`, waiting (bounded) for the answer so the events
 /// of consecutive hooks land in their order.
-fn post(socket: &PathBuf, body: &str) -> Result<(), String> {
+fn post(socket: &Path, body: &str) -> Result<(), String> {
+    let answer = exchange(socket, body, READ_TIMEOUT)?;
+    if answer.starts_with(b"HTTP/1.1 200") && !contains(&answer, b"\"error\"") {
+        Ok(())
+    } else {
+        Err(format!(
+            "octld refused it: {}",
+            String::from_utf8_lossy(&answer)
+        ))
+    }
+}
+
+/// Sends `body` and reads the whole answer (the connection closes after it).
+fn exchange(socket: &Path, body: &str, read: Duration) -> Result<Vec<u8>, String> {
     let mut stream = UnixStream::connect(socket).map_err(|e| format!("connecting: {e}"))?;
     stream
         .set_write_timeout(Some(WRITE_TIMEOUT))
-        .and_then(|()| stream.set_read_timeout(Some(READ_TIMEOUT)))
+        .and_then(|()| stream.set_read_timeout(Some(read)))
         .map_err(|e| e.to_string())?;
     let request = format!(
         "POST {} HTTP/1.1\r\nHost: octld\r\nContent-Type: application/json\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
@@ -231,14 +356,7 @@ fn post(socket: &PathBuf, body: &str) -> Result<(), String> {
         .map_err(|e| format!("sending: {e}"))?;
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
-    if answer.starts_with(b"HTTP/1.1 200") && !contains(&answer, b"\"error\"") {
-        Ok(())
-    } else {
-        Err(format!(
-            "octld refused it: {}",
-            String::from_utf8_lossy(&answer)
-        ))
-    }
+    Ok(answer)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

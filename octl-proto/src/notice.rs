@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{
     Actor, DiscussionOpened, Event, MergeBlocked, MergeConflict, NodeActivity, NodeDone,
-    NodeExited, NodeFailed, Payload, RunFailed,
+    NodeExited, NodeFailed, NodePermissionAsked, Payload, RunFailed,
 };
 use crate::state::{ActivityState, NodeState, RunKind, RunState};
 
@@ -67,6 +67,10 @@ pub struct Notice {
     /// or a blocked merge, the retry of a failure, the attach to an agent that waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The permission request a `needs_permission` notice is about (`node.permission_asked`),
+    /// answered with `command` (allow) or the same with `deny`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// The event that made it so, as in the log.
     pub event: Event,
 }
@@ -82,7 +86,21 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
     // `--node N` where the notice is about a node.
     let on_node = node.map_or_else(String::new, |n| format!(" --node {n}"));
     let merge = format!("{BIN} merge {run}{on_node}");
+    let mut request = None;
     let (kind, message, command) = match ev.kind.as_str() {
+        // An agent waits for a decision on a tool: the exact commands that answer it.
+        NodePermissionAsked::TYPE => {
+            let p: NodePermissionAsked = ev.payload().ok()?;
+            let allow = format!("{BIN} node allow {run}{on_node} --request {}", p.request);
+            let deny = format!("{BIN} node deny {run}{on_node} --request {}", p.request);
+            let what = p.detail.unwrap_or(p.tool);
+            request = Some(p.request);
+            (
+                NoticeKind::NeedsPermission,
+                format!("{who} asks to use {what}; answer with `{allow}` or `{deny} --reason '…'`"),
+                allow,
+            )
+        }
         NodeActivity::TYPE => {
             let p: NodeActivity = ev.payload().ok()?;
             let state = ActivityState::parse(&p.state)?;
@@ -219,6 +237,7 @@ pub fn notice(before: &RunState, ev: &Event) -> Option<Notice> {
         title: before.title.clone(),
         message,
         command: Some(command),
+        request,
         event: ev.clone(),
     })
 }
@@ -469,5 +488,26 @@ mod tests {
         assert!(n
             .message
             .starts_with("node a asks: which db?; answer with `"));
+        let mut p = evs.clone();
+        p.push((
+            Some("a"),
+            "node.permission_asked",
+            A,
+            json!({"request": "p1", "tool": "Bash", "input": {"command": "python3 x.py"},
+                   "detail": "Bash: python3 x.py"}),
+        ));
+        let n = told("spinoff", &p);
+        assert_eq!(n.kind, NoticeKind::NeedsPermission);
+        assert_eq!(n.request.as_deref(), Some("p1"));
+        assert_eq!(
+            n.command.as_deref(),
+            Some("orchestratectl node allow R --node a --request p1")
+        );
+        assert_eq!(
+            n.message,
+            "node a asks to use Bash: python3 x.py; answer with `orchestratectl node allow R \
+             --node a --request p1` or `orchestratectl node deny R --node a --request p1 \
+             --reason '…'`"
+        );
     }
 }

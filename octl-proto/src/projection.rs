@@ -180,6 +180,12 @@ pub struct RunDetail {
     pub nodes: Vec<Node>,
     pub discussions: Vec<Discussion>,
     pub spinoffs: Vec<Spinoff>,
+    /// The agents' permission requests (`node.permission_asked`) and their decisions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<crate::state::Permission>,
+    /// Tool patterns allowed for the rest of the run by `always` decisions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
 }
 
 pub fn summary(state: &RunState) -> RunSummary {
@@ -228,6 +234,19 @@ pub fn detail(state: &RunState) -> RunDetail {
         nodes: state.nodes_in_order().map(shown).collect(),
         discussions: state.discussions.values().cloned().collect(),
         spinoffs: state.spinoffs.values().cloned().collect(),
+        permissions: {
+            // In the order asked (`p2` before `p10`).
+            let mut p: Vec<_> = state.permissions.values().cloned().collect();
+            p.sort_by(|a, b| {
+                (&a.asked_at, a.request.len(), &a.request).cmp(&(
+                    &b.asked_at,
+                    b.request.len(),
+                    &b.request,
+                ))
+            });
+            p
+        },
+        allowed: state.allowed.clone(),
     }
 }
 

@@ -575,6 +575,37 @@ impl Node {
     }
 }
 
+/// A node's agent asked for a tool (`node.permission_asked`), and the answer once there is
+/// one (`node.permission_decided`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Permission {
+    pub request: String,
+    pub node: String,
+    pub tool: String,
+    /// The tool's input as the agent gave it: shown, never run by the daemon.
+    pub input: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub asked_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<PermissionDecision>,
+}
+
+/// The one answer to a permission request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PermissionDecision {
+    /// `allow` or `deny`.
+    pub behavior: String,
+    /// Who decided: `human`, `timeout` (no one answered within `[permissions] wait`).
+    pub by: String,
+    /// The tool's pattern is allowed for the rest of the run.
+    pub always: bool,
+    /// What the agent is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub decided_at: String,
+}
+
 /// A question an agent put to a human.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Discussion {
@@ -673,6 +704,11 @@ pub struct RunState {
     pub idempotency: HashMap<String, (u64, String)>,
     /// `run.budget_spent`: the run's `max_budget_usd` is spent; no new node starts.
     pub budget_spent: bool,
+    /// Every permission request of the run's agents, by request id.
+    pub permissions: BTreeMap<String, Permission>,
+    /// Tool patterns allowed for the rest of the run (a decision with `always`), in Claude
+    /// Code's rule syntax: `Bash(python3 *)`, `WebFetch`.
+    pub allowed: Vec<String>,
 }
 
 impl RunState {

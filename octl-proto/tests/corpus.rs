@@ -126,6 +126,8 @@ fn recorded_logs_replay_to_the_same_bytes() {
             &"run.budget_changed",
             &"node.ready",
             &"node.activity",
+            &"node.permission_asked",
+            &"node.permission_decided",
             &"node.waiting",
             &"node.exited",
             &"node.paused",

@@ -49,6 +49,9 @@
 //! command = ["notify-send", "orchestratectl"]   # argv; the notice as JSON on stdin
 //! webhook = "http://127.0.0.1:9000/hook"        # a POST of the same JSON
 //! timeout_secs = 10                             # per notifier and notice
+//!
+//! [permissions]               # an autonomous agent's request for a tool under `ask`
+//! wait = "10m"                # how long it waits for `node allow|deny`, then is denied
 //! ```
 //!
 //! `local` (this machine's private tmux server) is always there and is the default.
@@ -84,6 +87,8 @@ pub struct Config {
     pub worktree: crate::bootstrap::WorktreeConfig,
     #[serde(default)]
     pub notify: NotifyConfig,
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
     /// The warm pool of prepared worktrees ([`crate::pool`]).
     #[serde(default)]
     pub pool: crate::pool::PoolConfig,
@@ -105,6 +110,35 @@ pub struct NotifyConfig {
     pub webhook: Option<String>,
     /// How long each notifier may take per notice (default 10 s).
     pub timeout_secs: Option<u64>,
+}
+
+/// `[permissions]`: how an autonomous agent's request for a tool under `ask` is answered.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsConfig {
+    /// How long a request waits for a decision before it is denied (an age: `10m`, `90s`).
+    pub wait: Option<String>,
+}
+
+/// The default `[permissions] wait`: 10 minutes.
+pub const DEFAULT_PERMISSION_WAIT_MS: u64 = 600_000;
+/// The longest `[permissions] wait`: a day.
+const MAX_PERMISSION_WAIT_MS: u64 = 86_400_000;
+
+impl PermissionsConfig {
+    /// `wait` in milliseconds, with its default.
+    pub fn wait_ms(&self) -> Result<u64, AppError> {
+        let Some(age) = &self.wait else {
+            return Ok(DEFAULT_PERMISSION_WAIT_MS);
+        };
+        let ms = octl_proto::time::parse_age("permissions.wait", age)?;
+        if ms == 0 || ms > MAX_PERMISSION_WAIT_MS {
+            return Err(AppError::invalid(format!(
+                "invalid permissions.wait {age:?}: give from 1s to 1d, e.g. 10m"
+            )));
+        }
+        Ok(ms)
+    }
 }
 
 /// A plain `http://host[:port][/path]` URL: what a webhook may be.
@@ -419,6 +453,7 @@ impl Config {
                 "notify.timeout_secs: give a number of seconds above 0, e.g. 10",
             ));
         }
+        config.permissions.wait_ms()?;
         crate::pool::Settings::of(&config)?;
         for (name, table) in std::mem::take(&mut config.runner_tables) {
             octl_proto::ids::validate_node_id("runner name", &name)?;
@@ -652,6 +687,8 @@ mod tests {
                 "notify.webhook",
             ),
             ("[notify]\ntimeout_secs = 0\n", "notify.timeout_secs"),
+            ("[permissions]\nwait = \"0s\"\n", "permissions.wait"),
+            ("[permissions]\nwait = \"10\"\n", "permissions.wait"),
             ("[notify]\nbogus = 1\n", "bogus"),
             (
                 "[agents.claude]\nmax_budget_usd = -1\n",

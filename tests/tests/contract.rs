@@ -249,6 +249,21 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     );
     env.wait_node(&quit, "quit", "running");
     c.call("run.budget", json!({"run": quit, "add_usd": 1.0}));
+    // Its agent asks for a tool; a person allows it; the wait answers the decision.
+    c.call(
+        "node.permission_ask",
+        json!({"run": quit, "node": "quit", "tool": "Bash", "input": {"command": "python3 x.py"},
+               "detail": "Bash: python3 x.py"}),
+    );
+    c.call(
+        "node.permission_decide",
+        json!({"run": quit, "node": "quit", "request": "p1", "behavior": "allow", "always": true,
+               "reason": "fine"}),
+    );
+    c.call(
+        "node.permission_wait",
+        json!({"run": quit, "node": "quit", "request": "p1"}),
+    );
     c.call("run.cancel", json!({"run": quit, "discard": true}));
     let branch = format!("recovered-{}", quit.to_lowercase());
     c.call(

@@ -206,7 +206,7 @@ fn a_spent_budget_stops_a_fan_out_from_starting_more_nodes() {
 
 #[test]
 #[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
-fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
+fn the_agent_may_run_its_gate_and_a_tool_no_one_allows_is_denied_when_its_wait_ends() {
     // Not a read-only command Claude Code would allow by itself.
     const GATE: &str = "sh -c 'echo gate ok'";
     let model = ModelStandIn::start(vec![
@@ -215,7 +215,8 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
         Step::bash("orchestratectl node done --message 'checked'"),
         Step::text("Done."),
     ]);
-    let (env, repo) = world(&model, false, "");
+    // No one answers the request for npm: after `[permissions] wait` it is denied.
+    let (env, repo) = world(&model, false, "\n[permissions]\nwait = \"1s\"\n");
     let _d = env.start_daemon();
     let spawned = env
         .spawn(
@@ -229,36 +230,26 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
     assert_eq!(show["manifest"]["status"], json!("completed"), "{show}");
     let node = &show["nodes"][0];
-    // The gate's command ran; the other tool was denied, not asked about.
+    // The gate's command ran without asking; npm was asked for, then denied.
     assert_eq!(
         node["outcome"]["denied"],
         json!(["Bash(npm --version)"]),
         "{node}"
     );
-    // …and said so as it happened, through its PermissionDenied hook.
-    let denied: Vec<String> = env
-        .log_events(&run)
-        .iter()
-        .filter(|e| e["type"] == json!("node.activity"))
-        .map(|e| {
-            format!(
-                "{} {} {}",
-                e["data"]["hook"].as_str().unwrap_or(""),
-                e["data"]["state"].as_str().unwrap_or(""),
-                e["data"]["detail"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
-    assert!(
-        denied.contains(&"PermissionDenied working denied: Bash: npm --version".to_string()),
-        "{denied:?}"
-    );
-    // Nobody could have answered it: the node never showed as waiting for a permission.
-    assert!(
-        !env.log_events(&run)
-            .iter()
-            .any(|e| e["data"]["state"] == json!("needs_permission")),
-        "an autonomous agent never needs a person's permission"
+    let events = env.log_events(&run);
+    let asked = events_of(&events, "node.permission_asked");
+    assert_eq!(asked.len(), 1, "only npm was asked for: {asked:?}");
+    assert_eq!(asked[0]["data"]["detail"], json!("Bash: npm --version"));
+    let decided = events_of(&events, "node.permission_decided");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["actor"], json!("daemon"));
+    assert_eq!(decided[0]["data"]["by"], json!("timeout"));
+    assert_eq!(decided[0]["data"]["behavior"], json!("deny"));
+    // While it waited, the node needed a person's permission.
+    assert_eq!(
+        show["permissions"][0]["decision"]["by"],
+        json!("timeout"),
+        "{show}"
     );
     let text = env.cli(["run", "show", &run]);
     text.ok();
@@ -268,7 +259,8 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
         "{}",
         text.stdout
     );
-    // What the CLI said to each tool call: the gate's command ran, npm was refused.
+    // What the CLI said to each tool call: the gate's command ran, npm was refused, and the
+    // agent was told why.
     let results: Vec<String> = model.main_requests().last().unwrap()["messages"]
         .as_array()
         .unwrap()
@@ -288,6 +280,10 @@ fn the_agent_may_run_its_gate_and_a_denied_tool_is_shown() {
         "{results:?}"
     );
     assert!(results[1].starts_with("true"), "{results:?}");
+    assert!(
+        results[1].contains("no one answered within 1s"),
+        "the agent sees why: {results:?}"
+    );
 }
 
 #[test]

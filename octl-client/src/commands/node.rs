@@ -1,14 +1,14 @@
 //! `node done|fail|progress`: what an agent reports about its own node. The run and node come
 //! from `--run`/`--node`, else from `OCTL_RUN`/`OCTL_NODE` (set in every agent window).
 //! `node send|screen`: a human types a line into a live interactive agent, or looks at its
-//! screen, without attaching.
+//! screen, without attaching. `node allow|deny`: a human answers an agent's permission request.
 
 use clap::{Args, Subcommand};
 use octl_proto::ids::{parse_run_ref, validate_node_id};
 use octl_proto::method::{self, Method, MethodId};
 use octl_proto::rpc::{
     AppendResult, NodeFailParams, NodeProgressParams, NodeReportParams, NodeScreenParams,
-    NodeSendParams,
+    NodeSendParams, PermissionBehavior, PermissionDecideParams,
 };
 use octl_proto::AppError;
 
@@ -25,7 +25,10 @@ Examples:
   orchestratectl node done --run 01JDXJ5R --node api
   # a human, to a code run's agent:
   orchestratectl node send 01JDXJ5R --node api 'yes, use the v2 client'
-  orchestratectl node screen 01JDXJ5R --node api";
+  orchestratectl node screen 01JDXJ5R --node api
+  # a human, to an agent that asks for a tool (the notice names the request):
+  orchestratectl node allow 01JDXJ5R --node api
+  orchestratectl node deny 01JDXJ5R --node api --request p2 --reason 'use the Makefile'";
 
 #[derive(Debug, Subcommand)]
 pub enum NodeCmd {
@@ -71,6 +74,52 @@ Examples:
   orchestratectl node screen 01JDXJ5R --node api --lines 40
   orchestratectl --json node screen 01JDXJ5R --node api   # {run, node, screen}")]
     Screen(NodeScreenArgs),
+
+    /// Allow the tool a node's agent asks for (a permission request under `ask`)
+    ///
+    /// The agent waits for this (at most `[permissions] wait`, then it is denied). One
+    /// decision per request: a request already decided otherwise is refused naming that
+    /// decision (exit 4); the same decision again answers the one recorded.
+    #[command(after_help = "\
+Examples:
+  orchestratectl node allow 01JDXJ5R --node api               # its only open request
+  orchestratectl node allow 01JDXJ5R --node api --request p2 --always
+  orchestratectl --json node allow 01JDXJ5R --node api   # {run, node, request, decision}")]
+    Allow(NodeDecideArgs),
+
+    /// Deny the tool a node's agent asks for; the agent is told the reason and goes on
+    ///
+    /// One decision per request, as for `node allow`.
+    #[command(after_help = "\
+Examples:
+  orchestratectl node deny 01JDXJ5R --node api --reason 'run the tests with make test'
+  orchestratectl node deny 01JDXJ5R --node api --request p3")]
+    Deny(NodeDecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeDecideArgs {
+    /// The run: a ULID or a unique prefix of at least 6 characters
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// The node: 1-63 of a-z, 0-9 and '-'
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+
+    /// The request (p1, p2, …: in the notice, and in `run show --json`'s permissions); default
+    /// the node's only open one
+    #[arg(long, value_name = "ID")]
+    pub request: Option<String>,
+
+    /// Allow the tool's pattern for the rest of the run (Bash(python3 *): the same program;
+    /// another tool: any use of it), so it is not asked again
+    #[arg(long)]
+    pub always: bool,
+
+    /// What the agent is told
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +198,8 @@ pub async fn execute(ctx: &Ctx, cmd: NodeCmd) -> Result<(), AppError> {
     let (method, what, target, text): (MethodId, _, _, _) = match cmd {
         NodeCmd::Send(a) => return send(ctx, a).await,
         NodeCmd::Screen(a) => return screen(ctx, a).await,
+        NodeCmd::Allow(a) => return decide(ctx, PermissionBehavior::Allow, a).await,
+        NodeCmd::Deny(a) => return decide(ctx, PermissionBehavior::Deny, a).await,
         NodeCmd::Done(a) => (
             method::NodeDone::ID,
             "done",
@@ -239,6 +290,63 @@ async fn screen(ctx: &Ctx, a: NodeScreenArgs) -> Result<(), AppError> {
     let r = result_of::<method::NodeScreen>(&value)?;
     ctx.out
         .result(&value, || r.screen.trim_end_matches('\n').to_string());
+    Ok(())
+}
+
+async fn decide(
+    ctx: &Ctx,
+    behavior: PermissionBehavior,
+    a: NodeDecideArgs,
+) -> Result<(), AppError> {
+    let run = parse_run_ref("RUN", &a.run)?.as_str().to_string();
+    validate_node_id("--node", &a.node)?;
+    if a.always && behavior == PermissionBehavior::Deny {
+        return Err(AppError::invalid(
+            "invalid --always: it allows the tool's pattern for the rest of the run, so it goes with `node allow` only",
+        ));
+    }
+    if let Some(r) = &a.request {
+        if !octl_proto::ids::is_node_id(r) {
+            return Err(AppError::invalid(format!(
+                "invalid --request {r:?}: give the request's id, as the notice names it (p1)"
+            )));
+        }
+    }
+    if a.reason.as_deref().is_some_and(|r| r.trim().is_empty()) {
+        return Err(AppError::invalid(
+            "invalid --reason \"\": give a short text the agent is told",
+        ));
+    }
+    let params = PermissionDecideParams {
+        run,
+        node: a.node,
+        request: a.request,
+        behavior,
+        always: a.always,
+        reason: a.reason,
+    };
+    let value = ctx
+        .client
+        .call_value::<method::NodePermissionDecide>(&params)
+        .await?;
+    let r = result_of::<method::NodePermissionDecide>(&value)?;
+    ctx.out.result(&value, || {
+        let d = &r.decision;
+        let word = if d.behavior == "allow" {
+            "Allowed"
+        } else {
+            "Denied"
+        };
+        let always = if d.always {
+            " (and for the rest of the run)"
+        } else {
+            ""
+        };
+        format!(
+            "{word} request {} of node {} in run {}{always}, by {} at {}",
+            r.request, r.node, r.run, d.by, d.decided_at
+        )
+    });
     Ok(())
 }
 

@@ -212,6 +212,31 @@ crate::declare_payloads! {
         ..rest: Map<String, Value>
     }
 
+    /// `node.permission_asked`: the node's agent asks for a tool its permissions put under
+    /// `ask` (Claude Code's `PermissionRequest` hook in a `-p` run) and waits for a decision:
+    /// `request` (its id in the run), `tool`, the tool's `input` as the agent gave it (shown,
+    /// never run by the daemon), `detail` (one line: `Bash: python3 x.py`).
+    NodePermissionAsked = "node.permission_asked" {
+        request: String,
+        tool: String,
+        input: Map<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    }
+
+    /// `node.permission_decided`: the one answer to an open `node.permission_asked`:
+    /// `behavior` `allow` or `deny`, `by` whom (`human`, or `timeout` when no one answered
+    /// within `[permissions] wait`), `always` (allow the tool's pattern for the rest of the
+    /// run), the `reason` the agent is told.
+    NodePermissionDecided = "node.permission_decided" {
+        request: String,
+        behavior: String,
+        by: String,
+        always: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
     /// `node.waiting`: the agent waits for an answer.
     NodeWaiting = "node.waiting" {
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ use crate::state::{Node, RunKind, RunState, RunStatus};
 
 mod activity;
 mod nodes;
+mod permissions;
 mod reach;
 mod records;
 mod requeued;
@@ -20,6 +21,7 @@ mod requeued;
 mod tests;
 
 use nodes::accepts_failed;
+pub use permissions::{rule_allows, rule_for};
 
 /// May a client (an agent, a human, another tool) append this type to a run of this kind?
 /// Everything else is the daemon's to say.
@@ -155,6 +157,8 @@ impl RunState {
             spinoffs: Default::default(),
             idempotency: Default::default(),
             budget_spent: false,
+            permissions: Default::default(),
+            allowed: Vec::new(),
         })
     }
 
@@ -300,6 +304,7 @@ impl RunState {
             }
             "node.added" => self.fold_node_added(ev),
             "node.activity" => self.fold_activity(ev),
+            "node.permission_asked" | "node.permission_decided" => self.fold_permission(ev),
             "node.requeued" => self.fold_requeued(ev),
             "node.queued" | "node.running" | "node.lost" | "node.found" => self.fold_reach(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),

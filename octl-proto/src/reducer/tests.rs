@@ -3,7 +3,7 @@
 use super::*;
 use serde_json::{json, Value};
 
-use crate::state::{KeptStatus, NodeState::*, SpinoffStatus};
+use crate::state::{ActivityState, KeptStatus, NodeState::*, SpinoffStatus};
 
 fn ev(seq: u64, node: Option<&str>, t: &str, actor: Actor, data: Value) -> Event {
     Event {
@@ -1149,4 +1149,134 @@ fn an_agent_that_reports_before_its_start_is_recorded_keeps_its_state_and_gets_i
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidTransition);
     assert_eq!(s, before);
+}
+
+#[test]
+fn a_permission_request_is_decided_once_and_always_adds_its_rule() {
+    let mut s = started_spinoff();
+    let asked = json!({"request": "p1", "tool": "Bash", "input": {"command": "python3 x.py"},
+                       "detail": "Bash: python3 x.py"});
+    // Only the node's own agent asks, while its process may be alive.
+    for (actor, data) in [
+        (Actor::Human, asked.clone()),
+        (
+            Actor::Agent,
+            json!({"request": "P 1", "tool": "Bash", "input": {}}),
+        ),
+        (
+            Actor::Agent,
+            json!({"request": "p1", "tool": "Bash", "input": "python3"}),
+        ),
+    ] {
+        let before = s.clone();
+        assert!(s
+            .apply(&ev(5, Some("a"), "node.permission_asked", actor, data))
+            .is_err());
+        assert_eq!(s, before, "a refused event changes nothing");
+    }
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "node.permission_asked",
+        Actor::Agent,
+        asked.clone(),
+    ))
+    .unwrap();
+    let a = s.nodes["a"].activity.clone().unwrap();
+    assert_eq!(a.state, ActivityState::NeedsPermission);
+    assert_eq!(a.detail.as_deref(), Some("Bash: python3 x.py"));
+    assert_eq!(s.nodes["a"].state, Running, "asking never moves the node");
+    let err = s
+        .apply(&ev(
+            6,
+            Some("a"),
+            "node.permission_asked",
+            Actor::Agent,
+            asked,
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+
+    let decided = |behavior: &str, always: bool| json!({"request": "p1", "behavior": behavior, "by": "human", "always": always});
+    for (actor, data, kind) in [
+        (Actor::Agent, decided("allow", false), ErrorKind::Forbidden),
+        (
+            Actor::Human,
+            decided("maybe", false),
+            ErrorKind::InvalidParams,
+        ),
+        (
+            Actor::Human,
+            json!({"request": "p1", "behavior": "allow", "by": "human"}),
+            ErrorKind::InvalidParams,
+        ),
+        (
+            Actor::Human,
+            json!({"request": "p9", "behavior": "allow", "by": "human", "always": false}),
+            ErrorKind::NotFound,
+        ),
+    ] {
+        let before = s.clone();
+        let err = s
+            .apply(&ev(
+                6,
+                Some("a"),
+                "node.permission_decided",
+                actor,
+                data.clone(),
+            ))
+            .unwrap_err();
+        assert_eq!(err.kind, kind, "{data}: {}", err.message);
+        assert_eq!(s, before, "a refused event changes nothing");
+    }
+    s.apply(&ev(
+        6,
+        Some("a"),
+        "node.permission_decided",
+        Actor::Human,
+        decided("allow", true),
+    ))
+    .unwrap();
+    assert_eq!(s.allowed, vec!["Bash(python3 *)".to_string()]);
+    assert_eq!(
+        s.nodes["a"].activity.as_ref().unwrap().state,
+        ActivityState::Working
+    );
+    // The loser of a race changes nothing and is told who won.
+    let before = s.clone();
+    let err = s
+        .apply(&ev(
+            7,
+            Some("a"),
+            "node.permission_decided",
+            Actor::Daemon,
+            json!({"request": "p1", "behavior": "deny", "by": "timeout", "always": false}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(
+        err.message.contains("already decided: allowed by human"),
+        "{}",
+        err.message
+    );
+    assert_eq!(s, before);
+
+    let input = |cmd: &str| json!({"command": cmd}).as_object().unwrap().clone();
+    assert!(rule_allows(
+        "Bash(python3 *)",
+        "Bash",
+        &input("python3 y.py")
+    ));
+    assert!(!rule_allows(
+        "Bash(python3 *)",
+        "Bash",
+        &input("python3 y.py && rm -rf /")
+    ));
+    assert!(!rule_allows(
+        "Bash(python3 *)",
+        "Bash",
+        &input("python y.py")
+    ));
+    assert!(rule_allows("WebFetch", "WebFetch", &input("x")));
+    assert_eq!(rule_for("WebFetch", &input("x")), "WebFetch");
 }

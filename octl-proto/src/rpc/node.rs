@@ -1,7 +1,8 @@
 //! The `node.*` family: what an agent reports about its own node (`node.done`, `node.fail`,
 //! `node.progress`), a human's line of input to a live interactive agent and its screen
 //! (`node.send`, `node.screen`), and the command that reaches the agent from a terminal
-//! (`node.attach`) — each method's params and result types beside its
+//! (`node.attach`), and an agent's permission requests and their decisions
+//! (`node.permission_ask`, `node.permission_wait`, `node.permission_decide`) — each method's params and result types beside its
 //! declaration. A new method of the family is declared here; the compiler then asks for its
 //! daemon `Handle` (`octld/src/rpc/node.rs`), and the client calls it as `method::Name`.
 
@@ -136,6 +137,105 @@ pub struct Attach {
     pub argv: Vec<String>,
 }
 
+/// `node.permission_ask`: the node's agent asks for a tool its permissions put under `ask`
+/// (its `PermissionRequest` hook). Allowed at once by a rule an `always` decision added;
+/// else recorded as `node.permission_asked`, and answered by `node.permission_wait`.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionAskParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// The tool, as the agent names it (`Bash`, `WebFetch`).
+    #[schemars(length(min = 1, max = 200))]
+    pub tool: String,
+    /// The tool's input as the agent gave it (at most 64 KiB as JSON): shown, never run.
+    #[serde(default)]
+    pub input: serde_json::Map<String, serde_json::Value>,
+    /// One line for a person: `Bash: python3 x.py`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub detail: Option<String>,
+}
+
+/// `node.permission_wait`: wait (at most 20 s a call) for the decision on a request.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionWaitParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// The request's id, from `node.permission_ask`.
+    #[schemars(length(min = 1, max = 63))]
+    pub request: String,
+}
+
+/// `node.permission_ask` and `node.permission_wait` result: the request and its decision
+/// once there is one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PermissionAnswer {
+    pub run: String,
+    pub node: String,
+    /// The request recorded (absent when a rule allowed the tool at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The decision; absent while no one has decided (ask `node.permission_wait` again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::state::PermissionDecision>,
+    /// How long after it was asked an undecided request is denied (`[permissions] wait`).
+    pub wait_ms: u64,
+}
+
+/// A decision on a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionBehavior {
+    Allow,
+    Deny,
+}
+
+impl PermissionBehavior {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionBehavior::Allow => "allow",
+            PermissionBehavior::Deny => "deny",
+        }
+    }
+}
+
+/// `node.permission_decide`: a person answers a node's permission request.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionDecideParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// The request's id; absent: the node's only open request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub request: Option<String>,
+    pub behavior: PermissionBehavior,
+    /// With allow: the tool's pattern (`Bash(python3 *)`) is allowed for the rest of the run.
+    #[serde(default)]
+    pub always: bool,
+    /// What the agent is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::short_text")]
+    pub reason: Option<String>,
+}
+
+/// `node.permission_decide` result: the request and the decision that answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PermissionDecided {
+    pub run: String,
+    pub node: String,
+    pub request: String,
+    pub decision: crate::state::PermissionDecision,
+}
+
 crate::methods! {
     $;
     each: each_node_method;
@@ -166,5 +266,17 @@ crate::methods! {
     NodeAttach(NodeAttachParams) -> Attach {
         name: "node.attach",
         summary: "The command (argv) a terminal runs to reach a node's agent, from its runner.",
+    },
+    NodePermissionAsk(PermissionAskParams) -> PermissionAnswer {
+        name: "node.permission_ask",
+        summary: "A node's agent asks for a tool under ask (its PermissionRequest hook): allowed at once by a rule an always decision added, else recorded as node.permission_asked; wait for the decision with node.permission_wait.",
+    },
+    NodePermissionWait(PermissionWaitParams) -> PermissionAnswer {
+        name: "node.permission_wait",
+        summary: "Wait at most 20 s for the decision on a permission request; one not decided within [permissions] wait of its asking is denied (node.permission_decided by timeout).",
+    },
+    NodePermissionDecide(PermissionDecideParams) -> PermissionDecided {
+        name: "node.permission_decide",
+        summary: "A person allows or denies a node's permission request (the only open one when request is absent), recorded as node.permission_decided. One decision per request: a different later one is invalid_transition naming the one that won; the same one again answers it.",
     },
 }

@@ -65,6 +65,12 @@ pub struct RunShown {
     pub nodes: Vec<NodeShown>,
     pub discussions: Vec<crate::state::Discussion>,
     pub spinoffs: Vec<crate::state::Spinoff>,
+    /// The agents' permission requests and their decisions, in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<crate::state::Permission>,
+    /// Tool patterns allowed for the rest of the run by `always` decisions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
     /// Only for a corrupt run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<CorruptLog>,
@@ -78,6 +84,8 @@ impl From<crate::projection::RunDetail> for RunShown {
             nodes: d.nodes.into_iter().map(NodeShown::from).collect(),
             discussions: d.discussions,
             spinoffs: d.spinoffs,
+            permissions: d.permissions,
+            allowed: d.allowed,
             corrupt: None,
         }
     }

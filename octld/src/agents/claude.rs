@@ -58,26 +58,31 @@ pub const HOOKS: &[(&str, bool)] = &[
 
 /// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
 const HOOK_TIMEOUT_S: u64 = 5;
+/// How long Claude Code lets the permission hook of an autonomous agent run: a day (the
+/// longest `[permissions] wait`) and a minute. The hook itself gives up 30 s after the wait.
+const ASK_TIMEOUT_S: u64 = 86_400 + 60;
 
 /// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
 /// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
 /// on the window's PATH, which starts with octld's own directory.
 ///
-/// With `-p` (`mode` autonomous) no one can answer a permission prompt: Claude Code denies the
-/// tool and goes on, so its `PermissionRequest` is reported as the `PermissionDenied` it is —
-/// working, "denied: TOOL" — never as an agent waiting for a person.
+/// With `-p` (`mode` autonomous) no one can answer a prompt in the window, but Claude Code
+/// 2.1.328 still runs the `PermissionRequest` hook for a tool its rules do not allow, and
+/// takes the hook's decision: so there it is `orchestratectl hook PermissionAsk`, which
+/// records the request and waits for a person's `node allow|deny` (docs/AGENTS.md,
+/// "Permission requests"), under a timeout longer than any `[permissions] wait`.
 pub fn hook_settings(mode: Mode) -> String {
     let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
         .iter()
         .map(|(event, per_tool)| {
-            let said = match (*event, mode) {
-                ("PermissionRequest", Mode::Autonomous) => "PermissionDenied",
-                _ => event,
+            let (said, timeout) = match (*event, mode) {
+                ("PermissionRequest", Mode::Autonomous) => ("PermissionAsk", ASK_TIMEOUT_S),
+                _ => (*event, HOOK_TIMEOUT_S),
             };
             let mut group = serde_json::json!({"hooks": [{
                 "type": "command",
                 "command": format!("orchestratectl hook {said}"),
-                "timeout": HOOK_TIMEOUT_S,
+                "timeout": timeout,
             }]});
             if *per_tool {
                 group["matcher"] = "*".into();

@@ -19,6 +19,7 @@
 //!   its agents measured for what they hold.
 //! - [`resume`]: a node paused by a usage limit, started again after the reset.
 //! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
+//! - [`permissions`]: an agent asks for a tool, a person decides (`node allow|deny`).
 //! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
 //! - [`orphans`]: worktrees, branches and windows under the daemon's names that no run owns.
@@ -36,6 +37,7 @@ pub mod heal;
 pub mod machine;
 pub mod merge;
 pub mod orphans;
+pub mod permissions;
 pub mod resume;
 pub mod retry;
 pub mod schedule;

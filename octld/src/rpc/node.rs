@@ -367,6 +367,24 @@ impl Handle for method::NodeAttach {
     }
 }
 
+impl Handle for method::NodePermissionAsk {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        crate::engine::permissions::ask(daemon, p).await
+    }
+}
+
+impl Handle for method::NodePermissionWait {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        crate::engine::permissions::wait(daemon, p).await
+    }
+}
+
+impl Handle for method::NodePermissionDecide {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        crate::engine::permissions::decide(daemon, p).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

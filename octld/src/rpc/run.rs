@@ -133,6 +133,8 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
         nodes,
         discussions: view.discussions.clone(),
         spinoffs: view.spinoffs.clone(),
+        permissions: view.permissions.clone(),
+        allowed: view.allowed.clone(),
         corrupt: None,
     })
 }

@@ -140,6 +140,8 @@ impl Store {
             spinoffs: Default::default(),
             idempotency: Default::default(),
             budget_spent: false,
+            permissions: Default::default(),
+            allowed: Vec::new(),
         };
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;

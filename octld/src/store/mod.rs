@@ -1086,6 +1086,8 @@ fn corrupt_view(id: &str, dir: &std::path::Path, reason: &str) -> RunDetail {
             nodes: vec![],
             discussions: vec![],
             spinoffs: vec![],
+            permissions: vec![],
+            allowed: vec![],
         };
     }
     let summary = RunSummary {
@@ -1112,6 +1114,8 @@ fn corrupt_view(id: &str, dir: &std::path::Path, reason: &str) -> RunDetail {
         nodes: vec![],
         discussions: vec![],
         spinoffs: vec![],
+        permissions: vec![],
+        allowed: vec![],
     }
 }
 

@@ -207,6 +207,8 @@ mod tests {
             nodes,
             discussions: vec![],
             spinoffs: vec![],
+            permissions: vec![],
+            allowed: vec![],
         }
     }
 
