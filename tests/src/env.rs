@@ -112,6 +112,7 @@ impl TestEnv {
             "OCTL_NODE",
             "OCTL_WORKTREE",
             "OCTL_MANIFEST",
+            "OCTL_AGENT",
             "OCTL_NO_AUTOSTART",
             "TMUX",
             "TMUX_PANE",

@@ -58,6 +58,16 @@ fn with_the_daemon_down_a_hook_exits_0_at_once_and_starts_nothing() {
     );
     assert_eq!(code, 0);
     assert_eq!(stdout, "", "nothing Claude Code could read as a decision");
+    // A permission request, too: no decision, so the agent does what it would without it.
+    let (code, stdout) = hook(
+        &env,
+        "01JDXJ0000000000000000000A",
+        "a",
+        "PermissionAsk",
+        json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+               "tool_input": {"command": "python3 x.py"}}),
+    );
+    assert_eq!((code, stdout.as_str()), (0, ""));
     // A lock file left by a daemon that is gone, and a socket file nothing listens on (as a
     // service manager's would be): still down, and the socket is not touched.
     std::fs::write(env.home.join("octld.lock"), "999999999 0.1.0\n").unwrap();

@@ -134,6 +134,12 @@ fn a_request_is_asked_decided_once_from_the_cli_and_the_hook_returns_the_winner(
     }
     let out = env.cli(["node", "deny", &run, "--node", "w", "--always"]);
     assert_eq!(out.code, 2, "{out:?}");
+    // Not from inside an agent.
+    let out = env.cli_with(["node", "allow", &run, "--node", "w"], |c| {
+        c.env("OCTL_AGENT", "k/r/w");
+    });
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(out.stderr.contains("an agent may not decide"), "{out:?}");
     let err = env
         .try_rpc(
             "node.permission_decide",
