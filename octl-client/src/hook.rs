@@ -205,12 +205,16 @@ pub const ASK: &str = "PermissionAsk";
 const WAIT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long past the daemon's `[permissions] wait` the hook waits for its answer at most.
 const ASK_MARGIN: Duration = Duration::from_secs(30);
+/// How long a waiting hook goes on asking a daemon that does not answer (a restart takes well
+/// under a second), and how often.
+const RESTART_GRACE: Duration = Duration::from_secs(30);
+const RESTART_POLL: Duration = Duration::from_millis(200);
 
 /// `PermissionAsk`: records the request (`node.permission_ask`), waits for its decision
 /// (`node.permission_wait`, again until there is one) and prints it as Claude Code's
 /// `PermissionRequest` decision. With the daemon down, or any error, it prints nothing: the
-/// agent does as it would without the hook (in `-p`, the tool is denied). Bounded: 30 s past
-/// the wait the daemon gave, it gives up (and prints nothing).
+/// agent does as it would without the hook (in `-p`, the tool is denied). A daemon restarted
+/// while it waits is asked again (up to 30 s without an answer). Bounded: 30 s past the wait the daemon gave, it gives up (and prints nothing).
 fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
     let started = std::time::Instant::now();
     let input: Value = serde_json::from_slice(raw).map_err(|e| format!("hook input: {e}"))?;
@@ -244,6 +248,7 @@ fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
         READ_TIMEOUT,
     )?;
     let wait = Duration::from_millis(answer["wait_ms"].as_u64().unwrap_or(600_000));
+    let mut unanswered = None::<std::time::Instant>;
     while answer["decision"].is_null() {
         let request = answer["request"]
             .as_str()
@@ -252,12 +257,28 @@ fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
         if started.elapsed() > wait + ASK_MARGIN {
             return Err(format!("no decision on {request} in time"));
         }
-        answer = call(
+        let asked = answered(
             &socket,
             octl_proto::method::NodePermissionWait::NAME,
             &json!({"run": run, "node": node, "request": request}),
             WAIT_READ_TIMEOUT,
-        )?;
+        );
+        match asked {
+            Ok(a) => {
+                answer = a?;
+                unanswered = None;
+            }
+            // The request is in the run's log: a daemon restarting (or started again soon
+            // after a crash) answers for it. Away longer (stopped, say): the agent does as
+            // it would without the hook.
+            Err(e) => {
+                let since = *unanswered.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > RESTART_GRACE {
+                    return Err(format!("octld went away while {request} waited: {e}"));
+                }
+                std::thread::sleep(RESTART_POLL);
+            }
+        }
     }
     let d = &answer["decision"];
     let mut decision = json!({"behavior": d["behavior"]});
@@ -290,6 +311,17 @@ fn home() -> Result<PathBuf, String> {
 
 /// One JSON-RPC call; its `result`, or the error's message.
 fn call(socket: &Path, method: &str, params: &Value, read: Duration) -> Result<Value, String> {
+    answered(socket, method, params, read)?
+}
+
+/// One JSON-RPC call: `Err` when no answer came (the daemon is away or went away mid-call),
+/// else the daemon's answer: its `result`, or its refusal's message.
+fn answered(
+    socket: &Path,
+    method: &str,
+    params: &Value,
+    read: Duration,
+) -> Result<Result<Value, String>, String> {
     let body = json!({
         "jsonrpc": octl_proto::rpc::JSONRPC_VERSION,
         "id": 1,
@@ -303,9 +335,9 @@ fn call(socket: &Path, method: &str, params: &Value, read: Duration) -> Result<V
     let mut v: Value =
         serde_json::from_str(json).map_err(|e| format!("octld's answer to {method}: {e}"))?;
     if !v["error"].is_null() {
-        return Err(format!("octld refused {method}: {}", v["error"]));
+        return Ok(Err(format!("octld refused {method}: {}", v["error"])));
     }
-    Ok(v["result"].take())
+    Ok(Ok(v["result"].take()))
 }
 
 /// Is the daemon of `home` running? Its lock file names the holder's pid; a socket whose

@@ -169,6 +169,9 @@ fn a_request_is_asked_decided_once_from_the_cli_and_the_hook_returns_the_winner(
         let request = format!("p{i}");
         wait_asked(&env, &run, &request);
         let won = if i == 1 {
+            // The daemon restarts while the hook waits: the request is in the log, and the
+            // hook, asking again, gets the decision the new daemon records.
+            env.cli(["daemon", "restart"]).ok();
             let out = env.cli(["node", "allow", &run, "--node", "w"]);
             assert_eq!(out.code, 0, "{out:?}");
             assert!(

@@ -149,7 +149,7 @@ pub async fn ask(
     Err(last.expect("tried"))
 }
 
-/// Waits at most [`WAIT_CALL`] for the request's decision. Past `[permissions] wait` from
+/// Waits at most [`WAIT_CALL`] for the request's decision (or until the daemon stops). Past `[permissions] wait` from
 /// its asking, it records the denial by `timeout` itself — unless a person's decision won
 /// the race, which is then the answer.
 pub async fn wait(
@@ -170,6 +170,8 @@ pub async fn wait(
     let asked = request_of(&handle, &p.node, &p.request).ok_or_else(missing)?;
     let deadline = octl_proto::time::parse_millis(&asked.asked_at).unwrap_or(0) + wait_ms;
     let call_end = Instant::now() + WAIT_CALL;
+    let stop = daemon.shutdown_requested();
+    tokio::pin!(stop);
     let answer = |decision| PermissionAnswer {
         run: handle.id.clone(),
         node: p.node.clone(),
@@ -216,10 +218,15 @@ pub async fn wait(
             return Ok(answer(None));
         }
         let until = left.min(Duration::from_millis(deadline - now));
-        if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) =
-            tokio::time::timeout(until, events.recv()).await
-        {
-            return Ok(answer(None));
+        tokio::select! {
+            got = tokio::time::timeout(until, events.recv()) => {
+                if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = got {
+                    return Ok(answer(None));
+                }
+            }
+            // Not decided yet, and the daemon stops: answered now, so the stop does not wait
+            // for the call; the hook asks the next daemon.
+            () = &mut stop => return Ok(answer(None)),
         }
     }
 }
