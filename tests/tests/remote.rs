@@ -162,13 +162,14 @@ fn a_push_git_refuses_at_the_end_fails_the_node_as_a_refused_push() {
 
 /// Repro (issue 23, 6): a job waiting in Slurm's queue (here until its `--begin` time) is
 /// `queued` with Slurm's reason, no time counting, and `running` once Slurm runs it; `run show`
-/// names its runner; its log does not begin with git's "empty repository" warning.
+/// names its runner; its log does not begin with git's "empty repository" warning. A job that
+/// starts and ends between two looks has its start recorded before its end.
 #[test]
 #[ignore = "needs root and ip netns: starts a Slurm cluster (tests/cluster/up.sh)"]
 fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
     let c = Cluster::shared();
     let env = slurm_env(&c, "sbatch_args = [\"--begin=now+4\"]\n");
-    let _d = env.start_daemon();
+    let d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let run = run_id(
         &env.spawn(
@@ -194,6 +195,22 @@ fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
         .unwrap_or_default()
         .to_string();
     assert!(row.contains("queued") && row.ends_with("hpc"), "{show:?}");
+    // The daemon sleeps while Slurm runs the job and it ends: no look sees it running, as when
+    // a short job starts and ends between two looks. Its start is still recorded, before its end.
+    let frozen = d.pid() as i32;
+    unsafe { libc::kill(frozen, libc::SIGSTOP) };
+    let thaw = Thaw(frozen);
+    wait_until(
+        "Slurm to run the job to its end",
+        Duration::from_secs(60),
+        || {
+            c.slurm("squeue", &["-h", "-t", "all", "-O", "Name:|,State:|"])
+                .lines()
+                .any(|l| l.contains(&format!(".{run}.later.")) && l.contains("|COMPLETED|"))
+                .then_some(())
+        },
+    );
+    drop(thaw);
     let done = env.wait_status(&run, &["completed", "failed"]);
     assert_eq!(
         done["manifest"]["status"],
@@ -203,7 +220,16 @@ fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
     );
     let types = env.event_types(&run);
     let at = |t: &str| types.iter().position(|x| x == t).unwrap();
-    assert!(at("node.started") < at("node.queued") && at("node.queued") < at("node.running"));
+    assert!(
+        at("node.started") < at("node.queued")
+            && at("node.queued") < at("node.running")
+            && at("node.running") < at("node.done"),
+        "{types:?}"
+    );
+    assert!(
+        done["nodes"][0]["elapsed_s"].is_number(),
+        "its time counts from the recorded start: {done}"
+    );
     let log = logs(&env, &run, "later");
     assert!(!log.contains("empty repository"), "{log}");
     octl_tests::remote::settle(
@@ -213,6 +239,15 @@ fn a_pending_slurm_job_is_queued_until_slurm_runs_it() {
         std::slice::from_ref(&run),
         Duration::from_secs(30),
     );
+}
+
+/// Wakes a stopped daemon however the test ends.
+struct Thaw(i32);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
 }
 
 /// Resumes the paused Slurm controller however the test ends: the cluster is shared.

@@ -384,6 +384,10 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
             .lock()
             .expect("unreaped lock")
             .remove(pane_id);
+        // A queued job that started and ended between two looks ran all the same: its start
+        // is recorded before its end, so its time counts and the log says what happened.
+        let ran_unseen =
+            node.state == NodeState::Queued && mine.is_some_and(|p| p.queued.is_none());
         if let Some(slot) = Engine::claim(daemon, &handle.id, super::StepKey::node(&node.id)) {
             let (d, node) = (daemon.clone(), node.clone());
             steps.push(tokio::spawn(async move {
@@ -401,6 +405,16 @@ async fn look(daemon: &Arc<Daemon>, remote: bool) -> Vec<tokio::task::JoinHandle
                     None => Ok(()),
                 };
                 let exited = match judged {
+                    Ok(()) if ran_unseen => {
+                        match append(&d, &handle, Some(&node.id), NodeRunning {}).await {
+                            Ok(_) => {
+                                let view = handle.view();
+                                let now = view.nodes.iter().find(|n| n.id == node.id);
+                                on_exit(&d, &handle, now.unwrap_or(&node), status).await
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
                     Ok(()) => on_exit(&d, &handle, &node, status).await,
                     // Its place stopped answering while its work was fetched: nothing is
                     // known of it; the next look judges it again (or finds it lost).

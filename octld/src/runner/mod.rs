@@ -114,7 +114,9 @@ pub struct AgentStatus {
     /// runs now and why. `None` for the first copy and for runners that never do.
     pub requeue: Option<Requeue>,
     /// The agent waits in the runner's queue (a pending Slurm job), with the runner's
-    /// reason; `None` once it runs, and for runners without a queue.
+    /// reason; `None` once it runs, and for runners without a queue. An ended agent keeps it
+    /// when it never left the queue (a pending job cancelled), so an end seen without a look
+    /// at it running still tells whether it ran.
     pub queued: Option<String>,
 }
 

@@ -514,7 +514,9 @@ impl super::Runner for SlurmRunner {
                 exit_status,
                 exit_signal: None,
                 requeue: self.requeue_of(job),
-                queued: queued(&job.state).then(|| job.reason.clone()),
+                // An ended job that never had a batch host never ran.
+                queued: (queued(&job.state) || (end.is_some() && job.host.is_empty()))
+                    .then(|| job.reason.clone()),
             });
         }
         Ok(Observation {
