@@ -311,3 +311,62 @@ fn a_merge_conflict_is_labelled_a_conflict_and_not_offered_as_a_question() {
         .event_types(&run)
         .contains(&"discussion.resolved".to_string()));
 }
+
+/// An agent's permission request (its hook asks, as an autonomous Claude Code agent's
+/// `PermissionRequest` hook does) is its own inbox item, `permission`, with the tool and the
+/// whole command; `y` allows it through `node.permission_decide`, as `node allow` does, and
+/// the waiting hook gets the allow.
+#[test]
+fn allowing_a_permission_request_from_the_inbox() {
+    let (env, _d, repo) = TestEnv::world();
+    let command = "python3 scripts/check.py --all --strict";
+    let input = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                       "tool_input": {"command": command, "description": "check it"}});
+    let run = code_run(
+        &env,
+        &repo,
+        &format!(
+            "echo '{input}' | orchestratectl hook PermissionAsk > \"$OCTL_WORKTREE.answer\"; sleep 600"
+        ),
+    );
+    logged(&env, &run, "node.permission_asked");
+    let pane = tui_sized(&env, 80, 24, &[]);
+    pane.wait_screen("the run's row to say permission", |s| {
+        a_row_starts_with(s, "permission ")
+    });
+    pane.keys(&["i"]);
+    let screen = pane.wait_for(&format!("command: {command}"));
+    assert!(
+        screen.contains("/main Bash (p1)") && screen.contains("description: check it"),
+        "the tool and its input:\n{screen}"
+    );
+    assert!(
+        screen.contains("y allow · n deny · A allow always"),
+        "{screen}"
+    );
+    pane.keys(&["y"]);
+    let ev = logged(&env, &run, "node.permission_decided");
+    assert_eq!(ev["actor"], json!("human"), "{ev}");
+    assert_eq!(ev["data"]["request"], json!("p1"), "{ev}");
+    assert_eq!(ev["data"]["behavior"], json!("allow"), "{ev}");
+    assert_eq!(ev["data"]["by"], json!("human"), "{ev}");
+    assert_eq!(ev["data"]["always"], json!(false), "{ev}");
+    pane.wait_for("allowed by human");
+    let worktree = env.rpc("run.show", json!({"run": run}))["nodes"][0]["worktree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = wait_until("the hook's answer", Duration::from_secs(30), || {
+        std::fs::read_to_string(format!("{worktree}.answer"))
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+    });
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        answer["hookSpecificOutput"]["decision"]["behavior"],
+        json!("allow"),
+        "{answer}"
+    );
+    // Decided, it is no longer listed.
+    pane.wait_for("Nothing waits for you");
+}

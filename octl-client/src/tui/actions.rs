@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Command;
 
 use octl_proto::method;
-use octl_proto::rpc::NodeSendParams;
 use octl_proto::rpc::{
     AcceptParams, AnswerParams, CancelParams, MergeParams, RejectParams, RetryParams,
 };
+use octl_proto::rpc::{NodeSendParams, PermissionBehavior, PermissionDecideParams};
 use octl_proto::{AppError, ErrorKind};
 
 use super::model::ShortIds;
@@ -49,6 +49,16 @@ pub enum Action {
         node: String,
         text: String,
     },
+    /// A person's decision on a permission request (`node allow|deny`). `always`: the rule
+    /// (`Bash(python3 *)`) allowed for the rest of the run with it.
+    Decide {
+        run: String,
+        node: String,
+        request: String,
+        behavior: PermissionBehavior,
+        always: Option<String>,
+        reason: Option<String>,
+    },
 }
 
 impl Action {
@@ -72,6 +82,27 @@ impl Action {
                 short(run)
             ),
             Action::Send { node, .. } => format!("send a line to node {node}"),
+            Action::Decide {
+                run,
+                node,
+                request,
+                behavior,
+                always,
+                ..
+            } => {
+                let verb = match behavior {
+                    PermissionBehavior::Allow => "allow",
+                    PermissionBehavior::Deny => "deny",
+                };
+                let mut text = format!(
+                    "{verb} permission {request} of node {node} in run {}",
+                    short(run)
+                );
+                if let Some(rule) = always {
+                    text.push_str(&format!(", and {rule} for the rest of the run"));
+                }
+                text
+            }
         }
     }
 }
@@ -129,6 +160,34 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
         }
         Action::Send { run, node, text } => {
             call::<method::NodeSend>(client, &NodeSendParams { run, node, text }).await?;
+        }
+        Action::Decide {
+            run,
+            node,
+            request,
+            behavior,
+            always,
+            reason,
+        } => {
+            crate::commands::node::refuse_inside_an_agent()?;
+            let d = call::<method::NodePermissionDecide>(
+                client,
+                &PermissionDecideParams {
+                    run,
+                    node,
+                    request: Some(request),
+                    behavior,
+                    always: always.is_some(),
+                    reason,
+                },
+            )
+            .await?;
+            let word = if d.decision.behavior == "allow" {
+                "allowed"
+            } else {
+                "denied"
+            };
+            return Ok(format!("{word} by {}", d.decision.by));
         }
     }
     Ok("done".to_string())

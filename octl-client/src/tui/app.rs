@@ -60,9 +60,23 @@ impl Tab {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Typing {
     Filter,
-    Answer { id: String, question: String },
-    Reject { id: String },
-    Send { run: String, node: String },
+    Answer {
+        id: String,
+        question: String,
+    },
+    Reject {
+        id: String,
+    },
+    /// Why a permission request is denied (optional: empty denies without a reason).
+    Deny {
+        run: String,
+        node: String,
+        request: String,
+    },
+    Send {
+        run: String,
+        node: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,8 @@ pub enum Cmd {
     Answer,
     Accept,
     Reject,
+    /// `A`: allow a permission request and its tool's pattern for the rest of the run.
+    AllowAlways,
     Merge,
     Retry,
     Cancel,
@@ -40,6 +42,7 @@ impl Cmd {
             Cmd::Answer
                 | Cmd::Accept
                 | Cmd::Reject
+                | Cmd::AllowAlways
                 | Cmd::Merge
                 | Cmd::Retry
                 | Cmd::Cancel
@@ -64,10 +67,19 @@ pub const KEYS: &[(&str, Cmd, &str)] = &[
     (
         "i",
         Cmd::Inbox,
-        "the inbox: questions, proposals, conflicts",
+        "inbox: permissions, questions, proposals, conflicts",
     ),
     ("a", Cmd::Answer, "answer the question"),
-    ("y / n", Cmd::Accept, "accept / reject the proposal"),
+    (
+        "y / n",
+        Cmd::Accept,
+        "permission: allow / deny; proposal: accept / reject",
+    ),
+    (
+        "A",
+        Cmd::AllowAlways,
+        "allow the permission always (for the run; asks)",
+    ),
     ("m", Cmd::Merge, "merge (asks first)"),
     ("r", Cmd::Retry, "retry the node (asks first)"),
     (
@@ -81,10 +93,12 @@ pub const KEYS: &[(&str, Cmd, &str)] = &[
         "attach to the agent's window (detach: C-b d)",
     ),
     ("s", Cmd::Send, "send a line of input to the agent"),
-    ("p", Cmd::Screen, "the agent's screen"),
-    ("l", Cmd::Log, "the agent's log"),
-    ("d", Cmd::Diff, "the diff against the merge base"),
-    ("e", Cmd::Events, "the node's events"),
+    ("p / l", Cmd::Screen, "the agent's screen / log"),
+    (
+        "d / e",
+        Cmd::Diff,
+        "the diff against the merge base / events",
+    ),
     ("o / !", Cmd::Editor, "$EDITOR / $SHELL in the worktree"),
     ("?", Cmd::Help, "this help"),
     ("q", Cmd::Quit, "quit"),
@@ -111,6 +125,7 @@ pub fn cmd_of(key: KeyEvent) -> Option<Cmd> {
         KeyCode::Char('a') => Cmd::Answer,
         KeyCode::Char('y') => Cmd::Accept,
         KeyCode::Char('n') => Cmd::Reject,
+        KeyCode::Char('A') => Cmd::AllowAlways,
         KeyCode::Char('m') => Cmd::Merge,
         KeyCode::Char('r') => Cmd::Retry,
         KeyCode::Char('x') => Cmd::Cancel,

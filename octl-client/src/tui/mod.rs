@@ -1,6 +1,6 @@
 //! `orchestratectl tui`: every run on one screen, those that need a human first; a run's
-//! nodes as a tree with the selected node's screen, log, diff and events; the inbox of open
-//! questions, proposals and merges; and the actions that clear them.
+//! nodes as a tree with the selected node's screen, log, diff and events; the inbox of pending
+//! permission requests, open questions, proposals and merges; and the actions that clear them.
 //!
 //! - [`model`]: the runs as summaries and folds of their logs (the daemon's own reducer), and
 //!   what is derived from them once per change (who needs you, cost, order).
@@ -50,8 +50,9 @@ Examples:
   OCTL_NO_AUTOSTART=1 orchestratectl tui  # never start the daemon; read the logs if it is down
 
 Keys (? shows them): j/k move, enter open, esc back, tab next pane, / filter, i inbox,
-a answer, y/n accept/reject, m merge, r retry, x cancel, t attach, s send input,
-p screen, l log, d diff, e events, o $EDITOR, ! $SHELL, q quit.";
+a answer, y/n accept/reject (a permission: allow/deny), A allow always, m merge, r retry,
+x cancel, t attach, s send input, p screen, l log, d diff, e events, o $EDITOR, ! $SHELL,
+q quit.";
 
 #[derive(Debug, Args)]
 pub struct TuiArgs {}

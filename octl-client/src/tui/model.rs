@@ -6,12 +6,15 @@ use std::collections::HashMap;
 
 use octl_proto::event::Event;
 use octl_proto::projection::{ListedStatus, RunSummary};
-use octl_proto::state::{ActivityState, Discussion, Node, RunState};
+use octl_proto::state::{ActivityState, Discussion, Node, Permission, RunState};
 use octl_proto::{NodeState, RunKind};
 
 /// Why a run needs a human, most urgent first: the runs list is sorted by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Attention {
+    /// An agent asked for a tool (a permission request) and waits, blocked, for the decision:
+    /// the most urgent, since an undecided request is denied after `[permissions] wait`.
+    Permission,
     /// An agent asked a question (an open discussion) and waits for the answer.
     Discussion,
     /// An agent proposed a spin-off, which waits to be accepted or rejected.
@@ -31,6 +34,7 @@ pub enum Attention {
 impl Attention {
     pub fn label(self) -> &'static str {
         match self {
+            Attention::Permission => "permission",
             Attention::Discussion => "question",
             Attention::Proposal => "proposal",
             Attention::Input => "input",
@@ -157,9 +161,18 @@ pub fn answerable(s: &RunState, d: &Discussion) -> bool {
                 .is_some_and(|n| !n.state.is_terminal()))
 }
 
+/// Is this permission request still waiting for a person? Asked, not decided, and its node's
+/// agent alive (the daemon takes a decision only then).
+pub fn pending(s: &RunState, p: &Permission) -> bool {
+    p.decision.is_none() && s.nodes.get(&p.node).is_some_and(|n| n.state.is_alive())
+}
+
 /// Why a folded run needs a human, if it does. A question or a proposal still open waits for
 /// a person even in a run that has ended.
 pub fn attention_of_state(s: &RunState) -> Option<Attention> {
+    if s.permissions.values().any(|p| pending(s, p)) {
+        return Some(Attention::Permission);
+    }
     if s.discussions.values().any(|d| answerable(s, d)) {
         return Some(Attention::Discussion);
     }

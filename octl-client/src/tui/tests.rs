@@ -9,9 +9,12 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 use serde_json::{json, Value};
 
-use super::app::{App, Effect, View};
+use octl_proto::rpc::PermissionBehavior;
+
+use super::actions::Action;
+use super::app::{App, Effect, InboxItem, View};
 use super::keys::Cmd;
-use super::source::{Link, Request, Update};
+use super::source::{Link, Request, Update, READ_ONLY};
 use super::views;
 
 const A: &str = "01JDXJ5R8A4M0ZK7P2W9TB3C6A";
@@ -608,4 +611,278 @@ fn the_events_pane_keeps_the_node_column_in_its_width() {
         lines[1].contains(" - ") && lines[1].contains("discussion.opened"),
         "{lines:?}"
     );
+}
+
+/// Run A (a spinoff) whose node `w` runs, and whose agent asked for `tool` with `input`
+/// (request p1, seq 5).
+fn asked_app(tool: &str, input: Value) -> App {
+    let mut a = app(true);
+    a.update(Update::Summaries(vec![summary(
+        A,
+        "spinoff",
+        "active",
+        json!({"running": 1}),
+    )]));
+    let by = |actor, mut e: Event| {
+        e.actor = actor;
+        e
+    };
+    a.update(Update::Events(vec![
+        by(
+            Actor::Daemon,
+            ev(A, 1, None, "run.created", json!({"kind": "spinoff"})),
+        ),
+        by(Actor::Daemon, ev(A, 2, Some("w"), "node.added", json!({}))),
+        by(
+            Actor::Daemon,
+            ev(
+                A,
+                3,
+                Some("w"),
+                "node.starting",
+                json!({"branch": "octl/x/w", "worktree": "/w/x/w"}),
+            ),
+        ),
+        by(
+            Actor::Daemon,
+            ev(A, 4, Some("w"), "node.started", json!({"pane": "%1"})),
+        ),
+        by(
+            Actor::Agent,
+            ev(
+                A,
+                5,
+                Some("w"),
+                "node.permission_asked",
+                json!({"request": "p1", "tool": tool, "input": input, "detail": "Bash: x"}),
+            ),
+        ),
+    ]));
+    a
+}
+
+fn decide(behavior: PermissionBehavior, always: Option<&str>, reason: Option<&str>) -> Effect {
+    Effect::Request(Request::Act(Action::Decide {
+        run: A.into(),
+        node: "w".into(),
+        request: "p1".into(),
+        behavior,
+        always: always.map(str::to_string),
+        reason: reason.map(str::to_string),
+    }))
+}
+
+/// A command longer than a line at 80 columns: every word of it must be on screen.
+const LONG: &str = "python3 scripts/migrate.py --database postgres://localhost/app --dry-run --verbose --tables users,orders,invoices,payments --then-exit";
+
+#[test]
+fn a_pending_permission_request_is_an_inbox_item_with_its_tool_and_whole_input() {
+    let mut a = asked_app("Bash", json!({"command": LONG, "description": "migrate"}));
+    // The runs list says why, whole, first.
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.lines().nth(2).unwrap().starts_with("permission "),
+        "{screen}"
+    );
+    assert_eq!(
+        a.inbox,
+        [InboxItem::Permission {
+            run: A.into(),
+            node: "w".into(),
+            request: "p1".into(),
+            tool: "Bash".into(),
+            input: vec![format!("command: {LONG}"), "description: migrate".into()],
+            rule: "Bash(python3 *)".into(),
+        }]
+    );
+    a.key(Some(Cmd::Inbox), Some('i'));
+    let screen = text(&draw(&a, 80, 24));
+    let item = screen
+        .lines()
+        .position(|l| l.starts_with("permission "))
+        .unwrap_or_else(|| panic!("no permission item:\n{screen}"));
+    let line = screen.lines().nth(item).unwrap();
+    assert!(line.contains("/w Bash (p1)"), "{screen}");
+    // The whole input, wrapped under the item's indent, then what to do.
+    let rows: Vec<&str> = screen
+        .lines()
+        .skip(item + 1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    for r in &rows {
+        assert!(
+            r.starts_with("           "),
+            "not indented: {r:?}\n{screen}"
+        );
+    }
+    let said = rows.iter().map(|r| r.trim()).collect::<Vec<_>>().join(" ");
+    assert!(said.contains(&format!("command: {LONG}")), "{screen}");
+    assert!(said.contains("description: migrate"), "{screen}");
+    assert!(
+        said.contains(
+            "next: y: allow · n: deny · A: allow always (Bash(python3 *) for the rest of the run)"
+        ),
+        "{screen}"
+    );
+    assert!(
+        screen
+            .lines()
+            .last()
+            .unwrap()
+            .contains("y allow · n deny · A allow always"),
+        "the footer has the keys:\n{screen}"
+    );
+
+    // y allows at once.
+    assert_eq!(
+        a.key(Some(Cmd::Accept), Some('y')),
+        [decide(PermissionBehavior::Allow, None, None)]
+    );
+    // n asks why; the reason is optional.
+    assert!(a.key(Some(Cmd::Reject), Some('n')).is_empty());
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.contains("deny: why? (optional)") && screen.contains("enter: deny · esc: cancel"),
+        "{screen}"
+    );
+    assert_eq!(
+        a.key(Some(Cmd::Open), None),
+        [decide(PermissionBehavior::Deny, None, None)]
+    );
+    a.key(Some(Cmd::Reject), Some('n'));
+    for c in " use make ".chars() {
+        a.key(None, Some(c));
+    }
+    assert_eq!(
+        a.key(Some(Cmd::Open), None),
+        [decide(PermissionBehavior::Deny, None, Some("use make"))]
+    );
+    // A asks first, naming the rule; its keys whole at 80 columns.
+    assert!(a.key(Some(Cmd::AllowAlways), Some('A')).is_empty());
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        screen.contains("Bash(python3 *) for the rest of the run?"),
+        "{screen}"
+    );
+    assert!(screen.contains("y: yes · n/esc: no"), "{screen}");
+    assert_eq!(
+        a.key(None, Some('y')),
+        [decide(
+            PermissionBehavior::Allow,
+            Some("Bash(python3 *)"),
+            None
+        )]
+    );
+    a.key(Some(Cmd::AllowAlways), Some('A'));
+    assert!(a.key(None, Some('n')).is_empty());
+    assert_eq!(a.status.as_ref().unwrap().text, "nothing done");
+    // Outside the inbox, where the input is not shown, nothing is allowed.
+    a.key(Some(Cmd::Back), None);
+    assert!(a.key(Some(Cmd::AllowAlways), Some('A')).is_empty());
+    assert!(a.modal.is_none());
+}
+
+#[test]
+fn a_decided_permission_request_leaves_the_inbox_and_a_refusal_is_said() {
+    let mut a = asked_app("WebFetch", json!({"url": "https://example.com"}));
+    a.key(Some(Cmd::Inbox), Some('i'));
+    // Decided elsewhere (the CLI, or the daemon's timeout) while the reason is typed.
+    a.key(Some(Cmd::Reject), Some('n'));
+    let mut decided = ev(
+        A,
+        6,
+        Some("w"),
+        "node.permission_decided",
+        json!({"request": "p1", "behavior": "allow", "by": "human", "always": false}),
+    );
+    decided.actor = Actor::Human;
+    a.update(Update::Live(vec![decided]));
+    assert!(a.inbox.is_empty(), "{:?}", a.inbox);
+    assert_ne!(
+        a.runs.get(A).unwrap().attention,
+        Some(super::model::Attention::Permission)
+    );
+    let screen = text(&draw(&a, 80, 24));
+    assert!(!screen.contains("permission "), "{screen}");
+    // The denial sent anyway is refused by the daemon, and its words are shown.
+    let action = match a.key(Some(Cmd::Open), None).pop() {
+        Some(Effect::Request(Request::Act(action))) => action,
+        other => panic!("{other:?}"),
+    };
+    let refusal = "permission request \"p1\" is already decided: allowed by human at 2026-11-30T10:00:06.000Z";
+    a.update(Update::Done(
+        Some(action),
+        Err(octl_proto::AppError::new(
+            octl_proto::ErrorKind::InvalidTransition,
+            refusal,
+        )),
+    ));
+    let screen = text(&draw(&a, 80, 24));
+    let status = screen
+        .lines()
+        .rev()
+        .take(4)
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(status.contains(refusal), "{screen}");
+    // With nothing selected, y and n are the proposal's keys again.
+    a.key(Some(Cmd::Accept), Some('y'));
+    assert_eq!(a.status.as_ref().unwrap().text, "no open proposal here");
+}
+
+#[test]
+fn a_permission_requests_agent_text_is_shown_without_control_characters() {
+    let mut a = asked_app(
+        "Bash\u{1b}[2J",
+        json!({"command": "echo hi\u{1b}[31m red\u{7}\r\nrm -rf /tmp/x\u{1b}]0;title\u{7}", "n": 3}),
+    );
+    let Some(InboxItem::Permission { tool, input, .. }) = a.inbox.first().cloned() else {
+        panic!("{:?}", a.inbox);
+    };
+    assert_eq!(tool, "Bash");
+    // Each line of a script is shown (none cut), and the other fields as JSON.
+    assert_eq!(input, ["command: echo hi red", "rm -rf /tmp/x", "n: 3"]);
+    a.key(Some(Cmd::Inbox), Some('i'));
+    let screen = text(&draw(&a, 80, 24));
+    assert!(
+        !screen.chars().any(|c| c.is_control() && c != '\n'),
+        "{screen:?}"
+    );
+    assert!(screen.contains("rm -rf /tmp/x"), "{screen}");
+}
+
+#[test]
+fn read_only_refuses_a_permission_decision_before_asking() {
+    let mut a = asked_app("Bash", json!({"command": "ls"}));
+    a.key(Some(Cmd::Inbox), Some('i'));
+    a.update(Update::Link(Link::Reconnecting {
+        since: std::time::Instant::now(),
+        why: "x".into(),
+    }));
+    for (cmd, ch) in [
+        (Cmd::Accept, 'y'),
+        (Cmd::Reject, 'n'),
+        (Cmd::AllowAlways, 'A'),
+    ] {
+        assert!(a.key(Some(cmd), Some(ch)).is_empty(), "{cmd:?}");
+        assert!(a.modal.is_none(), "{cmd:?}: {:?}", a.modal);
+        assert_eq!(a.status.as_ref().unwrap().text, READ_ONLY);
+    }
+}
+
+#[test]
+fn help_fits_80_by_24() {
+    let mut a = app(true);
+    a.key(Some(Cmd::Help), Some('?'));
+    let screen = text(&draw(&a, 80, 24));
+    for (k, _, what) in super::keys::KEYS {
+        assert!(
+            screen.contains(&format!("{k:<8} {what}")),
+            "{k} {what} not whole in help at 80×24:\n{screen}"
+        );
+    }
 }

@@ -39,7 +39,10 @@ impl Paint {
     }
     fn attention(&self, a: Attention) -> Style {
         self.fg(match a {
-            Attention::Discussion | Attention::Proposal | Attention::Input => Color::Yellow,
+            Attention::Permission
+            | Attention::Discussion
+            | Attention::Proposal
+            | Attention::Input => Color::Yellow,
             Attention::Conflict | Attention::MergeBlocked | Attention::Failed => Color::Red,
             Attention::AwaitingMerge => Color::Cyan,
         })
@@ -229,8 +232,14 @@ fn footer(f: &mut Frame, app: &App, p: &Paint, status: Option<(bool, Vec<String>
         f.render_widget(Paragraph::new(lines), area);
         return;
     }
+    let permission = matches!(
+        app.inbox.get(app.sel_item),
+        Some(InboxItem::Permission { .. })
+    );
     let line = Line::from(match &app.view {
             View::Runs => " enter open · tab inbox · / filter · m merge · x cancel · t attach · ? help · q quit",
+            // The keys of the selected item's kind.
+            View::Inbox if permission => " y allow · n deny · A allow always · enter open · esc back · ? help",
             View::Inbox => " a answer · y/n accept/reject · m merge · r retry · enter open · esc back · ? help",
             View::Run(_) => " p screen · l log · d diff · e events · t attach · s send · m merge · r retry · esc back · ?",
         });
@@ -262,7 +271,7 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     // never cut further).
     let caps: &[(&str, usize)] = if wide {
         &[
-            ("NEEDS", 8),
+            ("NEEDS", 10),
             ("RUN", usize::MAX),
             ("KIND", 11),
             ("STATUS", 9),
@@ -273,7 +282,7 @@ fn runs_list(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         ]
     } else {
         &[
-            ("NEEDS", 8),
+            ("NEEDS", 10),
             ("RUN", usize::MAX),
             ("STATUS", 9),
             ("NODES", 18),
@@ -578,14 +587,16 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
     f.render_widget(Paragraph::new(lines), inner);
 }
 
-/// Where an inbox item's text starts: after its kind (9 columns) and a space.
-const INBOX_INDENT: &str = "          ";
+/// Where an inbox item's text starts: after its kind (10 columns: `permission`) and a space.
+const INBOX_INDENT: &str = "           ";
+/// The width of the inbox's kinds column.
+const INBOX_KIND: usize = INBOX_INDENT.len() - 1;
 
 fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     let mut lines = Vec::new();
     if app.inbox.is_empty() {
         lines.push(Line::from(
-            " Nothing waits for you: no open questions, proposals, conflicts or merges.",
+            " Nothing waits for you: no permission, question, proposal, conflict or merge.",
         ));
         f.render_widget(Paragraph::new(lines), area);
         return;
@@ -593,6 +604,19 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
     for (i, item) in app.inbox.iter().enumerate() {
         let short = app.runs.short.of(item.run());
         let (kind, style, head, body) = match item {
+            // The tool on the item's line, its whole input under it (the selected item's).
+            InboxItem::Permission {
+                node,
+                request,
+                tool,
+                input,
+                ..
+            } => (
+                "permission",
+                p.attention(Attention::Permission),
+                format!("{short}/{node} {tool} ({request})"),
+                Some(input.join("\n")),
+            ),
             InboxItem::Question { d, .. } => (
                 "question",
                 p.attention(Attention::Discussion),
@@ -627,7 +651,7 @@ fn inbox(f: &mut Frame, app: &App, p: &Paint, area: Rect) {
         let selected = i == app.sel_item;
         let mut head_rows = wrap(&head, width.saturating_sub(INBOX_INDENT.len()), "").into_iter();
         let mut line = Line::from(vec![
-            Span::styled(fit(kind, 9), style),
+            Span::styled(fit(kind, INBOX_KIND), style),
             Span::raw(" "),
             Span::raw(head_rows.next().unwrap_or_default()),
         ]);
@@ -745,13 +769,21 @@ fn prompt(f: &mut Frame, p: &Paint, area: Rect, purpose: &Typing, text: &str) {
         }
         Typing::Answer { question, .. } => ("answer", question.clone()),
         Typing::Reject { .. } => ("reject: why?", "the reason goes to the agent's run".into()),
+        // An empty reason denies without one.
+        Typing::Deny { request, node, .. } => (
+            "deny: why? (optional)",
+            format!("the agent of node {node} is told why request {request} is denied (empty: no reason)"),
+        ),
         Typing::Send { node, .. } => ("send a line", format!("to the agent of node {node}")),
     };
     let lines = vec![
         Line::from(what),
         Line::from(""),
         Line::from(Span::styled(format!("> {text}█"), p.bold())),
-        Line::from("enter: send · esc: cancel"),
+        Line::from(match purpose {
+            Typing::Deny { .. } => "enter: deny · esc: cancel",
+            _ => "enter: send · esc: cancel",
+        }),
     ];
     boxed(f, p, area, title, lines, 70);
 }

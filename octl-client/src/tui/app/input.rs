@@ -4,7 +4,7 @@
 //! holds the state and how updates from the daemon change it.
 
 use octl_proto::projection::detail as detail_of;
-use octl_proto::rpc::RunShown;
+use octl_proto::rpc::{PermissionBehavior, RunShown};
 use octl_proto::state::{Discussion, Node, Spinoff};
 use octl_proto::NodeState;
 
@@ -101,6 +101,13 @@ impl App {
             ),
                 None => self.say(false, "no open question here"),
             },
+            Cmd::Accept | Cmd::Reject | Cmd::AllowAlways if self.permission().is_some() => {
+                return self.decide(cmd)
+            }
+            Cmd::AllowAlways => self.say(
+                false,
+                "no permission request selected (i: the inbox lists them)",
+            ),
             Cmd::Accept => match self.proposal() {
                 Some((_, s)) => {
                     return self.act(Action::Accept { id: s.id.clone() });
@@ -162,6 +169,41 @@ impl App {
                     }
                     None => self.say(false, "this node has no worktree now"),
                 }
+            }
+        }
+        Vec::new()
+    }
+
+    /// `y` allows the selected permission request at once (as `y` accepts a proposal); `n`
+    /// asks why (optional) first; `A` asks first, naming the rule it allows for the rest of
+    /// the run.
+    fn decide(&mut self, cmd: Cmd) -> Vec<Effect> {
+        let Some(InboxItem::Permission {
+            run,
+            node,
+            request,
+            rule,
+            ..
+        }) = self.permission()
+        else {
+            return Vec::new();
+        };
+        let allow = |always| Action::Decide {
+            run: run.clone(),
+            node: node.clone(),
+            request: request.clone(),
+            behavior: PermissionBehavior::Allow,
+            always,
+            reason: None,
+        };
+        match cmd {
+            Cmd::Accept => return self.act(allow(None)),
+            Cmd::AllowAlways => self.confirm(allow(Some(rule.clone())), None),
+            _ => {
+                self.modal = Some(Modal::Input {
+                    purpose: Typing::Deny { run, node, request },
+                    text: String::new(),
+                })
             }
         }
         Vec::new()
@@ -234,6 +276,15 @@ impl App {
         let text_trimmed = text.trim().to_string();
         match purpose {
             Typing::Filter => Vec::new(),
+            // A denial's reason is optional.
+            Typing::Deny { run, node, request } => self.act(Action::Decide {
+                run,
+                node,
+                request,
+                behavior: PermissionBehavior::Deny,
+                always: None,
+                reason: (!text_trimmed.is_empty()).then_some(text_trimmed),
+            }),
             _ if text_trimmed.is_empty() => {
                 self.say(false, "nothing sent: the text is empty");
                 Vec::new()
@@ -312,6 +363,7 @@ impl App {
                     self.open_run(item.run().to_string());
                     self.sel_node = match item {
                         InboxItem::Merge { node, .. } => node,
+                        InboxItem::Permission { node, .. } => Some(node),
                         InboxItem::Question { d, .. } => d.node,
                         InboxItem::Proposal { s, .. } => s.node,
                     };
@@ -348,6 +400,18 @@ impl App {
             .find(|d| matches!(self.view, View::Run(_)) && d.node == node)
             .or_else(|| open.first())
             .map(|d| (*d).clone())
+    }
+
+    /// The permission request `y`, `n` and `A` decide: the inbox's selected item. Only there,
+    /// where its tool and whole input are on screen: nothing is allowed unseen.
+    fn permission(&self) -> Option<InboxItem> {
+        if self.view != View::Inbox {
+            return None;
+        }
+        self.inbox
+            .get(self.sel_item)
+            .filter(|it| matches!(it, InboxItem::Permission { .. }))
+            .cloned()
     }
 
     /// Is what the keys act on a node in conflict (the inbox's item, else the open run's)?
