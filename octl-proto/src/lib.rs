@@ -27,6 +27,7 @@ pub mod plan;
 pub mod projection;
 pub mod reducer;
 pub mod rpc;
+pub mod rules;
 pub mod run_index;
 pub mod schema;
 pub mod state;

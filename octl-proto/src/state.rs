@@ -411,6 +411,13 @@ pub struct Node {
     /// absent means `local`, the daemon's own tmux server (and every log older than runners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// The run's own permission rules for this node's Claude Code agent (`--allow`, `--ask`,
+    /// `--deny`, a plan node's), from `node.added`; config.toml's are added at each start.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
     /// This attempt continues the conversation `session_id` in the old attempt's worktree
     /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -52,6 +52,9 @@
 //!
 //! [permissions]               # an autonomous agent's request for a tool under `ask`
 //! wait = "10m"                # how long it waits for `node allow|deny`, then is denied
+//! allow = ["Bash(cargo test:*)"]  # Claude Code's rule syntax, for every claude agent;
+//! ask = ["Bash(git push:*)"]      # [agents.NAME.permissions] adds a profile's, and
+//! deny = ["Read(./.env)"]         # --allow/--ask/--deny a run's
 //! ```
 //!
 //! `local` (this machine's private tmux server) is always there and is the default.
@@ -61,6 +64,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use octl_proto::rules::PermissionRules;
 use octl_proto::AppError;
 
 #[cfg(test)]
@@ -118,6 +122,15 @@ pub struct NotifyConfig {
 pub struct PermissionsConfig {
     /// How long a request waits for a decision before it is denied (an age: `10m`, `90s`).
     pub wait: Option<String>,
+    /// Every Claude Code agent's rules (Claude Code's syntax: `Bash(cargo test:*)`), before
+    /// its profile's (`[agents.NAME.permissions]`) and its run's (`--allow`, `--ask`,
+    /// `--deny`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub ask: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// The default `[permissions] wait`: 10 minutes.
@@ -126,6 +139,15 @@ pub const DEFAULT_PERMISSION_WAIT_MS: u64 = 600_000;
 const MAX_PERMISSION_WAIT_MS: u64 = 86_400_000;
 
 impl PermissionsConfig {
+    /// The rules every Claude Code agent gets.
+    pub fn rules(&self) -> PermissionRules {
+        PermissionRules {
+            allow: self.allow.clone(),
+            ask: self.ask.clone(),
+            deny: self.deny.clone(),
+        }
+    }
+
     /// `wait` in milliseconds, with its default.
     pub fn wait_ms(&self) -> Result<u64, AppError> {
         let Some(age) = &self.wait else {
@@ -363,6 +385,9 @@ pub struct AgentConfig {
     pub permission_mode: Option<String>,
     /// The built-in claude profile only: tools granted to autonomous runs.
     pub allowed_tools: Option<Vec<String>>,
+    /// The built-in claude profile only: `[agents.NAME.permissions]`, rules added to
+    /// `[permissions]`'s for this profile's agents.
+    pub permissions: Option<PermissionRules>,
     /// The built-in claude profile only: what one node's session may spend
     /// (`--max-budget-usd`); a run's own budget caps it further.
     pub max_budget_usd: Option<f64>,
@@ -454,6 +479,17 @@ impl Config {
             ));
         }
         config.permissions.wait_ms()?;
+        config.permissions.rules().check("permissions.")?;
+        for (name, agent) in &config.agents {
+            if let Some(rules) = &agent.permissions {
+                if name != "claude" {
+                    return Err(AppError::invalid(format!(
+                        "agents.{name}.permissions: only the claude profile takes permission rules (they are Claude Code's); give them as [agents.claude.permissions] or [permissions]"
+                    )));
+                }
+                rules.check(&format!("agents.{name}.permissions."))?;
+            }
+        }
         crate::pool::Settings::of(&config)?;
         for (name, table) in std::mem::take(&mut config.runner_tables) {
             octl_proto::ids::validate_node_id("runner name", &name)?;
@@ -688,6 +724,19 @@ mod tests {
             ),
             ("[notify]\ntimeout_secs = 0\n", "notify.timeout_secs"),
             ("[permissions]\nwait = \"0s\"\n", "permissions.wait"),
+            (
+                "[permissions]\ndeny = [\"Bash(\"]\n",
+                "permissions.deny \"Bash(\"",
+            ),
+            (
+                "[agents.claude.permissions]\nask = [\"not a rule\"]\n",
+                "agents.claude.permissions.ask \"not a rule\"",
+            ),
+            (
+                "[agents.codex.permissions]\nallow = [\"Bash\"]\n",
+                "only the claude profile",
+            ),
+            ("[agents.claude.permissions]\nalow = [\"Bash\"]\n", "alow"),
             ("[permissions]\nwait = \"10\"\n", "permissions.wait"),
             ("[notify]\nbogus = 1\n", "bogus"),
             (

@@ -225,6 +225,7 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             gate: None,
             max_budget_usd: None,
             runner: None,
+            permissions: Default::default(),
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {
             Ok(spawned) => {

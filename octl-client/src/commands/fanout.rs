@@ -100,6 +100,8 @@ pub struct StartArgs {
     /// plan node's; default: each profile's `runner`, else [defaults] runner, else local
     #[arg(long, value_name = "NAME")]
     pub runner: Option<String>,
+    #[command(flatten)]
+    pub rules: super::spawn::RuleArgs,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -237,6 +239,7 @@ pub struct CommonParams {
     pub runner: Option<String>,
     pub max_parallel: Option<MaxParallel>,
     pub max_budget_usd: Option<f64>,
+    pub permissions: octl_proto::rules::PermissionRules,
 }
 
 /// Checks `--repo`, `--base`, `--agent`, `--max-parallel` as `spawn` does.
@@ -266,6 +269,7 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
         runner: args.runner.clone(),
         max_parallel,
         max_budget_usd: args.max_budget_usd,
+        permissions: args.rules.rules()?,
     })
 }
 
@@ -336,6 +340,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         max_parallel: common.max_parallel,
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,
+        permissions: common.permissions,
     })
 }
 
@@ -459,6 +464,7 @@ mod tests {
                 base: None,
                 agent: None,
                 runner: None,
+                rules: Default::default(),
                 wait: false,
             },
             gate: None,

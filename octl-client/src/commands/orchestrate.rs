@@ -89,6 +89,7 @@ pub fn orchestrate_params(
         auto_merge: args.auto_merge,
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,
+        permissions: common.permissions,
     })
 }
 
@@ -148,6 +149,7 @@ mod tests {
                 base: None,
                 agent: None,
                 runner: None,
+                rules: Default::default(),
                 wait: false,
             },
         }

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use octl_proto::ids::validate_node_id;
 use octl_proto::method::{self, Method};
 use octl_proto::rpc::{SpawnParams, Spawned};
+use octl_proto::rules::PermissionRules;
 use octl_proto::{AppError, NodeState};
 
 use super::Ctx;
@@ -106,6 +107,8 @@ pub struct SpawnArgs {
     /// `runner`, else [defaults] runner, else local
     #[arg(long, value_name = "NAME")]
     pub runner: Option<String>,
+    #[command(flatten)]
+    pub rules: RuleArgs,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -223,9 +226,39 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         node: args.node.clone(),
         gate: args.gate.clone(),
         max_budget_usd: args.max_budget_usd,
-
         runner: args.runner.clone(),
+        permissions: args.rules.rules()?,
     })
+}
+
+/// `--allow`, `--ask`, `--deny`: the run's permission rules for its Claude Code agents.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RuleArgs {
+    /// A tool call Claude Code may make without asking, in its rule syntax
+    /// (`Bash(cargo test:*)`, `Edit(src/**)`); repeat for more; added to config.toml's
+    /// [permissions] (docs/AGENTS.md, "Permission policy")
+    #[arg(long, value_name = "RULE")]
+    pub allow: Vec<String>,
+    /// A tool call that is asked (`node allow|deny`, the TUI inbox) even where a rule allows it;
+    /// repeat for more
+    #[arg(long, value_name = "RULE")]
+    pub ask: Vec<String>,
+    /// A tool call refused without asking, whatever else allows it; repeat for more
+    #[arg(long, value_name = "RULE")]
+    pub deny: Vec<String>,
+}
+
+impl RuleArgs {
+    /// The rules, each checked (a message names the flag and the rule).
+    pub fn rules(&self) -> Result<PermissionRules, AppError> {
+        let rules = PermissionRules {
+            allow: self.allow.clone(),
+            ask: self.ask.clone(),
+            deny: self.deny.clone(),
+        };
+        rules.check("--")?;
+        Ok(rules)
+    }
 }
 
 /// `--runner NAME`: a runner's name, in node-id form (the daemon checks it is configured).
@@ -349,6 +382,7 @@ mod tests {
             gate: None,
             max_budget_usd: None,
             runner: None,
+            rules: RuleArgs::default(),
             wait: false,
         }
     }

@@ -97,6 +97,21 @@ impl Field for crate::state::Outcome {
     }
 }
 
+/// Each list read as a list of strings; a list absent is empty, other keys are ignored.
+impl Field for crate::rules::PermissionRules {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "an object of allow, ask and deny lists of strings";
+        let map = present(v).ok_or(Bad::Missing(FORM))?;
+        let map = map.as_object().ok_or(Bad::Invalid(FORM))?;
+        let list = |k: &str| Vec::<String>::decode(map.get(k)).map_err(|_| Bad::Invalid(FORM));
+        Ok(crate::rules::PermissionRules {
+            allow: list("allow")?,
+            ask: list("ask")?,
+            deny: list("deny")?,
+        })
+    }
+}
+
 /// An absent list is an empty one.
 impl Field for Vec<String> {
     fn decode(v: Option<&Value>) -> Result<Self, Bad> {

@@ -140,6 +140,9 @@ crate::declare_payloads! {
         /// The runner the node starts on (`[runners.NAME]`); absent in logs from before runners.
         #[serde(skip_serializing_if = "Option::is_none")]
         runner: Option<String>,
+        /// The run's permission rules for the node's agent (`--allow`, `--ask`, `--deny`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        permissions: Option<crate::rules::PermissionRules>,
         ..rest: Map<String, Value>
     }
 

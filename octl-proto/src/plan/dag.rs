@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::cycles::cycle_problems;
 use super::fields::{
-    fields, node_id_field, opt_agent, opt_gate, opt_runner, opt_string, pos_of, string_value,
+    fields, node_id_field, opt_agent, opt_gate, opt_rules, opt_runner, opt_string, pos_of,
+    string_value,
 };
 use super::fields::{Found, END};
 use super::suggest::{did_you_mean, list_names};
@@ -38,6 +39,12 @@ pub struct PlanNode {
     /// Where this node's agent runs (a runner's name), unless `--runner` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Its agent's permission rules (`allow`, `ask`, `deny`), after `--allow` and the rest.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
 }
 
 impl Plan {
@@ -123,7 +130,9 @@ impl Plan {
 }
 
 const PLAN_FIELDS: &[&str] = &["title", "nodes"];
-const NODE_FIELDS: &[&str] = &["id", "task", "deps", "agent", "gate", "runner"];
+const NODE_FIELDS: &[&str] = &[
+    "id", "task", "deps", "agent", "gate", "runner", "allow", "ask", "deny",
+];
 
 /// Parses and validates an orchestrate plan; every problem is reported, none stops the others.
 pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
@@ -257,6 +266,7 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                 let agent = opt_agent(&format!("{at}.agent"), nf.get("agent"), format, &mut q);
                 let gate = opt_gate(&format!("{at}.gate"), nf.get("gate"), format, &mut q);
                 let runner = opt_runner(&format!("{at}.runner"), nf.get("runner"), format, &mut q);
+                let permissions = opt_rules(&format!("{at}."), &nf, format, &mut q);
                 let node = match (&id, task) {
                     (Some(id), Some(task)) => Some(PlanNode {
                         id: id.clone(),
@@ -265,6 +275,7 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                         agent,
                         gate,
                         runner,
+                        permissions,
                     }),
                     _ => None,
                 };

@@ -41,7 +41,7 @@ impl Found {
     }
 }
 
-type Fields<'t> = BTreeMap<&'t str, (usize, &'t Tree)>;
+pub(super) type Fields<'t> = BTreeMap<&'t str, (usize, &'t Tree)>;
 
 pub(super) fn pos_of(f: &Fields<'_>, name: &str) -> usize {
     f.get(name).map_or(END, |(pos, _)| *pos)
@@ -139,6 +139,46 @@ fn opt_name(
         );
     }
     Some(name)
+}
+
+/// `allow`, `ask` and `deny`, each an optional array of permission rules in Claude Code's
+/// syntax ([`crate::rules`]).
+pub(super) fn opt_rules(
+    at: &str,
+    f: &Fields<'_>,
+    format: Format,
+    p: &mut Found,
+) -> crate::rules::PermissionRules {
+    let mut list = |name: &str| {
+        let mut out = Vec::new();
+        match f.get(name) {
+            None => {}
+            Some(&(pos, Tree::Array(items))) => {
+                for (k, item) in items.iter().enumerate() {
+                    let here = format!("{at}{name}[{k}]");
+                    if let Some(rule) = string_value(&here, item, format, pos, p) {
+                        match crate::rules::check_rule(&rule) {
+                            Ok(()) => out.push(rule),
+                            Err(why) => p.add(pos, format!("{here} {rule:?}: {why}")),
+                        }
+                    }
+                }
+            }
+            Some(&(pos, other)) => p.add(
+                pos,
+                format!(
+                    "{at}{name}: must be an array of permission rules such as \"Bash(cargo test:*)\", got {}",
+                    other.kind(format)
+                ),
+            ),
+        }
+        out
+    };
+    crate::rules::PermissionRules {
+        allow: list("allow"),
+        ask: list("ask"),
+        deny: list("deny"),
+    }
 }
 
 /// An optional gate: a shell command, not blank.

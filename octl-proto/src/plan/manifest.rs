@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::fields::{
-    fields, node_id_field, opt_agent, opt_gate, opt_runner, opt_string, pos_of, string_value,
+    fields, node_id_field, opt_agent, opt_gate, opt_rules, opt_runner, opt_string, pos_of,
+    string_value,
 };
 use super::fields::{Found, END};
 use super::template::{parse_template, placeholder_names, render_template};
@@ -30,6 +31,12 @@ pub struct Manifest {
     /// Where every unit's agent runs (a runner's name), unless `--runner` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Every unit's agent's permission rules (`allow`, `ask`, `deny`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
     pub units: Vec<Unit>,
 }
 
@@ -60,7 +67,9 @@ impl Manifest {
     }
 }
 
-const MANIFEST_FIELDS: &[&str] = &["title", "prompt", "agent", "gate", "runner", "units"];
+const MANIFEST_FIELDS: &[&str] = &[
+    "title", "prompt", "agent", "gate", "runner", "allow", "ask", "deny", "units",
+];
 const UNIT_FIELDS: &[&str] = &["id", "vars"];
 
 /// Parses and validates a fan-out manifest; every problem is reported, none stops the others.
@@ -73,6 +82,7 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
     let agent = opt_agent("agent", f.get("agent"), format, &mut p);
     let gate = opt_gate("gate", f.get("gate"), format, &mut p);
     let runner = opt_runner("runner", f.get("runner"), format, &mut p);
+    let permissions = opt_rules("", &f, format, &mut p);
 
     let prompt_pos = pos_of(&f, "prompt");
     let prompt = match f.get("prompt") {
@@ -260,6 +270,7 @@ pub fn parse_manifest(text: &str, format: Format) -> Result<Manifest, Problems> 
         agent,
         gate,
         runner,
+        permissions,
         units,
     })
 }

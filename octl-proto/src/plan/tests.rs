@@ -144,7 +144,7 @@ vras = { a = "1" }
     assert_eq!(
             p,
             [
-                "top level: unknown field \"promt\"; accepted: title, prompt, agent, gate, runner, units; did you mean \"prompt\"?",
+                "top level: unknown field \"promt\"; accepted: title, prompt, agent, gate, runner, allow, ask, deny, units; did you mean \"prompt\"?",
                 "units[2]: unknown field \"vras\"; accepted: id, vars; did you mean \"vars\"?",
                 "units[2] (c): the prompt uses {a} but vars has no \"a\"; write {{a}} for a literal {a}",
             ]
@@ -701,7 +701,7 @@ deps = ["a", "a", 3]
                 "nodes[2].agent \"Bad\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit (the name of an agent profile)",
                 "nodes[2].gate: empty; give a shell command, or leave the field out for no gate",
                 "nodes[2]: missing field \"id\"",
-                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate, runner; did you mean \"task\"?",
+                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate, runner, allow, ask, deny; did you mean \"task\"?",
                 "nodes[3] (b): dep \"a\" is listed twice",
                 "nodes[3].deps[2]: must be a string (a node id), got a number",
                 "nodes[3]: missing field \"task\": say what the node's agent is to do",
@@ -833,4 +833,39 @@ fn manifests_and_plan_nodes_name_a_runner() {
         plan_problems("[[nodes]]\nid = \"a\"\ntask = \"t\"\nrunner = 3\n"),
         ["nodes[0].runner: must be a string, got a number"]
     );
+}
+
+#[test]
+fn permission_rules_in_plans_and_manifests_are_read_and_bad_ones_named() {
+    let plan = parse_plan(
+        "[[nodes]]\nid = \"a\"\ntask = \"t\"\nallow = [\"Bash(cargo test:*)\"]\nask = [\"Edit(src/**)\"]\ndeny = [\"WebFetch\"]\n[[nodes]]\nid = \"b\"\ntask = \"t\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let a = &plan.nodes[0].permissions;
+    assert_eq!(
+        (&a.allow[..], &a.ask[..], &a.deny[..]),
+        (
+            &["Bash(cargo test:*)".to_string()][..],
+            &["Edit(src/**)".to_string()][..],
+            &["WebFetch".to_string()][..]
+        )
+    );
+    assert!(plan.nodes[1].permissions.is_empty());
+    assert_eq!(
+        plan_problems(
+            "[[nodes]]\nid = \"a\"\ntask = \"t\"\ndeny = [\"Bash(rm\", 3]\nask = \"Edit\"\n"
+        ),
+        [
+            "nodes[0].deny[0] \"Bash(rm\": no closing ')'; give a tool name, optionally with a specifier in parentheses, as Claude Code's permission rules are written: Bash, Bash(cargo test:*), Edit(src/**), WebFetch(domain:example.com), mcp__server__tool",
+            "nodes[0].deny[1]: must be a string, got a number",
+            "nodes[0].ask: must be an array of permission rules such as \"Bash(cargo test:*)\", got a string",
+        ]
+    );
+    let m = parse_manifest(
+        "prompt = \"p\"\ndeny = [\"Read(./.env)\"]\n[[units]]\nid = \"u\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(m.permissions.deny, ["Read(./.env)"]);
 }

@@ -264,6 +264,7 @@ impl RunState {
             paused_until: None,
             cost_usd: None,
             runner: added.runner,
+            permissions: added.permissions.unwrap_or_default(),
             resume: false,
             requeued: None,
             queued: None,

@@ -42,6 +42,13 @@ pub struct FanoutParams {
     /// Where every unit's agent runs, over the manifest's `runner`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Permission rules for every node's Claude Code agent, after config.toml's and the
+    /// document's.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
 }
 
 /// `fanout.manifest` result.
@@ -87,6 +94,13 @@ pub struct OrchestrateParams {
     /// Where the agents of the nodes the plan gives no `runner` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Permission rules for every node's Claude Code agent, after config.toml's and the
+    /// document's.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
 }
 
 crate::methods! {

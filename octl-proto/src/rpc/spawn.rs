@@ -36,6 +36,12 @@ pub struct SpawnParams {
     /// Where the agent runs: a runner of config.toml, or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// The run's permission rules for its Claude Code agent, after config.toml's.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::rules::PermissionRules::is_empty"
+    )]
+    pub permissions: crate::rules::PermissionRules,
 }
 
 /// `spawn.spinoff`, `spawn.code` result: the new run's summary, and its one node as it stood

@@ -1,6 +1,8 @@
 //! Claude Code's side of a launch: the conversation it runs in, the hooks that report its
 //! activity, and how an autonomous one is told to report.
 
+use octl_proto::rules::PermissionRules;
+
 use super::Mode;
 
 /// A Claude Code conversation for one attempt of a node: chosen by the daemon (`--session-id`)
@@ -71,7 +73,7 @@ const ASK_TIMEOUT_S: u64 = 86_400 + 60;
 /// takes the hook's decision: so there it is `orchestratectl hook PermissionAsk`, which
 /// records the request and waits for a person's `node allow|deny` (docs/AGENTS.md,
 /// "Permission requests"), under a timeout longer than any `[permissions] wait`.
-pub fn hook_settings(mode: Mode) -> String {
+pub fn hook_settings(mode: Mode, rules: &PermissionRules) -> String {
     let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
         .iter()
         .map(|(event, per_tool)| {
@@ -90,7 +92,23 @@ pub fn hook_settings(mode: Mode) -> String {
             (event.to_string(), serde_json::Value::Array(vec![group]))
         })
         .collect();
-    serde_json::json!({ "hooks": hooks }).to_string()
+    let mut settings = serde_json::json!({ "hooks": hooks });
+    if !rules.is_empty() {
+        settings["permissions"] = serde_json::to_value(rules).expect("plain lists");
+    }
+    settings.to_string()
+}
+
+/// `settings` (what [`hook_settings`] made) with `more` rules after its own.
+pub fn with_rules(settings: &str, more: &PermissionRules) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(settings).expect("made by hook_settings");
+    let own: PermissionRules = v
+        .get("permissions")
+        .cloned()
+        .and_then(|p| serde_json::from_value(p).ok())
+        .unwrap_or_default();
+    v["permissions"] = serde_json::to_value(own.and(more)).expect("plain lists");
+    v.to_string()
 }
 
 /// Appended to Claude's system prompt in autonomous runs: how to report.
@@ -101,6 +119,47 @@ mod tests {
     use super::*;
     use crate::agents::resolve;
     use crate::config::Config;
+
+    #[test]
+    fn claude_codes_settings_carry_config_profile_and_node_rules_in_that_order() {
+        let config = Config::parse(
+            "[permissions]\ndeny = [\"Read(./.env)\"]\n[agents.claude.permissions]\nask = [\"Bash(git push:*)\"]\n",
+        )
+        .unwrap();
+        let node = PermissionRules {
+            allow: vec!["Bash(cargo test:*)".into()],
+            deny: vec!["Read(./.env)".into(), "WebFetch".into()],
+            ..PermissionRules::default()
+        };
+        let claude = resolve(&config, None).unwrap();
+        for mode in [Mode::Interactive, Mode::Autonomous] {
+            let argv = claude
+                .launch(mode, "t", None)
+                .unwrap()
+                .with(&crate::agents::Extra {
+                    permissions: Some(&node),
+                    ..Default::default()
+                })
+                .argv;
+            let at = argv.iter().position(|a| a == "--settings").unwrap();
+            let settings: serde_json::Value = serde_json::from_str(&argv[at + 1]).unwrap();
+            assert_eq!(
+                settings["permissions"],
+                serde_json::json!({
+                    "allow": ["Bash(cargo test:*)"],
+                    "ask": ["Bash(git push:*)"],
+                    "deny": ["Read(./.env)", "WebFetch"],
+                }),
+                "{mode:?}"
+            );
+            assert!(settings["hooks"]["PermissionRequest"].is_array());
+        }
+        // No rules anywhere: the settings say nothing of permissions.
+        let plain = resolve(&Config::default(), None).unwrap();
+        let argv = plain.launch(Mode::Autonomous, "t", None).unwrap().argv;
+        let at = argv.iter().position(|a| a == "--settings").unwrap();
+        assert!(!argv[at + 1].contains("permissions"));
+    }
 
     #[test]
     fn claude_runs_in_the_conversation_the_daemon_chose_or_resumes_it() {

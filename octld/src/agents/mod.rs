@@ -15,6 +15,7 @@ pub use builtin::{Builtin, CLI_INTERACTIVE_REPORTING, CLI_REPORTING, DEFAULT_SIL
 pub use claude::{hook_settings, Session, CLAUDE_REPORTING, RESUME_PROMPT};
 pub use program::{find_program, require_program, version};
 
+use octl_proto::rules::PermissionRules;
 use octl_proto::state::ExitPolicy;
 use octl_proto::AppError;
 
@@ -37,6 +38,8 @@ pub enum ProfileKind {
         program: String,
         permission_mode: String,
         allowed_tools: Vec<String>,
+        /// `[permissions]`'s rules and the profile's own, in its settings.
+        permissions: PermissionRules,
     },
     Argv {
         interactive: Option<Vec<String>>,
@@ -90,6 +93,8 @@ pub struct Extra<'a> {
     pub gate: Option<&'a str>,
     /// What the session may spend (`--max-budget-usd`).
     pub max_budget_usd: Option<f64>,
+    /// The run's rules for the node (`node.added`), after the profile's in its settings.
+    pub permissions: Option<&'a PermissionRules>,
 }
 
 impl Launch {
@@ -113,6 +118,11 @@ impl Launch {
         }
         if let Some(usd) = extra.max_budget_usd {
             flags.extend(["--max-budget-usd".into(), usd.to_string()]);
+        }
+        if let Some(rules) = extra.permissions.filter(|r| !r.is_empty()) {
+            if let Some(i) = self.argv.iter().position(|a| a == "--settings") {
+                self.argv[i + 1] = claude::with_rules(&self.argv[i + 1], rules);
+            }
         }
         self.argv.splice(1..1, flags);
         self
@@ -178,8 +188,8 @@ impl Profile {
             _ => task,
         };
         // Claude Code's own hooks say what it does; its conversation is the daemon's choice.
-        let conversation = |argv: &mut Vec<String>| {
-            argv.extend(["--settings".to_string(), hook_settings(mode)]);
+        let conversation = |argv: &mut Vec<String>, rules: &PermissionRules| {
+            argv.extend(["--settings".to_string(), hook_settings(mode, rules)]);
             if let Some(s) = session {
                 let flag = if s.resume { "--resume" } else { "--session-id" };
                 argv.extend([flag.to_string(), s.id.clone()]);
@@ -206,6 +216,7 @@ impl Profile {
                     program,
                     permission_mode,
                     allowed_tools,
+                    permissions,
                 },
                 Mode::Interactive,
             ) => Launch {
@@ -219,7 +230,7 @@ impl Profile {
                         "--permission-mode".into(),
                         permission_mode.clone(),
                     ];
-                    conversation(&mut argv);
+                    conversation(&mut argv, permissions);
                     if !allowed_tools.is_empty() {
                         argv.push("--allowedTools".into());
                         argv.extend(allowed_tools.iter().cloned());
@@ -240,6 +251,7 @@ impl Profile {
                     program,
                     permission_mode,
                     allowed_tools,
+                    permissions,
                 },
                 Mode::Autonomous,
             ) => {
@@ -252,7 +264,7 @@ impl Profile {
                     "--permission-mode".into(),
                     permission_mode.clone(),
                 ];
-                conversation(&mut argv);
+                conversation(&mut argv, permissions);
                 if !allowed_tools.is_empty() {
                     argv.push("--allowedTools".into());
                     argv.extend(allowed_tools.iter().cloned());
@@ -348,7 +360,7 @@ pub fn resolve(config: &Config, name: Option<&str>) -> Result<Profile, AppError>
     let user = config.agents.get(&name);
     let kind = match name.as_str() {
         "shell" => ProfileKind::Shell,
-        "claude" => claude(user),
+        "claude" => claude(config, user),
         _ => match user {
             // A template of one's own replaces a built-in profile of the same name.
             Some(AgentConfig {
@@ -400,8 +412,10 @@ pub fn node_budget(config: &Config, profile: &Profile) -> Option<f64> {
         .and_then(|a| a.max_budget_usd)
 }
 
-fn claude(user: Option<&AgentConfig>) -> ProfileKind {
+fn claude(config: &Config, user: Option<&AgentConfig>) -> ProfileKind {
+    let own = user.and_then(|u| u.permissions.clone()).unwrap_or_default();
     ProfileKind::Claude {
+        permissions: config.permissions.rules().and(&own),
         program: user
             .and_then(|u| u.program.clone())
             .unwrap_or_else(|| "claude".into()),
@@ -455,7 +469,7 @@ mod tests {
                 "--permission-mode",
                 "acceptEdits",
                 "--settings",
-                &hook_settings(Mode::Interactive),
+                &hook_settings(Mode::Interactive, &PermissionRules::default()),
                 "--allowedTools",
                 "Bash(git *)",
                 "Bash(orchestratectl *)",
@@ -467,6 +481,7 @@ mod tests {
         let extra = Extra {
             gate: Some("cargo test -p x"),
             max_budget_usd: Some(0.5),
+            permissions: None,
         };
         let l = claude
             .launch(Mode::Autonomous, "fix it", None)

@@ -53,6 +53,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
                     &view,
                     agents::node_budget(&config, &profile),
                 ),
+                permissions: Some(&node.permissions),
             }))
     });
     let result = match (launch, view.manifest.repo.clone(), merge::target_of(&view)) {

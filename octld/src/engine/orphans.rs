@@ -629,6 +629,7 @@ mod tests {
             paused_until: None,
             cost_usd: None,
             runner: None,
+            permissions: Default::default(),
             resume: false,
             requeued: None,
             queued: None,

@@ -79,6 +79,7 @@ async fn start_again(
                     view,
                     agents::node_budget(&config, &profile),
                 ),
+                permissions: Some(&node.permissions),
             });
         Ok((launch, session))
     });

@@ -190,6 +190,7 @@ pub async fn start(
                     .as_deref()
                     .or(view.manifest.settings.gate.as_deref()),
                 max_budget_usd: limits::node_budget(view, agents::node_budget(&config, &profile)),
+                permissions: Some(&node.permissions),
             });
         Ok(launch)
     });

@@ -9,6 +9,7 @@ use octl_proto::event::{
     NodeAdded, NodeFailed, NodeStarted, NodeStarting, RunCreated, RunSettings,
 };
 use octl_proto::ids::validate_node_id;
+use octl_proto::rules::PermissionRules;
 use octl_proto::{AppError, ErrorKind, RunKind};
 
 use super::merge::failpoint;
@@ -38,6 +39,8 @@ pub struct SpawnRequest {
     pub max_budget_usd: Option<f64>,
     /// The runner asked for (`--runner`); else the profile's, `[defaults] runner`, `local`.
     pub runner: Option<String>,
+    /// The run's permission rules for its Claude Code agent (`--allow`, `--ask`, `--deny`).
+    pub permissions: PermissionRules,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -102,6 +105,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     octl_proto::rpc::check_budget("max_budget_usd", req.max_budget_usd)?;
     let config = daemon.config.get()?;
     let profile = check_profile(&config, req.agent.as_deref(), mode)?;
+    check_rules(&profile, &req.permissions, "")?;
     let per_node = agents::node_budget(&config, &profile);
     let session = matches!(profile.kind, agents::ProfileKind::Claude { .. }).then(Session::new);
     let launch = profile
@@ -112,6 +116,7 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
+            permissions: Some(&req.permissions),
         });
     let runner = check_runner(daemon, &config, req.runner.as_deref(), &profile.name)?;
     let (repo, base) = check_repo(daemon, &req.repo, req.base.as_deref())?;
@@ -126,6 +131,19 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
         runner,
         bootstrap,
     })
+}
+
+/// A node's own permission rules: in Claude Code's syntax, and for a Claude Code agent (the
+/// only one that reads them). `at` prefixes the field in messages (a plan node's place).
+pub fn check_rules(profile: &Profile, rules: &PermissionRules, at: &str) -> Result<(), AppError> {
+    rules.check(&format!("{at}permissions."))?;
+    if !rules.is_empty() && !matches!(profile.kind, agents::ProfileKind::Claude { .. }) {
+        return Err(AppError::invalid(format!(
+            "invalid {at}permissions: profile {:?} does not take permission rules; allow, ask and deny are Claude Code's (profile claude), other agents decide with their own settings (docs/AGENTS.md, \"Permission policy\")",
+            profile.name
+        )));
+    }
+    Ok(())
 }
 
 pub fn check_gate(gate: Option<&str>) -> Result<(), AppError> {
@@ -346,6 +364,7 @@ pub async fn create(
                     task: Some(req.task.clone()),
                     gate: req.gate.clone(),
                     runner: Some(checked.runner.clone()),
+                    permissions: Some(req.permissions.clone()).filter(|r| !r.is_empty()),
                     ..NodeAdded::default()
                 },
             )]

@@ -43,6 +43,7 @@ pub fn request(
             "run {parent_id} has no repository to start a spinoff in"
         ))
     })?;
+    let agent_of = agent.clone();
     Ok(SpawnRequest {
         kind: RunKind::Spinoff,
         task: proposal.task.clone(),
@@ -53,6 +54,14 @@ pub fn request(
         gate: None,
         max_budget_usd: None,
         runner: None,
+        // The proposing node's rules go with its work, to an agent of its own profile.
+        permissions: proposal
+            .node
+            .as_deref()
+            .and_then(|id| parent.nodes.iter().find(|n| n.id == id))
+            .filter(|n| n.agent == agent_of)
+            .map(|n| n.permissions.clone())
+            .unwrap_or_default(),
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })
 }

@@ -12,6 +12,7 @@ use octl_proto::plan::{self, Format, MaxParallel};
 use octl_proto::projection::RunSummary;
 use octl_proto::rpc::ManifestDoc;
 use octl_proto::rpc::{FanoutParams, OrchestrateParams, RunParams};
+use octl_proto::rules::PermissionRules;
 use octl_proto::{ids, AppError, RunKind};
 
 use super::Handle;
@@ -81,24 +82,43 @@ async fn cap(
     Ok(())
 }
 
+/// What one node (or every unit) asks for: its profile, runner and permission rules, and where
+/// the rules were given (a plan node's place, for messages).
+struct Wanted {
+    profile: Option<String>,
+    runner: Option<String>,
+    rules: PermissionRules,
+    at: String,
+}
+
 /// Checks the repository, base and every (profile, runner) named, before anything is created;
 /// gives each profile's name and the runner its node starts on.
 async fn check(
     daemon: &Arc<Daemon>,
     repo: String,
     base: Option<String>,
-    wanted: Vec<(Option<String>, Option<String>)>,
+    wanted: Vec<Wanted>,
 ) -> Result<(PathBuf, String, Vec<(String, String)>), AppError> {
     let d = daemon.clone();
     blocking(move || {
         let config = d.config.get()?;
         let names = wanted
             .iter()
-            .map(|(profile, runner)| {
-                let profile = spawn::check_profile(&config, profile.as_deref(), Mode::Autonomous)?;
-                let runner = spawn::check_runner(&d, &config, runner.as_deref(), &profile.name)?;
-                Ok((profile.name, runner))
-            })
+            .map(
+                |Wanted {
+                     profile,
+                     runner,
+                     rules,
+                     at,
+                 }| {
+                    let profile =
+                        spawn::check_profile(&config, profile.as_deref(), Mode::Autonomous)?;
+                    spawn::check_rules(&profile, rules, at)?;
+                    let runner =
+                        spawn::check_runner(&d, &config, runner.as_deref(), &profile.name)?;
+                    Ok((profile.name, runner))
+                },
+            )
             .collect::<Result<Vec<_>, AppError>>()?;
         let (repo, base) = spawn::check_repo(&d, &PathBuf::from(repo), base.as_deref())?;
         Ok((repo, base, names))
@@ -134,7 +154,14 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<RunSummary, 
     let gate = p.gate.clone().or_else(|| manifest.gate.clone());
     let runner = p.runner.clone().or_else(|| manifest.runner.clone());
     spawn::check_gate(gate.as_deref())?;
-    let (repo, base, names) = check(daemon, p.repo, p.base, vec![(agent, runner)]).await?;
+    let rules = manifest.permissions.and(&p.permissions);
+    let wanted = vec![Wanted {
+        profile: agent,
+        runner,
+        rules: rules.clone(),
+        at: String::new(),
+    }];
+    let (repo, base, names) = check(daemon, p.repo, p.base, wanted).await?;
     let (agent, runner) = &names[0];
     let title = manifest
         .title
@@ -164,6 +191,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<RunSummary, 
                     task: Some(manifest.render(u)),
                     gate: gate.clone(),
                     runner: Some(runner.clone()),
+                    permissions: Some(rules.clone()).filter(|r| !r.is_empty()),
                     ..NodeAdded::default()
                 },
             )
@@ -228,13 +256,14 @@ pub async fn orchestrate(
     let wanted = plan
         .nodes
         .iter()
-        .map(|n| {
-            (
-                n.agent.clone().or_else(|| p.agent.clone()),
-                n.runner.clone().or_else(|| p.runner.clone()),
-            )
+        .map(|n| Wanted {
+            profile: n.agent.clone().or_else(|| p.agent.clone()),
+            runner: n.runner.clone().or_else(|| p.runner.clone()),
+            rules: p.permissions.and(&n.permissions),
+            at: format!("node {:?}: ", n.id),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let rules: Vec<PermissionRules> = wanted.iter().map(|w| w.rules.clone()).collect();
     let (repo, base, names) = check(daemon, p.repo, p.base, wanted).await?;
     let id = ids::new_ulid();
     let integration = format!("octl/{id}/integration");
@@ -260,8 +289,8 @@ pub async fn orchestrate(
     let initial = plan
         .nodes
         .iter()
-        .zip(&names)
-        .map(|(n, (agent, runner))| {
+        .zip(names.iter().zip(rules))
+        .map(|(n, ((agent, runner), rules))| {
             Draft::daemon(
                 Some(&n.id),
                 NodeAdded {
@@ -270,6 +299,7 @@ pub async fn orchestrate(
                     gate: n.gate.clone(),
                     deps: Some(n.deps.clone()),
                     runner: Some(runner.clone()),
+                    permissions: Some(rules).filter(|r| !r.is_empty()),
                     ..NodeAdded::default()
                 },
             )

@@ -27,6 +27,7 @@ pub async fn spawn(
             gate: p.gate,
             max_budget_usd: p.max_budget_usd,
             runner: p.runner,
+            permissions: p.permissions,
             parent: None,
         },
     )
