@@ -39,7 +39,7 @@ impl Output {
     pub fn event_line(&self, raw: &str) {
         let parsed: Option<Value> = serde_json::from_str(raw).ok();
         match (self.json, parsed) {
-            (true, Some(_)) => print_text(raw),
+            (true, Some(_)) => print_line(raw),
             (true, None) => {}
             (false, Some(v)) => print_text(&event_line(&v)),
             (false, None) => print_text(raw),
@@ -47,8 +47,27 @@ impl Output {
     }
 }
 
-/// Writes text to stdout, adding the final newline if missing.
+/// `text` as a terminal may show it: without control characters but newline and tab (C0,
+/// DEL, C1). Human output is full of what agents wrote — titles, messages, questions, reasons,
+/// file names — and an escape sequence in one could retitle the terminal, hide lines or move
+/// the cursor over what a person reads; JSON output escapes them instead.
+pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(unsafe_char) {
+        text.chars().filter(|c| !unsafe_char(*c)).collect()
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// Writes human text to stdout ([`plain`]), adding the final newline if missing.
 pub fn print_text(text: &str) {
+    print_line(&plain(text));
+}
+
+/// Writes a line to stdout as it is (JSON, which escapes what it holds), adding the final
+/// newline if missing.
+pub fn print_line(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {
@@ -60,7 +79,7 @@ pub fn print_text(text: &str) {
 /// Writes one compact JSON document and a newline to stdout.
 pub fn print_json_line(value: &impl Serialize) {
     let text = serde_json::to_string(value).unwrap_or_else(|_| "null".to_string());
-    print_text(&text);
+    print_line(&text);
 }
 
 /// The `{"error":{"kind":…,"message":…,"hint":…}}` document (no `hint` when there is none),
@@ -86,7 +105,7 @@ pub fn print_error(json: bool, err: &AppError) -> i32 {
     let text = if json {
         format!("{}\n", error_json(err))
     } else {
-        error_text(err)
+        plain(&error_text(err)).into_owned()
     };
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(text.as_bytes());

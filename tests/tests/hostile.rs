@@ -1400,3 +1400,46 @@ fn a_gate_is_a_shell_command_by_design() {
         "{err}"
     );
 }
+
+/// What agents write is shown without its control characters: a progress message or a failure's
+/// reason carrying escape sequences (retitle the terminal, clear the screen, a carriage return
+/// over the line, a C1 CSI) reaches the text of `event tail` and `run show` as plain text, and
+/// `--json` keeps it whole, escaped.
+#[test]
+fn agent_text_is_shown_without_its_control_characters() {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let evil = "a\u{1b}]0;pwned\u{7}b\u{1b}[2Jc\rd\u{9b}31me";
+    let run = env.create_run("plain");
+    for (kind, data) in [
+        ("node.added", serde_json::json!({"task": "t"})),
+        ("node.progress", serde_json::json!({"message": evil})),
+        ("node.failed", serde_json::json!({"reason": evil})),
+    ] {
+        env.rpc(
+            "event.append",
+            serde_json::json!({"run": run, "node": "n", "type": kind, "actor": "agent", "data": data}),
+        );
+    }
+    for args in [
+        vec!["event", "tail", "--run", run.as_str()],
+        vec!["run", "show", run.as_str()],
+    ] {
+        let out = env.cli(&args);
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+        assert!(
+            !out.stdout
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{args:?}: {:?}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("31me"), "{args:?}: {}", out.stdout);
+    }
+    let json = env.cli(["--json", "run", "show", &run]);
+    assert_eq!(
+        json.json()["nodes"][0]["reason"],
+        serde_json::json!(evil),
+        "{json:?}"
+    );
+}

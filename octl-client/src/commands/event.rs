@@ -299,7 +299,7 @@ async fn feed(ctx: &Ctx, args: EventFeedArgs) -> Result<(), AppError> {
     let print = |item: &FeedItem| {
         if ctx.out.json {
             let line = serde_json::to_string(item).expect("a feed item serializes");
-            print_text(&line);
+            crate::output::print_line(&line);
         } else {
             let ev = serde_json::to_value(&item.event).expect("an event serializes");
             print_text(&format!("{}  {}", item.event.run, event_line(&ev)));

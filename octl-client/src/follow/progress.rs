@@ -181,7 +181,7 @@ impl Progress {
 /// Writes one line to stderr.
 pub fn eprint_line(line: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
+    let _ = writeln!(err, "{}", crate::output::plain(line));
     let _ = err.flush();
 }
 
@@ -197,7 +197,7 @@ impl Screen {
         let cols = terminal_columns().saturating_sub(1).max(20);
         let mut text = self.erase_sequence();
         for line in lines {
-            text.push_str(&truncate(line, cols));
+            text.push_str(&truncate(&crate::output::plain(line), cols));
             text.push('\n');
         }
         self.drawn = lines.len();

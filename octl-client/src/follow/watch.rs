@@ -84,7 +84,7 @@ struct WatchView {
 impl WatchView {
     fn event(&mut self, raw: &str, ev: &Value) {
         match self.mode {
-            WatchMode::Json => print_text(raw),
+            WatchMode::Json => crate::output::print_line(raw),
             WatchMode::Lines => print_text(&watch_event_line(ev, false)),
             WatchMode::Redraw => {
                 if self.recent.len() == WATCH_RECENT {
@@ -105,7 +105,7 @@ impl WatchView {
         // Home, each line cleared to its end, then the rest of the screen cleared: no flicker.
         let mut text = String::from("\x1b[H");
         for line in &lines {
-            text.push_str(line);
+            text.push_str(&crate::output::plain(line));
             text.push_str("\x1b[K\n");
         }
         text.push_str("\x1b[J");
