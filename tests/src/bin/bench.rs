@@ -6,7 +6,9 @@
 //! target/release/bench scaling [--run-events N] [--units 5,50,200]
 //! target/release/bench tmux      # octld's tmux calls: control client vs a process each
 //! target/release/bench tui       # orchestratectl tui on 1,000 runs × 10 nodes
-//! target/release/bench hook      # the Claude Code hook entry, daemon up and down
+//! target/release/bench hook [--samples 200] [--decisions 20] [--open-files 256]
+//!                                # the Claude Code hook: its entry, daemon up and down; on a live
+//!                                # node, activity p50/p95 and decision → hook's exit
 //! target/release/bench spawn-big [--files 100000] [--rounds 5]   # big repository: cold, pooled, bare
 //! target/release/bench slurm [--rounds 3]   # root: on the test Slurm cluster (tests/cluster/up.sh)
 //! target/release/bench ssh [--rounds 3]     # root: on the test cluster's SSH hosts
@@ -31,6 +33,8 @@ use serde_json::{json, Value};
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
 #[path = "bench/admission.rs"]
 mod admission;
+#[path = "bench/live_hook.rs"]
+mod live_hook;
 #[path = "bench/remote.rs"]
 mod remote;
 #[path = "bench/scale.rs"]
@@ -1188,7 +1192,13 @@ fn main() {
             };
             remote::timings(&mut rows, kind, rounds);
         }
-        "hook" => hook(&mut rows),
+        "hook" => {
+            hook(&mut rows);
+            let samples = opt("--samples").map_or(200, |n| n.parse().expect("--samples N"));
+            let decisions = opt("--decisions").map_or(20, |n| n.parse().expect("--decisions N"));
+            let open_files = opt("--open-files").map(|n| n.parse().expect("--open-files N"));
+            live_hook::live(&mut rows, samples, decisions, open_files);
+        }
         "scale" => {
             let sizes: Vec<usize> = opt("--sizes").map_or(vec![1000, 10_000, 100_000], |s| {
                 s.split(',')
@@ -1234,6 +1244,7 @@ fn main() {
             fanout(&mut rows);
             memory(&mut rows);
             hook(&mut rows);
+            live_hook::live(&mut rows, 200, 20, None);
         }
         other => {
             eprintln!(
