@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    daemon, demo, discussion, doctor, event, fanout, merge, node, orchestrate, recover, run, shell,
-    skill, spawn, spinoff,
+    daemon, demo, discussion, doctor, event, fanout, merge, node, orchestrate, recover, review,
+    run, shell, skill, spawn, spinoff,
 };
 
 const TOP_EXAMPLES: &str = "\
@@ -121,6 +121,18 @@ pub enum Group {
     /// window, worktree and branch. A conflict or a dirty base moves nothing (exit 4).
     #[command(after_help = merge::MERGE_EXAMPLES)]
     Merge(merge::MergeArgs),
+
+    /// Review a node's work: comments go back to its agent as its next message, or approve it
+    ///
+    /// Recorded as `node.review` in the run's log. The agent gets the comments (and the
+    /// --file text, also written to $OCTL_REVIEW_FILE) typed into its live session in a code
+    /// run, else its Claude Code conversation goes on with them (`claude --resume`) or, for
+    /// other agents, a new attempt starts with them after its task, in the same worktree and
+    /// branch. It reports done again and is gated and merged as before. `--approve` accepts a
+    /// done node as it is: a code run's is merged. Of two reviews at once, one is recorded
+    /// and the other is refused (exit 4). `run show` lists every round.
+    #[command(after_help = review::REVIEW_EXAMPLES)]
+    Review(review::ReviewArgs),
 
     /// Report from inside an agent: done, failed, or progress (run and node come from the
     /// environment)

@@ -436,6 +436,65 @@ pub struct Node {
     /// host, the Slurm job's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub place: Option<String>,
+    /// Each review of the node's work, oldest first (`node.review`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<Review>,
+    /// The round of the review its agent is given when it next starts (resumed, or a new
+    /// attempt in the same worktree); cleared once it has started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_due: Option<u32>,
+    /// A person approved the work as it is (`review --approve`): a run that holds its done
+    /// nodes for review merges it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+}
+
+/// How a review that asks for changes reaches the node's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewWay {
+    /// Typed into its live interactive session, as its next message.
+    Typed,
+    /// Its conversation continued (`claude --resume`) in the same worktree and branch.
+    Resumed,
+    /// A new agent process in the same worktree and branch, the review in its prompt (agents
+    /// that cannot continue a conversation).
+    Attempt,
+}
+
+impl ReviewWay {
+    pub const ALL: [ReviewWay; 3] = [ReviewWay::Typed, ReviewWay::Resumed, ReviewWay::Attempt];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewWay::Typed => "typed",
+            ReviewWay::Resumed => "resumed",
+            ReviewWay::Attempt => "attempt",
+        }
+    }
+}
+
+/// One review of a node's work (`node.review`): changes asked for, or an approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Review {
+    /// 1 for the node's first review.
+    pub round: u32,
+    /// One remark each, as given (`src/x.rs:42: use the existing helper`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<String>,
+    /// A longer review (`--file`), as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub by: String,
+    pub at: String,
+    /// How the changes asked for reach the agent; absent for an approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub way: Option<ReviewWay>,
+    /// The branch's tip the review was made on: what the agent did since is the diff from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve: bool,
 }
 
 /// A node waiting in its runner's queue (`node.queued`).

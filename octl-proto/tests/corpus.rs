@@ -128,6 +128,7 @@ fn recorded_logs_replay_to_the_same_bytes() {
             &"node.activity",
             &"node.permission_asked",
             &"node.permission_decided",
+            &"node.review",
             &"node.waiting",
             &"node.exited",
             &"node.paused",
@@ -170,6 +171,7 @@ fn every_shape_the_daemon_writes_reads_back_and_replays() {
     let a = &state.nodes["a"];
     assert_eq!(a.state, octl_proto::NodeState::Merged);
     assert_eq!(a.snapshot_refs.len(), 1);
+    assert_eq!(a.reviews.len(), 2, "changes asked, then approved");
     assert_eq!(state.merge.as_deref(), Some("merged"));
     // Settings of a newer version are kept as they were.
     assert!(state.settings.other.contains_key("from_a_newer_version"));

@@ -264,6 +264,17 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
         "node.permission_wait",
         json!({"run": quit, "node": "quit", "request": "p1"}),
     );
+    // It fails again; a person sends its work back with a review (the shell agent starts
+    // again in the same worktree), then the node is cancelled with the run.
+    c.call(
+        "node.fail",
+        json!({"run": quit, "node": "quit", "reason": "blocked again"}),
+    );
+    env.wait_status(&quit, &["failed"]);
+    c.call(
+        "node.review",
+        json!({"run": quit, "node": "quit", "comments": ["src/x.rs:1: use the helper"], "text": "# and\nmore"}),
+    );
     c.call("run.cancel", json!({"run": quit, "discard": true}));
     let branch = format!("recovered-{}", quit.to_lowercase());
     c.call(

@@ -15,6 +15,7 @@ pub mod merge;
 pub mod node;
 pub mod orchestrate;
 pub mod recover;
+pub mod review;
 pub mod run;
 pub mod shell;
 pub mod skill;
@@ -45,6 +46,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Run(cmd) => run::execute(ctx, cmd).await,
         Group::Tui(args) => crate::tui::execute(ctx, args).await,
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
+        Group::Review(args) => review::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
         Group::Discussion(cmd) => discussion::execute(ctx, cmd).await,
         Group::Spinoff(cmd) => spinoff::execute(ctx, cmd).await.map(|()| 0),

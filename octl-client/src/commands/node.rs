@@ -297,11 +297,11 @@ async fn screen(ctx: &Ctx, a: NodeScreenArgs) -> Result<(), AppError> {
 /// marker every agent process inherits is set. Not a wall — a process that empties its
 /// environment gets past it — but no agent decides by following its instructions. The TUI's
 /// `y`/`n`/`A` are refused the same way.
-pub(crate) fn refuse_inside_an_agent() -> Result<(), AppError> {
+pub(crate) fn refuse_inside_an_agent(what: &str) -> Result<(), AppError> {
     if std::env::var_os("OCTL_AGENT").is_some_and(|v| !v.is_empty()) {
         return Err(AppError::new(
             octl_proto::ErrorKind::Forbidden,
-            "an agent may not decide permission requests: a person answers them (OCTL_AGENT is set: this runs inside an agent)",
+            format!("an agent may not {what}: a person does (OCTL_AGENT is set: this runs inside an agent)"),
         ));
     }
     Ok(())
@@ -312,7 +312,7 @@ async fn decide(
     behavior: PermissionBehavior,
     a: NodeDecideArgs,
 ) -> Result<(), AppError> {
-    refuse_inside_an_agent()?;
+    refuse_inside_an_agent("decide permission requests")?;
     let run = parse_run_ref("RUN", &a.run)?.as_str().to_string();
     validate_node_id("--node", &a.node)?;
     if a.always && behavior == PermissionBehavior::Deny {

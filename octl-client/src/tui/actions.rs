@@ -169,7 +169,7 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
             always,
             reason,
         } => {
-            crate::commands::node::refuse_inside_an_agent()?;
+            crate::commands::node::refuse_inside_an_agent("decide permission requests")?;
             let d = call::<method::NodePermissionDecide>(
                 client,
                 &PermissionDecideParams {

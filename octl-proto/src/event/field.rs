@@ -113,6 +113,17 @@ impl Field for crate::rules::PermissionRules {
 }
 
 /// An absent list is an empty one.
+impl Field for crate::state::ReviewWay {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "\"typed\", \"resumed\" or \"attempt\"";
+        let s = present(v).ok_or(Bad::Missing(FORM))?;
+        crate::state::ReviewWay::ALL
+            .into_iter()
+            .find(|w| s.as_str() == Some(w.as_str()))
+            .ok_or(Bad::Invalid(FORM))
+    }
+}
+
 impl Field for Vec<String> {
     fn decode(v: Option<&Value>) -> Result<Self, Bad> {
         const FORM: &str = "an array of strings";

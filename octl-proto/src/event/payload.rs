@@ -240,6 +240,24 @@ crate::declare_payloads! {
         reason: Option<String>,
     }
 
+    /// `node.review`: a person's review of a node's work (`review`), made on the branch's
+    /// tip `head`. With `comments` and/or `text`, changes are asked for and go back to the
+    /// agent `way` (`typed` into its live session, its conversation `resumed`, or a new
+    /// `attempt` in the same worktree and branch); with `approve`, the work merges as it is.
+    NodeReview = "node.review" {
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        comments: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        by: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        way: Option<crate::state::ReviewWay>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        head: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approve: Option<bool>,
+    }
+
     /// `node.waiting`: the agent waits for an answer.
     NodeWaiting = "node.waiting" {
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@
 
 use crate::error::{AppError, ErrorKind};
 use crate::event::{
-    is_custom_type, Actor, Event, Payload, RunBudgetChanged, RunBudgetSpent, RunCreated,
+    is_custom_type, Actor, Event, NodeReview, Payload, RunBudgetChanged, RunBudgetSpent, RunCreated,
 };
 use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
@@ -17,6 +17,7 @@ mod permissions;
 mod reach;
 mod records;
 mod requeued;
+mod reviews;
 #[cfg(test)]
 mod tests;
 
@@ -217,8 +218,9 @@ impl RunState {
         // committed, on a human's say-so) opens it again.
         let reopens = self.ended == Some(RunStatus::Failed)
             && self.kind != RunKind::Generic
-            && ev.actor == Actor::Daemon
-            && (t == "node.retried" || (t == "merge.started" && accepts_failed(ev)));
+            && ((ev.actor == Actor::Daemon
+                && (t == "node.retried" || (t == "merge.started" && accepts_failed(ev))))
+                || (t == NodeReview::TYPE && ev.actor == Actor::Human));
         if let Some(end) = self.ended.filter(|_| !reopens) {
             // Cleaning up, and humans deciding on what an agent asked or proposed, go on
             // after a run ended; nothing else does.
@@ -305,6 +307,13 @@ impl RunState {
             "node.added" => self.fold_node_added(ev),
             "node.activity" => self.fold_activity(ev),
             "node.permission_asked" | "node.permission_decided" => self.fold_permission(ev),
+            NodeReview::TYPE => {
+                self.fold_review(ev)?;
+                if reopens {
+                    self.ended = None;
+                }
+                Ok(())
+            }
             "node.requeued" => self.fold_requeued(ev),
             "node.queued" | "node.running" | "node.lost" | "node.found" => self.fold_reach(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),

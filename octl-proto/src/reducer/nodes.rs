@@ -270,6 +270,9 @@ impl RunState {
             queued: None,
             lost: None,
             place: None,
+            reviews: Vec::new(),
+            review_due: None,
+            approved: false,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);
@@ -469,6 +472,8 @@ impl RunState {
         match t {
             "node.retried" => {
                 node.resume = resume;
+                node.review_due = None;
+                node.approved = false;
                 if session.is_some() {
                     node.session_id = session;
                 }
@@ -501,7 +506,11 @@ impl RunState {
                 }
             }
             "node.paused" => node.paused_until = until,
-            "node.started" => node.started_at = Some(ev.ts.clone()),
+            // The review it was started for is given.
+            "node.started" => {
+                node.started_at = Some(ev.ts.clone());
+                node.review_due = None;
+            }
             // Why it was blocked no longer holds.
             "node.unblocked" => node.reason = None,
             "merge.succeeded" => {

@@ -1280,3 +1280,149 @@ fn a_permission_request_is_decided_once_and_always_adds_its_rule() {
     assert!(rule_allows("WebFetch", "WebFetch", &input("x")));
     assert_eq!(rule_for("WebFetch", &input("x")), "WebFetch");
 }
+
+#[test]
+fn a_review_sends_the_node_back_once_and_an_approval_is_once() {
+    let review = |seq, actor, data| ev(seq, Some("a"), "node.review", actor, data);
+    let mut s = started_spinoff();
+    s.apply(&ev(5, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    // Refused, changing nothing: an agent's review, neither changes nor approval, both, a
+    // way a node without a conversation cannot take.
+    let before = s.clone();
+    for (data, actor, says) in [
+        (
+            json!({"by":"human","comments":["x"],"way":"typed"}),
+            Actor::Agent,
+            "agent cannot review",
+        ),
+        (json!({"by":"human"}), Actor::Human, "one of the two"),
+        (
+            json!({"by":"human","comments":["x"],"approve":true}),
+            Actor::Human,
+            "one of the two",
+        ),
+        (
+            json!({"by":"human","comments":["x"]}),
+            Actor::Human,
+            "missing data.way",
+        ),
+        (
+            json!({"by":"human","comments":["x"],"way":"resumed"}),
+            Actor::Human,
+            "no conversation",
+        ),
+        (
+            json!({"by":"human","comments":[" "],"way":"typed"}),
+            Actor::Human,
+            "non-empty",
+        ),
+        (
+            json!({"by":"human","comments":["x"],"way":"sideways"}),
+            Actor::Human,
+            "\"typed\", \"resumed\" or \"attempt\"",
+        ),
+    ] {
+        let err = s.apply(&review(6, actor, data)).unwrap_err();
+        assert!(err.message.contains(says), "{says}: {}", err.message);
+        assert_eq!(s, before);
+    }
+    // Typed into the live session: running again; a second review at once finds it so.
+    s.apply(&review(
+        6,
+        Actor::Human,
+        json!({"by":"human","comments":["use the helper"],"way":"typed","head":"abc"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Running);
+    let err = s
+        .apply(&review(
+            7,
+            Actor::Human,
+            json!({"by":"human","comments":["other"],"way":"typed"}),
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidTransition);
+    assert!(err.message.contains("is running"), "{}", err.message);
+    s.apply(&ev(7, Some("a"), "node.done", Actor::Agent, json!({})))
+        .unwrap();
+    s.apply(&review(
+        8,
+        Actor::Human,
+        json!({"by":"human","approve":true}),
+    ))
+    .unwrap();
+    let n = &s.nodes["a"];
+    assert!(n.approved && n.state == Done, "{n:?}");
+    assert_eq!(n.reviews.len(), 2);
+    assert_eq!(n.reviews[0].head.as_deref(), Some("abc"));
+    assert_eq!(n.reviews[0].way, Some(crate::state::ReviewWay::Typed));
+    let err = s
+        .apply(&review(
+            9,
+            Actor::Human,
+            json!({"by":"human","approve":true}),
+        ))
+        .unwrap_err();
+    assert!(err.message.contains("approved already"), "{}", err.message);
+}
+
+#[test]
+fn a_review_of_a_failed_node_reopens_its_run_in_the_same_worktree() {
+    let mut s = started_spinoff();
+    s.apply(&ev(
+        5,
+        Some("a"),
+        "node.failed",
+        Actor::Daemon,
+        json!({"reason":"gate"}),
+    ))
+    .unwrap();
+    s.apply(&ev(6, None, "run.failed", Actor::Daemon, json!({})))
+        .unwrap();
+    // An approval is for done work only.
+    assert!(s
+        .apply(&ev(
+            7,
+            Some("a"),
+            "node.review",
+            Actor::Human,
+            json!({"by":"human","approve":true})
+        ))
+        .is_err());
+    s.apply(&ev(
+        7,
+        Some("a"),
+        "node.review",
+        Actor::Human,
+        json!({"by":"human","text":"add the test","way":"attempt"}),
+    ))
+    .unwrap();
+    assert_eq!(s.status(), RunStatus::Active);
+    let n = &s.nodes["a"];
+    assert_eq!(n.state, Pending);
+    assert!(
+        !n.stale_attempt(),
+        "its worktree is kept, not cleaned: {n:?}"
+    );
+    assert_eq!(n.review_due, Some(1));
+    assert_eq!(n.reason, None);
+    s.apply(&ev(
+        8,
+        Some("a"),
+        "node.starting",
+        Actor::Daemon,
+        json!({"branch":"octl/x/a","worktree":"/w/x/a"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].review_due, Some(1), "until it has started");
+    s.apply(&ev(
+        9,
+        Some("a"),
+        "node.started",
+        Actor::Daemon,
+        json!({"pane":"%2"}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].review_due, None);
+}

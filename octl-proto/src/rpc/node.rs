@@ -236,6 +236,49 @@ pub struct PermissionDecided {
     pub decision: crate::state::PermissionDecision,
 }
 
+/// Longest review comment, and longest review text (bytes).
+pub const REVIEW_COMMENT_MAX: usize = 4096;
+pub const REVIEW_TEXT_MAX: usize = 65536;
+
+/// `node.review`: a person reviews a node's work. Comments (and a longer `text`) ask for
+/// changes, which go back to its agent as its next message; `approve` accepts the work as it
+/// is, and merges it where the run waits for a person to (a code run).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    /// The node (default: the run's only node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: Option<String>,
+    /// One remark each (`src/x.rs:42: use the existing helper`), 1 to 4096 bytes, at most 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub comments: Vec<String>,
+    /// A longer review (Markdown), at most 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 65536))]
+    pub text: Option<String>,
+    /// Accept the work as it is (no comments, no text).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve: bool,
+}
+
+/// `node.review` result: the review as recorded, how it reaches the agent, and the node's
+/// state after it (`running`: typed into its session; `pending`: it starts again; `merged`:
+/// approved and merged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Reviewed {
+    pub run: String,
+    pub node: String,
+    pub review: crate::state::Review,
+    pub state: crate::state::NodeState,
+    /// Where the whole review is written for the agent (`$OCTL_REVIEW_FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
 crate::methods! {
     $;
     each: each_node_method;
@@ -274,6 +317,10 @@ crate::methods! {
     NodePermissionWait(PermissionWaitParams) -> PermissionAnswer {
         name: "node.permission_wait",
         summary: "Wait at most 20 s for the decision on a permission request; one not decided within [permissions] wait of its asking is denied (node.permission_decided by timeout).",
+    },
+    NodeReview(ReviewParams) -> Reviewed {
+        name: "node.review",
+        summary: "A person reviews a node's work: comments ask for changes, recorded as node.review and given to its agent as its next message (typed into its live session, its conversation resumed, or a new attempt in the same worktree and branch); approve accepts it, and merges it in a code run. Of two reviews at once the second is invalid_transition.",
     },
     NodePermissionDecide(PermissionDecideParams) -> PermissionDecided {
         name: "node.permission_decide",

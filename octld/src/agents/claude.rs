@@ -181,7 +181,7 @@ mod tests {
             let at = argv.iter().position(|a| a == "--resume").unwrap();
             assert_eq!(argv[at + 1], new.id);
             assert!(!argv.contains(&"--session-id".to_string()));
-            assert_eq!(argv.last().unwrap(), RESUME_PROMPT);
+            assert_eq!(argv.last().unwrap(), "the task");
         }
         let shell = resolve(&Config::default(), Some("shell")).unwrap();
         let node: octl_proto::state::Node = serde_json::from_value(serde_json::json!({

@@ -10,6 +10,7 @@
 mod builtin;
 mod claude;
 mod program;
+pub mod review;
 
 pub use builtin::{Builtin, CLI_INTERACTIVE_REPORTING, CLI_REPORTING, DEFAULT_SILENCE_LIMIT_SECS};
 pub use claude::{hook_settings, Session, CLAUDE_REPORTING, RESUME_PROMPT};
@@ -175,18 +176,14 @@ impl Profile {
         })
     }
 
-    /// The argv for `task` in `mode`; a Claude Code agent in the conversation `session`
-    /// (continued with a prompt to go on when it is resumed).
+    /// The argv for `task` in `mode`; a Claude Code agent in the conversation `session` (a
+    /// resumed one goes on with `task` as its next message: see [`review::prompt`]).
     pub fn launch(
         &self,
         mode: Mode,
         task: &str,
         session: Option<&Session>,
     ) -> Result<Launch, AppError> {
-        let task = match session {
-            Some(s) if s.resume => RESUME_PROMPT,
-            _ => task,
-        };
         // Claude Code's own hooks say what it does; its conversation is the daemon's choice.
         let conversation = |argv: &mut Vec<String>, rules: &PermissionRules| {
             argv.extend(["--settings".to_string(), hook_settings(mode, rules)]);

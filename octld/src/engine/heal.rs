@@ -41,7 +41,7 @@ pub async fn start(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &Node, s
         Ok(profile
             .launch(
                 mode,
-                node.task.as_deref().unwrap_or_default(),
+                &agents::review::prompt(&profile, node, session.as_ref(), &handle.dir),
                 session.as_ref(),
             )?
             .with(&agents::Extra {

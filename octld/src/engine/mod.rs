@@ -20,6 +20,8 @@
 //! - [`resume`]: a node paused by a usage limit, started again after the reset.
 //! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
 //! - [`permissions`]: an agent asks for a tool, a person decides (`node allow|deny`).
+//! - [`review`]: a person's review goes back to the node's agent (typed, resumed, a new
+//!   attempt in the same worktree), or approves its work.
 //! - [`spinoff`]: the run of an accepted spin-off proposal, created after the decision.
 //! - [`trust`]: answering Claude Code's workspace-trust question in a new window.
 //! - [`orphans`]: worktrees, branches and windows under the daemon's names that no run owns.
@@ -40,6 +42,7 @@ pub mod orphans;
 pub mod permissions;
 pub mod resume;
 pub mod retry;
+pub mod review;
 pub mod schedule;
 pub mod spawn;
 pub mod spinoff;

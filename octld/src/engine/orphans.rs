@@ -635,6 +635,9 @@ mod tests {
             queued: None,
             lost: None,
             place: None,
+            reviews: Vec::new(),
+            review_due: None,
+            approved: false,
         }
     }
 

@@ -70,7 +70,7 @@ async fn start_again(
         let launch = profile
             .launch(
                 mode,
-                node.task.as_deref().unwrap_or_default(),
+                &agents::review::prompt(&profile, node, session.as_ref(), &handle.dir),
                 session.as_ref(),
             )?
             .with(&Extra {

@@ -181,7 +181,7 @@ pub async fn start(
         let launch = profile
             .launch(
                 mode,
-                node.task.as_deref().unwrap_or_default(),
+                &agents::review::prompt(&profile, node, session.as_ref(), &handle.dir),
                 session.as_ref(),
             )?
             .with(&Extra {

@@ -638,11 +638,13 @@ pub async fn start_node(
     launch: &Launch,
     slot: Option<super::Slot>,
 ) -> Result<(), AppError> {
-    let planned = handle
-        .view()
+    let view = handle.view();
+    let planned = view
         .nodes
         .iter()
         .any(|n| n.id == node && n.state == octl_proto::NodeState::Starting);
+    // A node sent back by a review goes on in its worktree and branch, whatever its agent.
+    let continues = view.nodes.iter().any(|n| n.id == node && n.resume);
     let boot = daemon
         .config
         .get()
@@ -659,7 +661,7 @@ pub async fn start_node(
     }
     failpoint("spawn:after-starting");
     // A resumed conversation goes on in the worktree and branch its attempt left.
-    let resume = launch.session.as_ref().is_some_and(|s| s.resume);
+    let resume = continues || launch.session.as_ref().is_some_and(|s| s.resume);
     // A remote start is a push and a submission or a window over the network: the next node
     // of a fan-out or plan does not wait for it (starts go at once, bounded per runner).
     let view = handle.view();
@@ -1008,6 +1010,18 @@ fn agent_env(
         .and_then(|n| n.port)
     {
         env.push(("OCTL_PORT".to_string(), port.to_string()));
+    }
+    // A node sent back by a review reads it whole there (written from the log).
+    if let Some((n, r)) = view
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .and_then(|n| Some((n, agents::review::due(n)?)))
+    {
+        match agents::review::write(&handle.dir, &n.id, r) {
+            Ok(path) => env.push(("OCTL_REVIEW_FILE".to_string(), path.display().to_string())),
+            Err(e) => tracing::warn!(run = %handle.id, node, error = %e, "writing the review file"),
+        }
     }
     // Every fan-out child can read the manifest it is a unit of.
     if let Some(file) = &view.manifest.settings.manifest_file {

@@ -379,6 +379,12 @@ impl Handle for method::NodePermissionWait {
     }
 }
 
+impl Handle for method::NodeReview {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        crate::engine::review::review(daemon, p).await
+    }
+}
+
 impl Handle for method::NodePermissionDecide {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         crate::engine::permissions::decide(daemon, p).await

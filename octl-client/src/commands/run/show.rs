@@ -388,6 +388,46 @@ pub fn detail_text(d: &RunShown) -> String {
         out.push_str("\nSnapshots (`orchestratectl recover RUN --node NODE` restores one):\n");
         out.push_str(&table(&["NODE", "REF"], &snapshots));
     }
+    // Each review round: what it asked, how it reached the agent, the tip it was made on.
+    let reviews: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.reviews.iter().map(|r| {
+                let what = match r.way {
+                    None => "approved".to_string(),
+                    Some(way) => format!("changes ({})", way.as_str()),
+                };
+                let said = match (r.comments.as_slice(), &r.text) {
+                    ([], Some(_)) => "(a text: see the run's reviews/)".to_string(),
+                    ([], None) => "-".to_string(),
+                    ([one], _) => one.lines().next().unwrap_or_default().to_string(),
+                    (many, _) => format!(
+                        "{} (+{} more)",
+                        many[0].lines().next().unwrap_or_default(),
+                        many.len() - 1
+                    ),
+                };
+                vec![
+                    n.id.clone(),
+                    format!("review {}", r.round),
+                    short_time(&r.at),
+                    what,
+                    r.head
+                        .as_deref()
+                        .map_or("-".to_string(), |h| h.chars().take(12).collect()),
+                    said,
+                ]
+            })
+        })
+        .collect();
+    if !reviews.is_empty() {
+        out.push_str("\nReviews (the diff since one: `git diff HEAD BRANCH` in the repository):\n");
+        out.push_str(&table(
+            &["NODE", "ROUND", "AT", "WHAT", "HEAD", "SAID"],
+            &reviews,
+        ));
+    }
     // What git ignored in them (`recover … --worktree PATH` moves the latest back).
     let kept: Vec<Vec<String>> = d
         .nodes

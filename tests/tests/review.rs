@@ -1,0 +1,148 @@
+//! Review that goes back to the agent: `orchestratectl review RUN --comment …` records
+//! `node.review` and the node's agent goes on with it (here a shell agent: a new attempt in
+//! the same worktree and branch, the review in `$OCTL_REVIEW_FILE`); `--approve` merges a code
+//! run's node. Two reviews at once: one is recorded, the other refused and in no event. Real
+//! daemon, git and tmux.
+
+use std::path::Path;
+use std::time::Duration;
+
+use octl_tests::{wait_until, TestEnv};
+use serde_json::{json, Value};
+
+fn node_of(env: &TestEnv, run: &str, id: &str) -> Value {
+    let show = env.rpc("run.show", json!({"run": run}));
+    show["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == json!(id))
+        .cloned()
+        .unwrap()
+}
+
+fn reviews(env: &TestEnv, run: &str) -> Vec<Value> {
+    env.log_events(run)
+        .into_iter()
+        .filter(|e| e["type"] == json!("node.review"))
+        .collect()
+}
+
+#[test]
+fn reviews_go_back_to_the_agent_one_at_a_time_and_the_approved_work_merges() {
+    let (env, _daemon, repo) = TestEnv::world();
+    let go = env.root.path().join("go");
+    // The first attempt writes v1; each attempt sent back by a review waits for `go`, then
+    // keeps what the review said (from $OCTL_REVIEW_FILE) in the branch.
+    let task = format!(
+        "if [ -n \"$OCTL_REVIEW_FILE\" ]; then while [ ! -e {go} ]; do sleep 0.05; done; rm -f {go}; cat \"$OCTL_REVIEW_FILE\" >> reviews.md; else echo v1 > a.txt; fi",
+        go = go.display()
+    );
+    let run = env.cli_spawn(&repo, &["code", "--agent", "shell", "--node", "w", &task]);
+    env.wait_node(&run, "w", "done");
+
+    // Bad input changes nothing, and says what is accepted.
+    let before = env.log_events(&run).len();
+    let none = env.cli(["--json", "review", &run]);
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(
+        none.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("--comment"),
+        "{none:?}"
+    );
+    let both = env.try_rpc(
+        "node.review",
+        json!({"run": run, "comments": ["x"], "approve": true}),
+    );
+    assert_eq!(both.unwrap_err()["data"]["kind"], json!("invalid_params"));
+    let ctl = env.try_rpc(
+        "node.review",
+        json!({"run": run, "comments": ["a\u{1b}[2Jb"]}),
+    );
+    assert!(ctl.unwrap_err()["message"]
+        .as_str()
+        .unwrap()
+        .contains("control character"));
+    let agent = env.cli_with(["--json", "review", &run, "--comment", "mine"], |c| {
+        c.env("OCTL_AGENT", "1");
+    });
+    assert_eq!(agent.code, 4, "an agent does not review: {agent:?}");
+    assert_eq!(env.log_events(&run).len(), before, "nothing recorded");
+
+    // Three rounds, each raced by two reviewers: one wins, the other is told and changes
+    // nothing.
+    for round in 1..=3u64 {
+        let (a, b) = (
+            format!("r{round}: use the helper"),
+            format!("r{round}: other"),
+        );
+        let (ca, cb) = std::thread::scope(|s| {
+            let one = s.spawn(|| env.cli(["--json", "review", &run, "--comment", &a]));
+            let two = s.spawn(|| env.cli(["--json", "review", &run, "--comment", &b]));
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        let (won, lost, said) = match (ca.code, cb.code) {
+            (0, 4) => (ca, cb, a.clone()),
+            (4, 0) => (cb, ca, b.clone()),
+            _ => panic!("round {round}: one review wins, one is refused: {ca:?} {cb:?}"),
+        };
+        assert_eq!(
+            lost.error()["kind"],
+            json!("invalid_transition"),
+            "{lost:?}"
+        );
+        let r = won.json();
+        assert_eq!(r["review"]["round"], json!(round), "{r}");
+        assert_eq!(
+            r["review"]["way"],
+            json!("attempt"),
+            "a shell agent starts again: {r}"
+        );
+        let file = r["file"].as_str().unwrap().to_string();
+        let recorded = reviews(&env, &run);
+        assert_eq!(recorded.len() as u64, round, "one review per round");
+        assert_eq!(recorded.last().unwrap()["data"]["comments"], json!([said]));
+        // It starts again in the same worktree, and waits for `go`.
+        env.wait_node(&run, "w", "running");
+        std::fs::write(&go, "").unwrap();
+        env.wait_node(&run, "w", "done");
+        assert!(
+            std::fs::read_to_string(&file).unwrap().contains(&said),
+            "{file} holds the review"
+        );
+    }
+    let wt = env.home.join("worktrees").join(&run).join("w");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("a.txt")).unwrap(),
+        "v1\n",
+        "the first attempt's work is still there"
+    );
+    let n = node_of(&env, &run, "w");
+    assert_eq!(n["reviews"].as_array().unwrap().len(), 3, "{n}");
+
+    // Shown in `run show`, with the diff since each round one command away.
+    let show = env.cli(["run", "show", &run]);
+    assert!(show.stdout.contains("review 3"), "{}", show.stdout);
+
+    // Approved: merged, with every round's work.
+    let out = env.cli(["--json", "review", &run, "--approve"]);
+    out.ok();
+    assert_eq!(out.json()["state"], json!("merged"), "{:?}", out);
+    let merged = repo.show("main", "reviews.md").unwrap();
+    for round in 1..=3 {
+        assert!(merged.contains(&format!("r{round}: ")), "{merged}");
+    }
+    assert_eq!(repo.show("main", "a.txt").as_deref(), Some("v1\n"));
+    let last = reviews(&env, &run).pop().unwrap();
+    assert_eq!(last["data"]["approve"], json!(true), "{last}");
+    assert_eq!(last["actor"], json!("human"));
+    env.wait_status(&run, &["completed"]);
+    // A review of merged work is refused.
+    let late = env.cli(["--json", "review", &run, "--comment", "late"]);
+    assert_eq!(late.code, 4, "{late:?}");
+    wait_until("nothing left running", Duration::from_secs(10), || {
+        (!Path::new(&wt).exists()).then_some(())
+    });
+}
