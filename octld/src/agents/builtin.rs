@@ -93,6 +93,9 @@ impl Builtin {
             ],
         };
         argv.extend(fixed.iter().map(|a| a.to_string()));
+        if self == Builtin::Codex {
+            argv.extend(codex_ask_flags());
+        }
         argv.extend(args.iter().cloned());
         match self {
             Builtin::Gemini => argv.extend(["-p".into(), prompt.to_string()]),
@@ -152,6 +155,53 @@ impl Builtin {
     }
 }
 
+/// What an autonomous Codex's `PermissionRequest` hook runs: `orchestratectl hook
+/// PermissionAsk` (Codex 0.169 gives it Claude Code's JSON — `tool_name` `Bash`,
+/// `tool_input.command` — and takes Claude Code's answer), and a denial when that prints
+/// nothing (the daemon is down, or gave no decision in time): without a decision Codex would
+/// hand the request to its automatic reviewer, a model, where today it is refused. Codex runs
+/// it with a shell in the agent's environment (`OCTL_RUN`, `OCTL_NODE`, its PATH).
+pub const CODEX_ASK_COMMAND: &str = "d=$(orchestratectl hook PermissionAsk); if [ -n \"$d\" ]; then printf '%s\\n' \"$d\"; else printf '%s\\n' '{\"hookSpecificOutput\":{\"hookEventName\":\"PermissionRequest\",\"decision\":{\"behavior\":\"deny\",\"message\":\"Permission denied by orchestratectl: no decision could be had from a person (is octld running?)\"}}}'; fi";
+/// How long Codex lets that hook run (s): a day (the longest `[permissions] wait`) and a
+/// minute, as for Claude Code; the hook itself gives up 30 s after the wait.
+const CODEX_ASK_TIMEOUT_S: u64 = 86_400 + 60;
+/// The key Codex 0.169 gives the first `PermissionRequest` hook of its `-c` flags.
+const CODEX_ASK_KEY: &str = "/<session-flags>/config.toml:permission_request:0:0";
+/// Codex runs only the hooks the person trusted (`hooks.state.KEY.trusted_hash`, the hash of
+/// the hook's definition): this is the hash Codex 0.169 computes for the hook above (sha256
+/// of its normalized definition as JSON with sorted keys:
+/// `{"event_name":"permission_request","hooks":[{"async":false,"command":…,"timeout":…,
+/// "type":"command"}],"matcher":"*"}`). Trusting it by `-c` trusts that one hook for that
+/// one run; the user's own hooks and trust in `$CODEX_HOME` are untouched.
+const CODEX_ASK_HASH: &str =
+    "sha256:075e9c55a9c7cdfea0ee92a2c9b475be2d1ddeb1f3949e932df3099936013879";
+
+/// The `-c` flags of an autonomous Codex that send its approval requests to a person through
+/// orchestratectl. `codex exec` forces the approval policy `never` (an escalation is refused
+/// unasked: "approval policy is Never; reject command") unless its approvals reviewer is
+/// `auto_review`; with it, the policy is `on-request` and Codex runs its `PermissionRequest`
+/// hooks before that reviewer, whose decision it takes instead (docs/AGENTS.md, "Permission
+/// requests").
+fn codex_ask_flags() -> Vec<String> {
+    let quoted = |s: &str| serde_json::to_string(s).expect("a string");
+    [
+        "approval_policy=\"on-request\"".to_string(),
+        "approvals_reviewer=\"auto_review\"".to_string(),
+        format!(
+            "hooks.PermissionRequest=[{{matcher=\"*\",hooks=[{{type=\"command\",command={},timeout={CODEX_ASK_TIMEOUT_S}}}]}}]",
+            quoted(CODEX_ASK_COMMAND)
+        ),
+        format!(
+            "hooks.state={{{}={{trusted_hash={}}}}}",
+            quoted(CODEX_ASK_KEY),
+            quoted(CODEX_ASK_HASH)
+        ),
+    ]
+    .into_iter()
+    .flat_map(|flag| ["-c".to_string(), flag])
+    .collect()
+}
+
 /// Appended to the task of an interactive built-in agent other than Claude: it commits its
 /// own work and reports through its shell tool (a person may approve the commands).
 pub const CLI_INTERACTIVE_REPORTING: &str = "You were started by orchestratectl in your own git worktree (the current directory) on your own branch; a person watches this session and may type to you. Work only inside this worktree. When the task is finished: commit all your changes with git (git add -A && git commit -m \"<summary>\"), then run `orchestratectl node done --message \"<one-line summary>\"` with your shell tool as your last action. If you cannot finish, run `orchestratectl node fail --reason \"<why>\"`. To ask a question the person here cannot answer, run `orchestratectl discussion ask --title \"<question>\" --wait`. If your shell does not find orchestratectl, run \"$OCTL_CLI\" instead.";
@@ -178,7 +228,7 @@ mod tests {
         assert_eq!(codex.silence_limit_secs, Some(60));
         let l = codex.launch(Mode::Autonomous, "-fix it", None).unwrap();
         assert_eq!(
-            l.argv[..10],
+            l.argv[..8],
             [
                 "codex",
                 "exec",
@@ -188,12 +238,13 @@ mod tests {
                 "--skip-git-repo-check",
                 "--color",
                 "never",
-                "-m",
-                "m1"
             ]
         );
-        assert_eq!(l.argv[10], "--");
-        assert!(l.argv[11].starts_with("-fix it\n\n") && l.argv[11].ends_with(CLI_REPORTING));
+        // Its approval requests go to a person (the hook), then the profile's args.
+        assert_eq!(l.argv[8..16], codex_ask_flags()[..]);
+        assert_eq!(l.argv[16..18], ["-m", "m1"]);
+        assert_eq!(l.argv[18], "--");
+        assert!(l.argv[19].starts_with("-fix it\n\n") && l.argv[19].ends_with(CLI_REPORTING));
         assert_eq!(l.on_exit, ExitPolicy::Stream);
         assert!(l.stream_json && l.hold_reports);
         let i = codex.launch(Mode::Interactive, "-x", None).unwrap();
@@ -263,5 +314,107 @@ mod tests {
             resolve(&config, Some("claude")).unwrap().silence_limit_secs,
             None
         );
+    }
+    /// sha256 of `{"event_name":"permission_request","hooks":[{"async":false,"command":C,
+    /// "timeout":T,"type":"command"}],"matcher":"*"}`, Codex's trust hash of such a hook.
+    fn trust_hash(command: &str, timeout: u64) -> String {
+        use std::io::Write;
+        let json = format!(
+            "{{\"event_name\":\"permission_request\",\"hooks\":[{{\"async\":false,\"command\":{},\"timeout\":{timeout},\"type\":\"command\"}}],\"matcher\":\"*\"}}",
+            serde_json::to_string(command).unwrap()
+        );
+        let mut sum = std::process::Command::new("sha256sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .or_else(|_| {
+                std::process::Command::new("shasum")
+                    .args(["-a", "256"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+            })
+            .expect("sha256sum or shasum");
+        sum.stdin
+            .take()
+            .unwrap()
+            .write_all(json.as_bytes())
+            .unwrap();
+        let out = sum.wait_with_output().unwrap();
+        let hex = String::from_utf8(out.stdout).unwrap();
+        format!("sha256:{}", hex.split_whitespace().next().unwrap())
+    }
+
+    #[test]
+    fn codex_trusts_exactly_the_permission_hook_it_is_given() {
+        // What Codex 0.169's `app-server` `hooks/list` reported as the `currentHash` of
+        // `-c 'hooks.PermissionRequest=[{matcher="*",hooks=[{type="command",
+        // command="/tmp/cx/hook.sh allow",timeout=60}]}]'`: the hash is computed as it does.
+        assert_eq!(
+            trust_hash("/tmp/cx/hook.sh allow", 60),
+            "sha256:060aa176e9ee7626406381141d7a1d1f1e7dd8f50fe7cba8d98d124543eedf97"
+        );
+        assert_eq!(
+            trust_hash(CODEX_ASK_COMMAND, CODEX_ASK_TIMEOUT_S),
+            CODEX_ASK_HASH,
+            "CODEX_ASK_HASH is the hash of CODEX_ASK_COMMAND"
+        );
+        // Each -c value is TOML Codex reads as the hook and its trust.
+        let flags = codex_ask_flags();
+        let values: Vec<toml::Table> = flags
+            .chunks(2)
+            .map(|c| {
+                assert_eq!(c[0], "-c");
+                c[1].parse::<toml::Table>().unwrap()
+            })
+            .collect();
+        assert_eq!(values[0]["approval_policy"].as_str(), Some("on-request"));
+        assert_eq!(
+            values[1]["approvals_reviewer"].as_str(),
+            Some("auto_review")
+        );
+        let group = &values[2]["hooks"]["PermissionRequest"][0];
+        assert_eq!(group["matcher"].as_str(), Some("*"));
+        let hook = &group["hooks"][0];
+        assert_eq!(hook["type"].as_str(), Some("command"));
+        assert_eq!(hook["command"].as_str(), Some(CODEX_ASK_COMMAND));
+        assert_eq!(
+            hook["timeout"].as_integer(),
+            Some(CODEX_ASK_TIMEOUT_S as i64)
+        );
+        assert_eq!(
+            values[3]["hooks"]["state"][CODEX_ASK_KEY]["trusted_hash"].as_str(),
+            Some(CODEX_ASK_HASH)
+        );
+    }
+
+    #[test]
+    fn codexs_permission_hook_prints_the_decision_else_a_denial() {
+        // `orchestratectl` as a shell function saying `says`.
+        let run = |says: &str| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "orchestratectl() {{ cat >/dev/null; {says}; }}\n{CODEX_ASK_COMMAND}"
+                ))
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                v["hookSpecificOutput"]["hookEventName"], "PermissionRequest",
+                "{v}"
+            );
+            v["hookSpecificOutput"]["decision"].clone()
+        };
+        let allow = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+        assert_eq!(run(&format!("echo '{allow}'"))["behavior"], "allow");
+        // The daemon down: the hook prints nothing, and the request is denied.
+        let denied = run("true");
+        assert_eq!(denied["behavior"], "deny");
+        assert!(denied["message"]
+            .as_str()
+            .unwrap()
+            .contains("is octld running?"));
     }
 }
