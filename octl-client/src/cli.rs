@@ -304,6 +304,7 @@ mod tests {
                 "run",
                 "tui",
                 "merge",
+                "review",
                 "node",
                 "discussion",
                 "spinoff",

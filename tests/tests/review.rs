@@ -146,3 +146,64 @@ fn reviews_go_back_to_the_agent_one_at_a_time_and_the_approved_work_merges() {
         (!Path::new(&wt).exists()).then_some(())
     });
 }
+
+#[test]
+fn a_run_that_holds_for_review_merges_only_what_a_person_approved() {
+    let (env, _daemon, repo) = TestEnv::world();
+    // The first attempt's work fails the gate's check for the review's file; the attempt a
+    // review sends back keeps the review, then it passes.
+    let task = "if [ -n \"$OCTL_REVIEW_FILE\" ]; then cp \"$OCTL_REVIEW_FILE\" review.md; else echo v1 > a.txt; fi";
+    let run = env.cli_spawn(
+        &repo,
+        &[
+            "spinoff",
+            "--agent",
+            "shell",
+            "--node",
+            "h",
+            "--review",
+            "--gate",
+            "test -f review.md",
+            task,
+        ],
+    );
+    env.wait_node(&run, "h", "done");
+    let shown = env.rpc("run.show", json!({"run": run}));
+    let waits = shown["nodes"][0]["waiting_for"].to_string();
+    assert!(waits.contains("a person's review"), "{shown}");
+    assert!(repo.show("main", "a.txt").is_none(), "held: nothing merged");
+    // Sent back, it goes on in the same worktree; done again, it still waits.
+    let out = env.cli([
+        "--json",
+        "review",
+        &run,
+        "--comment",
+        "keep the review in review.md",
+    ]);
+    out.ok();
+    assert_eq!(out.json()["review"]["way"], json!("attempt"));
+    wait_until("the node done again", Duration::from_secs(60), || {
+        let n = node_of(&env, &run, "h");
+        (n["state"] == json!("done") && n["started_at"].is_string()).then_some(())
+    });
+    assert_eq!(env.wait_node(&run, "h", "done")["approved"], json!(null));
+    assert!(repo.show("main", "review.md").is_none(), "held again");
+    // Approved: gated, then merged.
+    env.cli(["--json", "review", &run, "--approve"]).ok();
+    env.wait_status(&run, &["completed"]);
+    assert_eq!(repo.show("main", "a.txt").as_deref(), Some("v1\n"));
+    assert!(repo
+        .show("main", "review.md")
+        .unwrap()
+        .contains("keep the review"));
+    // `--review` with a code run says it waits anyway, and starts nothing.
+    let code = env.cli_with(
+        [
+            "--json", "spawn", "code", "--review", "--agent", "shell", "true",
+        ],
+        |c| {
+            c.current_dir(&repo.path);
+        },
+    );
+    assert_eq!(code.code, 2, "{code:?}");
+}

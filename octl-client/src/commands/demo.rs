@@ -226,6 +226,7 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             max_budget_usd: None,
             runner: None,
             permissions: Default::default(),
+            review: false,
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {
             Ok(spawned) => {

@@ -103,6 +103,11 @@ pub struct StartArgs {
     #[command(flatten)]
     pub rules: super::spawn::RuleArgs,
 
+    /// Each node, once done, waits for a person's review before it is gated and merged:
+    /// `orchestratectl review RUN --node N --approve`, or `--comment …` to send it back
+    #[arg(long)]
+    pub review: bool,
+
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
     #[arg(long)]
@@ -240,6 +245,7 @@ pub struct CommonParams {
     pub max_parallel: Option<MaxParallel>,
     pub max_budget_usd: Option<f64>,
     pub permissions: octl_proto::rules::PermissionRules,
+    pub review: bool,
 }
 
 /// Checks `--repo`, `--base`, `--agent`, `--max-parallel` as `spawn` does.
@@ -270,6 +276,7 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
         max_parallel,
         max_budget_usd: args.max_budget_usd,
         permissions: args.rules.rules()?,
+        review: args.review,
     })
 }
 
@@ -341,6 +348,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,
         permissions: common.permissions,
+        review: common.review,
     })
 }
 
@@ -465,6 +473,7 @@ mod tests {
                 agent: None,
                 runner: None,
                 rules: Default::default(),
+                review: false,
                 wait: false,
             },
             gate: None,

@@ -90,6 +90,7 @@ pub fn orchestrate_params(
         max_budget_usd: common.max_budget_usd,
         runner: common.runner,
         permissions: common.permissions,
+        review: common.review,
     })
 }
 
@@ -150,6 +151,7 @@ mod tests {
                 agent: None,
                 runner: None,
                 rules: Default::default(),
+                review: false,
                 wait: false,
             },
         }

@@ -110,6 +110,12 @@ pub struct SpawnArgs {
     #[command(flatten)]
     pub rules: RuleArgs,
 
+    /// (spinoff) Once done, the node waits for a person's review before it is gated and
+    /// merged: `orchestratectl review RUN --approve`, or `--comment …` to send it back (a
+    /// code run's node always waits for a person)
+    #[arg(long)]
+    pub review: bool,
+
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
     #[arg(long)]
@@ -228,6 +234,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         max_budget_usd: args.max_budget_usd,
         runner: args.runner.clone(),
         permissions: args.rules.rules()?,
+        review: args.review,
     })
 }
 
@@ -383,6 +390,7 @@ mod tests {
             max_budget_usd: None,
             runner: None,
             rules: RuleArgs::default(),
+            review: false,
             wait: false,
         }
     }

@@ -45,6 +45,9 @@ pub struct RunSettings {
     pub auto_merge: Option<bool>,
     /// The run's budget (USD): no new node starts once its agents have cost this much.
     pub max_budget_usd: Option<f64>,
+    /// A done node waits for a person's review (`review --approve`) before it is gated and
+    /// merged (`--review`).
+    pub review: Option<bool>,
     /// Every other key, as it was written.
     #[schemars(flatten)]
     pub other: Map<String, Value>,
@@ -88,6 +91,7 @@ impl RunSettings {
             integration: take(&mut m, "integration"),
             auto_merge: take(&mut m, "auto_merge"),
             max_budget_usd: take(&mut m, "max_budget_usd"),
+            review: take(&mut m, "review"),
             other: m,
         }
     }
@@ -109,11 +113,17 @@ impl RunSettings {
         put(&mut m, "integration", &self.integration);
         put(&mut m, "auto_merge", &self.auto_merge);
         put(&mut m, "max_budget_usd", &self.max_budget_usd);
+        put(&mut m, "review", &self.review);
         m
     }
 
     pub fn is_empty(&self) -> bool {
         *self == RunSettings::default()
+    }
+
+    /// Whether the run's done nodes wait for a person's approval before they merge.
+    pub fn holds_for_review(&self) -> bool {
+        self.review == Some(true)
     }
 
     /// Whether an orchestrate run merges by itself.

@@ -42,6 +42,10 @@ pub struct FanoutParams {
     /// Where every unit's agent runs, over the manifest's `runner`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Each done node waits for a person's review (`review --approve`, or comments that send
+    /// it back) before it is gated and merged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
     /// Permission rules for every node's Claude Code agent, after config.toml's and the
     /// document's.
     #[serde(
@@ -94,6 +98,10 @@ pub struct OrchestrateParams {
     /// Where the agents of the nodes the plan gives no `runner` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// Each done node waits for a person's review (`review --approve`, or comments that send
+    /// it back) before it is gated and merged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
     /// Permission rules for every node's Claude Code agent, after config.toml's and the
     /// document's.
     #[serde(

@@ -36,6 +36,10 @@ pub struct SpawnParams {
     /// Where the agent runs: a runner of config.toml, or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// A spinoff's done node waits for a person's review (`review --approve`, or comments
+    /// that send it back) before it is gated and merged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
     /// The run's permission rules for its Claude Code agent, after config.toml's.
     #[serde(
         default,

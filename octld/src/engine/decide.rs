@@ -210,7 +210,14 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
         steps.push(Step::ResumeRunMerge);
     }
     if merges_by_itself(kind) {
-        for node in view.nodes.iter().filter(|n| n.state == NodeState::Done) {
+        // Unless the run holds its done nodes for a person's review, until approved.
+        let held =
+            |n: &&octl_proto::state::Node| view.manifest.settings.holds_for_review() && !n.approved;
+        for node in view
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Done && !held(n))
+        {
             steps.push(Step::Finish {
                 node: node.id.clone(),
             });

@@ -228,13 +228,11 @@ async fn alive(daemon: &Arc<Daemon>, handle: &RunHandle, node: &Node) -> bool {
         return false;
     };
     let (run, id) = (handle.id.clone(), node.id.clone());
-    blocking(move || runner.owned())
-        .await
-        .is_ok_and(|agents| {
-            agents
-                .iter()
-                .any(|a| a.run == run && a.node == id && a.alive && a.handle.as_str() == pane)
-        })
+    blocking(move || runner.owned()).await.is_ok_and(|agents| {
+        agents
+            .iter()
+            .any(|a| a.run == run && a.node == id && a.alive && a.handle.as_str() == pane)
+    })
 }
 
 /// Whether the node's agent is Claude Code, which can continue its conversation.

@@ -41,6 +41,8 @@ pub struct SpawnRequest {
     pub runner: Option<String>,
     /// The run's permission rules for its Claude Code agent (`--allow`, `--ask`, `--deny`).
     pub permissions: PermissionRules,
+    /// Its done node waits for a person's review before it merges (`--review`).
+    pub review: bool,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -100,6 +102,11 @@ pub fn check(daemon: &Daemon, req: &SpawnRequest, mode: Mode) -> Result<Checked,
     validate_task(&req.task)?;
     if let Some(n) = &req.node {
         validate_node_id("node", n)?;
+    }
+    if req.review && req.kind == RunKind::Code {
+        return Err(AppError::invalid(
+            "invalid review: a code run's node waits for a person to review and merge it anyway; give review with spawn.spinoff",
+        ));
     }
     check_gate(req.gate.as_deref())?;
     octl_proto::rpc::check_budget("max_budget_usd", req.max_budget_usd)?;
@@ -295,6 +302,7 @@ pub async fn create(
             agent: Some(checked.profile.name.clone()),
             gate: req.gate.clone(),
             max_budget_usd: req.max_budget_usd,
+            review: req.review.then_some(true),
             parent_run,
             proposal,
             ..RunSettings::default()

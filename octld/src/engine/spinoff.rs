@@ -62,6 +62,7 @@ pub fn request(
             .filter(|n| n.agent == agent_of)
             .map(|n| n.permissions.clone())
             .unwrap_or_default(),
+        review: false,
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })
 }

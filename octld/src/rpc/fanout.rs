@@ -173,6 +173,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<RunSummary, 
     budget(p.max_budget_usd, settings)?;
     settings.agent = Some(agent.clone());
     settings.gate = gate.clone();
+    settings.review = p.review.then_some(true);
     let file = format!(
         "fanout.{}",
         if fmt == Format::Json { "json" } else { "toml" }
@@ -282,6 +283,7 @@ pub async fn orchestrate(
     budget(p.max_budget_usd, settings)?;
     settings.integration = Some(integration.clone());
     settings.auto_merge = Some(p.auto_merge);
+    settings.review = p.review.then_some(true);
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });
     settings.plan_file = Some(file.clone());
     settings.plan_path = p.plan_path.clone();

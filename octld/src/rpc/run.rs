@@ -189,6 +189,14 @@ pub fn shown(
             None => "its turn in the runner's queue".to_string(),
         });
     }
+    // A done node of a run that holds its work for review waits for a person's.
+    if node.state == NodeState::Done && view.manifest.settings.holds_for_review() && !node.approved
+    {
+        waiting_for.push(format!(
+            "a person's review (`orchestratectl review {run} --node {} --approve`, or --comment to send it back)",
+            node.id
+        ));
+    }
     if let Some(l) = node.lost.as_ref().filter(|_| node.state == NodeState::Lost) {
         waiting_for.push(format!("its place to answer (lost since {})", l.since));
     }

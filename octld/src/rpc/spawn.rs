@@ -28,6 +28,7 @@ pub async fn spawn(
             max_budget_usd: p.max_budget_usd,
             runner: p.runner,
             permissions: p.permissions,
+            review: p.review,
             parent: None,
         },
     )
