@@ -207,3 +207,121 @@ fn a_run_that_holds_for_review_merges_only_what_a_person_approved() {
     );
     assert_eq!(code.code, 2, "{code:?}");
 }
+
+/// The real Claude Code 2.1.328: a done node held for review is sent back with a comment; its
+/// conversation is resumed (`claude --resume`) in the same worktree and branch with the
+/// review as its next message — the stand-in's next request carries it — it commits again,
+/// and once approved it merges.
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn claude_goes_on_with_a_review_in_its_own_conversation() {
+    use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
+    let claude = require_claude();
+    let model = ModelStandIn::start(vec![
+        Step::bash("echo v1 > a.txt && git add a.txt && git commit -q -m v1"),
+        Step::bash("orchestratectl node done --message v1"),
+        Step::text("Done."),
+        // The resumed conversation: the review is its next user message.
+        Step::bash("echo b > b.txt && git add b.txt && git commit -q -m 'as reviewed'"),
+        Step::bash("orchestratectl node done --message 'as reviewed'"),
+        Step::text("Done again."),
+    ]);
+    let (env, repo) = claude_world(&claude, &model, true, "");
+    let _d = env.start_daemon();
+    let run = env.cli_spawn(
+        &repo,
+        &["spinoff", "Write a.txt", "--node", "c", "--review"],
+    );
+    env.wait_node(&run, "c", "done");
+    let first = model.main_requests().len();
+    let out = env.cli([
+        "--json",
+        "review",
+        &run,
+        "--comment",
+        "a.txt:1: also add b.txt beside it",
+    ]);
+    out.ok();
+    assert_eq!(out.json()["review"]["way"], json!("resumed"), "{out:?}");
+    let asked = model.wait_main_requests(first + 1, Duration::from_secs(60));
+    let next = asked[first]["messages"].to_string();
+    assert!(
+        next.contains("a.txt:1: also add b.txt beside it") && next.contains("review 1"),
+        "the review is the conversation's next message: {next}"
+    );
+    assert!(
+        next.contains("echo v1 > a.txt"),
+        "in the same conversation: {next}"
+    );
+    wait_until("done again", Duration::from_secs(60), || {
+        let n = node_of(&env, &run, "c");
+        (n["state"] == json!("done") && n["message"] == json!("as reviewed")).then_some(())
+    });
+    env.cli(["review", &run, "--approve"]).ok();
+    env.wait_status(&run, &["completed"]);
+    assert_eq!(repo.show("main", "a.txt").as_deref(), Some("v1\n"));
+    assert_eq!(repo.show("main", "b.txt").as_deref(), Some("b\n"));
+    let resumed = env
+        .log_events(&run)
+        .into_iter()
+        .filter(|e| e["type"] == json!("node.starting"))
+        .nth(1)
+        .unwrap();
+    assert_eq!(resumed["data"]["resume"], json!(true), "{resumed}");
+}
+
+/// The real Claude Code 2.1.328, interactive (a code run): the review is typed into its live
+/// session, the stand-in's next request carries it, it commits again, and approved, merges.
+#[test]
+#[ignore = "needs the real Claude Code CLI: set OCTL_TEST_CLAUDE_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_review_is_typed_into_a_live_claude_session() {
+    use octl_tests::model::{claude_world, require_claude, ModelStandIn, Step};
+    let claude = require_claude();
+    let model = ModelStandIn::start(vec![
+        Step::bash("echo v1 > a.txt && git add a.txt && git commit -q -m v1"),
+        Step::bash("orchestratectl node done --message v1"),
+        Step::text("Done."),
+        Step::bash("echo b > b.txt && git add b.txt && git commit -q -m 'as reviewed'"),
+        Step::bash("orchestratectl node done --message 'as reviewed'"),
+        Step::text("Done again."),
+    ]);
+    let (env, repo) = claude_world(&claude, &model, true, "");
+    let _d = env.start_daemon();
+    let run = env.cli_spawn(&repo, &["code", "Write a.txt", "--node", "i"]);
+    env.wait_node(&run, "i", "done");
+    // Its turn over, the session waits at its prompt.
+    wait_until("the first turn to end", Duration::from_secs(60), || {
+        (model.main_requests().len() >= 3).then_some(())
+    });
+    let first = model.main_requests().len();
+    let out = env.cli([
+        "--json",
+        "review",
+        &run,
+        "--comment",
+        "a.txt: add b.txt too",
+    ]);
+    out.ok();
+    assert_eq!(out.json()["review"]["way"], json!("typed"), "{out:?}");
+    assert_eq!(out.json()["state"], json!("running"));
+    let window = format!("{run}:i");
+    octl_tests::wait_until_describing(
+        "the typed review's request",
+        Duration::from_secs(60),
+        || (model.main_requests().len() > first).then_some(()),
+        || env.tmux_screen(&window),
+    );
+    let asked = model.main_requests();
+    let next = asked[first]["messages"].to_string();
+    assert!(
+        next.contains("a.txt: add b.txt too"),
+        "typed as its next message: {next}"
+    );
+    wait_until("done again", Duration::from_secs(60), || {
+        let n = node_of(&env, &run, "i");
+        (n["state"] == json!("done") && n["message"] == json!("as reviewed")).then_some(())
+    });
+    env.cli(["review", &run, "--approve"]).ok();
+    env.wait_status(&run, &["completed"]);
+    assert_eq!(repo.show("main", "b.txt").as_deref(), Some("b\n"));
+}

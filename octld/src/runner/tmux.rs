@@ -189,7 +189,7 @@ impl Runner for TmuxRunner {
         if !owned {
             return Ok(false);
         }
-        self.tmux.send_keys_literal(pane, text)?;
+        self.tmux.paste_literal(pane, text)?;
         self.tmux.send_enter(pane)?;
         Ok(true)
     }

@@ -105,6 +105,24 @@ impl Tmux {
             .map(|_| ())
     }
 
+    /// Puts `text` into a pane as one paste — bracketed, when the program there asked for
+    /// that — rather than as keys: a program that tells typing from pasting by how fast keys
+    /// come (Claude Code) would otherwise take an `Enter` right after a long line for a
+    /// newline in it, not the end of the message. Through a buffer of this call's own.
+    pub fn paste_literal(&self, pane_id: &str, text: &str) -> Result<()> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        check_pane_id(pane_id)?;
+        let buffer = format!(
+            "octl-paste-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.run1(&["set-buffer", "-b", &buffer, "--", text])?;
+        self.run1(&["paste-buffer", "-p", "-d", "-b", &buffer, "-t", pane_id])
+            .map(|_| ())
+    }
+
     /// Presses `Enter` in the pane.
     pub fn send_enter(&self, pane_id: &str) -> Result<()> {
         self.send_key(pane_id, "Enter")
