@@ -370,3 +370,46 @@ fn allowing_a_permission_request_from_the_inbox() {
     // Decided, it is no longer listed.
     pane.wait_for("Nothing waits for you");
 }
+
+/// From the diff of a done node, `c` sends its work back with a review comment: recorded as
+/// `node.review`, its agent goes on with it (a shell agent: again in the same worktree, the
+/// review in `$OCTL_REVIEW_FILE`), and merged it has both.
+#[test]
+fn requesting_changes_from_the_diff() {
+    let (env, _d, repo) = TestEnv::world();
+    let run = code_run(
+        &env,
+        &repo,
+        "if [ -n \"$OCTL_REVIEW_FILE\" ]; then cp \"$OCTL_REVIEW_FILE\" review.md; else printf 'one\\n' > notes.txt; fi",
+    );
+    env.wait_status(&run, &["waiting"]);
+    let pane = tui(&env, &[]);
+    pane.wait_for("to merge");
+    pane.keys(&["d"]);
+    pane.wait_for("+one");
+    pane.keys(&["c"]);
+    pane.wait_for("review: what should change?");
+    pane.type_text("notes.txt:1: say why");
+    pane.keys(&["Enter"]);
+    let ev = logged(&env, &run, "node.review");
+    assert_eq!(ev["actor"], json!("human"), "{ev}");
+    assert_eq!(
+        ev["data"]["comments"],
+        json!(["notes.txt:1: say why"]),
+        "{ev}"
+    );
+    assert_eq!(ev["data"]["way"], json!("attempt"), "{ev}");
+    pane.wait_for("review 1 attempt");
+    wait_until("the node done again", Duration::from_secs(30), || {
+        let show = env.rpc("run.show", json!({"run": run}));
+        (show["nodes"][0]["state"] == json!("done") && show["nodes"][0]["started_at"].is_string())
+            .then_some(())
+    });
+    env.cli(["review", &run, "--approve"]).ok();
+    env.wait_status(&run, &["completed"]);
+    assert_eq!(repo.show("main", "notes.txt").as_deref(), Some("one\n"));
+    assert!(repo
+        .show("main", "review.md")
+        .unwrap()
+        .contains("notes.txt:1: say why"));
+}

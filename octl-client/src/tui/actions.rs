@@ -49,6 +49,12 @@ pub enum Action {
         node: String,
         text: String,
     },
+    /// `review RUN --node N --comment C`.
+    Review {
+        run: String,
+        node: String,
+        comment: String,
+    },
     /// A person's decision on a permission request (`node allow|deny`). `always`: the rule
     /// (`Bash(python3 *)`) allowed for the rest of the run with it.
     Decide {
@@ -82,6 +88,9 @@ impl Action {
                 short(run)
             ),
             Action::Send { node, .. } => format!("send a line to node {node}"),
+            Action::Review { run, node, .. } => {
+                format!("send node {node} of run {} back with a review", short(run))
+            }
             Action::Decide {
                 run,
                 node,
@@ -160,6 +169,22 @@ pub async fn perform(client: &Client, action: Action) -> Result<String, AppError
         }
         Action::Send { run, node, text } => {
             call::<method::NodeSend>(client, &NodeSendParams { run, node, text }).await?;
+        }
+        Action::Review { run, node, comment } => {
+            crate::commands::node::refuse_inside_an_agent("review work")?;
+            let r = call::<method::NodeReview>(
+                client,
+                &octl_proto::rpc::ReviewParams {
+                    run,
+                    node: Some(node),
+                    comments: vec![comment],
+                    text: None,
+                    approve: false,
+                },
+            )
+            .await?;
+            let way = r.review.way.map_or("approved", |w| w.as_str());
+            return Ok(format!("review {} {way}", r.review.round));
         }
         Action::Decide {
             run,

@@ -77,6 +77,11 @@ pub enum Typing {
         run: String,
         node: String,
     },
+    /// A review comment that sends the node's work back to its agent.
+    Review {
+        run: String,
+        node: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,6 +23,8 @@ pub enum Cmd {
     Cancel,
     Attach,
     Send,
+    /// `c`: a review of the node's work that asks its agent for changes.
+    Review,
     Diff,
     Log,
     Screen,
@@ -47,6 +49,7 @@ impl Cmd {
                 | Cmd::Retry
                 | Cmd::Cancel
                 | Cmd::Send
+                | Cmd::Review
         )
     }
 }
@@ -92,7 +95,11 @@ pub const KEYS: &[(&str, Cmd, &str)] = &[
         Cmd::Attach,
         "attach to the agent's window (detach: C-b d)",
     ),
-    ("s", Cmd::Send, "send a line of input to the agent"),
+    (
+        "s / c",
+        Cmd::Send,
+        "send a line / review: send the work back",
+    ),
     ("p / l", Cmd::Screen, "the agent's screen / log"),
     (
         "d / e",
@@ -131,6 +138,7 @@ pub fn cmd_of(key: KeyEvent) -> Option<Cmd> {
         KeyCode::Char('x') => Cmd::Cancel,
         KeyCode::Char('t') => Cmd::Attach,
         KeyCode::Char('s') => Cmd::Send,
+        KeyCode::Char('c') => Cmd::Review,
         KeyCode::Char('p') => Cmd::Screen,
         KeyCode::Char('l') => Cmd::Log,
         KeyCode::Char('d') => Cmd::Diff,

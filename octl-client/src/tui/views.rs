@@ -775,6 +775,10 @@ fn prompt(f: &mut Frame, p: &Paint, area: Rect, purpose: &Typing, text: &str) {
             format!("the agent of node {node} is told why request {request} is denied (empty: no reason)"),
         ),
         Typing::Send { node, .. } => ("send a line", format!("to the agent of node {node}")),
+        Typing::Review { node, .. } => (
+            "review: what should change? (`src/x.rs:42: use the helper`)",
+            format!("sent to the agent of node {node} as its next message; it reports done again"),
+        ),
     };
     let lines = vec![
         Line::from(what),

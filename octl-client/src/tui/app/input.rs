@@ -154,6 +154,26 @@ impl App {
                 }
                 None => self.say(false, "no live agent selected"),
             },
+            // A finished attempt whose worktree is kept: done (a code run, or held for
+            // review), failed or exited.
+            Cmd::Review => match self.run_in_view().zip(self.node_in_view()) {
+                Some((e, n))
+                    if !n.cleaned
+                        && matches!(
+                            n.state,
+                            NodeState::Done | NodeState::Failed | NodeState::Exited
+                        ) =>
+                {
+                    self.modal = Some(Modal::Input {
+                        purpose: Typing::Review {
+                            run: e.id().to_string(),
+                            node: n.id.clone(),
+                        },
+                        text: String::new(),
+                    })
+                }
+                _ => self.say(false, "no done, failed or exited node with its work here to review"),
+            },
             Cmd::Editor | Cmd::Shell => {
                 let wt = self
                     .node_in_view()
@@ -298,6 +318,11 @@ impl App {
                 reason: text_trimmed,
             }),
             Typing::Send { run, node } => self.act(Action::Send { run, node, text }),
+            Typing::Review { run, node } => self.act(Action::Review {
+                run,
+                node,
+                comment: text_trimmed,
+            }),
         }
     }
 
