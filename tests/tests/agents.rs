@@ -249,6 +249,24 @@ fn a_silent_agent_is_failed_by_the_watchdog_with_the_reason_and_its_window_close
     env.write_config("[agents.shell]\nsilence_limit_secs = 1\n");
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
+    // An agent that waits for a person's decision on a permission request is not stuck,
+    // however long it waits.
+    let input = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                       "tool_input": {"command": "python3 x.py"}});
+    let asker = run_id(
+        &env.spawn(
+            "spinoff",
+            &repo,
+            &format!("echo '{input}' | orchestratectl hook PermissionAsk > /dev/null; sleep 600"),
+            json!({"agent": "shell", "node": "asks"}),
+        )
+        .unwrap(),
+    );
+    octl_tests::wait_until("the request", std::time::Duration::from_secs(30), || {
+        env.event_types(&asker)
+            .contains(&"node.permission_asked".to_string())
+            .then_some(())
+    });
     let run = run_id(
         &env.spawn(
             "spinoff",
@@ -259,6 +277,9 @@ fn a_silent_agent_is_failed_by_the_watchdog_with_the_reason_and_its_window_close
         .unwrap(),
     );
     let show = env.wait_status(&run, &["failed"]);
+    // Silent for longer than the quiet one, which the watchdog stopped: still running.
+    let asking = env.rpc("run.show", json!({"run": asker}));
+    assert_eq!(node0(&asking)["state"], json!("running"), "{asking}");
     let node = node0(&show);
     assert_eq!(node["state"], json!("failed"), "{show}");
     let reason = node["reason"].as_str().unwrap_or_default();

@@ -615,8 +615,6 @@ fn note_server(daemon: &Daemon, server: Option<u32>, watched: usize) {
     tracing::warn!(tmux_pid = ours, now_answering = ?server, agents = watched, cause, "the tmux server is gone; its agents' windows went with it");
 }
 
-/// Why `node`'s agent counts as stuck: it wrote nothing to its log for longer than its
-/// profile's silence limit (`None`: it did not, or it has no limit).
 /// The profiles' silence limits, looked up once per tick and profile.
 #[derive(Default)]
 struct Silences {
@@ -625,6 +623,9 @@ struct Silences {
     limits: HashMap<Option<String>, Option<(u64, String)>>,
 }
 
+/// Why `node`'s agent counts as stuck: it wrote nothing to its log for longer than its
+/// profile's silence limit (`None`: it did not, or it has no limit, or it waits for a
+/// person's decision).
 fn silent(
     daemon: &Daemon,
     silences: &mut Silences,
@@ -653,7 +654,18 @@ fn silent(
         .started_at
         .as_deref()
         .and_then(octl_proto::time::parse_millis);
-    let last = written.max(started)?;
+    // Waiting for a person's decision on a permission request is not being stuck (however
+    // long `[permissions] wait` is); the silence counts again from the decision.
+    let view = handle.view();
+    let asked = view.permissions.iter().filter(|p| p.node == node.id);
+    if asked.clone().any(|p| p.decision.is_none()) {
+        return None;
+    }
+    let decided = asked
+        .filter_map(|p| p.decision.as_ref())
+        .filter_map(|d| octl_proto::time::parse_millis(&d.decided_at))
+        .max();
+    let last = written.max(started).max(decided)?;
     let silent_ms = crate::store::writer::now_ms().saturating_sub(last);
     (silent_ms > limit * 1000).then(|| {
         format!(
