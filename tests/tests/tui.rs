@@ -400,6 +400,7 @@ fn requesting_changes_from_the_diff() {
     );
     assert_eq!(ev["data"]["way"], json!("attempt"), "{ev}");
     pane.wait_for("review 1 attempt");
+    pane.wait_for("review 1: changes asked (attempt): notes.txt:1: say");
     wait_until("the node done again", Duration::from_secs(30), || {
         let show = env.rpc("run.show", json!({"run": run}));
         (show["nodes"][0]["state"] == json!("done") && show["nodes"][0]["started_at"].is_string())

@@ -551,6 +551,28 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
             p.fg(Color::Red),
         )));
     }
+    // The last review round, and the tip it was made on (`git diff` from it: what changed).
+    if let Some(r) = n.reviews.last() {
+        let what = match r.way {
+            None => "approved".to_string(),
+            Some(w) => format!("changes asked ({})", w.as_str()),
+        };
+        let said = r
+            .comments
+            .first()
+            .and_then(|c| c.lines().next())
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
+        let since = r
+            .head
+            .as_deref()
+            .map(|h| format!(" · since {}", &h[..h.len().min(10)]))
+            .unwrap_or_default();
+        lines.push(Line::from(format!(
+            "review {}: {what}{said}{since}",
+            r.round
+        )));
+    }
     match &app.detail {
         None => lines.push(Line::from("loading…")),
         Some(Loaded::Unavailable(why)) => lines.push(Line::from(format!("unavailable: {why}"))),
