@@ -1,8 +1,9 @@
 //! `orchestratectl hook <EVENT>`: the command Claude Code's hooks run in every agent the
 //! daemon starts (octld passes them with `--settings`). It reads the hook's JSON from stdin and
-//! records what it says as one `node.activity` event of the agent's node; an autonomous
-//! agent's `PermissionRequest` (`hook PermissionAsk`) is instead asked of a person, and the
-//! decision printed on stdout, the one thing this ever prints there.
+//! records what it says as one `node.activity` event of the agent's node; a `PermissionRequest`
+//! (`hook PermissionAsk`, `hook PermissionAsk window` in an interactive agent, whose dialog is
+//! on screen meanwhile) is instead asked of a person, and the decision printed on stdout, the
+//! one thing this ever prints there.
 //!
 //! A hook runs synchronously: the agent waits for it. So this is the CLI's fast path, taken at
 //! the top of `main` before clap or a tokio runtime exist: blocking `std` I/O, one HTTP request
@@ -36,10 +37,14 @@ Examples:
 pub struct HookArgs {
     /// The Claude Code hook that runs this: SessionStart, UserPromptSubmit, PreToolUse,
     /// PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, Notification, Stop,
-    /// SessionEnd; PermissionAsk (an autonomous agent's PermissionRequest: asked of a person
-    /// with `node allow|deny`, the decision printed)
+    /// SessionEnd; PermissionAsk (a PermissionRequest asked of a person with `node
+    /// allow|deny`, the decision printed; `PermissionAsk window`: an interactive agent's, whose
+    /// dialog may be answered in its window first)
     #[arg(value_name = "EVENT")]
     pub event: Option<String>,
+    /// With PermissionAsk: `window`, the agent's dialog is on screen while this waits
+    #[arg(value_name = "WHERE", hide = true)]
+    pub place: Option<String>,
 }
 
 /// How long the connection to the daemon may take to accept the request, and to answer it.
@@ -58,13 +63,18 @@ pub fn is_hook(args: &[OsString]) -> bool {
 
 /// The fast path: always 0.
 pub fn main(args: &[OsString]) -> i32 {
-    let event = args.get(2).and_then(|a| a.to_str()).map(str::to_string);
-    run(event.as_deref())
+    let arg = |i: usize| args.get(i).and_then(|a| a.to_str()).map(str::to_string);
+    run_in(arg(2).as_deref(), arg(3).as_deref() == Some(WINDOW))
 }
 
 /// Reads the hook's input, records it if the daemon runs, and returns 0 in every case.
 pub fn run(event: Option<&str>) -> i32 {
-    if let Err(why) = record(event) {
+    run_in(event, false)
+}
+
+/// [`run`]; `window`: a `PermissionAsk` whose dialog is on screen in the agent's window.
+pub fn run_in(event: Option<&str>, window: bool) -> i32 {
+    if let Err(why) = record(event, window) {
         // On stderr only, which Claude Code shows in its debug output, never as a decision.
         if std::env::var_os("OCTL_HOOK_DEBUG").is_some() {
             eprintln!("orchestratectl hook: {why}");
@@ -150,7 +160,7 @@ fn shorten(s: &str) -> String {
     }
 }
 
-fn record(event: Option<&str>) -> Result<(), String> {
+fn record(event: Option<&str>, window: bool) -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     // Outside an agent window there is no node to speak for.
     let (run, node) = match (env("OCTL_RUN"), env("OCTL_NODE")) {
@@ -165,7 +175,7 @@ fn record(event: Option<&str>) -> Result<(), String> {
         .map_err(|e| format!("reading stdin: {e}"))?;
     // An autonomous agent's request for a tool: asked of a person, and answered.
     if event == Some(ASK) {
-        return ask(&run, &node, &raw);
+        return ask(&run, &node, &raw, window);
     }
     let input: HookInput = serde_json::from_slice(&raw).unwrap_or_default();
     // The daemon's argument first: it says what the hook means for this agent (in `-p` a
@@ -198,9 +208,15 @@ fn record(event: Option<&str>) -> Result<(), String> {
     post(&home.join("octld.sock"), &body)
 }
 
-/// The hook an autonomous Claude Code agent's `PermissionRequest` runs (octld's settings say
-/// so): the request is recorded and a person's decision waited for.
+/// The hook a Claude Code agent's `PermissionRequest` runs (octld's settings say so): the
+/// request is recorded and a person's decision waited for.
 pub const ASK: &str = "PermissionAsk";
+/// `PermissionAsk`'s second argument in an interactive agent: Claude Code shows its dialog
+/// while the hook runs, takes the hook's decision if it comes first (the dialog goes), and,
+/// when the dialog is answered No (or cancelled) first, ends the hook with SIGTERM — which
+/// this reports, so the daemon records the window's denial; a Yes is reported by the tool's
+/// `PostToolUse`.
+pub const WINDOW: &str = "window";
 /// How long one `node.permission_wait` may take to answer (it waits at most 20 s).
 const WAIT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long past the daemon's `[permissions] wait` the hook waits for its answer at most.
@@ -215,8 +231,11 @@ const RESTART_POLL: Duration = Duration::from_millis(200);
 /// `PermissionRequest` decision. With the daemon down, or any error, it prints nothing: the
 /// agent does as it would without the hook (in `-p`, the tool is denied). A daemon restarted
 /// while it waits is asked again (up to 30 s without an answer). Bounded: 30 s past the wait the daemon gave, it gives up (and prints nothing).
-fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
+fn ask(run: &str, node: &str, raw: &[u8], window: bool) -> Result<(), String> {
     let started = std::time::Instant::now();
+    // SIGTERM waits (blocked, in every thread) until the request is known and a thread
+    // reports it; a hook ended so before it asked leaves its request to the next hooks.
+    let terminated = window.then(block_sigterm).flatten();
     let input: Value = serde_json::from_slice(raw).map_err(|e| format!("hook input: {e}"))?;
     let tool = input["tool_name"]
         .as_str()
@@ -237,9 +256,19 @@ fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
         return Err("octld is not running".into());
     }
     let socket = home.join("octld.sock");
+    if window {
+        // The dialog is on screen: what an interactive agent's hook has always said.
+        let _ = append_activity(
+            &socket,
+            run,
+            node,
+            json!({"state": ActivityState::NeedsPermission.as_str(), "hook": "PermissionRequest",
+                   "detail": detail}),
+        );
+    }
     let mut params = json!({"run": run, "node": node, "tool": tool, "input": tool_input});
-    if let Some(d) = detail {
-        params["detail"] = Value::String(d);
+    if let Some(d) = &detail {
+        params["detail"] = Value::String(d.clone());
     }
     let mut answer = call(
         &socket,
@@ -247,6 +276,9 @@ fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
         &params,
         READ_TIMEOUT,
     )?;
+    if let (Some(set), Some(request)) = (terminated, answer["request"].as_str()) {
+        report_window_answer(set, &socket, run, node, request, detail.as_deref());
+    }
     let wait = Duration::from_millis(answer["wait_ms"].as_u64().unwrap_or(600_000));
     let mut unanswered = None::<std::time::Instant>;
     while answer["decision"].is_null() {
@@ -296,6 +328,74 @@ fn ask(run: &str, node: &str, raw: &[u8]) -> Result<(), String> {
     writeln!(stdout, "{out}")
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("writing the decision: {e}"))
+}
+
+/// Blocks SIGTERM in this thread (and so in the threads it starts), for [`sigwait`]; `None`
+/// if it could not be.
+fn block_sigterm() -> Option<libc::sigset_t> {
+    // SAFETY: a zeroed sigset_t is emptied by sigemptyset before use; pthread_sigmask only
+    // reads the set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        (libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0).then_some(set)
+    }
+}
+
+/// A thread that waits for the SIGTERM Claude Code sends the hook when its dialog is answered
+/// No or cancelled in the window, and then says so (`node.activity` with `hook`
+/// `PermissionAsk` and the `request`: the daemon records the window's denial) and ends the
+/// hook, printing nothing.
+fn report_window_answer(
+    set: libc::sigset_t,
+    socket: &Path,
+    run: &str,
+    node: &str,
+    request: &str,
+    detail: Option<&str>,
+) {
+    let (socket, run, node, request) = (
+        socket.to_path_buf(),
+        run.to_string(),
+        node.to_string(),
+        request.to_string(),
+    );
+    let what = detail.unwrap_or("the tool").to_string();
+    let spawned = std::thread::Builder::new()
+        .name("sigterm".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is an initialised signal set; sigwait writes the signal taken.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                return;
+            }
+            let data = json!({"state": ActivityState::Working.as_str(), "hook": ASK,
+                "request": request, "detail": shorten(&format!("denied in the window: {what}"))});
+            let _ = append_activity(&socket, &run, &node, data);
+            std::process::exit(0);
+        });
+    if spawned.is_err() {
+        // No thread to report it: SIGTERM ends the hook as it would have.
+        // SAFETY: unblocks what block_sigterm blocked.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    }
+}
+
+/// One `node.activity` of the agent's node (actor agent), `data` as given.
+fn append_activity(socket: &Path, run: &str, node: &str, data: Value) -> Result<(), String> {
+    let mut data = data;
+    if let Some(o) = data.as_object_mut() {
+        o.retain(|_, v| !v.is_null());
+    }
+    let body = json!({
+        "jsonrpc": octl_proto::rpc::JSONRPC_VERSION,
+        "id": 1,
+        "method": octl_proto::method::EventAppend::NAME,
+        "params": {"run": run, "node": node, "type": "node.activity", "actor": "agent", "data": data},
+    })
+    .to_string();
+    post(socket, &body)
 }
 
 fn home() -> Result<PathBuf, String> {

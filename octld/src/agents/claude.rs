@@ -60,25 +60,30 @@ pub const HOOKS: &[(&str, bool)] = &[
 
 /// How long Claude Code lets one hook run (seconds); the hook itself gives up far sooner.
 const HOOK_TIMEOUT_S: u64 = 5;
-/// How long Claude Code lets the permission hook of an autonomous agent run: a day (the
-/// longest `[permissions] wait`) and a minute. The hook itself gives up 30 s after the wait.
+/// How long Claude Code lets the permission hook run: a day (the longest `[permissions]
+/// wait`, and an interactive agent's) and a minute. The hook itself gives up 30 s after the
+/// wait.
 const ASK_TIMEOUT_S: u64 = 86_400 + 60;
 
 /// The `--settings` JSON with [`HOOKS`]: `{"hooks": {"Stop": [{"hooks": [{"type": "command",
 /// "command": "orchestratectl hook Stop", "timeout": 5}]}], …}}`. `orchestratectl` is found
 /// on the window's PATH, which starts with octld's own directory.
 ///
-/// With `-p` (`mode` autonomous) no one can answer a prompt in the window, but Claude Code
-/// 2.1.328 still runs the `PermissionRequest` hook for a tool its rules do not allow, and
-/// takes the hook's decision: so there it is `orchestratectl hook PermissionAsk`, which
-/// records the request and waits for a person's `node allow|deny` (docs/AGENTS.md,
-/// "Permission requests"), under a timeout longer than any `[permissions] wait`.
+/// Claude Code 2.1.328 runs the `PermissionRequest` hook for a tool its rules do not allow
+/// and takes the hook's decision. With `-p` (`mode` autonomous) no one can answer a prompt in
+/// the window: there it is `orchestratectl hook PermissionAsk`, which records the request and
+/// waits for a person's `node allow|deny` (docs/AGENTS.md, "Permission requests"), under a
+/// timeout longer than any `[permissions] wait`. Interactive, Claude Code shows its dialog
+/// while the hook runs, so the request is answerable both there and from outside: it is
+/// `orchestratectl hook PermissionAsk window`, whose decision closes the dialog, and which
+/// says so when the dialog was answered No first (Claude Code ends it with SIGTERM).
 pub fn hook_settings(mode: Mode, rules: &PermissionRules) -> String {
     let hooks: serde_json::Map<String, serde_json::Value> = HOOKS
         .iter()
         .map(|(event, per_tool)| {
             let (said, timeout) = match (*event, mode) {
                 ("PermissionRequest", Mode::Autonomous) => ("PermissionAsk", ASK_TIMEOUT_S),
+                ("PermissionRequest", Mode::Interactive) => ("PermissionAsk window", ASK_TIMEOUT_S),
                 _ => (*event, HOOK_TIMEOUT_S),
             };
             let mut group = serde_json::json!({"hooks": [{
@@ -152,7 +157,21 @@ mod tests {
                 }),
                 "{mode:?}"
             );
-            assert!(settings["hooks"]["PermissionRequest"].is_array());
+            let asks = &settings["hooks"]["PermissionRequest"][0]["hooks"][0];
+            let command = match mode {
+                Mode::Autonomous => "orchestratectl hook PermissionAsk",
+                Mode::Interactive => "orchestratectl hook PermissionAsk window",
+            };
+            assert_eq!(asks["command"], serde_json::json!(command), "{mode:?}");
+            assert_eq!(
+                asks["timeout"],
+                serde_json::json!(ASK_TIMEOUT_S),
+                "{mode:?}"
+            );
+            assert_eq!(
+                settings["hooks"]["Stop"][0]["hooks"][0]["timeout"],
+                serde_json::json!(HOOK_TIMEOUT_S)
+            );
         }
         // No rules anywhere: the settings say nothing of permissions.
         let plain = resolve(&Config::default(), None).unwrap();

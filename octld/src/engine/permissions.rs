@@ -5,8 +5,15 @@
 //! so of two racing decisions (two people, or a person and the timeout) the reducer keeps the
 //! first and refuses the second, and only the winner is returned to the agent. The tool's
 //! input is the agent's, untrusted: recorded and shown, never run here.
+//!
+//! An interactive agent's (a `code` run's) request is also on screen in its window, where
+//! Claude Code shows its dialog while the hook waits: a [`watch`] per open request records the
+//! window's answer as the decision (`by: "window"`, actor daemon) when the agent's hooks say it
+//! came first — the hook ended by SIGTERM (No, or cancelled) or the tool's `PostToolUse`
+//! (Yes) — so a `node allow|deny` after it is refused naming it.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use octl_proto::event::{NodePermissionAsked, NodePermissionDecided};
@@ -17,7 +24,7 @@ use octl_proto::rpc::{
     PermissionDecided, PermissionWaitParams,
 };
 use octl_proto::state::{Permission, PermissionDecision};
-use octl_proto::{Actor, AppError, ErrorKind};
+use octl_proto::{Actor, AppError, ErrorKind, RunKind};
 
 use crate::daemon::Daemon;
 use crate::store::{Draft, RunHandle};
@@ -29,7 +36,20 @@ const WAIT_CALL: Duration = Duration::from_secs(20);
 const MAX_INPUT: usize = 64 * 1024;
 const MAX_TEXT: usize = 4096;
 
-fn wait_ms(daemon: &Daemon) -> u64 {
+/// How long an interactive agent's request waits: as its dialog always has, as long as Claude
+/// Code lets the hook run (a day; the hook's timeout is a day and a minute).
+const WINDOW_WAIT_MS: u64 = 86_400_000;
+
+/// Whether `view`'s agents are interactive (a `code` run's: their dialogs are on screen).
+fn interactive(view: &octl_proto::projection::RunDetail) -> bool {
+    view.manifest.kind == Some(RunKind::Code)
+}
+
+/// `[permissions] wait`, or [`WINDOW_WAIT_MS`] in a run whose agents are interactive.
+fn wait_ms(daemon: &Daemon, view: &octl_proto::projection::RunDetail) -> u64 {
+    if interactive(view) {
+        return WINDOW_WAIT_MS;
+    }
     daemon
         .config
         .get()
@@ -92,7 +112,7 @@ pub async fn ask(
     }
     let handle = daemon.store.resolve("run", &p.run)?;
     handle.ensure_writable()?;
-    let wait_ms = wait_ms(daemon);
+    let wait_ms = wait_ms(daemon, &handle.view());
     let answer = |request: Option<String>, decision| PermissionAnswer {
         run: handle.id.clone(),
         node: p.node.clone(),
@@ -135,6 +155,9 @@ pub async fn ask(
         match daemon.store.append(&handle, draft, false).await {
             Ok(_) => {
                 tracing::info!(run = %handle.id, node = %p.node, %request, tool = %p.tool, "an agent asks for a tool");
+                if interactive(&handle.view()) {
+                    watch(daemon, &handle, &p.node, &request);
+                }
                 return Ok(answer(Some(request), None));
             }
             Err(e)
@@ -159,7 +182,7 @@ pub async fn wait(
     validate_node_id("node", &p.node)?;
     request_id(&p.request)?;
     let handle = daemon.store.resolve("run", &p.run)?;
-    let wait_ms = wait_ms(daemon);
+    let wait_ms = wait_ms(daemon, &handle.view());
     let mut events = handle.subscribe();
     let missing = || {
         AppError::not_found(format!(
@@ -168,6 +191,10 @@ pub async fn wait(
         ))
     };
     let asked = request_of(&handle, &p.node, &p.request).ok_or_else(missing)?;
+    // A daemon started while the request was open watches its window again.
+    if asked.decision.is_none() && interactive(&handle.view()) {
+        watch(daemon, &handle, &p.node, &p.request);
+    }
     let deadline = octl_proto::time::parse_millis(&asked.asked_at).unwrap_or(0) + wait_ms;
     let call_end = Instant::now() + WAIT_CALL;
     let stop = daemon.shutdown_requested();
@@ -186,10 +213,17 @@ pub async fn wait(
         }
         let now = now_ms();
         if now >= deadline {
-            let reason = format!(
-                "no one answered within {} ([permissions] wait of orchestratectl's config.toml), so the request was denied",
-                age(wait_ms)
-            );
+            let reason = if interactive(&handle.view()) {
+                format!(
+                    "no one answered within {}, in the agent's window or from outside, so the request was denied",
+                    age(wait_ms)
+                )
+            } else {
+                format!(
+                    "no one answered within {} ([permissions] wait of orchestratectl's config.toml), so the request was denied",
+                    age(wait_ms)
+                )
+            };
             let draft = Draft::daemon(
                 Some(&p.node),
                 NodePermissionDecided {
@@ -339,5 +373,184 @@ pub async fn decide(
         (Ok(_), None) => Err(AppError::internal(
             "the decision was recorded but is not in the run's state",
         )),
+    }
+}
+
+/// The open requests of interactive agents whose window is watched, as (run, request).
+static WATCHED: Mutex<Option<HashSet<(String, String)>>> = Mutex::new(None);
+
+/// Starts watching the window of `node`'s open `request` (once per request and daemon) for an
+/// answer given there: until the request is decided (there, or by a person elsewhere), its
+/// node ends, or the daemon stops.
+fn watch(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &str, request: &str) {
+    let key = (handle.id.clone(), request.to_string());
+    {
+        let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+        if !watched.get_or_insert_with(HashSet::new).insert(key.clone()) {
+            return;
+        }
+    }
+    let (daemon, handle, node, request) = (
+        daemon.clone(),
+        handle.clone(),
+        node.to_string(),
+        request.to_string(),
+    );
+    tokio::spawn(async move {
+        watch_window(&daemon, &handle, &node, &request).await;
+        let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = watched.as_mut() {
+            w.remove(&key);
+        }
+    });
+}
+
+/// What the agent's hook said of `asked`'s dialog, if it says it was answered in the window:
+/// the hook ended by SIGTERM (`PermissionAsk` naming the request: No, or cancelled), the
+/// tool run (its `PostToolUse`/`PostToolUseFailure`: Yes), or the turn over without it.
+fn window_answer(ev: &octl_proto::Event, asked: &Permission) -> Option<(&'static str, String)> {
+    if ev.kind != "node.activity"
+        || ev.actor != Actor::Agent
+        || ev.node.as_deref() != Some(asked.node.as_str())
+    {
+        return None;
+    }
+    let hook = ev.data.get("hook").and_then(serde_json::Value::as_str)?;
+    let detail = ev.data.get("detail").and_then(serde_json::Value::as_str);
+    let same_tool = detail.is_some() && detail == asked.detail.as_deref();
+    match hook {
+        "PermissionAsk"
+            if ev.data.get("request").and_then(serde_json::Value::as_str)
+                == Some(asked.request.as_str()) =>
+        {
+            Some((
+                "deny",
+                "answered No (or cancelled) in the agent's window".into(),
+            ))
+        }
+        "PostToolUse" | "PostToolUseFailure" if same_tool => {
+            Some(("allow", "answered Yes in the agent's window".into()))
+        }
+        "UserPromptSubmit" | "Stop" | "StopFailure" | "SessionEnd" => Some((
+            "deny",
+            "the agent's turn went on without the tool: not allowed in its window".into(),
+        )),
+        _ => None,
+    }
+}
+
+async fn watch_window(daemon: &Arc<Daemon>, handle: &Arc<RunHandle>, node: &str, request: &str) {
+    let mut events = handle.subscribe();
+    let stop = daemon.shutdown_requested();
+    tokio::pin!(stop);
+    loop {
+        let Some(asked) = request_of(handle, node, request) else {
+            return;
+        };
+        let alive = handle
+            .view()
+            .nodes
+            .iter()
+            .any(|n| n.id == node && n.state.is_alive());
+        if asked.decision.is_some() || !alive {
+            return;
+        }
+        let batch = tokio::select! {
+            got = tokio::time::timeout(WAIT_CALL, events.recv()) => match got {
+                Ok(Ok(batch)) => batch,
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return,
+                // Lagged, or nothing for a while: look at the request again.
+                _ => continue,
+            },
+            () = &mut stop => return,
+        };
+        let Some((behavior, reason)) = batch.iter().find_map(|ev| window_answer(ev, &asked)) else {
+            continue;
+        };
+        let draft = Draft::daemon(
+            Some(node),
+            NodePermissionDecided {
+                request: request.to_string(),
+                behavior: behavior.into(),
+                by: "window".into(),
+                always: false,
+                reason: Some(reason),
+            },
+        );
+        match daemon.store.append(handle, draft, false).await {
+            Ok(_) => {
+                tracing::info!(run = %handle.id, %node, %request, behavior, "a permission request answered in the agent's window");
+                return;
+            }
+            // Decided elsewhere first (or the node just ended): that decision stands.
+            Err(e) if e.kind == ErrorKind::InvalidTransition => return,
+            Err(e) => {
+                tracing::warn!(run = %handle.id, %node, %request, error = %e, "recording the window's answer");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn asked() -> Permission {
+        Permission {
+            request: "p2".into(),
+            node: "py".into(),
+            tool: "Bash".into(),
+            input: serde_json::Map::new(),
+            detail: Some("Bash: python3 x.py".into()),
+            asked_at: "2026-01-01T00:00:00.000Z".into(),
+            decision: None,
+        }
+    }
+
+    fn said(node: &str, actor: Actor, data: serde_json::Value) -> octl_proto::Event {
+        serde_json::from_value(json!({
+            "v": octl_proto::EVENT_VERSION, "seq": 9, "id": "e", "ts": "2026-01-01T00:00:01.000Z",
+            "run": "r", "node": node, "type": "node.activity", "actor": actor, "data": data,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_windows_answer_is_read_from_the_agents_own_hooks() {
+        let a = asked();
+        let agent = |data| said("py", Actor::Agent, data);
+        let answer = |ev: &octl_proto::Event| window_answer(ev, &a).map(|(b, _)| b);
+        // Ended by SIGTERM (No, or cancelled): the hook names its request.
+        let ended = json!({"state": "working", "hook": "PermissionAsk", "request": "p2"});
+        assert_eq!(answer(&agent(ended)), Some("deny"));
+        let other = json!({"state": "working", "hook": "PermissionAsk", "request": "p1"});
+        assert_eq!(answer(&agent(other)), None, "another request's hook");
+        // Yes: the tool ran (or ran and failed).
+        for hook in ["PostToolUse", "PostToolUseFailure"] {
+            let ran = json!({"state": "working", "hook": hook, "detail": "Bash: python3 x.py"});
+            assert_eq!(answer(&agent(ran)), Some("allow"), "{hook}");
+        }
+        let another = json!({"state": "working", "hook": "PostToolUse", "detail": "Bash: ls"});
+        assert_eq!(answer(&agent(another)), None, "another tool's");
+        // The turn went on without it.
+        assert_eq!(
+            answer(&agent(json!({"state": "idle", "hook": "Stop"}))),
+            Some("deny")
+        );
+        // Not an answer: the dialog's own notice, the request's own activity, another node's,
+        // or anyone but the agent.
+        for data in [
+            json!({"state": "needs_permission", "hook": "Notification"}),
+            json!({"state": "needs_permission", "hook": "PermissionRequest", "detail": "Bash: python3 x.py"}),
+            json!({"state": "working", "hook": "PreToolUse", "detail": "Bash: python3 x.py"}),
+        ] {
+            assert_eq!(answer(&agent(data.clone())), None, "{data}");
+        }
+        let ran =
+            json!({"state": "working", "hook": "PostToolUse", "detail": "Bash: python3 x.py"});
+        assert_eq!(answer(&said("other", Actor::Agent, ran.clone())), None);
+        assert_eq!(answer(&said("py", Actor::Human, ran)), None);
     }
 }
