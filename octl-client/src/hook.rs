@@ -198,14 +198,7 @@ fn record(event: Option<&str>, window: bool) -> Result<(), String> {
     if let Some(s) = input.session_id.filter(|s| octl_proto::ids::is_uuid(s)) {
         data["session_id"] = Value::String(s);
     }
-    let body = json!({
-        "jsonrpc": octl_proto::rpc::JSONRPC_VERSION,
-        "id": 1,
-        "method": octl_proto::method::EventAppend::NAME,
-        "params": {"run": run, "node": node, "type": "node.activity", "actor": "agent", "data": data},
-    })
-    .to_string();
-    post(&home.join("octld.sock"), &body)
+    append_activity(&home.join("octld.sock"), &run, &node, data)
 }
 
 /// The hook a Claude Code agent's `PermissionRequest` runs (octld's settings say so): the
