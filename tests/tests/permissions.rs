@@ -26,8 +26,13 @@ fn wait_asked(env: &TestEnv, run: &str, request: &str) -> Value {
         &format!("request {request} asked"),
         Duration::from_secs(60),
         || {
+            // In the log file as soon as it is written, and in the daemon's view of the run
+            // once the write it was in is folded in: both, so what follows sees it.
+            let seen = env.rpc("run.show", json!({"run": run}))["permissions"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["request"] == json!(request)));
             env.log_events(run).into_iter().find(|e| {
-                e["type"] == json!("node.permission_asked")
+                seen && e["type"] == json!("node.permission_asked")
                     && e["data"]["request"] == json!(request)
             })
         },
