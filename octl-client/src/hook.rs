@@ -249,16 +249,8 @@ fn ask(run: &str, node: &str, raw: &[u8], window: bool) -> Result<(), String> {
         return Err("octld is not running".into());
     }
     let socket = home.join("octld.sock");
-    if window {
-        // The dialog is on screen: what an interactive agent's hook has always said.
-        let _ = append_activity(
-            &socket,
-            run,
-            node,
-            json!({"state": ActivityState::NeedsPermission.as_str(), "hook": "PermissionRequest",
-                   "detail": detail}),
-        );
-    }
+    // No activity of its own: the request it records sets the node's (`needs_permission`),
+    // and is the one notice a person gets, with the commands that answer it.
     let mut params = json!({"run": run, "node": node, "tool": tool, "input": tool_input});
     if let Some(d) = &detail {
         params["detail"] = Value::String(d.clone());

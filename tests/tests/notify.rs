@@ -372,7 +372,13 @@ fn a_permission_prompt_of_the_real_claude_code_is_told_once() {
     });
     assert_eq!(kinds(&n), ["needs_permission"], "{n:?}");
     assert_eq!(n[0]["node"], json!("py"));
-    assert_eq!(n[0]["event"]["type"], json!("node.activity"));
+    // Told by the request it records, with the commands that answer it.
+    assert_eq!(
+        n[0]["event"]["type"],
+        json!("node.permission_asked"),
+        "{n:?}"
+    );
+    assert_eq!(n[0]["request"], json!("p1"), "{n:?}");
     // Yes (the first option, selected) in the window; then it goes on to idle at its prompt.
     let target = format!("{run}:py");
     wait_until("the permission dialog", Duration::from_secs(30), || {
@@ -388,7 +394,7 @@ fn a_permission_prompt_of_the_real_claude_code_is_told_once() {
         let show = env.rpc("run.show", json!({"run": run}));
         (show["nodes"][0]["activity"]["state"] == json!("idle")).then_some(())
     });
-    // Every hook that said "needs permission" (PermissionRequest, Notification) made one
+    // The request and every hook that said "needs permission" (Notification) made one
     // notice; working and idle made none.
     let said: Vec<Value> = env
         .log_events(&run)
