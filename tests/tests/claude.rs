@@ -161,15 +161,20 @@ fn activity(env: &TestEnv, run: &str) -> (String, Value) {
     )
 }
 
+/// What the node's agent said it was doing, in order: each `node.activity`, and each
+/// permission request it recorded (`needs_permission`, hook `PermissionAsk`).
 fn activities(env: &TestEnv, run: &str) -> Vec<(String, String)> {
     env.log_events(run)
         .iter()
-        .filter(|e| e["type"] == json!("node.activity"))
-        .map(|e| {
-            (
+        .filter_map(|e| match e["type"].as_str() {
+            Some("node.activity") => Some((
                 e["data"]["state"].as_str().unwrap().to_string(),
                 e["data"]["hook"].as_str().unwrap_or("").to_string(),
-            )
+            )),
+            Some("node.permission_asked") => {
+                Some(("needs_permission".to_string(), "PermissionAsk".to_string()))
+            }
+            _ => None,
         })
         .collect()
 }
