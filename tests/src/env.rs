@@ -289,6 +289,35 @@ impl TestEnv {
             .collect()
     }
 
+    /// The run's `node.permission_asked` of `request`, once it is both in the log file and in
+    /// the daemon's view (the file has it a moment before the write is folded in), so whatever
+    /// the caller asks next sees it. Fails with the run's events and its agents' logs.
+    pub fn wait_permission_asked(&self, run: &str, request: &str) -> Value {
+        crate::wait::wait_until_describing(
+            &format!("request {request} asked"),
+            Duration::from_secs(90),
+            || {
+                let seen = self.rpc("run.show", json!({"run": run}))["permissions"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["request"] == json!(request)));
+                self.log_events(run).into_iter().find(|e| {
+                    seen && e["type"] == json!("node.permission_asked")
+                        && e["data"]["request"] == json!(request)
+                })
+            },
+            || {
+                let mut logs = String::new();
+                if let Ok(rd) = std::fs::read_dir(self.run_dir(run).join("logs")) {
+                    for e in rd.flatten() {
+                        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                        logs.push_str(&format!("\n--- {}\n{text}", e.path().display()));
+                    }
+                }
+                format!("{:?}{logs}", self.event_types(run))
+            },
+        )
+    }
+
     /// Every projection file of a run, path → bytes.
     pub fn projections(&self, run: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
         let dir = self.run_dir(run);

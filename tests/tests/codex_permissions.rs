@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
-use octl_tests::{wait_until_describing, TestEnv, TestRepo};
-use serde_json::{json, Value};
+use octl_tests::{TestEnv, TestRepo};
+use serde_json::json;
 
 /// Codex's sandbox keeps the git directory read-only (a linked worktree's is in the main
 /// repository): only outside it does this commit succeed.
@@ -76,21 +76,6 @@ fn raw_log(env: &TestEnv, run: &str) -> String {
     std::fs::read_to_string(env.run_dir(run).join("logs/writer.log")).unwrap_or_default()
 }
 
-/// The run's `node.permission_asked` of `request`, once it is in the log.
-fn wait_asked(env: &TestEnv, run: &str, request: &str) -> Value {
-    wait_until_describing(
-        &format!("request {request} asked"),
-        Duration::from_secs(90),
-        || {
-            env.log_events(run).into_iter().find(|e| {
-                e["type"] == json!("node.permission_asked")
-                    && e["data"]["request"] == json!(request)
-            })
-        },
-        || format!("{:?}\nlog: {}", env.event_types(run), raw_log(env, run)),
-    )
-}
-
 /// What the shell calls returned to the model, as the last request carried them.
 fn call_outputs(model: &ModelStandIn) -> Vec<String> {
     let requests = model.main_requests();
@@ -106,7 +91,7 @@ fn call_outputs(model: &ModelStandIn) -> Vec<String> {
 /// The request as Codex asked it: Claude Code's shape (`Bash`, `command`), its reason as
 /// `description`; the node needs permission meanwhile.
 fn assert_asked_to_commit(env: &TestEnv, run: &str) {
-    let asked = wait_asked(env, run, "p1");
+    let asked = env.wait_permission_asked(run, "p1");
     assert_eq!(asked["actor"], json!("agent"), "{asked}");
     assert_eq!(asked["data"]["tool"], json!("Bash"), "{asked}");
     assert_eq!(asked["data"]["input"]["command"], json!(COMMIT), "{asked}");

@@ -21,25 +21,6 @@ fn decided(env: &TestEnv, run: &str) -> Vec<Value> {
         .collect()
 }
 
-fn wait_asked(env: &TestEnv, run: &str, request: &str) -> Value {
-    wait_until_describing(
-        &format!("request {request} asked"),
-        Duration::from_secs(60),
-        || {
-            // In the log file as soon as it is written, and in the daemon's view of the run
-            // once the write it was in is folded in: both, so what follows sees it.
-            let seen = env.rpc("run.show", json!({"run": run}))["permissions"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().any(|p| p["request"] == json!(request)));
-            env.log_events(run).into_iter().find(|e| {
-                seen && e["type"] == json!("node.permission_asked")
-                    && e["data"]["request"] == json!(request)
-            })
-        },
-        || format!("{:?}", env.event_types(run)),
-    )
-}
-
 /// `node allow` and `node deny` at once on one request: exactly one wins; the loser exits 4
 /// naming the winner and changes nothing; the winner's command again answers the same.
 fn race(env: &TestEnv, run: &str, node: &str, request: &str) -> &'static str {
@@ -112,7 +93,7 @@ fn a_request_is_asked_decided_once_from_the_cli_and_the_hook_returns_the_winner(
         )
         .unwrap();
     let run = spawned["id"].as_str().unwrap().to_string();
-    let asked = wait_asked(&env, &run, "p1");
+    let asked = env.wait_permission_asked(&run, "p1");
     assert_eq!(asked["actor"], json!("agent"));
     assert_eq!(asked["data"]["tool"], json!("Bash"));
     assert_eq!(asked["data"]["input"]["command"], json!("python3 x.py"));
@@ -172,7 +153,7 @@ fn a_request_is_asked_decided_once_from_the_cli_and_the_hook_returns_the_winner(
 
     for i in 1..=ROUNDS {
         let request = format!("p{i}");
-        wait_asked(&env, &run, &request);
+        env.wait_permission_asked(&run, &request);
         let won = if i == 1 {
             // The daemon restarts while the hook waits: the request is in the log, and the
             // hook, asking again, gets the decision the new daemon records.
@@ -262,7 +243,7 @@ fn claude_asks_for_python_is_allowed_always_from_the_cli_and_the_run_merges() {
     let (env, repo) = claude_world(&claude, &model, true, "");
     let _d = env.start_daemon();
     let run = env.cli_spawn(&repo, &["spinoff", "Run python", "--node", "py"]);
-    let asked = wait_asked(&env, &run, "p1");
+    let asked = env.wait_permission_asked(&run, "p1");
     assert_eq!(asked["data"]["tool"], json!("Bash"));
     assert_eq!(asked["data"]["input"]["command"], json!(python("one.txt")));
     let n = env.rpc("run.show", json!({"run": run}))["nodes"][0].clone();
@@ -299,7 +280,7 @@ fn claude_denied_from_the_cli_is_told_the_reason() {
     let (env, repo) = claude_world(&claude, &model, true, "");
     let _d = env.start_daemon();
     let run = env.cli_spawn(&repo, &["spinoff", "Run python", "--node", "py"]);
-    wait_asked(&env, &run, "p1");
+    env.wait_permission_asked(&run, "p1");
     let out = env.cli([
         "node",
         "deny",
@@ -342,7 +323,7 @@ fn claude_acts_on_the_one_decision_of_each_raced_allow_and_deny() {
     let mut won = Vec::new();
     for i in 1..=RACES {
         let request = format!("p{i}");
-        wait_asked(&env, &run, &request);
+        env.wait_permission_asked(&run, &request);
         won.push(race(&env, &run, "py", &request));
         // The agent's next request says what became of the tool.
         model.wait_main_requests(i + 1, Duration::from_secs(60));
@@ -537,7 +518,7 @@ fn claude_decides_by_the_runs_rules() {
             "Bash(git status:*)",
         ],
     );
-    let asked = wait_asked(&env, &run, "p1");
+    let asked = env.wait_permission_asked(&run, "p1");
     assert_eq!(
         asked["data"]["input"]["command"],
         json!("git status --short"),
@@ -567,7 +548,7 @@ fn claude_decides_by_the_runs_rules() {
 /// dialog). Returns the run, the window and the node's worktree.
 fn interactive_asking(env: &TestEnv, repo: &octl_tests::TestRepo) -> (String, String, String) {
     let run = env.cli_spawn(repo, &["code", "Run python", "--node", "py"]);
-    let asked = wait_asked(env, &run, "p1");
+    let asked = env.wait_permission_asked(&run, "p1");
     assert_eq!(asked["data"]["input"]["command"], json!(python("one.txt")));
     let window = format!("{run}:py");
     wait_until_describing(
