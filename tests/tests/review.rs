@@ -122,9 +122,17 @@ fn reviews_go_back_to_the_agent_one_at_a_time_and_the_approved_work_merges() {
     let n = node_of(&env, &run, "w");
     assert_eq!(n["reviews"].as_array().unwrap().len(), 3, "{n}");
 
-    // Shown in `run show`, with the diff since each round one command away.
+    // Shown in `run show`, each round with what changed since it (each attempt added to
+    // reviews.md: to the next round's tip, the last to the worktree as it is).
     let show = env.cli(["run", "show", &run]);
-    assert!(show.stdout.contains("review 3"), "{}", show.stdout);
+    for round in 1..=3 {
+        let row = show
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("w ") && l.contains(&format!("review {round} ")))
+            .unwrap_or_else(|| panic!("no row for review {round}:\n{}", show.stdout));
+        assert!(row.contains(" 1 file +"), "{row}\n{}", show.stdout);
+    }
 
     // Approved: merged, with every round's work.
     let out = env.cli(["--json", "review", &run, "--approve"]);

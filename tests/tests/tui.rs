@@ -380,37 +380,47 @@ fn requesting_changes_from_the_diff() {
     let run = code_run(
         &env,
         &repo,
-        "if [ -n \"$OCTL_REVIEW_FILE\" ]; then cp \"$OCTL_REVIEW_FILE\" review.md; else printf 'one\\n' > notes.txt; fi",
+        "if [ -n \"$OCTL_REVIEW_FILE\" ]; then cp \"$OCTL_REVIEW_FILE\" review.md; else printf 'one\\ntwo\\n' > notes.txt; fi",
     );
     env.wait_status(&run, &["waiting"]);
     let pane = tui(&env, &[]);
     pane.wait_for("to merge");
     pane.keys(&["d"]);
-    pane.wait_for("+one");
-    pane.keys(&["c"]);
+    pane.wait_for("+two");
+    // The diff's last line: `c` starts the comment by naming it.
+    pane.keys(&["G", "c"]);
     pane.wait_for("review: what should change?");
-    pane.type_text("notes.txt:1: say why");
+    pane.wait_for("> notes.txt:2: ");
+    pane.type_text("say why");
     pane.keys(&["Enter"]);
     let ev = logged(&env, &run, "node.review");
     assert_eq!(ev["actor"], json!("human"), "{ev}");
     assert_eq!(
         ev["data"]["comments"],
-        json!(["notes.txt:1: say why"]),
+        json!(["notes.txt:2: say why"]),
         "{ev}"
     );
     assert_eq!(ev["data"]["way"], json!("attempt"), "{ev}");
     pane.wait_for("review 1 attempt");
-    pane.wait_for("review 1: changes asked (attempt): notes.txt:1: say");
+    pane.wait_for("review 1: changes asked (attempt): notes.txt:2: say");
     wait_until("the node done again", Duration::from_secs(30), || {
         let show = env.rpc("run.show", json!({"run": run}));
         (show["nodes"][0]["state"] == json!("done") && show["nodes"][0]["started_at"].is_string())
             .then_some(())
     });
+    // `d` again: what the agent did since the review, and only that.
+    pane.keys(&["d"]);
+    let since = pane.wait_for("b/review.md");
+    assert!(since.contains("since review 1"), "{since}");
+    assert!(!since.contains("+one"), "{since}");
     env.cli(["review", &run, "--approve"]).ok();
     env.wait_status(&run, &["completed"]);
-    assert_eq!(repo.show("main", "notes.txt").as_deref(), Some("one\n"));
+    assert_eq!(
+        repo.show("main", "notes.txt").as_deref(),
+        Some("one\ntwo\n")
+    );
     assert!(repo
         .show("main", "review.md")
         .unwrap()
-        .contains("notes.txt:1: say why"));
+        .contains("notes.txt:2: say why"));
 }

@@ -153,6 +153,10 @@ pub struct App {
     /// The detail pane: what it shows and what it has.
     pub want: Option<Load>,
     pub detail: Option<Loaded>,
+    /// The diff's line cursor (`j`/`k` in the detail pane; `c` names its line).
+    pub diff_at: usize,
+    /// The diff tab shows what changed since the node's last review round (`d` again).
+    pub diff_since: bool,
     pub stats: HashMap<(String, String), Stat>,
     pub color: bool,
     pub now_ms: u64,
@@ -184,6 +188,8 @@ impl App {
             status: None,
             want: None,
             detail: None,
+            diff_at: 0,
+            diff_since: false,
             stats: HashMap::new(),
             color,
             now_ms: 0,
@@ -446,6 +452,7 @@ impl App {
         }
         self.want = want.clone();
         self.detail = None;
+        self.diff_at = 0;
         want.map(|w| Effect::Request(Request::Load(w)))
             .into_iter()
             .collect()
@@ -470,6 +477,7 @@ impl App {
             Tab::Diff => Load::Diff {
                 worktree: n.worktree.clone().unwrap_or_default(),
                 base: diff_base(s).unwrap_or_default(),
+                since: self.diff_since.then(|| last_review_tip(n)).flatten(),
                 run,
                 node,
             },
@@ -488,6 +496,11 @@ fn matches_filter(e: &RunEntry, f: &str) -> bool {
         || has(s.status.as_str())
         || has(s.kind_name())
         || e.attention.is_some_and(|a| has(a.label()))
+}
+
+/// The tip a node's last review round was made on: its diff since is what the agent did after.
+pub fn last_review_tip(n: &Node) -> Option<String> {
+    n.reviews.iter().rev().find_map(|r| r.head.clone())
 }
 
 /// The branch a run's node branches are compared with: an orchestrate run's integration

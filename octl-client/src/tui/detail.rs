@@ -35,11 +35,14 @@ pub enum Load {
         run: String,
         node: String,
     },
+    /// Against the merge base with `base`, or (`since`: a review round's tip) what the agent
+    /// did since that review.
     Diff {
         run: String,
         node: String,
         worktree: String,
         base: String,
+        since: Option<String>,
     },
     Numstat {
         run: String,
@@ -91,7 +94,12 @@ pub async fn load(client: &Client, live: bool, what: &Load) -> Loaded {
             .await
         }
         Load::Log { run, node } => log_tail(&client.home().runs().join(run).join("logs"), node),
-        Load::Diff { worktree, base, .. } => diff(worktree, base).await,
+        Load::Diff {
+            worktree,
+            base,
+            since,
+            ..
+        } => diff(worktree, base, since.as_deref()).await,
         Load::Numstat { worktree, base, .. } => numstat(worktree, base).await,
         Load::Events { run, node } => events(client, live, run, node).await,
     }
@@ -256,27 +264,102 @@ async fn merge_base(worktree: &str, base: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
-/// The worktree (committed and not) against the merge base: what merging it would bring.
-async fn diff(worktree: &str, base: &str) -> Loaded {
-    let mb = match merge_base(worktree, base).await {
-        Ok(mb) => mb,
-        Err(e) => return Loaded::Unavailable(e),
+/// The worktree (committed and not) against the merge base: what merging it would bring; or,
+/// `since` a review round's tip, what the agent changed after that review.
+async fn diff(worktree: &str, base: &str, since: Option<&str>) -> Loaded {
+    let from = match since {
+        Some(tip) => tip.to_string(),
+        None => match merge_base(worktree, base).await {
+            Ok(mb) => mb,
+            Err(e) => return Loaded::Unavailable(e),
+        },
     };
-    match git(worktree, &["diff", "--no-color", "--no-ext-diff", &mb]).await {
+    match git(worktree, &["diff", "--no-color", "--no-ext-diff", &from]).await {
         Ok(out) => {
             let mut lines = text_lines(&out);
             for (path, text) in untracked(worktree).await {
-                lines.push(format!("+++ {path} (new, not added to git yet)"));
+                lines.push(format!("{NEW_FILE}{path}{NEW_FILE_END}"));
                 lines.extend(text.lines().map(|l| format!("+{l}")));
             }
             if lines.is_empty() {
-                lines.push(format!("no changes against {base} (merge base {mb:.12})"));
+                lines.push(match since {
+                    Some(_) => format!("no changes since the review (at {from:.12})"),
+                    None => format!("no changes against {base} (merge base {from:.12})"),
+                });
             }
             lines.truncate(DIFF_MAX_LINES);
             Loaded::Lines(lines)
         }
         Err(e) => Loaded::Unavailable(e),
     }
+}
+
+/// How the diff view heads a file git does not know yet: `+++ PATH (new, …)`.
+const NEW_FILE: &str = "+++ ";
+const NEW_FILE_END: &str = " (new, not added to git yet)";
+
+/// Where line `at` of a diff (as [`diff`] gives it) is in the agent's files, as a review
+/// comment names it: `src/x.rs:42` for an added or unchanged line (its number in the new
+/// file), the new file's line where a removed one was, the file alone on a file's or hunk's
+/// header and in a deleted file; `None` before the first file.
+pub fn diff_anchor(lines: &[String], at: usize) -> Option<String> {
+    let mut path: Option<String> = None;
+    let mut old_path: Option<String> = None;
+    // The new file's number of the next line, inside a hunk.
+    let mut next: Option<u64> = None;
+    let mut here: Option<u64> = None;
+    // A deleted file has no lines to name: the file alone.
+    let mut deleted = false;
+    for line in lines.iter().take(at + 1) {
+        here = None;
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            // `a/x b/x`: a fallback for a file whose `+++`/`---` lines do not come (a mode
+            // change, a binary file).
+            path = rest.rsplit_once(" b/").map(|(_, p)| p.to_string());
+            old_path = None;
+            deleted = false;
+            next = None;
+        } else if next.is_none() && line.starts_with("--- ") {
+            old_path = line[4..].strip_prefix("a/").map(str::to_string);
+        } else if let Some(untracked) = line
+            .strip_prefix(NEW_FILE)
+            .and_then(|p| p.strip_suffix(NEW_FILE_END))
+        {
+            // An untracked file's text follows at once, from its line 1.
+            path = Some(untracked.to_string());
+            deleted = false;
+            next = Some(1);
+        } else if next.is_none() && line.starts_with(NEW_FILE) {
+            let p = &line[NEW_FILE.len()..];
+            deleted = p == "/dev/null";
+            path = if deleted {
+                old_path.clone()
+            } else {
+                Some(p.strip_prefix("b/").unwrap_or(p).to_string())
+            };
+        } else if let Some(hunk) = line.strip_prefix("@@ ") {
+            // `@@ -a,b +c,d @@`: the new side starts at c.
+            next = hunk
+                .split(' ')
+                .find_map(|w| w.strip_prefix('+'))
+                .and_then(|w| w.split(',').next())
+                .and_then(|n| n.parse().ok());
+        } else if let Some(n) = next {
+            match line.chars().next() {
+                Some('+') | Some(' ') => {
+                    here = Some(n);
+                    next = Some(n + 1);
+                }
+                Some('-') => here = Some(n),
+                _ => {}
+            }
+        }
+    }
+    let path = path?;
+    Some(match here {
+        Some(n) if !deleted => format!("{path}:{n}"),
+        _ => path,
+    })
 }
 
 async fn numstat(worktree: &str, base: &str) -> Loaded {
@@ -423,6 +506,46 @@ mod tests {
             (13, 1)
         );
         assert_eq!(parse_numstat(""), (0, 0));
+    }
+
+    #[test]
+    fn a_diff_line_is_named_as_a_review_comment_names_it() {
+        let diff: Vec<String> = [
+            "diff --git a/src/x.rs b/src/x.rs",
+            "index 1111111..2222222 100644",
+            "--- a/src/x.rs",
+            "+++ b/src/x.rs",
+            "@@ -10,3 +10,4 @@ fn main() {",
+            " keep",
+            "-gone",
+            "+new one",
+            "+new two",
+            "diff --git a/old.txt b/old.txt",
+            "deleted file mode 100644",
+            "--- a/old.txt",
+            "+++ /dev/null",
+            "@@ -1 +0,0 @@",
+            "-bye",
+            "+++ notes.txt (new, not added to git yet)",
+            "+first",
+            "+second",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let at = |i| diff_anchor(&diff, i);
+        assert_eq!(at(0).as_deref(), Some("src/x.rs"));
+        assert_eq!(at(4).as_deref(), Some("src/x.rs"));
+        assert_eq!(at(5).as_deref(), Some("src/x.rs:10"));
+        // A removed line is where it was in the new file: before line 11.
+        assert_eq!(at(6).as_deref(), Some("src/x.rs:11"));
+        assert_eq!(at(7).as_deref(), Some("src/x.rs:11"));
+        assert_eq!(at(8).as_deref(), Some("src/x.rs:12"));
+        assert_eq!(at(12).as_deref(), Some("old.txt"));
+        assert_eq!(at(14).as_deref(), Some("old.txt"));
+        assert_eq!(at(15).as_deref(), Some("notes.txt"));
+        assert_eq!(at(17).as_deref(), Some("notes.txt:2"));
+        assert_eq!(diff_anchor(&["no changes".to_string()], 0), None);
     }
 
     #[test]

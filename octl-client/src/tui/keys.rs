@@ -56,7 +56,7 @@ impl Cmd {
 
 /// Every key, its command and what it does, in the order `?` lists them.
 pub const KEYS: &[(&str, Cmd, &str)] = &[
-    ("j / ↓", Cmd::Down, "move down"),
+    ("j / ↓", Cmd::Down, "move down (in the diff: its line)"),
     ("k / ↑", Cmd::Up, "move up"),
     ("g / G", Cmd::Top, "first / last"),
     ("enter", Cmd::Open, "open the run, node or item"),
@@ -98,13 +98,13 @@ pub const KEYS: &[(&str, Cmd, &str)] = &[
     (
         "s / c",
         Cmd::Send,
-        "send a line / review: send the work back",
+        "send a line / review (on a diff line: names it)",
     ),
     ("p / l", Cmd::Screen, "the agent's screen / log"),
     (
         "d / e",
         Cmd::Diff,
-        "the diff against the merge base / events",
+        "diff (d again: since the last review) / events",
     ),
     ("o / !", Cmd::Editor, "$EDITOR / $SHELL in the worktree"),
     ("?", Cmd::Help, "this help"),

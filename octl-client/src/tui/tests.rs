@@ -886,3 +886,81 @@ fn help_fits_80_by_24() {
         );
     }
 }
+
+/// The diff has a line cursor; `c` on a line starts the review comment by naming it, and `d`
+/// again shows what changed since the last review round.
+#[test]
+fn a_review_comment_names_the_diff_line_and_d_again_shows_the_diff_since_the_review() {
+    use super::app::{Modal, Typing};
+    use super::detail::{Load, Loaded};
+    let mut a = dag_app();
+    a.update(Update::Events(vec![
+        ev(
+            A,
+            8,
+            Some("schema"),
+            "node.review",
+            json!({"comments": ["first"], "by": "human", "way": "attempt", "head": "abc1234567890"}),
+        ),
+        ev(A, 9, Some("schema"), "node.done", json!({})),
+    ]));
+    let load = |effects: &[Effect]| {
+        effects.iter().find_map(|e| match e {
+            Effect::Request(Request::Load(l @ Load::Diff { .. })) => Some(l.clone()),
+            _ => None,
+        })
+    };
+    let first = load(&a.key(Some(Cmd::Diff), Some('d'))).expect("the diff is asked for");
+    assert!(
+        matches!(&first, Load::Diff { since: None, node, .. } if node == "schema"),
+        "{first:?}"
+    );
+    let lines: Vec<String> = [
+        "diff --git a/src/x.rs b/src/x.rs",
+        "--- a/src/x.rs",
+        "+++ b/src/x.rs",
+        "@@ -40,2 +40,3 @@",
+        " keep",
+        "+added",
+        " tail",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.update(Update::Loaded(first, Loaded::Lines(lines)));
+    for _ in 0..5 {
+        a.key(Some(Cmd::Down), Some('j'));
+    }
+    assert_eq!(a.diff_at, 5);
+    let screen = text(&draw(&a, 100, 30));
+    assert!(screen.contains("+added"), "{screen}");
+    a.key(Some(Cmd::Review), Some('c'));
+    match &a.modal {
+        Some(Modal::Input {
+            purpose: Typing::Review { node, .. },
+            text,
+        }) => {
+            assert_eq!(node, "schema");
+            assert_eq!(text, "src/x.rs:41: ");
+        }
+        other => panic!("{other:?}"),
+    }
+    a.key(Some(Cmd::Back), None);
+    // Past the end stays on the last line.
+    a.key(Some(Cmd::Bottom), Some('G'));
+    a.key(Some(Cmd::Down), Some('j'));
+    assert_eq!(a.diff_at, 6);
+    let since = load(&a.key(Some(Cmd::Diff), Some('d'))).expect("the diff since is asked for");
+    assert!(
+        matches!(&since, Load::Diff { since: Some(t), .. } if t == "abc1234567890"),
+        "{since:?}"
+    );
+    assert_eq!(a.diff_at, 0, "a new diff starts at its top");
+    let screen = text(&draw(&a, 100, 30));
+    assert!(
+        screen.contains("since review 1 (at abc1234567)"),
+        "{screen}"
+    );
+    let back = load(&a.key(Some(Cmd::Diff), Some('d'))).expect("and back");
+    assert!(matches!(&back, Load::Diff { since: None, .. }), "{back:?}");
+}

@@ -11,7 +11,7 @@ use ratatui::Frame;
 use octl_proto::state::{ActivityState, Node};
 use octl_proto::NodeState;
 
-use super::app::{App, InboxItem, Modal, Pane, Tab, Typing, View};
+use super::app::{last_review_tip, App, InboxItem, Modal, Pane, Tab, Typing, View};
 use super::detail::Loaded;
 use super::keys::KEYS;
 use super::model::{self, Attention, RunEntry};
@@ -573,6 +573,17 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
             r.round
         )));
     }
+    if app.tab == Tab::Diff && app.diff_since {
+        if let Some(tip) = last_review_tip(n) {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "since review {} (at {tip:.10}) · d: against the merge base",
+                    n.reviews.len()
+                ),
+                p.fg(Color::Yellow),
+            )));
+        }
+    }
     match &app.detail {
         None => lines.push(Line::from("loading…")),
         Some(Loaded::Unavailable(why)) => lines.push(Line::from(format!("unavailable: {why}"))),
@@ -580,13 +591,15 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
         Some(Loaded::Lines(text)) if text.is_empty() => lines.push(Line::from("(empty)")),
         Some(Loaded::Lines(text)) => {
             let room = (inner.height as usize).saturating_sub(lines.len());
-            // The end is what is new (screen, log, events); a diff is read from its start.
-            let start = if app.tab == Tab::Diff {
-                0
-            } else {
-                text.len().saturating_sub(room)
+            // The end is what is new (screen, log, events); a diff is read from its start,
+            // scrolled to keep its line cursor in sight.
+            let cursor = (app.tab == Tab::Diff && app.pane == Pane::Detail).then_some(app.diff_at);
+            let start = match (app.tab, cursor) {
+                (Tab::Diff, Some(at)) => offset(at, room),
+                (Tab::Diff, None) => 0,
+                _ => text.len().saturating_sub(room),
             };
-            for l in text.iter().skip(start).take(room) {
+            for (i, l) in text.iter().enumerate().skip(start).take(room) {
                 let style = if app.tab == Tab::Diff {
                     if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") {
                         p.bold()
@@ -602,7 +615,11 @@ fn node_detail(f: &mut Frame, app: &App, p: &Paint, n: &Node, area: Rect) {
                 } else {
                     Style::default()
                 };
-                lines.push(Line::from(Span::styled(l.clone(), style)));
+                let mut line = Line::from(Span::styled(l.clone(), style));
+                if cursor == Some(i) {
+                    line = line.style(p.selected());
+                }
+                lines.push(line);
             }
         }
     }

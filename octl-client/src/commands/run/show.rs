@@ -26,6 +26,8 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         .join("logs");
     ctx.out.result(&value, || {
         let mut text = detail_text(&detail);
+        let repo = detail.manifest.repo.as_deref();
+        text.push_str(&reviews_text(&detail, |n, i| review_since(repo, n, i)));
         text.push_str(&failures_text(&detail, &logs));
         text.push_str(&denied_text(&detail));
         text.push_str(&requeued_text(&detail));
@@ -36,6 +38,104 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         text
     });
     Ok(())
+}
+
+/// Each review round: what it asked, how it reached the agent, the tip it was made on, and
+/// `since(node, round)`: what changed from that tip to the next round's (or to the work now).
+pub fn reviews_text(d: &RunShown, since: impl Fn(&Node, usize) -> Option<String>) -> String {
+    let reviews: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            let since = &since;
+            n.reviews.iter().enumerate().map(move |(i, r)| {
+                let what = match r.way {
+                    None => "approved".to_string(),
+                    Some(way) => format!("changes ({})", way.as_str()),
+                };
+                let said = match (r.comments.as_slice(), &r.text) {
+                    ([], Some(_)) => "(a text: see the run's reviews/)".to_string(),
+                    ([], None) => "-".to_string(),
+                    ([one], _) => one.lines().next().unwrap_or_default().to_string(),
+                    (many, _) => format!(
+                        "{} (+{} more)",
+                        many[0].lines().next().unwrap_or_default(),
+                        many.len() - 1
+                    ),
+                };
+                vec![
+                    n.id.clone(),
+                    format!("review {}", r.round),
+                    short_time(&r.at),
+                    what,
+                    r.head
+                        .as_deref()
+                        .map_or("-".to_string(), |h| h.chars().take(12).collect()),
+                    since(&n.node, i).unwrap_or_else(|| "-".to_string()),
+                    said,
+                ]
+            })
+        })
+        .collect();
+    if reviews.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nReviews (SINCE: what changed from a round's HEAD to the next round's, or to the work now; `git diff HEAD BRANCH` shows it):\n",
+    );
+    out.push_str(&table(
+        &["NODE", "ROUND", "AT", "WHAT", "HEAD", "SINCE", "SAID"],
+        &reviews,
+    ));
+    out
+}
+
+/// What changed since review round `i` of node `n`, as `git diff --shortstat` counts it: to
+/// the next round's tip, else to the node's worktree as it is (its work not yet committed
+/// included), else to its branch in `repo`. `None` where git cannot tell (a tip or branch gone).
+pub fn review_since(repo: Option<&str>, n: &Node, i: usize) -> Option<String> {
+    let from = n.reviews.get(i)?.head.as_deref()?;
+    let worktree = n
+        .worktree
+        .as_deref()
+        .filter(|w| !n.cleaned && Path::new(w).is_dir());
+    let (dir, to) = match (
+        n.reviews.get(i + 1).and_then(|r| r.head.as_deref()),
+        worktree,
+    ) {
+        (Some(next), _) => (repo.or(worktree)?, Some(next)),
+        (None, Some(w)) => (w, None),
+        (None, None) => (repo?, Some(n.branch.as_deref()?)),
+    };
+    let mut git = std::process::Command::new("git");
+    git.arg("-C")
+        .arg(dir)
+        .args(["diff", "--shortstat", "--no-ext-diff", from]);
+    git.args(to);
+    let out = git.stderr(std::process::Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| shortstat_cell(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// ` 2 files changed, 5 insertions(+), 1 deletion(-)` → `2 files +5 -1`.
+fn shortstat_cell(text: &str) -> String {
+    let count = |what: &str| {
+        text.split(',')
+            .find(|part| part.contains(what))
+            .and_then(|part| part.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    match count("changed") {
+        0 => "no change".to_string(),
+        1 => format!("1 file +{} -{}", count("insertion"), count("deletion")),
+        files => format!(
+            "{files} files +{} -{}",
+            count("insertion"),
+            count("deletion")
+        ),
+    }
 }
 
 /// A node's state; a paused one says until when (its usage limit's reset).
@@ -388,46 +488,6 @@ pub fn detail_text(d: &RunShown) -> String {
         out.push_str("\nSnapshots (`orchestratectl recover RUN --node NODE` restores one):\n");
         out.push_str(&table(&["NODE", "REF"], &snapshots));
     }
-    // Each review round: what it asked, how it reached the agent, the tip it was made on.
-    let reviews: Vec<Vec<String>> = d
-        .nodes
-        .iter()
-        .flat_map(|n| {
-            n.reviews.iter().map(|r| {
-                let what = match r.way {
-                    None => "approved".to_string(),
-                    Some(way) => format!("changes ({})", way.as_str()),
-                };
-                let said = match (r.comments.as_slice(), &r.text) {
-                    ([], Some(_)) => "(a text: see the run's reviews/)".to_string(),
-                    ([], None) => "-".to_string(),
-                    ([one], _) => one.lines().next().unwrap_or_default().to_string(),
-                    (many, _) => format!(
-                        "{} (+{} more)",
-                        many[0].lines().next().unwrap_or_default(),
-                        many.len() - 1
-                    ),
-                };
-                vec![
-                    n.id.clone(),
-                    format!("review {}", r.round),
-                    short_time(&r.at),
-                    what,
-                    r.head
-                        .as_deref()
-                        .map_or("-".to_string(), |h| h.chars().take(12).collect()),
-                    said,
-                ]
-            })
-        })
-        .collect();
-    if !reviews.is_empty() {
-        out.push_str("\nReviews (the diff since one: `git diff HEAD BRANCH` in the repository):\n");
-        out.push_str(&table(
-            &["NODE", "ROUND", "AT", "WHAT", "HEAD", "SAID"],
-            &reviews,
-        ));
-    }
     // What git ignored in them (`recover … --worktree PATH` moves the latest back).
     let kept: Vec<Vec<String>> = d
         .nodes
@@ -517,6 +577,19 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("Discussions"));
+    }
+
+    #[test]
+    fn a_shortstat_is_a_short_cell() {
+        assert_eq!(
+            shortstat_cell(" 2 files changed, 5 insertions(+), 1 deletion(-)\n"),
+            "2 files +5 -1"
+        );
+        assert_eq!(
+            shortstat_cell(" 1 file changed, 3 deletions(-)\n"),
+            "1 file +0 -3"
+        );
+        assert_eq!(shortstat_cell(""), "no change");
     }
 
     #[test]

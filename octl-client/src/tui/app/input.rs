@@ -8,9 +8,12 @@ use octl_proto::rpc::{PermissionBehavior, RunShown};
 use octl_proto::state::{Discussion, Node, Spinoff};
 use octl_proto::NodeState;
 
-use super::{App, Effect, InboxItem, Lasts, Modal, Pane, Status, Tab, Typing, View};
+use super::{
+    last_review_tip, App, Effect, InboxItem, Lasts, Modal, Pane, Status, Tab, Typing, View,
+};
 use crate::commands::run::attach::{pick_node, AttachTo};
 use crate::tui::actions::{open_worktree, Action};
+use crate::tui::detail::{diff_anchor, Loaded};
 use crate::tui::keys::Cmd;
 use crate::tui::model::answerable;
 use crate::tui::source::{Request, READ_ONLY};
@@ -69,7 +72,30 @@ impl App {
                 }
             },
             Cmd::Open => return self.open(),
+            // `d` on the diff: what changed since the last review round, or back.
+            Cmd::Diff if self.tab == Tab::Diff && matches!(self.view, View::Run(_)) => {
+                match self.node_in_view().and_then(|n| {
+                    last_review_tip(n).map(|tip| (n.reviews.len(), tip))
+                }) {
+                    Some((round, tip)) => {
+                        self.diff_since = !self.diff_since;
+                        let text = if self.diff_since {
+                            format!("the diff since review {round} (at {tip:.10}); d again: against the merge base")
+                        } else {
+                            "the diff against the merge base; d again: since the last review".into()
+                        };
+                        self.say(true, &text);
+                    }
+                    None => self.say(
+                        false,
+                        "no review round yet: the diff is against the merge base (c: review)",
+                    ),
+                }
+                self.pane = Pane::Detail;
+                return self.retarget();
+            }
             Cmd::Screen | Cmd::Log | Cmd::Diff | Cmd::Events => {
+                self.diff_since = false;
                 self.tab = match cmd {
                     Cmd::Screen => Tab::Screen,
                     Cmd::Log => Tab::Log,
@@ -164,12 +190,21 @@ impl App {
                             NodeState::Done | NodeState::Failed | NodeState::Exited
                         ) =>
                 {
+                    // On a line of the diff, the comment starts by naming it.
+                    let text = match (&self.detail, self.tab, self.pane) {
+                        (Some(Loaded::Lines(lines)), Tab::Diff, Pane::Detail) => {
+                            diff_anchor(lines, self.diff_at)
+                                .map(|at| format!("{at}: "))
+                                .unwrap_or_default()
+                        }
+                        _ => String::new(),
+                    };
                     self.modal = Some(Modal::Input {
                         purpose: Typing::Review {
                             run: e.id().to_string(),
                             node: n.id.clone(),
                         },
-                        text: String::new(),
+                        text,
                     })
                 }
                 _ => self.say(false, "no done, failed or exited node with its work here to review"),
@@ -347,6 +382,11 @@ impl App {
             View::Inbox => self.sel_item = step(self.sel_item, self.inbox.len(), cmd),
             View::Run(id) => {
                 if self.pane == Pane::Detail {
+                    // The diff has a line cursor (what `c` comments on); the other tabs
+                    // show their newest lines.
+                    if let (Tab::Diff, Some(Loaded::Lines(lines))) = (self.tab, &self.detail) {
+                        self.diff_at = step(self.diff_at, lines.len(), cmd);
+                    }
                     return Vec::new();
                 }
                 let Some(s) = self.runs.get(id).and_then(|e| e.state.as_ref()) else {
