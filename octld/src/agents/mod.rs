@@ -9,6 +9,7 @@
 
 mod builtin;
 mod claude;
+pub mod helpers;
 mod program;
 pub mod review;
 

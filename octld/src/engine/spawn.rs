@@ -993,6 +993,7 @@ fn agent_env(
         path.push(':');
         path.push_str(&p.to_string_lossy());
     }
+    agents::helpers::prepend(&mut path, daemon, &handle.view(), node);
     let mut env = vec![
         (
             "OCTL_HOME".to_string(),
