@@ -75,6 +75,17 @@ impl Layout {
     pub fn kept_of(&self, run: &str, node: &str) -> PathBuf {
         self.kept().join(run).join(node)
     }
+    /// What a sandboxed node's agent is given instead of the user's: its home, `/tmp`, its
+    /// branch's ref and reflog, copies of its CLI's configuration: `sandboxes/<RUN>/<NODE>/`.
+    pub fn sandbox_of(&self, run: &str, node: &str) -> PathBuf {
+        self.root.join("sandboxes").join(run).join(node)
+    }
+    /// A sandboxed node's control directory, shown to its agent as the whole home: its own
+    /// socket (`octld.sock`) only. `s/<KEY>/`, KEY 16 hex digits naming the node: a socket's
+    /// path must stay under 108 bytes.
+    pub fn agent_ctl(&self, key: &str) -> PathBuf {
+        self.root.join("s").join(key)
+    }
 }
 
 /// The directory under `$HOME` used when neither `--home` nor `$OCTL_HOME` is given.

@@ -14,6 +14,7 @@
 //!   schemas are derived from the types.
 //! - [`schema`]: the JSON Schemas of the string forms the types do not say (ids, caps).
 //! - [`error`]: stable error kinds, their JSON-RPC codes and CLI exit codes.
+//! - [`sandbox`]: which sandbox an agent runs in, and what network it has.
 //! - [`home`]: where the state lives (`--home` > `$OCTL_HOME` > `~/.orchestratectl`).
 
 pub mod error;
@@ -29,6 +30,7 @@ pub mod reducer;
 pub mod rpc;
 pub mod rules;
 pub mod run_index;
+pub mod sandbox;
 pub mod schema;
 pub mod state;
 pub mod time;

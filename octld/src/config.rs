@@ -55,6 +55,12 @@
 //! allow = ["Bash(cargo test:*)"]  # Claude Code's rule syntax, for every claude agent;
 //! ask = ["Bash(git push:*)"]      # [agents.NAME.permissions] adds a profile's, and
 //! deny = ["Read(./.env)"]         # --allow/--ask/--deny a run's
+//!
+//! [sandbox]                   # what agents run in (crate::sandbox, docs/SECURITY.md)
+//! kind = "bwrap"              # or "none"; [agents.NAME] sandbox = … and --sandbox win
+//! network = "host"            # or "none"
+//! pids_max = 1024             # processes at once, where the pids cgroup is writable
+//! read_only = ["~/.rustup"]   # more paths shown (PATH's directories always are)
 //! ```
 //!
 //! `local` (this machine's private tmux server) is always there and is the default.
@@ -65,6 +71,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use octl_proto::rules::PermissionRules;
+use octl_proto::sandbox::SandboxKind;
 use octl_proto::AppError;
 
 #[cfg(test)]
@@ -102,6 +109,12 @@ pub struct Config {
     /// Admission of new agents on this machine and the agents' cgroups.
     #[serde(skip)]
     pub limits: Limits,
+    /// `[sandbox]` as written; [`Config::parse`] checks it into [`Config::sandbox`].
+    #[serde(default, rename = "sandbox")]
+    raw_sandbox: crate::sandbox::SandboxToml,
+    /// What agents run in ([`crate::sandbox`]).
+    #[serde(skip)]
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// `[notify]`: who is told when a node starts needing a person.
@@ -394,6 +407,9 @@ pub struct AgentConfig {
     /// The runner this profile's agents use unless `--runner` (or the manifest, the plan)
     /// names one.
     pub runner: Option<String>,
+    /// The sandbox this profile's agents run in unless their run says (`bwrap`, `none`);
+    /// `[sandbox] kind` otherwise.
+    pub sandbox: Option<String>,
     /// What a new agent of this profile is assumed to need until one has been observed to
     /// its end (default [`limits::DEFAULT_ESTIMATE`]).
     pub memory_estimate: Option<limits::Amount>,
@@ -491,6 +507,12 @@ impl Config {
             }
         }
         crate::pool::Settings::of(&config)?;
+        config.sandbox = config.raw_sandbox.validate()?;
+        for (name, agent) in &config.agents {
+            if let Some(k) = &agent.sandbox {
+                SandboxKind::parse(&format!("agents.{name}.sandbox"), k)?;
+            }
+        }
         for (name, table) in std::mem::take(&mut config.runner_tables) {
             octl_proto::ids::validate_node_id("runner name", &name)?;
             let runner = table.typed(&name)?;

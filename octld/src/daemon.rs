@@ -57,6 +57,8 @@ pub struct Daemon {
     pub engine: Engine,
     /// How telling the notifiers went (the last failure), for `daemon status` and `doctor`.
     pub notified: crate::notify::Record,
+    /// Sandboxed nodes' own sockets, being served ([`crate::server::agent`]).
+    pub agent_sockets: crate::server::agent::Sockets,
     started: Instant,
     shutdown: watch::Sender<bool>,
 }
@@ -78,6 +80,7 @@ impl Daemon {
             config,
             engine: Engine::default(),
             notified: Default::default(),
+            agent_sockets: Default::default(),
             started: Instant::now(),
             shutdown: watch::channel(false).0,
         }

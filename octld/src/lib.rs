@@ -19,6 +19,8 @@
 //!   bootstrap and `[limits]`.
 //! - [`contain`]: agents' processes on this machine: cgroups (memory limits), the environment
 //!   marker, measuring and ending them whatever became of their window.
+//! - [`sandbox`]: agents in bubblewrap: the view of the machine they get, their branch's
+//!   private ref brought back.
 //! - [`notify`]: telling a person when a node needs one (a command, a webhook).
 //! - [`bootstrap`]: a new worktree made ready: included ignored files, links, setup, port.
 //! - [`pool`]: the warm pool: worktrees checked out ahead of time, taken by a spawn.
@@ -49,6 +51,7 @@ pub(crate) mod notify;
 pub(crate) mod pool;
 pub(crate) mod rpc;
 pub mod runner;
+pub(crate) mod sandbox;
 pub(crate) mod server;
 pub mod store;
 pub(crate) mod streams;

@@ -227,6 +227,7 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             runner: None,
             permissions: Default::default(),
             review: false,
+            sandbox: None,
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {
             Ok(spawned) => {

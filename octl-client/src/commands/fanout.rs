@@ -107,6 +107,11 @@ pub struct StartArgs {
     /// `orchestratectl review RUN --node N --approve`, or `--comment …` to send it back
     #[arg(long)]
     pub review: bool,
+    /// What the agents run in: `bwrap` (bubblewrap: each its worktree, its tools and its own
+    /// node only; docs/SECURITY.md) or `none`; default: each profile's `sandbox`, else
+    /// [sandbox] kind of $OCTL_HOME/config.toml, else none
+    #[arg(long, value_name = "KIND")]
+    pub sandbox: Option<octl_proto::sandbox::SandboxKind>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -246,6 +251,7 @@ pub struct CommonParams {
     pub max_budget_usd: Option<f64>,
     pub permissions: octl_proto::rules::PermissionRules,
     pub review: bool,
+    pub sandbox: Option<octl_proto::sandbox::SandboxKind>,
 }
 
 /// Checks `--repo`, `--base`, `--agent`, `--max-parallel` as `spawn` does.
@@ -277,6 +283,7 @@ pub fn common_params(args: &StartArgs, cwd: &Path) -> Result<CommonParams, AppEr
         max_budget_usd: args.max_budget_usd,
         permissions: args.rules.rules()?,
         review: args.review,
+        sandbox: args.sandbox,
     })
 }
 
@@ -349,6 +356,7 @@ pub fn fanout_params(args: &FanOutStartArgs, cwd: &Path) -> Result<FanoutParams,
         runner: common.runner,
         permissions: common.permissions,
         review: common.review,
+        sandbox: common.sandbox,
     })
 }
 
@@ -474,6 +482,7 @@ mod tests {
                 runner: None,
                 rules: Default::default(),
                 review: false,
+                sandbox: None,
                 wait: false,
             },
             gate: None,

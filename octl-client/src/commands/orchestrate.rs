@@ -91,6 +91,7 @@ pub fn orchestrate_params(
         runner: common.runner,
         permissions: common.permissions,
         review: common.review,
+        sandbox: common.sandbox,
     })
 }
 
@@ -152,6 +153,7 @@ mod tests {
                 runner: None,
                 rules: Default::default(),
                 review: false,
+                sandbox: None,
                 wait: false,
             },
         }

@@ -115,6 +115,11 @@ pub struct SpawnArgs {
     /// code run's node always waits for a person)
     #[arg(long)]
     pub review: bool,
+    /// What the agent runs in: `bwrap` (bubblewrap: its worktree, its tools and its own node
+    /// only; docs/SECURITY.md) or `none` (the user's whole account); default: the profile's
+    /// `sandbox`, else [sandbox] kind of $OCTL_HOME/config.toml, else none
+    #[arg(long, value_name = "KIND")]
+    pub sandbox: Option<octl_proto::sandbox::SandboxKind>,
 
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
@@ -235,6 +240,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         runner: args.runner.clone(),
         permissions: args.rules.rules()?,
         review: args.review,
+        sandbox: args.sandbox,
     })
 }
 
@@ -391,6 +397,7 @@ mod tests {
             runner: None,
             rules: RuleArgs::default(),
             review: false,
+            sandbox: None,
             wait: false,
         }
     }

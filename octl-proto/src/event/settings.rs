@@ -48,6 +48,9 @@ pub struct RunSettings {
     /// A done node waits for a person's review (`review --approve`) before it is gated and
     /// merged (`--review`).
     pub review: Option<bool>,
+    /// The sandbox the run's agents run in (`--sandbox`), over their profile's and
+    /// config.toml's.
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
     /// Every other key, as it was written.
     #[schemars(flatten)]
     pub other: Map<String, Value>,
@@ -92,6 +95,7 @@ impl RunSettings {
             auto_merge: take(&mut m, "auto_merge"),
             max_budget_usd: take(&mut m, "max_budget_usd"),
             review: take(&mut m, "review"),
+            sandbox: take(&mut m, "sandbox"),
             other: m,
         }
     }
@@ -114,6 +118,7 @@ impl RunSettings {
         put(&mut m, "auto_merge", &self.auto_merge);
         put(&mut m, "max_budget_usd", &self.max_budget_usd);
         put(&mut m, "review", &self.review);
+        put(&mut m, "sandbox", &self.sandbox);
         m
     }
 

@@ -46,6 +46,10 @@ pub struct FanoutParams {
     /// it back) before it is gated and merged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub review: bool,
+    /// The sandbox the run's agents run in (`bwrap`, `none`), over their profile's and
+    /// config.toml's `[sandbox] kind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
     /// Permission rules for every node's Claude Code agent, after config.toml's and the
     /// document's.
     #[serde(
@@ -102,6 +106,10 @@ pub struct OrchestrateParams {
     /// it back) before it is gated and merged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub review: bool,
+    /// The sandbox the run's agents run in (`bwrap`, `none`), over their profile's and
+    /// config.toml's `[sandbox] kind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
     /// Permission rules for every node's Claude Code agent, after config.toml's and the
     /// document's.
     #[serde(

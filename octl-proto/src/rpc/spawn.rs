@@ -40,6 +40,10 @@ pub struct SpawnParams {
     /// that send it back) before it is gated and merged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub review: bool,
+    /// The sandbox the run's agents run in (`bwrap`, `none`), over their profile's and
+    /// config.toml's `[sandbox] kind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
     /// The run's permission rules for its Claude Code agent, after config.toml's.
     #[serde(
         default,

@@ -76,6 +76,7 @@ pub async fn cleanup(
     let merged_into = merged_into.map(str::to_string);
     let worktrees_of_run = daemon.home.worktrees().join(&handle.id);
     let own_worktrees = daemon.home.worktrees();
+    let node_ref = node.clone();
     let done = blocking(move || {
         if let (Some(p), Ok(runner)) = (pane, d.runners.of(named.as_deref())) {
             let _ = runner.stop(&run, &node_id, &crate::runner::AgentHandle::new(p));
@@ -86,6 +87,8 @@ pub async fn cleanup(
         let git = Git::new(&repo);
         let mut snapshot = None;
         let mut kept = None;
+        // What a sandboxed agent committed in its copy of its branch, kept as the rest is.
+        crate::sandbox::harvest_node(&d.home, &run, &node_ref);
         // Only worktrees the daemon made are ever removed, whatever a log says.
         if let Some(wt) = worktree
             .as_ref()
@@ -145,5 +148,17 @@ pub async fn cleanup(
     })
     .await?;
     append(daemon, handle, Some(&node.id), done).await?;
+    // Its sandbox goes with its worktree: the copies it was given, its own socket.
+    let ctl = daemon
+        .home
+        .agent_ctl(&crate::sandbox::ctl_key(&handle.id, &node.id));
+    daemon.agent_sockets.close(
+        &crate::server::agent::Scope {
+            run: handle.id.clone(),
+            node: node.id.clone(),
+        },
+        &ctl,
+    );
+    crate::sandbox::remove(&daemon.home, &handle.id, &node.id);
     Ok(())
 }

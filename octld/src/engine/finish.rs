@@ -34,6 +34,9 @@ async fn steps(
         return Ok(());
     }
     wait_for_exit(daemon, &handle.id, &node, node.pane.clone()).await;
+    // A sandboxed agent's commits are in its copy of its branch until brought back.
+    let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
+    let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
     if let Some(gate) = node
         .gate
         .clone()

@@ -43,6 +43,8 @@ pub struct SpawnRequest {
     pub permissions: PermissionRules,
     /// Its done node waits for a person's review before it merges (`--review`).
     pub review: bool,
+    /// What its agent runs in (`--sandbox`), over its profile's and config.toml's.
+    pub sandbox: Option<octl_proto::sandbox::SandboxKind>,
     /// The run and spin-off proposal this run was accepted from.
     pub parent: Option<(String, String)>,
 }
@@ -303,6 +305,7 @@ pub async fn create(
             gate: req.gate.clone(),
             max_budget_usd: req.max_budget_usd,
             review: req.review.then_some(true),
+            sandbox: req.sandbox,
             parent_run,
             proposal,
             ..RunSettings::default()
@@ -1055,7 +1058,7 @@ fn runner_name(handle: &RunHandle, node: &str) -> String {
 
 /// The tmux window of a node: the agent's argv with the octl environment, its output kept.
 fn open_window(
-    daemon: &Daemon,
+    daemon: &Arc<Daemon>,
     handle: &RunHandle,
     node: &str,
     worktree: &Path,
@@ -1070,7 +1073,7 @@ fn open_window(
 /// The agent a start cut short by a crash left behind, asked of the node's runner (see
 /// `Runner::find`).
 fn find_agent(
-    daemon: &Daemon,
+    daemon: &Arc<Daemon>,
     handle: &RunHandle,
     node: &str,
     worktree: &Path,
@@ -1081,10 +1084,67 @@ fn find_agent(
     })
 }
 
+/// The sandbox a node's agent runs in: its run's (`--sandbox`), else its profile's, else
+/// config.toml's `[sandbox] kind`.
+pub fn sandbox_kind(
+    config: &crate::config::Config,
+    settings: &octl_proto::event::settings::RunSettings,
+    node: Option<&octl_proto::state::Node>,
+) -> octl_proto::sandbox::SandboxKind {
+    let profile = node
+        .and_then(|n| n.agent.as_deref())
+        .or(settings.agent.as_deref())
+        .and_then(|p| config.agents.get(p))
+        .and_then(|a| a.sandbox.as_deref())
+        .and_then(|k| octl_proto::sandbox::SandboxKind::parse("sandbox", k).ok());
+    crate::sandbox::kind_of(settings.sandbox, profile, &config.sandbox)
+}
+
+/// `argv` as the node's sandbox runs it (as is without one). bwrap is this machine's: a
+/// node on an SSH or Slurm runner is refused it rather than run unconfined.
+fn sandboxed(
+    daemon: &Arc<Daemon>,
+    handle: &RunHandle,
+    this: Option<&octl_proto::state::Node>,
+    node: &str,
+    worktree: &Path,
+    env: &[(String, String)],
+    argv: Vec<String>,
+) -> Result<Vec<String>, AppError> {
+    let config = daemon.config.get()?;
+    let view = handle.view();
+    if sandbox_kind(&config, &view.manifest.settings, this)
+        == octl_proto::sandbox::SandboxKind::None
+    {
+        return Ok(argv);
+    }
+    if let Some(r) = this
+        .and_then(|n| n.runner.as_deref())
+        .filter(|r| *r != crate::config::LOCAL_RUNNER)
+    {
+        return Err(AppError::invalid(format!(
+            "node {node} runs on runner {r}, and the bwrap sandbox is this machine's only"
+        ))
+        .with_hint("give --sandbox none for a node on an SSH or Slurm runner"));
+    }
+    crate::sandbox::wrap(
+        daemon,
+        &config.sandbox,
+        &crate::sandbox::Node {
+            run: &handle.id,
+            node,
+            worktree,
+            branch: &branch_name(&handle.id, node),
+            env,
+            argv: &argv,
+        },
+    )
+}
+
 /// Calls `f` with the node's runner and the spec of its agent: the agent's argv with the
-/// octl environment, its output kept.
+/// octl environment, its output kept, in its sandbox if it has one.
 fn with_spec<T>(
-    daemon: &Daemon,
+    daemon: &Arc<Daemon>,
     handle: &RunHandle,
     node: &str,
     worktree: &Path,
@@ -1095,6 +1155,19 @@ fn with_spec<T>(
     let log = logs.join(format!("{node}.log"));
     let exe = std::env::current_exe()
         .map_err(|e| AppError::internal(format!("cannot find octld's own path: {e}")))?;
+    let env = agent_env(daemon, handle, node, worktree);
+    let view = handle.view();
+    let this = view.nodes.iter().find(|n| n.id == node);
+    // In its sandbox, if it has one; the wrapper below stays outside, with the node's log.
+    let agent = sandboxed(
+        daemon,
+        handle,
+        this,
+        node,
+        worktree,
+        &env,
+        launch.argv.clone(),
+    )?;
     // A stream-json agent is wrapped: its raw lines go to the node's log, the pane shows a
     // readable rendering (kept in <node>.pane.log).
     let (argv, pane_log) = if launch.stream_json {
@@ -1105,14 +1178,11 @@ fn with_spec<T>(
             log.display().to_string(),
             "--".to_string(),
         ];
-        argv.extend(launch.argv.iter().cloned());
+        argv.extend(agent);
         (argv, logs.join(format!("{node}.pane.log")))
     } else {
-        (launch.argv.clone(), log)
+        (agent, log)
     };
-    let env = agent_env(daemon, handle, node, worktree);
-    let view = handle.view();
-    let this = view.nodes.iter().find(|n| n.id == node);
     let spec = AgentSpec {
         run: &handle.id,
         node,

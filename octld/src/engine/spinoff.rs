@@ -63,6 +63,8 @@ pub fn request(
             .map(|n| n.permissions.clone())
             .unwrap_or_default(),
         review: false,
+        // A sandboxed run's proposal is sandboxed as its parent was.
+        sandbox: parent.manifest.settings.sandbox,
         parent: Some((parent_id.to_string(), proposal.id.clone())),
     })
 }

@@ -174,6 +174,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: FanoutParams) -> Result<RunSummary, 
     settings.agent = Some(agent.clone());
     settings.gate = gate.clone();
     settings.review = p.review.then_some(true);
+    settings.sandbox = p.sandbox;
     let file = format!(
         "fanout.{}",
         if fmt == Format::Json { "json" } else { "toml" }
@@ -284,6 +285,7 @@ pub async fn orchestrate(
     settings.integration = Some(integration.clone());
     settings.auto_merge = Some(p.auto_merge);
     settings.review = p.review.then_some(true);
+    settings.sandbox = p.sandbox;
     let file = format!("plan.{}", if fmt == Format::Json { "json" } else { "toml" });
     settings.plan_file = Some(file.clone());
     settings.plan_path = p.plan_path.clone();

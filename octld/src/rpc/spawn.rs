@@ -29,6 +29,7 @@ pub async fn spawn(
             runner: p.runner,
             permissions: p.permissions,
             review: p.review,
+            sandbox: p.sandbox,
             parent: None,
         },
     )

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use octl_proto::rpc::{error_object, error_response, JSONRPC_VERSION};
 use octl_proto::{AppError, ErrorKind};
 
+use super::agent::Scope;
 use crate::daemon::Daemon;
 use crate::rpc;
 
@@ -21,7 +22,8 @@ use crate::rpc;
 const BATCH_IN_FLIGHT: usize = 256;
 
 /// Answers a request body with the JSON text to send back; `None` means nothing to send.
-pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
+/// `scope`: the request came on a sandboxed node's socket, which serves its methods only.
+pub async fn handle(daemon: &Arc<Daemon>, body: &[u8], scope: Option<&Scope>) -> Option<String> {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
@@ -37,7 +39,7 @@ pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
             let members = items.len();
             let ids = raw_ids(body, members);
             let replies: Vec<String> = stream::iter(items.into_iter().zip(ids))
-                .map(|(item, id)| async move { one(daemon, item, id.as_deref()).await })
+                .map(|(item, id)| async move { one(daemon, item, id.as_deref(), scope).await })
                 .buffered(BATCH_IN_FLIGHT)
                 .collect::<Vec<Option<String>>>()
                 .await
@@ -53,7 +55,7 @@ pub async fn handle(daemon: &Arc<Daemon>, body: &[u8]) -> Option<String> {
             let id = serde_json::from_slice::<IdOnly>(body)
                 .ok()
                 .and_then(|i| i.id);
-            one(daemon, other, id).await
+            one(daemon, other, id, scope).await
         }
     }
 }
@@ -82,7 +84,12 @@ fn raw_ids(body: &[u8], members: usize) -> Vec<Option<Box<RawValue>>> {
     ids
 }
 
-async fn one(daemon: &Arc<Daemon>, item: Value, raw_id: Option<&RawValue>) -> Option<String> {
+async fn one(
+    daemon: &Arc<Daemon>,
+    item: Value,
+    raw_id: Option<&RawValue>,
+    scope: Option<&Scope>,
+) -> Option<String> {
     let Value::Object(mut req) = item else {
         return Some(invalid(None, "a request must be a JSON object"));
     };
@@ -125,14 +132,12 @@ async fn one(daemon: &Arc<Daemon>, item: Value, raw_id: Option<&RawValue>) -> Op
         }
         Some(_) => return Some(invalid(reply_id, "params must be an object")),
     };
-    let result = rpc::dispatch(
-        daemon,
-        &method,
-        params
-            .map(Value::Object)
-            .unwrap_or(Value::Object(Map::new())),
-    )
-    .await;
+    let params = params.unwrap_or_default();
+    if let Some(Err(e)) = scope.map(|s| s.permits(&method, &params)) {
+        tracing::warn!(error = %e.message, method, "refused a sandboxed agent's request");
+        return reply(reply_id, Err(e));
+    }
+    let result = rpc::dispatch(daemon, &method, Value::Object(params)).await;
     if let Err(e) = &result {
         if e.kind == ErrorKind::Internal {
             tracing::error!(method, error = %e.message, "internal error");

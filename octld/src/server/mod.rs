@@ -4,10 +4,12 @@
 //! - [`jsonrpc`]: JSON-RPC 2.0 envelopes: batches, notifications, standard errors.
 //! - [`stream`]: the event stream of one run (past events, then new ones as they land).
 //! - [`feed`]: the change feed, every run's events in one stream (`GET /v1/events`).
+//! - [`agent`]: a sandboxed node's own socket, serving that node's methods only.
 //!
 //! Every connection's peer uid is checked against ours before any byte is parsed; another
 //! uid is answered 403 (`unauthorized`) whatever the socket's mode.
 
+pub mod agent;
 pub mod feed;
 pub mod jsonrpc;
 pub mod routes;
@@ -58,8 +60,21 @@ pub fn adopt(listener: std::os::unix::net::UnixListener) -> Result<UnixListener,
     UnixListener::from_std(listener).map_err(io_err("cannot serve the handed-over socket"))
 }
 
+/// Connections one agent's socket serves at once: an agent needs a few (a hook, a report);
+/// a hostile one cannot take the daemon's descriptors.
+const AGENT_CONNECTIONS: usize = 16;
+
 /// Serves until the daemon's shutdown is requested, then drains in-flight connections.
 pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
+    serve_scoped(listener, daemon, None).await
+}
+
+/// [`serve`], for one sandboxed node's socket when `scope` is given ([`agent`]).
+pub async fn serve_scoped(
+    listener: UnixListener,
+    daemon: Arc<Daemon>,
+    scope: Option<Arc<agent::Scope>>,
+) {
     let graceful = GracefulShutdown::new();
     let me = unsafe { libc::geteuid() };
     let router = routes::router(daemon.clone());
@@ -67,7 +82,10 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
     tokio::pin!(stop);
     // Connections served at once: what the open-file limit leaves beside a reserve for
     // logs, git and tmux (at most 512).
-    let open = Arc::new(tokio::sync::Semaphore::new(crate::nofile::connections()));
+    let open = Arc::new(tokio::sync::Semaphore::new(match scope {
+        Some(_) => AGENT_CONNECTIONS,
+        None => crate::nofile::connections(),
+    }));
     let mut told_limit = None::<std::time::Instant>;
     loop {
         // At the limit, new connections wait in the socket's backlog until one closes (an
@@ -99,7 +117,8 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) {
                 if !authorized {
                     tracing::warn!(peer_uid = ?peer, "refused a connection from another uid");
                 }
-                let svc = TowerToHyperService::new(router.clone().layer(axum::Extension(routes::Peer { authorized })));
+                let peer = routes::Peer { authorized, scope: scope.clone() };
+                let svc = TowerToHyperService::new(router.clone().layer(axum::Extension(peer)));
                 let conn = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT)

@@ -21,10 +21,12 @@ use crate::daemon::Daemon;
 /// How long one JSON-RPC request (reading the body and answering) may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Whether this connection's peer is the daemon's owner.
-#[derive(Clone, Copy, Debug)]
+/// Whether this connection's peer is the daemon's owner, and (on a sandboxed node's socket)
+/// what it may reach.
+#[derive(Clone, Debug)]
 pub struct Peer {
     pub authorized: bool,
+    pub scope: Option<Arc<super::agent::Scope>>,
 }
 
 pub fn router(daemon: Arc<Daemon>) -> Router {
@@ -82,7 +84,11 @@ async fn fallback() -> Response {
     ))
 }
 
-async fn rpc_handler(State(daemon): State<Arc<Daemon>>, req: Request) -> Response {
+async fn rpc_handler(
+    State(daemon): State<Arc<Daemon>>,
+    Extension(peer): Extension<Peer>,
+    req: Request,
+) -> Response {
     let too_large = || {
         let err = AppError::new(
             ErrorKind::TooLarge,
@@ -107,7 +113,7 @@ async fn rpc_handler(State(daemon): State<Arc<Daemon>>, req: Request) -> Respons
             Ok(b) => b,
             Err(_) => return too_large(),
         };
-        match jsonrpc::handle(&daemon, &body).await {
+        match jsonrpc::handle(&daemon, &body, peer.scope.as_deref()).await {
             Some(reply) => ([(header::CONTENT_TYPE, "application/json")], reply).into_response(),
             None => StatusCode::NO_CONTENT.into_response(),
         }
@@ -136,9 +142,13 @@ struct StreamQuery {
 
 async fn stream_handler(
     State(daemon): State<Arc<Daemon>>,
+    Extension(peer): Extension<Peer>,
     Path(run): Path<String>,
     query: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
+    if let Some(Err(e)) = peer.scope.as_ref().map(|s| s.permits_stream(&run)) {
+        return error_response(&e);
+    }
     let Query(q) = match query {
         Ok(q) => q,
         Err(e) => {
@@ -168,8 +178,18 @@ struct FeedQuery {
 
 async fn feed_handler(
     State(daemon): State<Arc<Daemon>>,
+    Extension(peer): Extension<Peer>,
     query: Result<Query<FeedQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
+    if let Some(s) = &peer.scope {
+        return error_response(&AppError::new(
+            ErrorKind::Unauthorized,
+            format!(
+                "the change feed is every run's: node {} of run {} reads its own run's events (GET /v1/runs/{}/events)",
+                s.node, s.run, s.run
+            ),
+        ));
+    }
     let Query(q) = match query {
         Ok(q) => q,
         Err(e) => {
