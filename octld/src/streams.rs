@@ -257,6 +257,69 @@ struct Fold {
     input: u64,
     output: u64,
     cost: Option<f64>,
+    commands: Commands,
+}
+
+/// The shell commands an agent's stream says it ran, and those that failed (ran and exited
+/// with another status than 0): how many, and what the first one was and said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Commands {
+    pub ran: u32,
+    pub failed: u32,
+    /// The first failed command, its status and output, on one line, shortened and without
+    /// control characters (the agent's output is untrusted: it goes into a reason that
+    /// `run show`, the TUI and the notifiers print).
+    pub first_failure: Option<String>,
+}
+
+/// The most of a failed command's line or output kept in [`Commands::first_failure`].
+const FAILURE_PART_MAX: usize = 160;
+
+impl Commands {
+    fn ran(&mut self, command: &str, status: Option<i64>, output: &str) {
+        self.ran += 1;
+        let Some(code) = status.filter(|c| *c != 0) else {
+            return;
+        };
+        self.failed += 1;
+        if self.first_failure.is_none() {
+            let output = one_line(output, FAILURE_PART_MAX);
+            let command = one_line(command, FAILURE_PART_MAX);
+            self.first_failure = Some(if output.is_empty() {
+                format!("`{command}` exited with status {code}")
+            } else {
+                format!("`{command}` exited with status {code}: {output}")
+            });
+        }
+    }
+}
+
+/// `text` as one line of at most `max` characters (then `…`): terminal escapes removed,
+/// every other control character and run of whitespace one space.
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        for c in strip_escapes(line).chars() {
+            let c = if c.is_control() || c.is_whitespace() {
+                ' '
+            } else {
+                c
+            };
+            if c != ' ' || !(out.is_empty() || out.ends_with(' ')) {
+                out.push(c);
+            }
+        }
+        if !out.is_empty() && !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    let out = out.trim_end();
+    if out.chars().count() > max {
+        let cut: String = out.chars().take(max).collect();
+        format!("{}…", cut.trim_end())
+    } else {
+        out.to_string()
+    }
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -274,6 +337,17 @@ impl Fold {
             (Stream::Codex, "thread.started") => self.session = text(&v["thread_id"]),
             (Stream::Codex, "item.completed") if v["item"]["type"] == "agent_message" => {
                 self.text = text(&v["item"]["text"]);
+            }
+            // `exit_code` null: it did not run (declined by a person, or cut short).
+            (Stream::Codex, "item.completed") if v["item"]["type"] == "command_execution" => {
+                let item = &v["item"];
+                if let Some(code) = item["exit_code"].as_i64() {
+                    self.commands.ran(
+                        item["command"].as_str().unwrap_or(""),
+                        Some(code),
+                        item["aggregated_output"].as_str().unwrap_or(""),
+                    );
+                }
             }
             (Stream::Codex, "turn.completed") => {
                 self.input += u(&v["usage"]["input_tokens"]);
@@ -413,6 +487,9 @@ pub struct Outcome {
     /// `Some(Ok)`: a final success; `Some(Err(reason))`: a final failure; `None`: no final
     /// result.
     pub end: Option<Result<(), String>>,
+    /// The shell commands it ran (Codex's `command_execution` items; the other streams' are
+    /// not read for them).
+    pub commands: Commands,
 }
 
 pub fn parse(text: &str, stream: Stream) -> Outcome {
@@ -447,7 +524,11 @@ pub fn parse(text: &str, stream: Stream) -> Outcome {
         session_id: fold.session,
         ..Default::default()
     };
-    Outcome { fields, end }
+    Outcome {
+        fields,
+        end,
+        commands: fold.commands,
+    }
 }
 
 #[cfg(test)]

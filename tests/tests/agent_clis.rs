@@ -307,6 +307,113 @@ fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
     assert!(first.contains("orchestratectl node done"), "{first}");
 }
 
+/// What the model's shell calls returned to it, as its last request carried them.
+fn call_outputs(model: &ModelStandIn) -> Vec<String> {
+    let requests = model.main_requests();
+    requests.last().unwrap()["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == json!("function_call_output"))
+        .map(|i| i["output"].to_string())
+        .collect()
+}
+
+/// Codex runs each command in its Linux sandbox through bubblewrap; these tests are about a
+/// machine that has one (`.ci/run` installs Debian's 0.8.0, whose lack of `--argv0` makes
+/// Codex find its `codex-linux-sandbox` helper on PATH).
+fn require_bwrap() {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("bwrap").is_file()));
+    assert!(
+        found,
+        "bubblewrap is missing: apt-get install bubblewrap (.ci/run does)"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn codex_runs_its_commands_under_bubblewrap_and_the_spinoff_merges() {
+    require_bwrap();
+    // Its CODEX_HOME is under /tmp, where Codex does not make its own helper links: the
+    // daemon's are what bwrap finds (docs/AGENTS.md, the Codex section).
+    let model = ModelStandIn::start(vec![
+        Step::bash("printf 'written by codex\\n' > codex.txt && tr '\\0' ' ' < /proc/1/cmdline"),
+        Step::text("Added codex.txt."),
+    ]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("completed"),
+        "{show}\nlog: {}",
+        raw_log(&env, &run)
+    );
+    assert_eq!(
+        repo.show("main", "codex.txt").as_deref(),
+        Some("written by codex\n")
+    );
+    // The command ran in the sandbox: the first process of its namespace is Codex's helper.
+    let outputs = call_outputs(&model);
+    assert!(
+        outputs.len() == 1
+            && outputs[0].contains("exited with code 0")
+            && outputs[0].contains("codex-linux-sandbox"),
+        "{outputs:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
+fn a_codex_that_says_it_is_done_having_changed_nothing_while_its_commands_failed_has_failed() {
+    let model = ModelStandIn::start(vec![
+        // Fails without writing anything (a redirection would leave an empty file: a change).
+        Step::bash("cp no-such-input.txt codex.txt"),
+        Step::bash("ls"),
+        Step::text("All steps done."),
+    ]);
+    let (env, repo) = codex_world(&model);
+    let _d = env.start_daemon();
+    let run = spinoff(&env, &repo, "codex", "Copy no-such-input.txt to codex.txt");
+    let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
+    assert_eq!(
+        show["manifest"]["status"],
+        json!("failed"),
+        "{show}\nlog: {}",
+        raw_log(&env, &run)
+    );
+    let events = env.log_events(&run);
+    let failed = node_event(&events, "node.failed");
+    let reason = failed["data"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "the agent said it succeeded but changed nothing, and 1 of its 2 shell commands failed: `/bin/bash -lc"
+        ) && reason.contains("cp no-such-input.txt codex.txt")
+            && reason.contains("exited with status 1: cp: cannot stat 'no-such-input.txt': No such file or directory"),
+        "{failed}\nlog: {}",
+        raw_log(&env, &run)
+    );
+    // Its own words stay in the outcome; the worktree is kept for a look or a retry.
+    assert_eq!(
+        failed["data"]["outcome"]["result"],
+        json!("All steps done.")
+    );
+    assert_eq!(failed["data"]["outcome"]["is_error"], json!(false));
+    let node = &show["nodes"][0];
+    assert_eq!(node["state"], json!("failed"), "{node}");
+    let worktree = node["worktree"].as_str().unwrap();
+    assert!(std::path::Path::new(worktree).is_dir(), "{node}");
+    let text = env.cli(["run", "show", &run]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(
+        text.stdout.contains("changed nothing") && text.stdout.contains("failed"),
+        "{}",
+        text.stdout
+    );
+}
+
 #[test]
 #[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn a_failing_codex_is_recorded_as_failed_with_its_reason() {

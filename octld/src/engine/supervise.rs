@@ -25,6 +25,7 @@ use crate::daemon::Daemon;
 use crate::git::Git;
 use crate::runner::{AgentStatus, Requeue};
 use crate::store::RunHandle;
+use crate::streams::Commands;
 
 /// Ticks a dead pane may go without an exit status before it counts as killed by a signal
 /// (tmux may mark a pane dead a moment before it reaps the process).
@@ -711,16 +712,16 @@ async fn on_exit(
     let stream = super::stream_activity::stream_of(node);
     // What it said last (its turn ended) goes before its end.
     super::stream_activity::record(daemon, handle, node, true).await;
-    let (lines, outcome, end) = blocking(move || {
+    let (lines, outcome, end, commands) = blocking(move || {
         Ok(match stream {
             Some(s) => {
                 let o = crate::streams::read(&log, s);
-                (Vec::new(), Some(o.fields), o.end)
+                (Vec::new(), Some(o.fields), o.end, o.commands)
             }
             None => {
                 let lines = read_tail(&log);
                 let outcome = outcome_of(&lines);
-                (lines, outcome, None)
+                (lines, outcome, None, Commands::default())
             }
         })
     })
@@ -785,7 +786,13 @@ async fn on_exit(
     let vanished =
         matches!(verdict, Verdict::Unreported(t) if t != NodeDone::TYPE) && died(node, status);
     match verdict {
-        Verdict::CommitThenDone => match commit_work(node).await {
+        Verdict::CommitThenDone => match commit_work(&daemon.home, &handle.id, node).await {
+            // A success that changed nothing while its commands failed is not one.
+            Ok(None) if commands.failed > 0 && !changed(handle, node).await => {
+                let reason = no_op_failure(false, &commands).unwrap_or_default();
+                tracing::info!(run = %handle.id, node = %node.id, %reason, "an agent that said it succeeded changed nothing");
+                append(daemon, handle, id, failed(reason)).await?
+            }
             Ok(commit) => {
                 let (message, reason) = said();
                 append(
@@ -964,8 +971,53 @@ pub fn stream_verdict(
     }
 }
 
+/// Why a node whose agent said it succeeded ends `failed` after all: its work `changed`
+/// nothing (no commit, nothing left to commit) while shell commands of it failed — a
+/// success that did nothing because its commands could not run (docs/AGENTS.md, "A
+/// success that changed nothing"). `None`: it succeeded (with no failed command, a task that
+/// changes nothing, an investigation, is one).
+pub fn no_op_failure(changed: bool, commands: &Commands) -> Option<String> {
+    if changed || commands.failed == 0 {
+        return None;
+    }
+    let count = if commands.ran == 1 {
+        "its 1 shell command failed".to_string()
+    } else {
+        format!(
+            "{} of its {} shell commands failed",
+            commands.failed, commands.ran
+        )
+    };
+    let first = match (&commands.first_failure, commands.failed) {
+        (Some(f), 1) => format!(": {f}"),
+        (Some(f), _) => format!("; the first: {f}"),
+        (None, _) => String::new(),
+    };
+    Some(format!(
+        "the agent said it succeeded but changed nothing, and {count}{first}"
+    ))
+}
+
+/// Whether `node`'s branch holds work its target does not (the branch is not contained in
+/// the branch it merges into); when that cannot be told, it is taken to have changed.
+async fn changed(handle: &Arc<RunHandle>, node: &Node) -> bool {
+    let (Some(worktree), Some(target)) = (
+        node.worktree.clone(),
+        super::merge::target_of(&handle.view()),
+    ) else {
+        return true;
+    };
+    blocking(move || Ok(Git::new(&worktree).is_ancestor("HEAD", &target)?))
+        .await
+        .map_or(true, |contained| !contained)
+}
+
 /// A `shell` agent's work: everything in its worktree, committed with the task's first line.
-async fn commit_work(node: &Node) -> Result<Option<String>, AppError> {
+async fn commit_work(
+    home: &octl_proto::home::Layout,
+    run: &str,
+    node: &Node,
+) -> Result<Option<String>, AppError> {
     let Some(worktree) = node.worktree.clone() else {
         return Ok(None);
     };
@@ -975,7 +1027,13 @@ async fn commit_work(node: &Node) -> Result<Option<String>, AppError> {
     } else {
         message
     };
-    blocking(move || Ok(Git::new(&worktree).commit_all(&message)?)).await
+    // What a sandboxed agent committed in its copy of its branch first: on top of it.
+    let (home, run, n) = (home.clone(), run.to_string(), node.clone());
+    blocking(move || {
+        crate::sandbox::harvest_node(&home, &run, &n);
+        Ok(Git::new(&worktree).commit_all(&message)?)
+    })
+    .await
 }
 
 /// The JSON lines at the end of a stream-json log (the last 256 KiB: the result and what

@@ -863,3 +863,60 @@ fn stream_agents_are_judged_by_their_final_result() {
         Verdict::Reported("node.failed")
     );
 }
+
+#[test]
+fn a_success_that_changed_nothing_while_its_commands_failed_is_a_failure() {
+    use crate::engine::supervise::no_op_failure;
+    use crate::streams::{parse, Stream};
+    // What Codex 0.169 wrote when no command could run in its sandbox, and said it was done.
+    let stream = r#"{"type":"thread.started","thread_id":"t1"}
+{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"/bin/bash -lc 'printf x > a.txt'","aggregated_output":"bwrap: execvp codex-linux-sandbox: No such file or directory\n","exit_code":1,"status":"failed"}}
+{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"/bin/bash -lc 'ls'","aggregated_output":"a\n","exit_code":0,"status":"completed"}}
+{"type":"item.completed","item":{"id":"i3","type":"command_execution","command":"/bin/bash -lc 'git add -A'","aggregated_output":"\u001b[31mfatal\u001b[0m: no\r\nmore\u0007\n","exit_code":128,"status":"failed"}}
+{"type":"item.completed","item":{"id":"i4","type":"agent_message","text":"All steps done."}}
+{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}"#;
+    let o = parse(stream, Stream::Codex);
+    assert_eq!(o.end, Some(Ok(())), "the agent said it succeeded");
+    assert_eq!((o.commands.ran, o.commands.failed), (3, 2));
+    let reason = no_op_failure(false, &o.commands).expect("no change and failed commands");
+    assert_eq!(
+        reason,
+        "the agent said it succeeded but changed nothing, and 2 of its 3 shell commands failed; the first: `/bin/bash -lc 'printf x > a.txt'` exited with status 1: bwrap: execvp codex-linux-sandbox: No such file or directory"
+    );
+    // With a change, the failed commands were on the way: a success.
+    assert_eq!(no_op_failure(true, &o.commands), None);
+    // No change and no failed command: an investigation, a success.
+    let looked = parse(
+        r#"{"type":"item.completed","item":{"type":"command_execution","command":"grep -r x","aggregated_output":"","exit_code":0}}
+{"type":"turn.completed","usage":{}}"#,
+        Stream::Codex,
+    );
+    assert_eq!((looked.commands.ran, looked.commands.failed), (1, 0));
+    assert_eq!(no_op_failure(false, &looked.commands), None);
+    // A command that did not run (declined: no exit code) is not a failed one.
+    let declined = parse(
+        r#"{"type":"item.completed","item":{"type":"command_execution","command":"git commit","aggregated_output":"","exit_code":null,"status":"declined"}}"#,
+        Stream::Codex,
+    );
+    assert_eq!(declined.commands.failed, 0);
+    // One command, failed: its text is the reason's; the output's control characters and
+    // escapes are gone, a long one is cut.
+    let one = parse(
+        &format!(
+            r#"{{"type":"item.completed","item":{{"type":"command_execution","command":"make","aggregated_output":"\u001b]0;title\u0007boom\t{}","exit_code":2}}}}"#,
+            "x".repeat(500)
+        ),
+        Stream::Codex,
+    );
+    let reason = no_op_failure(false, &one.commands).unwrap();
+    assert!(
+        reason.starts_with(
+            "the agent said it succeeded but changed nothing, and its 1 shell command failed: `make` exited with status 2: "
+        ),
+        "{reason}"
+    );
+    assert!(reason.ends_with('…'), "{reason}");
+    assert!(!reason.chars().any(char::is_control), "{reason:?}");
+    assert!(reason.chars().count() < 400, "{reason}");
+}
