@@ -1,7 +1,8 @@
 //! The cgroup trees an agent's processes are kept in: a directory per agent under
 //! `<the daemon's own cgroup>/octl-<KEY>/` in each writable hierarchy — the v1 memory
-//! hierarchy (its limit and usage), the v2 unified tree (`cgroup.kill`; its memory controller
-//! too where it is delegated), or both on a hybrid machine.
+//! hierarchy (its limit and usage), the v1 pids hierarchy (a sandboxed agent's process limit),
+//! the v2 unified tree (`cgroup.kill`; its memory and pids controllers too where they are
+//! delegated), or all of them on a hybrid machine.
 //!
 //! Where the daemon's own cgroup is named `daemon` (the systemd unit's `DelegateSubgroup=`,
 //! docs/ARCHITECTURE.md "Agents' processes") its agents' directory goes beside it, in the
@@ -16,6 +17,8 @@ use std::path::{Path, PathBuf};
 pub enum Version {
     /// A v1 hierarchy holding the memory controller.
     V1Memory,
+    /// A v1 hierarchy holding the pids controller (and not the memory one).
+    V1Pids,
     /// The v2 unified tree.
     V2,
 }
@@ -28,6 +31,18 @@ pub struct Hierarchy {
     pub base: PathBuf,
     /// The memory controller is there: agents get a limit, and their usage is read from it.
     pub memory: bool,
+    /// The pids controller is there: a sandboxed agent's processes and threads are counted
+    /// and limited (`pids.max`).
+    pub pids: bool,
+}
+
+/// What an agent's cgroup holds it to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory in bytes, swap included.
+    pub memory: Option<u64>,
+    /// Processes and threads at once.
+    pub pids: Option<u64>,
 }
 
 /// Every hierarchy agents are kept in (none: cgroups are off or none is writable).
@@ -56,7 +71,7 @@ pub struct Mount {
     pub root: String,
 }
 
-/// The v1 memory and the v2 mounts in `/proc/self/mountinfo`.
+/// The v1 memory, v1 pids and v2 mounts in `/proc/self/mountinfo`.
 pub fn mounts(mountinfo: &str) -> Vec<Mount> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
@@ -74,6 +89,7 @@ pub fn mounts(mountinfo: &str) -> Vec<Mount> {
         let version = match fstype {
             "cgroup2" => Version::V2,
             "cgroup" if options.split(',').any(|o| o == "memory") => Version::V1Memory,
+            "cgroup" if options.split(',').any(|o| o == "pids") => Version::V1Pids,
             _ => continue,
         };
         if out.iter().any(|m: &Mount| m.version == version) {
@@ -116,6 +132,7 @@ pub fn path_in(cgroup: &str, version: Version) -> Option<String> {
         let wanted = match version {
             Version::V2 => id == "0" && controllers.is_empty(),
             Version::V1Memory => controllers.split(',').any(|c| c == "memory"),
+            Version::V1Pids => controllers.split(',').any(|c| c == "pids"),
         };
         wanted.then(|| path.to_string())
     })
@@ -175,32 +192,41 @@ pub fn detect(key: &str, cgroup: &str, mountinfo: &str) -> Tree {
                 continue;
             }
         }
-        let memory = match mount.version {
-            Version::V1Memory => true,
-            Version::V2 => v2_memory(&place, &base),
+        let (memory, pids) = match mount.version {
+            Version::V1Memory => (true, false),
+            Version::V1Pids => (false, true),
+            Version::V2 => (
+                v2_controller(&place, &base, "memory"),
+                v2_controller(&place, &base, "pids"),
+            ),
         };
         tree.hierarchies.push(Hierarchy {
             version: mount.version,
             base,
             memory,
+            pids,
         });
     }
     tree
 }
 
-/// Hands the v2 memory controller down to `base` (from `place` above it), if it is there:
+/// Hands the v2 `controller` down to `base` (from `place` above it), if it is there:
 /// refused (`EBUSY`) while `place` itself holds processes and is not the root.
-fn v2_memory(place: &Path, base: &Path) -> bool {
+fn v2_controller(place: &Path, base: &Path, controller: &str) -> bool {
     let has = |dir: &Path, file: &str| {
         std::fs::read_to_string(dir.join(file))
-            .is_ok_and(|t| t.split_whitespace().any(|c| c == "memory"))
+            .is_ok_and(|t| t.split_whitespace().any(|c| c == controller))
     };
     if !has(place, "cgroup.controllers") {
         return false;
     }
     let enable = |dir: &Path| {
         has(dir, "cgroup.subtree_control")
-            || write(&dir.join("cgroup.subtree_control"), "+memory").is_ok()
+            || write(
+                &dir.join("cgroup.subtree_control"),
+                &format!("+{controller}"),
+            )
+            .is_ok()
     };
     enable(place) && enable(base)
 }
@@ -222,10 +248,10 @@ impl Tree {
             .map(|h| (h.version, h.base.join(name)))
     }
 
-    /// Makes the agent `name`'s directory in every hierarchy, with the memory limit `limit`
-    /// (swap included) where the memory controller is; gives the `cgroup.procs` files the
-    /// agent's first process writes its pid to.
-    pub fn create(&self, name: &str, limit: Option<u64>) -> Result<Vec<PathBuf>, String> {
+    /// Makes the agent `name`'s directory in every hierarchy, with the memory limit (swap
+    /// included) where the memory controller is and the pids limit where the pids one is;
+    /// gives the `cgroup.procs` files the agent's first process writes its pid to.
+    pub fn create(&self, name: &str, limits: Limits) -> Result<Vec<PathBuf>, String> {
         let mut procs = Vec::new();
         for (h, dir) in self.dirs(name) {
             match std::fs::create_dir(&dir) {
@@ -233,17 +259,21 @@ impl Tree {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(format!("cannot make the cgroup {}: {e}", dir.display())),
             }
-            if let (true, Some(bytes)) = (h.memory, limit) {
+            if let (true, Some(pids)) = (h.pids, limits.pids) {
+                write(&dir.join("pids.max"), &pids.to_string())
+                    .map_err(|e| format!("cannot set pids.max of {}: {e}", dir.display()))?;
+            }
+            if let (true, Some(bytes)) = (h.memory, limits.memory) {
                 let (memory, swap) = match h.version {
-                    Version::V1Memory => ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
                     Version::V2 => ("memory.max", "memory.swap.max"),
+                    _ => ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
                 };
                 write(&dir.join(memory), &bytes.to_string())
                     .map_err(|e| format!("cannot set {} of {}: {e}", memory, dir.display()))?;
                 // Swap counts against the limit (v1: memory + swap = the limit; v2: none).
                 let swap_value = match h.version {
-                    Version::V1Memory => bytes.to_string(),
                     Version::V2 => "0".to_string(),
+                    _ => bytes.to_string(),
                 };
                 if dir.join(swap).exists() {
                     let _ = write(&dir.join(swap), &swap_value);
@@ -270,8 +300,8 @@ impl Tree {
         let (version, dir) = self.memory_dir(name)?;
         let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
         let keys: &[&str] = match version {
-            Version::V1Memory => &["total_rss", "total_shmem"],
             Version::V2 => &["anon", "shmem"],
+            _ => &["total_rss", "total_shmem"],
         };
         Some(
             stat.lines()
@@ -286,8 +316,8 @@ impl Tree {
     pub fn limit(&self, name: &str) -> Option<u64> {
         let (version, dir) = self.memory_dir(name)?;
         let file = match version {
-            Version::V1Memory => "memory.limit_in_bytes",
             Version::V2 => "memory.max",
+            _ => "memory.limit_in_bytes",
         };
         // v1 says "no limit" with a huge number, v2 with "max".
         std::fs::read_to_string(dir.join(file))
@@ -298,14 +328,24 @@ impl Tree {
             .filter(|b| *b < 1 << 62)
     }
 
+    /// The pids limit set on `name`, if it has one.
+    pub fn pids_limit(&self, name: &str) -> Option<u64> {
+        let h = self.hierarchies.iter().find(|h| h.pids)?;
+        std::fs::read_to_string(h.base.join(name).join("pids.max"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// How many processes of `name` the kernel killed for going over its memory limit.
     pub fn oom_kills(&self, name: &str) -> u64 {
         let Some((version, dir)) = self.memory_dir(name) else {
             return 0;
         };
         let file = match version {
-            Version::V1Memory => "memory.oom_control",
             Version::V2 => "memory.events",
+            _ => "memory.oom_control",
         };
         std::fs::read_to_string(dir.join(file))
             .unwrap_or_default()
@@ -388,10 +428,12 @@ mod tests {
     #[test]
     fn mounts_and_own_paths_are_read() {
         let m = mounts(HYBRID);
-        assert_eq!(m.len(), 2);
+        assert_eq!(m.len(), 3);
         assert_eq!(m[0].version, Version::V2);
         assert_eq!(m[0].point, PathBuf::from("/sys/fs/cgroup/unified"));
         assert_eq!(m[1].version, Version::V1Memory);
+        assert_eq!(m[2].version, Version::V1Pids);
+        assert_eq!(m[2].point, PathBuf::from("/sys/fs/cgroup/pids"));
         let cg = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/c0f\n0::/user.slice/x.scope\n";
         assert_eq!(
             path_in(cg, Version::V1Memory).as_deref(),
@@ -401,6 +443,7 @@ mod tests {
             path_in(cg, Version::V2).as_deref(),
             Some("/user.slice/x.scope")
         );
+        assert_eq!(path_in(cg, Version::V1Pids).as_deref(), Some("/"));
         assert_eq!(
             dir_of(&m[1], "/process_api/c0f"),
             PathBuf::from("/sys/fs/cgroup/memory/process_api/c0f")
@@ -438,10 +481,15 @@ mod tests {
                 version: Version::V2,
                 base: dir.path().join("octl-0123456789abcdef"),
                 memory: true,
+                pids: true,
             }],
         };
         std::fs::create_dir(&tree.hierarchies[0].base).unwrap();
-        let procs = tree.create("R.a", Some(1 << 20)).unwrap();
+        let limits = Limits {
+            memory: Some(1 << 20),
+            pids: Some(64),
+        };
+        let procs = tree.create("R.a", limits).unwrap();
         assert_eq!(
             procs,
             vec![tree.hierarchies[0].base.join("R.a/cgroup.procs")]
@@ -452,6 +500,7 @@ mod tests {
             "1048576"
         );
         assert_eq!(tree.limit("R.a"), Some(1 << 20));
+        assert_eq!(tree.pids_limit("R.a"), Some(64));
         std::fs::write(agent.join("cgroup.procs"), "12\n7\n").unwrap();
         assert_eq!(tree.pids("R.a"), vec![7, 12]);
         std::fs::write(agent.join("memory.stat"), "anon 4096\nfile 100\nshmem 10\n").unwrap();

@@ -143,6 +143,7 @@ impl Containment {
             .map(|h| {
                 let kind = match (h.version, h.memory) {
                     (cgroup::Version::V1Memory, _) => "cgroup v1 memory",
+                    (cgroup::Version::V1Pids, _) => "cgroup v1 pids",
                     (cgroup::Version::V2, true) => "cgroup v2 with memory",
                     (cgroup::Version::V2, false) => "cgroup v2 (no memory controller)",
                 };
@@ -162,14 +163,14 @@ impl Containment {
         (MARKER.to_string(), format!("{}/{run}/{node}", self.key))
     }
 
-    /// Readies the cgroups of `node` of `run` (limit: `limit`), first ending whatever an
+    /// Readies the cgroups of `node` of `run` (held to `limits`), first ending whatever an
     /// earlier attempt left running there; gives the `cgroup.procs` files its first process
     /// joins (none without cgroups).
     pub fn prepare(
         &self,
         run: &str,
         node: &str,
-        limit: Option<u64>,
+        limits: cgroup::Limits,
     ) -> Result<Vec<PathBuf>, String> {
         let left = self.end(run, node);
         if left > 0 {
@@ -180,7 +181,7 @@ impl Containment {
                 "ended what an earlier attempt of the node left running"
             );
         }
-        self.tree.create(&group_name(run, node), limit)
+        self.tree.create(&group_name(run, node), limits)
     }
 
     /// Every process carrying one of this home's markers, by (run, node).
@@ -385,6 +386,7 @@ fn of_home(root: &Path) -> (Containment, Vec<PathBuf>) {
                 },
                 base: b.clone(),
                 memory: false,
+                pids: false,
             })
             .collect(),
     };

@@ -1197,6 +1197,12 @@ fn with_spec<T>(
             let profile = this.and_then(|n| n.agent.as_deref())?;
             super::admission::memory_max(&c, profile)
         }),
+        // A fork bomb in a sandbox stops at its limit, not at the machine's.
+        pids_max: daemon.config.get().ok().and_then(|c| {
+            (sandbox_kind(&c, &view.manifest.settings, this)
+                != octl_proto::sandbox::SandboxKind::None)
+                .then_some(c.sandbox.pids_max)
+        }),
         place: this.and_then(|n| n.place.as_deref()),
     };
     let runner = daemon.runners.of(this.and_then(|n| n.runner.as_deref()))?;

@@ -158,6 +158,7 @@ mod tests {
             first: false,
             attempt: 0,
             memory_max: None,
+            pids_max: None,
             place: None,
         })
         .unwrap()

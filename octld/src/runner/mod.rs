@@ -82,6 +82,9 @@ pub struct AgentSpec<'a> {
     /// The memory the agent may hold, swap included (its profile's `memory_max`): a runner
     /// that can bound it does (the local one: the agent's cgroup).
     pub memory_max: Option<u64>,
+    /// The processes and threads it may have at once (a sandboxed agent's `[sandbox]
+    /// pids_max`): a runner that can bound it does (the local one: the agent's cgroup).
+    pub pids_max: Option<u64>,
     /// Where the start goes, as [`Runner::reserve`] chose it and the node's `node.starting`
     /// recorded (an SSH host, a Slurm job's name); `None` for runners with one place.
     pub place: Option<&'a str>,

@@ -72,7 +72,14 @@ impl Runner for TmuxRunner {
         // whose cgroups cannot be made still runs, known by its marker.
         let procs = self
             .contain
-            .prepare(spec.run, spec.node, spec.memory_max)
+            .prepare(
+                spec.run,
+                spec.node,
+                crate::contain::cgroup::Limits {
+                    memory: spec.memory_max,
+                    pids: spec.pids_max,
+                },
+            )
             .unwrap_or_else(|e| {
                 tracing::warn!(run = spec.run, node = spec.node, error = %e, "the agent runs without its cgroup");
                 Vec::new()
