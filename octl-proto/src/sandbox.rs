@@ -54,6 +54,10 @@ pub enum SandboxNetwork {
     Host,
     /// No network at all: only a loopback of its own.
     None,
+    /// A loopback of its own, and through the daemon's proxy only the `host:port` patterns
+    /// of `[sandbox] allow`; everything else is refused and counted in the node's events
+    /// (`node.network_refused`).
+    Allow,
 }
 
 impl SandboxNetwork {
@@ -61,6 +65,7 @@ impl SandboxNetwork {
         match self {
             SandboxNetwork::Host => "host",
             SandboxNetwork::None => "none",
+            SandboxNetwork::Allow => "allow",
         }
     }
 }

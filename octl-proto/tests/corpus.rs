@@ -132,7 +132,8 @@ fn recorded_logs_replay_to_the_same_bytes() {
             &"node.waiting",
             &"node.exited",
             &"node.paused",
-            &"node.requeued"
+            &"node.requeued",
+            &"node.network_refused"
         ],
         "event types the recorded logs cover changed"
     );

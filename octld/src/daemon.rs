@@ -59,6 +59,9 @@ pub struct Daemon {
     pub notified: crate::notify::Record,
     /// Sandboxed nodes' own sockets, being served ([`crate::server::agent`]).
     pub agent_sockets: crate::server::agent::Sockets,
+    /// Sandboxed nodes' network proxies (`network = "allow"`), being served
+    /// ([`crate::sandbox::proxy`]).
+    pub network_proxies: crate::sandbox::proxy::Proxies,
     started: Instant,
     shutdown: watch::Sender<bool>,
 }
@@ -81,6 +84,7 @@ impl Daemon {
             engine: Engine::default(),
             notified: Default::default(),
             agent_sockets: Default::default(),
+            network_proxies: Default::default(),
             started: Instant::now(),
             shutdown: watch::channel(false).0,
         }

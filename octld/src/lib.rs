@@ -51,7 +51,7 @@ pub(crate) mod notify;
 pub(crate) mod pool;
 pub(crate) mod rpc;
 pub mod runner;
-pub(crate) mod sandbox;
+pub mod sandbox;
 pub(crate) mod server;
 pub mod store;
 pub(crate) mod streams;

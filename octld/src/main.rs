@@ -1,6 +1,7 @@
 //! `octld [--home DIR] [--foreground] [-v]`: the daemon. Without `--foreground` it starts
 //! itself detached in its own session and returns once it answers.
-//! `octld agent-wrap --raw-log FILE -- ARGV…` is used inside agent windows (see `wrap`).
+//! `octld agent-wrap --raw-log FILE -- ARGV…` is used inside agent windows (see `wrap`);
+//! `octld sandbox-relay …` inside a sandbox whose network is `allow` (see `sandbox::relay`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,12 +39,36 @@ enum Internal {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Inside a sandbox whose network is `allow`: relays to the daemon's proxy, runs ARGV.
+    #[command(hide = true)]
+    SandboxRelay {
+        #[arg(long, value_name = "SOCKET")]
+        proxy: PathBuf,
+        #[arg(long, value_name = "ADDR=HOST:PORT")]
+        listen: Vec<String>,
+        #[arg(long, value_name = "ADDR")]
+        http_proxy: String,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Internal::AgentWrap { raw_log, argv }) = args.command {
-        return ExitCode::from(octld::wrap::run(&raw_log, &argv).clamp(0, 255) as u8);
+    match args.command {
+        Some(Internal::AgentWrap { raw_log, argv }) => {
+            return ExitCode::from(octld::wrap::run(&raw_log, &argv).clamp(0, 255) as u8);
+        }
+        Some(Internal::SandboxRelay {
+            proxy,
+            listen,
+            http_proxy,
+            argv,
+        }) => {
+            let status = octld::sandbox::relay::run(&proxy, &listen, &http_proxy, &argv);
+            return ExitCode::from(status.clamp(0, 255) as u8);
+        }
+        None => {}
     }
     // A daemon an agent started (its `orchestratectl` found none up) is not that agent's:
     // nothing it starts may carry the agent's marker (see octld::contain).

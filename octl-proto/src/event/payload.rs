@@ -385,6 +385,17 @@ crate::declare_payloads! {
     /// `node.cancelled`.
     NodeCancelled = "node.cancelled" {}
 
+    /// `node.network_refused`: the node's sandboxed agent (`[sandbox] network = "allow"`)
+    /// asked the daemon's proxy for `target` (`host:port`, as it asked), which `[sandbox]
+    /// allow` does not list, `count` times since the last such event of that target (the
+    /// first refusal of a target is recorded at once, later ones at most once a minute;
+    /// `target` `*` counts the targets past the first 50 of the node). Only the daemon says
+    /// it; it never moves the node.
+    NodeNetworkRefused = "node.network_refused" {
+        target: String,
+        count: u64,
+    }
+
     /// `merge.started`, of a node (its branch into the target) or of a run (its integration
     /// branch into the base); `accept_failed` (only ever `true`) merges a failed node as
     /// committed.

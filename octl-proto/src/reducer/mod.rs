@@ -12,6 +12,7 @@ use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
 mod activity;
+mod network;
 mod nodes;
 mod permissions;
 mod reach;
@@ -315,6 +316,7 @@ impl RunState {
                 Ok(())
             }
             "node.requeued" => self.fold_requeued(ev),
+            "node.network_refused" => self.fold_network_refused(ev),
             "node.queued" | "node.running" | "node.lost" | "node.found" => self.fold_reach(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),
             "spinoff.proposed" | "spinoff.accepted" | "spinoff.rejected" | "spinoff.failed" => {

@@ -1426,3 +1426,40 @@ fn a_review_of_a_failed_node_reopens_its_run_in_the_same_worktree() {
     .unwrap();
     assert_eq!(s.nodes["a"].review_due, None);
 }
+
+#[test]
+fn a_network_refusal_is_the_daemons_record_and_never_moves_the_node() {
+    let mut s = started_spinoff();
+    let refused =
+        |seq, data: Value| ev(seq, Some("a"), "node.network_refused", Actor::Daemon, data);
+    s.apply(&refused(
+        5,
+        json!({"target": "evil.example:443", "count": 1}),
+    ))
+    .unwrap();
+    assert_eq!(s.nodes["a"].state, Running);
+    let before = s.clone();
+    let mut e = refused(6, json!({"target": "evil.example:443", "count": 2}));
+    e.actor = Actor::Agent;
+    assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::Forbidden);
+    for bad in [
+        json!({"target": "x:1"}),
+        json!({"target": "", "count": 1}),
+        json!({"target": "x:1", "count": 0}),
+    ] {
+        assert_eq!(
+            s.apply(&refused(6, bad)).unwrap_err().kind,
+            ErrorKind::InvalidParams
+        );
+    }
+    let e = ev(
+        6,
+        Some("zz"),
+        "node.network_refused",
+        Actor::Daemon,
+        json!({"target": "x:1", "count": 1}),
+    );
+    assert_eq!(s.apply(&e).unwrap_err().kind, ErrorKind::NotFound);
+    assert_eq!(s, before);
+    assert!(!client_may_append(RunKind::Spinoff, "node.network_refused"));
+}

@@ -152,12 +152,15 @@ pub async fn cleanup(
     let ctl = daemon
         .home
         .agent_ctl(&crate::sandbox::ctl_key(&handle.id, &node.id));
-    daemon.agent_sockets.close(
-        &crate::server::agent::Scope {
-            run: handle.id.clone(),
-            node: node.id.clone(),
-        },
-        &ctl,
+    let scope = crate::server::agent::Scope {
+        run: handle.id.clone(),
+        node: node.id.clone(),
+    };
+    daemon.agent_sockets.close(&scope, &ctl);
+    daemon.network_proxies.close(
+        daemon,
+        &scope,
+        &crate::sandbox::proxy::dir_of(&daemon.home, &handle.id, &node.id),
     );
     crate::sandbox::remove(&daemon.home, &handle.id, &node.id);
     Ok(())

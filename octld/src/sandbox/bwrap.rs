@@ -44,6 +44,33 @@ pub struct View {
     /// (`(path, copy)`).
     pub copies: Vec<(PathBuf, PathBuf)>,
     pub network: SandboxNetwork,
+    /// `network = "allow"`: the relay that starts the agent inside ([`super::proxy`]).
+    pub relay: Option<Relay>,
+}
+
+/// How a sandbox whose network is `allow` reaches the daemon's proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    /// `octld` (its hidden `sandbox-relay`), shown read-only with the daemon's binaries.
+    pub program: PathBuf,
+    /// The node's proxy directory, shown at [`super::proxy::IN_SANDBOX_DIR`].
+    pub dir: PathBuf,
+    /// `(listen, target)`: each loopback target of `[sandbox] allow`, at its own address.
+    pub forwards: Vec<(String, String)>,
+    /// The loopback port `HTTPS_PROXY` names.
+    pub http_port: u16,
+}
+
+/// The `HTTPS_PROXY` port: 3128, or the next that no forward listens on.
+pub fn http_port(forwards: &[(String, String)]) -> u16 {
+    let taken = |p: u16| {
+        forwards.iter().any(|(listen, _)| {
+            listen
+                .rsplit_once(':')
+                .is_some_and(|(_, q)| q == p.to_string())
+        })
+    };
+    (3128..u16::MAX).find(|p| !taken(*p)).unwrap_or(3128)
 }
 
 fn s(p: &Path) -> String {
@@ -96,6 +123,10 @@ pub fn argv(bwrap: &Path, v: &View, system: &[(&str, Option<PathBuf>)]) -> Vec<S
     for (at, copy) in &v.copies {
         binds.push(("--bind", copy, at));
     }
+    let proxy_dir = Path::new(super::proxy::IN_SANDBOX_DIR);
+    if let Some(r) = &v.relay {
+        binds.push(("--ro-bind", &r.dir, proxy_dir));
+    }
     // Stable: equal depths keep the order above (the worktree after the daemon's home).
     binds.sort_by_key(|(_, _, at)| at.components().count());
     for (how, from, at) in binds {
@@ -114,6 +145,33 @@ pub fn argv(bwrap: &Path, v: &View, system: &[(&str, Option<PathBuf>)]) -> Vec<S
         "--setenv".into(),
         "OCTL_SANDBOX".into(),
         "bwrap".into(),
+    ]);
+    let Some(r) = &v.relay else {
+        out.push("--".into());
+        return out;
+    };
+    // Clients that honour the proxy variables reach the allowed names through the relay;
+    // the loopback targets are its forwards, reached directly.
+    let proxy = format!("http://127.0.0.1:{}", r.http_port);
+    for var in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
+        out.extend(["--setenv".into(), var.into(), proxy.clone()]);
+    }
+    for var in ["NO_PROXY", "no_proxy"] {
+        out.extend(["--setenv".into(), var.into(), "localhost,127.0.0.1".into()]);
+    }
+    out.extend([
+        "--".into(),
+        s(&r.program),
+        "sandbox-relay".into(),
+        "--proxy".into(),
+        s(&proxy_dir.join(super::proxy::SOCKET)),
+    ]);
+    for (listen, target) in &r.forwards {
+        out.extend(["--listen".into(), format!("{listen}={target}")]);
+    }
+    out.extend([
+        "--http-proxy".into(),
+        format!("127.0.0.1:{}", r.http_port),
         "--".into(),
     ]);
     out
@@ -160,6 +218,7 @@ mod tests {
             read_write: vec![],
             copies: vec![(p("/cfg/claude"), p("/h/.octl/sandboxes/R/n/copies/0"))],
             network: SandboxNetwork::None,
+            relay: None,
         }
     }
 
@@ -232,6 +291,48 @@ mod tests {
             &super::argv(Path::new("bwrap"), &v, &[]),
             "--share-net"
         ));
+    }
+
+    #[test]
+    fn an_allow_list_starts_the_agent_behind_the_relay_in_a_network_of_its_own() {
+        let mut v = view();
+        v.network = SandboxNetwork::Allow;
+        let forwards = vec![
+            ("127.0.0.1:3128".to_string(), "127.0.0.1:3128".to_string()),
+            ("127.0.0.1:8080".to_string(), "127.0.0.1:8080".to_string()),
+        ];
+        assert_eq!(http_port(&forwards), 3129);
+        assert_eq!(http_port(&[]), 3128);
+        v.relay = Some(Relay {
+            program: PathBuf::from("/opt/octl/bin/octld"),
+            dir: PathBuf::from("/h/.octl/sandboxes/R/n/net"),
+            forwards: forwards[1..].to_vec(),
+            http_port: 3128,
+        });
+        let argv = argv(Path::new("bwrap"), &v, &[]);
+        assert!(!argv_has(&argv, "--share-net"), "{argv:?}");
+        let joined = argv.join(" ");
+        assert!(
+            joined.contains("--ro-bind /h/.octl/sandboxes/R/n/net /run/octl-net "),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("--setenv HTTPS_PROXY http://127.0.0.1:3128 "),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("--setenv NO_PROXY localhost,127.0.0.1 "),
+            "{joined}"
+        );
+        assert!(
+            joined.ends_with(
+                " -- /opt/octl/bin/octld sandbox-relay --proxy /run/octl-net/proxy.sock \
+                 --listen 127.0.0.1:8080=127.0.0.1:8080 --http-proxy 127.0.0.1:3128 --"
+            ),
+            "{joined}"
+        );
+        // Exactly one `--` before the relay's: bwrap's.
+        assert_eq!(argv.iter().filter(|a| *a == "--").count(), 2);
     }
 
     fn argv_has(argv: &[String], a: &str) -> bool {

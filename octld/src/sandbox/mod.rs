@@ -2,6 +2,9 @@
 //! and its own node, nothing else of the machine.
 //!
 //! - [`bwrap`]: the bubblewrap command line of a [`bwrap::View`] (pure).
+//! - [`proxy`]: `network = "allow"`: the daemon's proxy serving a node the `host:port`
+//!   patterns of `[sandbox] allow` (the decision is written there), and [`relay`]: `octld
+//!   sandbox-relay`, which starts the agent inside and carries its connections to the proxy.
 //! - here: `[sandbox]` of config.toml, [`prepare`] (the node's private home, `/tmp`, its
 //!   branch's ref as a private copy, its CLI's configuration copied) and [`harvest`] (the
 //!   branch the agent moved in its copy, brought back to the repository by compare-and-swap,
@@ -10,6 +13,8 @@
 //! The node's own socket, the only way to the daemon inside, is `server::agent`.
 
 pub mod bwrap;
+pub mod proxy;
+pub mod relay;
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +31,7 @@ use crate::git::{CasOutcome, Git};
 pub struct SandboxToml {
     pub kind: Option<String>,
     pub network: Option<String>,
+    pub allow: Option<Vec<String>>,
     pub pids_max: Option<u64>,
     pub read_only: Option<Vec<String>>,
     pub read_write: Option<Vec<String>>,
@@ -37,6 +43,8 @@ pub struct SandboxConfig {
     /// For nodes whose run and profile do not say.
     pub kind: SandboxKind,
     pub network: SandboxNetwork,
+    /// `network = "allow"`: the `host:port` patterns reachable through the daemon's proxy.
+    pub allow: Vec<proxy::Pattern>,
     /// Processes and threads a sandboxed agent may have at once (its cgroup's `pids.max`).
     pub pids_max: u64,
     /// More paths shown read-only / read-write (`~/` is the user's home).
@@ -53,6 +61,7 @@ impl Default for SandboxConfig {
         SandboxConfig {
             kind: SandboxKind::None,
             network: SandboxNetwork::Host,
+            allow: Vec::new(),
             pids_max: DEFAULT_PIDS_MAX,
             read_only: Vec::new(),
             read_write: Vec::new(),
@@ -71,12 +80,26 @@ impl SandboxToml {
             None => d.network,
             Some("host") => SandboxNetwork::Host,
             Some("none") => SandboxNetwork::None,
+            Some("allow") => SandboxNetwork::Allow,
             Some(other) => {
                 return Err(AppError::invalid(format!(
-                    "[sandbox] network: {other:?} is not a network; accepted: host, none"
+                    "[sandbox] network: {other:?} is not a network; accepted: host, none, allow"
                 )))
             }
         };
+        let allow = self
+            .allow
+            .iter()
+            .flatten()
+            .map(|p| proxy::Pattern::parse(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        // A list that would restrict nothing is a mistake to say, not to ignore.
+        if self.allow.is_some() && network != SandboxNetwork::Allow {
+            return Err(AppError::invalid(format!(
+                "[sandbox] allow: applies to network = \"allow\", and network is {:?}; set network = \"allow\" or remove allow",
+                network.as_str()
+            )));
+        }
         let pids_max = match self.pids_max {
             Some(0) => {
                 return Err(AppError::invalid(
@@ -101,6 +124,7 @@ impl SandboxToml {
         Ok(SandboxConfig {
             kind,
             network,
+            allow,
             pids_max,
             read_only: self.read_only.clone().unwrap_or_default(),
             read_write: self.read_write.clone().unwrap_or_default(),
@@ -235,6 +259,19 @@ pub fn prepare(
             .filter_map(|v| env(v))
             .map(PathBuf::from),
     );
+    let relay = (network == SandboxNetwork::Allow).then(|| {
+        let forwards: Vec<(String, String)> = config
+            .allow
+            .iter()
+            .filter_map(proxy::Pattern::loopback_forward)
+            .collect();
+        bwrap::Relay {
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("octld")),
+            dir: proxy::dir_of(layout, n.run, n.node),
+            http_port: bwrap::http_port(&forwards),
+            forwards,
+        }
+    });
     read_only.sort();
     read_only.dedup();
     let read_write = config.read_write.iter().map(expand).collect();
@@ -251,6 +288,7 @@ pub fn prepare(
         read_write,
         copies,
         network,
+        relay,
     })
 }
 
@@ -447,14 +485,18 @@ pub fn wrap(
             .with_hint("install it (Debian: apt-get install bubblewrap), or give --sandbox none")
         })?;
     let view = prepare(&daemon.home, config, config.network, n)?;
-    daemon.agent_sockets.open(
-        daemon,
-        crate::server::agent::Scope {
-            run: n.run.to_string(),
-            node: n.node.to_string(),
-        },
-        &view.octl_home.1,
-    )?;
+    let scope = crate::server::agent::Scope {
+        run: n.run.to_string(),
+        node: n.node.to_string(),
+    };
+    if let Some(relay) = &view.relay {
+        daemon
+            .network_proxies
+            .open(daemon, scope.clone(), &relay.dir, &config.allow)?;
+    }
+    daemon
+        .agent_sockets
+        .open(daemon, scope, &view.octl_home.1)?;
     let mut argv = bwrap::argv(&bwrap, &view, &bwrap::system_dirs());
     argv.extend(n.argv.iter().cloned());
     Ok(argv)
@@ -481,6 +523,28 @@ mod tests {
             ..Default::default()
         })
         .contains("[sandbox] network: \"lan\""));
+        assert!(bad(SandboxToml {
+            network: Some("allow".into()),
+            allow: Some(vec!["example.com".into()]),
+            ..Default::default()
+        })
+        .starts_with(
+            "[sandbox] allow: \"example.com\" is not a host:port pattern; accepted: host:port"
+        ));
+        assert!(bad(SandboxToml {
+            allow: Some(vec!["example.com:443".into()]),
+            ..Default::default()
+        })
+        .contains("[sandbox] allow: applies to network = \"allow\", and network is \"host\""));
+        let allow = SandboxToml {
+            network: Some("allow".into()),
+            allow: Some(vec!["127.0.0.1:8080".into(), "*.npmjs.org:443".into()]),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(allow.network, SandboxNetwork::Allow);
+        assert_eq!(allow.allow.len(), 2);
         assert!(bad(SandboxToml {
             pids_max: Some(0),
             ..Default::default()
