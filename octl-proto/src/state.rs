@@ -418,6 +418,10 @@ pub struct Node {
         skip_serializing_if = "crate::rules::PermissionRules::is_empty"
     )]
     pub permissions: crate::rules::PermissionRules,
+    /// Its own sandbox (a plan node's `sandbox`), over the run's `--sandbox`, its profile's
+    /// and config.toml's; from `node.added`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
     /// This attempt continues the conversation `session_id` in the old attempt's worktree
     /// (`node.retried` / `node.starting` with `"resume": true`) instead of starting over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -124,6 +124,17 @@ impl Field for crate::state::ReviewWay {
     }
 }
 
+impl Field for crate::sandbox::SandboxKind {
+    fn decode(v: Option<&Value>) -> Result<Self, Bad> {
+        const FORM: &str = "\"bwrap\" or \"none\"";
+        let s = present(v).ok_or(Bad::Missing(FORM))?;
+        crate::sandbox::SandboxKind::ALL
+            .into_iter()
+            .find(|k| s.as_str() == Some(k.as_str()))
+            .ok_or(Bad::Invalid(FORM))
+    }
+}
+
 impl Field for Vec<String> {
     fn decode(v: Option<&Value>) -> Result<Self, Bad> {
         const FORM: &str = "an array of strings";

@@ -143,6 +143,9 @@ crate::declare_payloads! {
         /// The run's permission rules for the node's agent (`--allow`, `--ask`, `--deny`).
         #[serde(skip_serializing_if = "Option::is_none")]
         permissions: Option<crate::rules::PermissionRules>,
+        /// The node's own sandbox (a plan node's `sandbox`), over the run's `--sandbox`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<crate::sandbox::SandboxKind>,
         ..rest: Map<String, Value>
     }
 

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::cycles::cycle_problems;
 use super::fields::{
-    fields, node_id_field, opt_agent, opt_gate, opt_rules, opt_runner, opt_string, pos_of,
-    string_value,
+    fields, node_id_field, opt_agent, opt_gate, opt_rules, opt_runner, opt_sandbox, opt_string,
+    pos_of, string_value,
 };
 use super::fields::{Found, END};
 use super::suggest::{did_you_mean, list_names};
@@ -45,6 +45,9 @@ pub struct PlanNode {
         skip_serializing_if = "crate::rules::PermissionRules::is_empty"
     )]
     pub permissions: crate::rules::PermissionRules,
+    /// The sandbox its agent runs in, over `--sandbox`, its profile's and config.toml's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxKind>,
 }
 
 impl Plan {
@@ -131,7 +134,7 @@ impl Plan {
 
 const PLAN_FIELDS: &[&str] = &["title", "nodes"];
 const NODE_FIELDS: &[&str] = &[
-    "id", "task", "deps", "agent", "gate", "runner", "allow", "ask", "deny",
+    "id", "task", "deps", "agent", "gate", "runner", "allow", "ask", "deny", "sandbox",
 ];
 
 /// Parses and validates an orchestrate plan; every problem is reported, none stops the others.
@@ -267,6 +270,8 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                 let gate = opt_gate(&format!("{at}.gate"), nf.get("gate"), format, &mut q);
                 let runner = opt_runner(&format!("{at}.runner"), nf.get("runner"), format, &mut q);
                 let permissions = opt_rules(&format!("{at}."), &nf, format, &mut q);
+                let sandbox =
+                    opt_sandbox(&format!("{at}.sandbox"), nf.get("sandbox"), format, &mut q);
                 let node = match (&id, task) {
                     (Some(id), Some(task)) => Some(PlanNode {
                         id: id.clone(),
@@ -276,6 +281,7 @@ pub fn parse_plan(text: &str, format: Format) -> Result<Plan, Problems> {
                         gate,
                         runner,
                         permissions,
+                        sandbox,
                     }),
                     _ => None,
                 };

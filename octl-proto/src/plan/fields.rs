@@ -141,6 +141,19 @@ fn opt_name(
     Some(name)
 }
 
+/// `sandbox`: the node's agent's sandbox, `bwrap` or `none` ([`crate::sandbox`]).
+pub(super) fn opt_sandbox(
+    at: &str,
+    v: Option<&(usize, &Tree)>,
+    format: Format,
+    p: &mut Found,
+) -> Option<crate::sandbox::SandboxKind> {
+    let name = opt_string(at, v, format, p)?;
+    crate::sandbox::SandboxKind::parse(at, &name)
+        .map_err(|e| p.add(v.map_or(END, |(pos, _)| *pos), e.message))
+        .ok()
+}
+
 /// `allow`, `ask` and `deny`, each an optional array of permission rules in Claude Code's
 /// syntax ([`crate::rules`]).
 pub(super) fn opt_rules(

@@ -869,3 +869,29 @@ fn permission_rules_in_plans_and_manifests_are_read_and_bad_ones_named() {
     .unwrap();
     assert_eq!(m.permissions.deny, ["Read(./.env)"]);
 }
+
+#[test]
+fn plan_nodes_choose_their_sandbox_and_a_bad_one_is_named() {
+    let p = parse_plan(
+        "[[nodes]]\nid = \"a\"\ntask = \"t\"\nsandbox = \"bwrap\"\n[[nodes]]\nid = \"b\"\ntask = \"t\"\nsandbox = \"none\"\n[[nodes]]\nid = \"c\"\ntask = \"t\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let kinds: Vec<_> = p.nodes.iter().map(|n| n.sandbox).collect();
+    assert_eq!(
+        kinds,
+        [
+            Some(crate::sandbox::SandboxKind::Bwrap),
+            Some(crate::sandbox::SandboxKind::None),
+            None
+        ]
+    );
+    assert_eq!(
+        plan_problems("[[nodes]]\nid = \"a\"\ntask = \"t\"\nsandbox = \"docker\"\n"),
+        ["nodes[0].sandbox: \"docker\" is not a sandbox; accepted: bwrap, none"]
+    );
+    assert_eq!(
+        plan_problems("[[nodes]]\nid = \"a\"\ntask = \"t\"\nsandbox = true\n"),
+        ["nodes[0].sandbox: must be a string, got a boolean"]
+    );
+}

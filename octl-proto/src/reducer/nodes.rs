@@ -265,6 +265,7 @@ impl RunState {
             cost_usd: None,
             runner: added.runner,
             permissions: added.permissions.unwrap_or_default(),
+            sandbox: added.sandbox,
             resume: false,
             requeued: None,
             queued: None,

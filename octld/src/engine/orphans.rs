@@ -630,6 +630,7 @@ mod tests {
             cost_usd: None,
             runner: None,
             permissions: Default::default(),
+            sandbox: None,
             resume: false,
             requeued: None,
             queued: None,

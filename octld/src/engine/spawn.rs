@@ -1084,8 +1084,8 @@ fn find_agent(
     })
 }
 
-/// The sandbox a node's agent runs in: its run's (`--sandbox`), else its profile's, else
-/// config.toml's `[sandbox] kind`.
+/// The sandbox a node's agent runs in: its own (a plan node's `sandbox`), else its run's
+/// (`--sandbox`), else its profile's, else config.toml's `[sandbox] kind`.
 pub fn sandbox_kind(
     config: &crate::config::Config,
     settings: &octl_proto::event::settings::RunSettings,
@@ -1097,7 +1097,8 @@ pub fn sandbox_kind(
         .and_then(|p| config.agents.get(p))
         .and_then(|a| a.sandbox.as_deref())
         .and_then(|k| octl_proto::sandbox::SandboxKind::parse("sandbox", k).ok());
-    crate::sandbox::kind_of(settings.sandbox, profile, &config.sandbox)
+    let run = node.and_then(|n| n.sandbox).or(settings.sandbox);
+    crate::sandbox::kind_of(run, profile, &config.sandbox)
 }
 
 /// `argv` as the node's sandbox runs it (as is without one). bwrap is this machine's: a

@@ -304,6 +304,7 @@ pub async fn orchestrate(
                     deps: Some(n.deps.clone()),
                     runner: Some(runner.clone()),
                     permissions: Some(rules).filter(|r| !r.is_empty()),
+                    sandbox: n.sandbox,
                     ..NodeAdded::default()
                 },
             )
