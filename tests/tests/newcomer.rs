@@ -1,7 +1,8 @@
 //! Rough edges a new user meets, end to end against the real daemon, git and tmux: `run logs`
 //! (plain, --raw, --json, --follow ending with the node), failure reasons in `run show`,
 //! reserved plan names, a bare repository, nodes in the order they were added, task text from
-//! a file or stdin, `daemon restart`, and setting a corrupt run aside.
+//! a file or stdin, `daemon restart`, setting a corrupt run aside, and `doctor`'s sandbox check
+//! with and without bubblewrap.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -624,4 +625,84 @@ fn a_shell_script_that_reports_failure_fails_even_when_it_exits_zero() {
     let node = &show["nodes"][0];
     assert_eq!(node["state"], json!("failed"), "{node}");
     assert_eq!(node["reason"], json!("the fixture is missing"), "{node}");
+}
+
+fn doctor_check(env: &TestEnv, id: &str) -> Value {
+    let out = env.cli(["--json", "doctor"]);
+    out.json()["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!(id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {id} check"))
+}
+
+/// A PATH with every program of this one but `bwrap` (each linked into one directory).
+fn path_without_bwrap(dir: &Path) -> String {
+    for d in std::env::split_paths(&std::env::var_os("PATH").unwrap()) {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let to = dir.join(e.file_name());
+            if e.file_name() != "bwrap" && std::fs::symlink_metadata(&to).is_err() {
+                let _ = std::os::unix::fs::symlink(e.path(), to);
+            }
+        }
+    }
+    dir.display().to_string()
+}
+
+#[test]
+fn doctor_runs_a_real_sandbox_and_says_how_to_install_bubblewrap_without_it() {
+    // bubblewrap on the daemon's PATH (as here): a minimal sandbox runs, and config.toml
+    // asking for it is named.
+    let env = TestEnv::new();
+    env.write_config("[sandbox]\nkind = \"bwrap\"\n");
+    let d = env.start_daemon();
+    let c = doctor_check(&env, "sandbox");
+    assert_eq!(c["status"], json!("ok"), "{c}");
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.contains("bwrap") && message.contains("ran a sandbox"),
+        "{c}"
+    );
+    assert!(
+        message.contains("wanted by config.toml's [sandbox] kind"),
+        "{c}"
+    );
+    assert_eq!(c["details"][0]["ok"], json!(true), "{c}");
+    drop(d);
+
+    // Without it: a failure while config.toml asks for bwrap, a skip saying what to install
+    // when nothing does.
+    let bin = tempfile::tempdir().unwrap();
+    let path = path_without_bwrap(bin.path());
+    let d = env.start_daemon_with(&[("PATH", &path)]);
+    let c = doctor_check(&env, "sandbox");
+    assert_eq!(c["status"], json!("fail"), "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("not on the daemon's PATH"),
+        "{c}"
+    );
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install bubblewrap"),
+        "{c}"
+    );
+    drop(d);
+    env.write_config("");
+    let _d = env.start_daemon_with(&[("PATH", &path)]);
+    let c = doctor_check(&env, "sandbox");
+    assert_eq!(c["status"], json!("skip"), "{c}");
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install bubblewrap"),
+        "{c}"
+    );
 }

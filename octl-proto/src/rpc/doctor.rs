@@ -1,7 +1,7 @@
 //! The `doctor.*` family: the daemon's side of `orchestratectl doctor` (runs, orphans, agent
-//! profiles, runners; reads only) — each method's result types beside its declaration. A new
-//! method of the family is declared here; the compiler then asks for its daemon `Handle`
-//! (`octld/src/rpc/doctor.rs`), and the client calls it as `method::Name`.
+//! profiles, runners, the sandbox; reads only) — each method's result types beside its
+//! declaration. A new method of the family is declared here; the compiler then asks for its
+//! daemon `Handle` (`octld/src/rpc/doctor.rs`), and the client calls it as `method::Name`.
 
 use serde::{Deserialize, Serialize};
 
@@ -139,6 +139,26 @@ pub struct DoctorRunnersResult {
     pub config_error: Option<String>,
 }
 
+/// `doctor.sandbox` result: whether the daemon can start an agent in bubblewrap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DoctorSandboxResult {
+    /// `bwrap` as the daemon finds it on its own PATH; absent when it is not there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bwrap: Option<String>,
+    /// What `bwrap --version` printed (`bubblewrap 0.8.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A minimal sandbox ran (`bwrap --unshare-all`, the system read-only, `-- true`).
+    pub ok: bool,
+    /// What ran, or why it did not: bwrap's own message (a kernel that refuses unprivileged
+    /// user namespaces, say).
+    pub message: String,
+    /// What asks for `bwrap`: `[sandbox] kind`, `[agents.NAME] sandbox`, an unfinished run's
+    /// `--sandbox`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wanted_by: Vec<String>,
+}
+
 crate::methods! {
     $;
     each: each_doctor_method;
@@ -157,5 +177,9 @@ crate::methods! {
     DoctorRunners(NoParams) -> DoctorRunnersResult {
         name: "doctor.runners",
         summary: "Every runner (local and those of config.toml) and whether it answers: SSH hosts reached, Slurm's sinfo answering.",
+    },
+    DoctorSandbox(NoParams) -> DoctorSandboxResult {
+        name: "doctor.sandbox",
+        summary: "Whether bubblewrap is on the daemon's PATH and runs a minimal sandbox, and what asks for it.",
     },
 }

@@ -1,5 +1,6 @@
-//! `doctor.runs`, `doctor.orphans`, `doctor.agents`: the checks of `orchestratectl doctor`
-//! that only the daemon can make. They read; nothing is written, repaired or removed.
+//! `doctor.runs`, `doctor.orphans`, `doctor.agents`, `doctor.runners`, `doctor.sandbox`: the
+//! checks of `orchestratectl doctor` that only the daemon can make. They read; nothing is
+//! written, repaired or removed.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -10,8 +11,9 @@ use octl_proto::method;
 use octl_proto::projection;
 use octl_proto::rpc::{
     DoctorAgent, DoctorAgentsResult, DoctorOrphansResult, DoctorRun, DoctorRunner,
-    DoctorRunnersResult, DoctorRunsResult,
+    DoctorRunnersResult, DoctorRunsResult, DoctorSandboxResult,
 };
+use octl_proto::sandbox::SandboxKind;
 use octl_proto::{AppError, RunState};
 
 use super::{Handle, NoParams};
@@ -457,6 +459,121 @@ pub async fn runners(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorRunnersR
     })
 }
 
+/// How long the minimal sandbox may take to run `true` (it takes milliseconds).
+const SANDBOX_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether bubblewrap, as the daemon finds it on its own PATH, runs a minimal sandbox, and
+/// what asks for it (config.toml's `[sandbox] kind`, a profile's `sandbox`, an unfinished
+/// run's `--sandbox`).
+pub async fn sandbox(daemon: &Arc<Daemon>, _: NoParams) -> Result<DoctorSandboxResult, AppError> {
+    let config = daemon.config.get_or_default();
+    let mut wanted_by = Vec::new();
+    if config.sandbox.kind == SandboxKind::Bwrap {
+        wanted_by.push("config.toml's [sandbox] kind".to_string());
+    }
+    for (name, a) in &config.agents {
+        if a.sandbox.as_deref() == Some(SandboxKind::Bwrap.as_str()) {
+            wanted_by.push(format!("[agents.{name}] sandbox"));
+        }
+    }
+    for h in daemon.store.handles() {
+        let view = h.view();
+        if !view.manifest.status.is_ended()
+            && view.manifest.settings.sandbox == Some(SandboxKind::Bwrap)
+        {
+            wanted_by.push(format!("unfinished run {}", h.id));
+        }
+    }
+    let found = agents::find_program("bwrap", std::env::var_os("PATH").as_deref());
+    let Some(bwrap) = found else {
+        return Ok(DoctorSandboxResult {
+            bwrap: None,
+            version: None,
+            ok: false,
+            message: "bwrap (bubblewrap) is not on the daemon's PATH".to_string(),
+            wanted_by,
+        });
+    };
+    let path = bwrap.clone();
+    let (version, ran) = blocking(move || {
+        Ok((
+            agents::version(&path.display().to_string()).ok(),
+            run_minimal_sandbox(&path, SANDBOX_TIMEOUT),
+        ))
+    })
+    .await?;
+    let (ok, message) = match ran {
+        Ok(()) => (
+            true,
+            "ran a sandbox (its own namespaces, the system read-only, `true`)".to_string(),
+        ),
+        Err(why) => (false, why),
+    };
+    Ok(DoctorSandboxResult {
+        bwrap: Some(bwrap.display().to_string()),
+        version,
+        ok,
+        message,
+        wanted_by,
+    })
+}
+
+/// `bwrap --unshare-all`, the system's directories as an agent's view has them, `/proc` and
+/// `/dev`, `-- true`: Ok, or bwrap's own words (its first line on stderr) and exit status.
+pub fn run_minimal_sandbox(bwrap: &Path, timeout: Duration) -> Result<(), String> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(bwrap);
+    cmd.args([
+        "--die-with-parent",
+        "--unshare-all",
+        "--hostname",
+        "octl-sandbox",
+    ]);
+    for (dir, link) in crate::sandbox::bwrap::system_dirs() {
+        match link {
+            Some(target) => cmd.arg("--symlink").arg(target).arg(dir),
+            None => cmd.args(["--ro-bind", dir, dir]),
+        };
+    }
+    cmd.args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "a minimal sandbox did not end within {} s",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("cannot wait for bwrap: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let said = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("(nothing on stderr)");
+    Err(format!("a minimal sandbox failed ({status}): {said}"))
+}
+
 /// Awaits every future, concurrently, in order.
 async fn futures_join<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
 where
@@ -480,5 +597,39 @@ impl Handle for method::DoctorRunners {
 impl Handle for method::DoctorAgents {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         agents(daemon, p).await
+    }
+}
+
+impl Handle for method::DoctorSandbox {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        sandbox(daemon, p).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real bubblewrap, where it is installed (the check's failure names what bwrap said).
+    #[test]
+    fn a_minimal_sandbox_runs_where_bwrap_is_installed() {
+        let Some(bwrap) = agents::find_program("bwrap", std::env::var_os("PATH").as_deref()) else {
+            eprintln!("bwrap is not installed: nothing to check");
+            return;
+        };
+        assert_eq!(run_minimal_sandbox(&bwrap, SANDBOX_TIMEOUT), Ok(()));
+        // A program that refuses its options, as a bwrap that cannot make its namespaces
+        // does: its first line on stderr, and the status.
+        let e = run_minimal_sandbox(Path::new("/bin/sh"), SANDBOX_TIMEOUT).unwrap_err();
+        assert!(
+            e.starts_with("a minimal sandbox failed (exit status: 2): ")
+                && !e.ends_with("(nothing on stderr)"),
+            "{e}"
+        );
+        let e = run_minimal_sandbox(Path::new("/bin/false"), SANDBOX_TIMEOUT).unwrap_err();
+        assert_eq!(
+            e,
+            "a minimal sandbox failed (exit status: 1): (nothing on stderr)"
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! The checks of what the daemon answers: `daemon.status` (is it this CLI's version and
 //! protocol; its notifiers' last failure), `doctor.agents` (or, with the daemon down, the built-in agents on this PATH),
-//! `doctor.runs` and `doctor.orphans`.
+//! `doctor.runners`, `doctor.sandbox`, `doctor.runs` and `doctor.orphans`.
 
 use std::path::Path;
 
 use octl_proto::rpc::{
-    DaemonStatusResult, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult, NotifyStatus,
-    Orphan,
+    DaemonStatusResult, DoctorAgentsResult, DoctorRunnersResult, DoctorRunsResult,
+    DoctorSandboxResult, NotifyStatus, Orphan,
 };
 use octl_proto::PROTOCOL_VERSION;
 use serde_json::Value;
@@ -242,6 +242,62 @@ pub(super) fn runners_check(r: &DoctorRunnersResult) -> Check {
     let message = parts.join("; ");
     let hint = hints.join("; ");
     Check::of(status, id, message, hint).with_details(details)
+}
+
+/// Whether bubblewrap runs a sandbox on the daemon's machine. Missing or refusing, it is a
+/// failure when something asks for it (config.toml, a profile, an unfinished run); otherwise
+/// a missing bwrap is skipped (agents run as the user) and a refusing one is a warning.
+pub(super) fn sandbox_check(r: &DoctorSandboxResult) -> Check {
+    let id = "sandbox";
+    let details = vec![serde_json::to_value(r).unwrap_or(Value::Null)];
+    let wanted = if r.wanted_by.is_empty() {
+        String::new()
+    } else {
+        format!("; wanted by {}", r.wanted_by.join(", "))
+    };
+    let Some(bwrap) = &r.bwrap else {
+        if r.wanted_by.is_empty() {
+            return Check::skip(
+                id,
+                format!("no sandbox: {}; agents run as the user (--sandbox none)", r.message),
+                "to run agents in a sandbox, install bubblewrap (Debian: apt-get install bubblewrap) and set [sandbox] kind = \"bwrap\" in $OCTL_HOME/config.toml (docs/SECURITY.md)",
+            )
+            .with_details(details);
+        }
+        return Check::fail(
+            id,
+            format!("{}{wanted}: those agents cannot start", r.message),
+            "install bubblewrap on the daemon's PATH (Debian: apt-get install bubblewrap), or set [sandbox] kind = \"none\" in $OCTL_HOME/config.toml",
+        )
+        .with_details(details);
+    };
+    let version = r
+        .version
+        .as_deref()
+        .map(|v| format!(" ({v})"))
+        .unwrap_or_default();
+    if r.ok {
+        let used = if r.wanted_by.is_empty() {
+            "; no agent asks for it ([sandbox] kind = \"bwrap\" or --sandbox bwrap does)"
+                .to_string()
+        } else {
+            wanted
+        };
+        return Check::ok(id, format!("{bwrap}{version} {}{used}", r.message))
+            .with_details(details);
+    }
+    let status = if r.wanted_by.is_empty() {
+        Status::Warn
+    } else {
+        Status::Fail
+    };
+    Check::of(
+        status,
+        id,
+        format!("{bwrap}{version} cannot make a sandbox: {}{wanted}", r.message),
+        "bubblewrap needs unprivileged user namespaces: see that `sysctl kernel.unprivileged_userns_clone` (Debian) is 1, `user.max_user_namespaces` is not 0 and `kernel.apparmor_restrict_unprivileged_userns` (Ubuntu) is 0 or bwrap has an AppArmor profile; or give --sandbox none (docs/SECURITY.md)",
+    )
+    .with_details(details)
 }
 
 fn install_hint(profile: &str, program: &str) -> String {

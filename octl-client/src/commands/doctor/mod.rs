@@ -1,9 +1,9 @@
 //! `doctor`: is everything orchestratectl needs in place? Each check has an id, a status
 //! (`ok`, `skip`, `warn`, `fail`) and, unless ok, a hint saying how to fix it. Exit 1 when any
 //! check fails. It never starts the daemon: with the daemon down, the checks only it can make
-//! (`daemon`, `runners`, `runs`, `orphans`, `notify`) fail with a hint — or, when it was never
-//! started or was stopped on purpose (no socket, or `octld.stopped`), are skipped, since a
-//! fresh home has nothing wrong with it — and the rest still run.
+//! (`daemon`, `runners`, `sandbox`, `runs`, `orphans`, `notify`) fail with a hint — or, when
+//! it was never started or was stopped on purpose (no socket, or `octld.stopped`), are
+//! skipped, since a fresh home has nothing wrong with it — and the rest still run.
 //!
 //! The checks, in order:
 //! - `git` ≥ 2.38 and `tmux` ≥ 3.0 on this PATH;
@@ -22,6 +22,11 @@
 //! - `runners`: `local` and each `[runners.*]` of config.toml answers (`doctor.runners`): the
 //!   tmux server, every SSH host (`ssh -o BatchMode=yes HOST true`), Slurm's `sinfo` with the
 //!   partition; one that does not is a warning, a failure when an unfinished run needs it;
+//! - `sandbox`: bubblewrap on the daemon's PATH runs a minimal sandbox (`bwrap
+//!   --unshare-all`, the system read-only, `-- true`, within 10 s; `doctor.sandbox`); missing
+//!   or refusing (a kernel without unprivileged user namespaces: bwrap's own words), it is a
+//!   failure when config.toml's `[sandbox] kind`, a profile's `sandbox` or an unfinished run
+//!   asks for bwrap, else skipped (missing: agents run as the user) or a warning (refusing);
 //! - `runs`: every run's log replays and its projections are what the log derives
 //!   (`doctor.runs`); a corrupt run fails;
 //! - `orphans`: worktrees, branches, windows and agents' processes under the daemon's names
@@ -52,12 +57,12 @@ use serde_json::Value;
 use super::Ctx;
 use crate::client::result_of;
 use octl_proto::method::{
-    DaemonStatus, DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, NoParams,
+    DaemonStatus, DoctorAgents, DoctorOrphans, DoctorRunners, DoctorRuns, DoctorSandbox, NoParams,
 };
 
 use daemon::{
     agents_check, agents_check_here, check_daemon, notify_check, orphans_check, runners_check,
-    runs_check,
+    runs_check, sandbox_check,
 };
 use install::{check_service, check_skills};
 use system::{check_disk, check_git, check_home, check_pool, check_socket, check_tmux};
@@ -247,6 +252,16 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
             },
         );
         checks.push(
+            match ctx
+                .client
+                .try_call_method::<DoctorSandbox>(&NoParams {})
+                .await
+            {
+                Ok(r) => sandbox_check(&r),
+                Err(e) => rpc_failed("sandbox", e.into()),
+            },
+        );
+        checks.push(
             match ctx.client.try_call_method::<DoctorRuns>(&NoParams {}).await {
                 Ok(r) => runs_check(&r),
                 Err(e) => rpc_failed("runs", e.into()),
@@ -268,6 +283,10 @@ pub async fn execute(ctx: &Ctx, _args: DoctorArgs) -> Result<i32, AppError> {
         checks.push(not_running(
             "runners",
             "whether each runner answers (it asks them)",
+        ));
+        checks.push(not_running(
+            "sandbox",
+            "whether bubblewrap runs on the daemon's PATH",
         ));
         checks.push(not_running("runs", "whether each run's log replays"));
         checks.push(not_running(

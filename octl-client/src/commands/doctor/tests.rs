@@ -198,3 +198,60 @@ fn the_notify_check_warns_while_the_notifier_that_failed_has_not_delivered_since
         "{again:?}"
     );
 }
+
+#[test]
+fn the_sandbox_is_a_failure_only_when_something_asks_for_it() {
+    use octl_proto::rpc::DoctorSandboxResult;
+    let r = |bwrap: Option<&str>, ok: bool, message: &str, wanted_by: &[&str]| {
+        sandbox_check(&DoctorSandboxResult {
+            bwrap: bwrap.map(String::from),
+            version: bwrap.map(|_| "bubblewrap 0.8.0".to_string()),
+            ok,
+            message: message.into(),
+            wanted_by: wanted_by.iter().map(|w| w.to_string()).collect(),
+        })
+    };
+    let ran = "ran a sandbox (its own namespaces, the system read-only, `true`)";
+    let c = r(
+        Some("/usr/bin/bwrap"),
+        true,
+        ran,
+        &["config.toml's [sandbox] kind"],
+    );
+    assert_eq!(c.status, Status::Ok);
+    assert_eq!(
+        c.message,
+        "/usr/bin/bwrap (bubblewrap 0.8.0) ran a sandbox (its own namespaces, the system read-only, `true`); wanted by config.toml's [sandbox] kind"
+    );
+    let missing = "bwrap (bubblewrap) is not on the daemon's PATH";
+    let c = r(None, false, missing, &[]);
+    assert_eq!(c.status, Status::Skip);
+    assert!(
+        c.hint
+            .as_deref()
+            .unwrap()
+            .contains("apt-get install bubblewrap"),
+        "{c:?}"
+    );
+    let c = r(None, false, missing, &["[agents.claude] sandbox"]);
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.message.contains("wanted by [agents.claude] sandbox"),
+        "{c:?}"
+    );
+    let refused = "a minimal sandbox failed (exit status: 1): bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces";
+    let c = r(Some("/usr/bin/bwrap"), false, refused, &[]);
+    assert_eq!(c.status, Status::Warn);
+    assert!(
+        c.message.ends_with("non-privileged user namespaces"),
+        "{c:?}"
+    );
+    assert!(c.hint.as_deref().unwrap().contains("user namespaces"));
+    let c = r(
+        Some("/usr/bin/bwrap"),
+        false,
+        refused,
+        &["unfinished run 01R"],
+    );
+    assert_eq!(c.status, Status::Fail);
+}
