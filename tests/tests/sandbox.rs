@@ -67,6 +67,19 @@ for k in kids:
 sys.exit(0 if len(kids) == 200 else 1)
 "
 git add report.txt && git commit -q -m 'hostile report'
+# The links the daemon's own git follows in this worktree, each put back at once where it
+# could be changed (without the sandbox), so the run still merges.
+gitdir=$(git rev-parse --absolute-git-dir)
+saved=$(mktemp -d)
+cp .git "$gitdir/commondir" "$saved/"
+try redirect-git sh -c 'echo "gitdir: $PWD/.evil" > .git'
+cp "$saved/.git" .git 2> /dev/null
+try redirect-common sh -c "echo /tmp > $gitdir/commondir"
+cp "$saved/commondir" "$gitdir/commondir" 2> /dev/null
+try head-to-main git symbolic-ref HEAD refs/heads/main
+git symbolic-ref HEAD "refs/heads/octl/$OCTL_RUN/$OCTL_NODE" 2> /dev/null
+# What it tried last is in its report still: the daemon commits what it left.
+exit 0
 "#;
 
 /// Every file under `dir` (but for `skip`), relative path → bytes.
@@ -245,7 +258,7 @@ impl World {
             .filter_map(|l| l.split_once(' '))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert_eq!(report.len(), 16, "{report:?}\n{log}");
+        assert_eq!(report.len(), 19, "{report:?}\n{log}");
         (run, show, report)
     }
 }
@@ -328,6 +341,9 @@ fn the_same_hostile_agent_without_the_sandbox_reaches_everything_the_user_can() 
         "cancel-other",
         "allow-own",
         "fork-200",
+        "redirect-git",
+        "redirect-common",
+        "head-to-main",
     ] {
         assert_eq!(report[name], "ok", "{name}: {report:?}");
     }

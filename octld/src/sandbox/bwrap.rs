@@ -12,6 +12,10 @@ pub const SYSTEM: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
 
+/// The files of the worktree's own git directory shown read-only (with its `.git` file):
+/// where the repository is, what the worktree is, which branch it has.
+pub const LINKS: &[&str] = &["commondir", "gitdir", "HEAD"];
+
 /// Everything the view is made of, each an absolute path on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
@@ -114,6 +118,18 @@ pub fn argv(bwrap: &Path, v: &View, system: &[(&str, Option<PathBuf>)]) -> Vec<S
     ];
     let objects = v.git_common.join("objects");
     binds.push(("--bind", &objects, &objects));
+    // The links that say which repository and branch the worktree is, read-only over
+    // themselves: the daemon runs git in the worktree as the user, and a `.git` or
+    // `commondir` the agent pointed at a git directory of its own (its config's
+    // `core.fsmonitor`, its hooks) would run the agent's code outside the sandbox; a `HEAD`
+    // it pointed at `main` would have the daemon commit there.
+    let links: Vec<PathBuf> = [v.worktree.join(".git")]
+        .into_iter()
+        .chain(LINKS.iter().map(|l| v.git_worktree.join(l)))
+        .collect();
+    for p in &links {
+        binds.push(("--ro-bind", p, p));
+    }
     for p in &v.read_only {
         binds.push(("--ro-bind-try", p, p));
     }
@@ -253,6 +269,14 @@ mod tests {
         assert!(at("/h/src/app/.git") < at("/h/src/app/.git/objects"));
         assert!(at("/h/src/app/.git") < at("/h/src/app/.git/refs/heads/octl/R"));
         assert!(at("/h") < at("/h/.cargo/bin"));
+        // The worktree's links to its repository and branch, read-only over the writable
+        // worktree and git directory.
+        assert!(at("/h/.octl/worktrees/R/n") < at("/h/.octl/worktrees/R/n/.git"));
+        for l in LINKS {
+            let p = format!("/h/src/app/.git/worktrees/n/{l}");
+            assert!(at("/h/src/app/.git/worktrees/n") < at(&p), "{order:?}");
+            assert!(argv.join(" ").contains(&format!("--ro-bind {p} {p}")));
+        }
         assert_eq!(argv.last().map(String::as_str), Some("--"));
         // No network: no --share-net; the working directory is the worktree.
         assert!(!argv.contains(&"--share-net".to_string()));
