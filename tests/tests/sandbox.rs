@@ -367,10 +367,13 @@ fn the_same_hostile_agent_without_the_sandbox_reaches_everything_the_user_can() 
 #[test]
 fn a_plan_node_chooses_its_sandbox_over_the_runs_and_each_merges() {
     let (env, _d, repo) = TestEnv::world();
-    // The run says bwrap; node `host` says none for itself.
+    // The run says bwrap; node `host` says none for itself. Each gate runs where its agent
+    // ran: it runs the agent's code too.
+    let boxed = r#"test "$(hostname)" = octl-sandbox"#;
+    let host = r#"test "$(hostname)" != octl-sandbox"#;
     let write = r#"s=$OCTL_SANDBOX; [ -n "$s" ] || s=none; printf "%s %s\n" "$s" "$(hostname)" > $OCTL_NODE.txt"#;
     let plan = format!(
-        "[[nodes]]\nid = \"boxed\"\ntask = '{write}'\n[[nodes]]\nid = \"host\"\ntask = '{write}'\nsandbox = \"none\"\n"
+        "[[nodes]]\nid = \"boxed\"\ntask = '{write}'\ngate = '{boxed}'\n[[nodes]]\nid = \"host\"\ntask = '{write}'\nsandbox = \"none\"\ngate = '{host}'\n"
     );
     let run = run_id(&env.rpc(
         "orchestrate.start",

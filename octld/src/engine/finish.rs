@@ -42,7 +42,11 @@ async fn steps(
         .clone()
         .or_else(|| view.manifest.settings.gate.clone())
     {
-        if let Some(failure) = run_gate(handle, &node, &gate).await? {
+        let failure = run_gate(daemon, handle, &node, &gate).await?;
+        // What the gate committed in a sandbox is in the node's copy of its branch.
+        let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
+        let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
+        if let Some(failure) = failure {
             append(daemon, handle, Some(node_id), failure).await?;
             return Ok(());
         }
@@ -101,9 +105,11 @@ async fn wait_for_exit(
     super::close_window(daemon, run, node, Some(&pane)).await;
 }
 
-/// Runs the gate in the node's worktree, its output appended to the node's log. `Some(data)`
-/// for a `node.failed` when it fails.
+/// Runs the gate in the node's worktree, its output appended to the node's log; in the
+/// node's sandbox when its agent had one (the gate runs the agent's code: its build scripts,
+/// its tests). `Some(data)` for a `node.failed` when it fails.
 async fn run_gate(
+    daemon: &Arc<Daemon>,
     handle: &Arc<RunHandle>,
     node: &octl_proto::state::Node,
     gate: &str,
@@ -113,6 +119,28 @@ async fn run_gate(
     };
     let log = handle.dir.join("logs").join(format!("{}.log", node.id));
     let gate = gate.to_string();
+    let sh = vec!["sh".to_string(), "-c".to_string(), gate.clone()];
+    let config = daemon.config.get()?;
+    let argv = if super::spawn::sandbox_kind(&config, &handle.view().manifest.settings, Some(node))
+        == octl_proto::sandbox::SandboxKind::None
+    {
+        sh
+    } else {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let branch = super::spawn::branch_name(&handle.id, &node.id);
+        crate::sandbox::wrap(
+            daemon,
+            &config.sandbox,
+            &crate::sandbox::Node {
+                run: &handle.id,
+                node: &node.id,
+                worktree: std::path::Path::new(&worktree),
+                branch: &branch,
+                env: &env,
+                argv: &sh,
+            },
+        )?
+    };
     blocking(move || {
         use std::io::Write;
         let mut out = std::fs::OpenOptions::new()
@@ -124,9 +152,8 @@ async fn run_gate(
         let err = out
             .try_clone()
             .map_err(|e| AppError::internal(e.to_string()))?;
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&gate)
+        let status = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
             .current_dir(&worktree)
             .stdin(std::process::Stdio::null())
             .stdout(
