@@ -30,6 +30,7 @@ try() {
 # A commit of its own first, so moving a branch to it is a change.
 git commit -q --allow-empty -m 'the hostile agent was here'
 try read-secret grep -q hunter2 "$SECRET"
+try read-credentials grep -q hunter3 "$CLAUDE_CONFIG_DIR/.credentials.json"
 try write-home sh -c 'echo hacked > "$REAL_HOME/hacked.txt"'
 try write-checkout sh -c 'echo hacked > "$CHECKOUT/hacked.txt"'
 try write-sibling sh -c 'echo hacked > "$SIBLING/hacked.txt"'
@@ -185,6 +186,8 @@ fn world(config: &str) -> World {
     repo.commit_all("the hostile script");
     std::fs::create_dir_all(env.user_home.join(".ssh")).unwrap();
     std::fs::write(env.user_home.join(".ssh/id_secret"), "hunter2\n").unwrap();
+    // Claude Code's credentials: a shell agent's sandbox gets no CLI's configuration.
+    std::fs::write(env.claude_dir.join(".credentials.json"), "hunter3\n").unwrap();
     let input = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
                        "tool_input": {"command": "python3 x.py"}});
     let victim = run_id(
@@ -258,7 +261,7 @@ impl World {
             .filter_map(|l| l.split_once(' '))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert_eq!(report.len(), 19, "{report:?}\n{log}");
+        assert_eq!(report.len(), 20, "{report:?}\n{log}");
         (run, show, report)
     }
 }
@@ -327,6 +330,7 @@ fn the_same_hostile_agent_without_the_sandbox_reaches_everything_the_user_can() 
     // What the sandbox is for: each of these worked as the user.
     for name in [
         "read-secret",
+        "read-credentials",
         "write-home",
         "write-checkout",
         "write-sibling",

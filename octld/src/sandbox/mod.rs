@@ -132,21 +132,45 @@ impl SandboxToml {
     }
 }
 
-/// The agent CLIs' configuration, copied into a sandboxed agent's private home (its top-level
-/// files only: settings and credentials, not another session's transcripts), so Claude Code,
-/// Codex and the others start there as they do outside. Relative to the home; the
-/// variables' directories, wherever they are, likewise.
-pub const CONFIG_IN_HOME: &[&str] = &[
-    ".claude",
-    ".claude.json",
-    ".codex",
-    ".gemini",
-    ".config/opencode",
-    ".local/share/opencode",
-    ".aider.conf.yml",
-    ".gitconfig",
+/// Each agent CLI's configuration, by its program's name: what is copied into a sandboxed
+/// agent's private home (the top-level files of each: settings and credentials, not another
+/// session's transcripts), relative to the home, and the variables naming directories of it
+/// wherever they are. Only the node's own CLI's is copied (a shell agent gets no Claude or
+/// Codex credentials); `.gitconfig` always. A program of another name (a user profile's
+/// wrapper) gets every CLI's, as it may run any of them.
+pub const CONFIG: &[(&str, &[&str], &[&str])] = &[
+    (
+        "claude",
+        &[".claude", ".claude.json"],
+        &["CLAUDE_CONFIG_DIR"],
+    ),
+    ("codex", &[".codex"], &["CODEX_HOME"]),
+    ("gemini", &[".gemini"], &[]),
+    (
+        "opencode",
+        &[".config/opencode", ".local/share/opencode"],
+        &[],
+    ),
+    ("aider", &[".aider.conf.yml"], &[]),
 ];
-pub const CONFIG_VARS: &[&str] = &["CLAUDE_CONFIG_DIR", "CODEX_HOME"];
+
+/// The configuration copied for `program` (its path or name): in the home, in variables.
+pub fn config_of(program: &str) -> (Vec<&'static str>, Vec<&'static str>) {
+    let name = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    let shells = ["sh", "bash", "dash", "zsh"];
+    let mut home = vec![".gitconfig"];
+    let mut vars = Vec::new();
+    for (cli, files, vs) in CONFIG {
+        if *cli == name || (!shells.contains(&name) && CONFIG.iter().all(|(c, _, _)| *c != name)) {
+            home.extend_from_slice(files);
+            vars.extend_from_slice(vs);
+        }
+    }
+    (home, vars)
+}
 
 /// What [`prepare`] needs to know of the node.
 pub struct Node<'a> {
@@ -213,8 +237,9 @@ pub fn prepare(
     seed(&dir, &git_common, n.branch, leaf)?;
     // Its CLI's configuration, once: later attempts keep what the agent made of it.
     let mut copies = Vec::new();
-    let mut wanted: Vec<PathBuf> = CONFIG_IN_HOME.iter().map(|r| home.join(r)).collect();
-    wanted.extend(CONFIG_VARS.iter().filter_map(|v| env(v)).map(PathBuf::from));
+    let (in_home, vars) = config_of(n.argv.first().map_or("", String::as_str));
+    let mut wanted: Vec<PathBuf> = in_home.iter().map(|r| home.join(r)).collect();
+    wanted.extend(vars.iter().filter_map(|v| env(v)).map(PathBuf::from));
     for (i, path) in wanted.iter().enumerate() {
         if !path.exists() {
             continue;
@@ -250,6 +275,9 @@ pub fn prepare(
     {
         read_only.push(exe);
     }
+    // A directory holding the user's home or the daemon's (a PATH entry of `$HOME` itself,
+    // say) would show them whole over their private copies.
+    read_only.retain(|p| !home.starts_with(p) && !layout.root().starts_with(p));
     read_only.extend(config.read_only.iter().map(expand));
     // The files the daemon hands the agent in its home: the review it was sent back with,
     // its fan-out's manifest.
@@ -514,6 +542,25 @@ pub fn kind_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_nodes_own_clis_configuration_is_copied() {
+        let (home, vars) = config_of("/x/node_modules/.bin/claude");
+        assert_eq!(home, [".gitconfig", ".claude", ".claude.json"]);
+        assert_eq!(vars, ["CLAUDE_CONFIG_DIR"]);
+        assert_eq!(
+            config_of("codex"),
+            (vec![".gitconfig", ".codex"], vec!["CODEX_HOME"])
+        );
+        assert_eq!(config_of("sh"), (vec![".gitconfig"], vec![]));
+        // A wrapper of the user's may run any CLI.
+        let (home, vars) = config_of("/home/u/bin/my-agent");
+        assert!(
+            home.contains(&".codex") && home.contains(&".gemini"),
+            "{home:?}"
+        );
+        assert_eq!(vars, ["CLAUDE_CONFIG_DIR", "CODEX_HOME"]);
+    }
 
     #[test]
     fn bad_settings_name_the_field_and_the_accepted_forms() {

@@ -84,6 +84,23 @@ impl Scope {
         Ok(())
     }
 
+    /// What of an answer the agent may see: of `daemon.status`, not the notifiers (a
+    /// webhook's URL may hold its token; their last failure names another run) nor
+    /// config.toml's error.
+    pub fn redact(&self, method: &str, result: &mut Box<serde_json::value::RawValue>) {
+        if method != "daemon.status" {
+            return;
+        }
+        let Ok(Value::Object(mut status)) = serde_json::from_str::<Value>(result.get()) else {
+            return;
+        };
+        status.insert("notify".into(), Value::Object(Map::new()));
+        status.remove("config_error");
+        if let Ok(raw) = serde_json::value::to_raw_value(&status) {
+            *result = raw;
+        }
+    }
+
     /// Whether the agent may read run `run`'s event stream.
     pub fn permits_stream(&self, run: &str) -> Result<(), AppError> {
         if run == self.run {
@@ -198,5 +215,29 @@ mod tests {
             json!({"run": "R", "node": "a", "type": "node.activity"})
         ));
         assert!(s.permits_stream("R").is_ok() && s.permits_stream("S").is_err());
+    }
+
+    #[test]
+    fn an_agent_sees_the_daemons_status_without_its_notifiers_or_config_error() {
+        let s = Scope {
+            run: "R".into(),
+            node: "a".into(),
+        };
+        let status = json!({"pid": 1, "version": "0.1.0", "protocol": 1, "home": "/h",
+            "notify": {"webhook": "https://hooks.example/T0K3N", "last_failure": {"run": "S"}},
+            "config_error": "[notify] bad"});
+        let mut raw = serde_json::value::to_raw_value(&status).unwrap();
+        s.redact("daemon.status", &mut raw);
+        let seen: Value = serde_json::from_str(raw.get()).unwrap();
+        assert_eq!(
+            seen,
+            json!({"pid": 1, "version": "0.1.0", "protocol": 1, "home": "/h", "notify": {}})
+        );
+        let mut other = serde_json::value::to_raw_value(&status).unwrap();
+        s.redact("run.show", &mut other);
+        assert_eq!(
+            other.get(),
+            serde_json::value::to_raw_value(&status).unwrap().get()
+        );
     }
 }

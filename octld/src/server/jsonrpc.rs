@@ -137,7 +137,10 @@ async fn one(
         tracing::warn!(error = %e.message, method, "refused a sandboxed agent's request");
         return reply(reply_id, Err(e));
     }
-    let result = rpc::dispatch(daemon, &method, Value::Object(params)).await;
+    let mut result = rpc::dispatch(daemon, &method, Value::Object(params)).await;
+    if let (Some(s), Ok(r)) = (scope, &mut result) {
+        s.redact(&method, r);
+    }
     if let Err(e) = &result {
         if e.kind == ErrorKind::Internal {
             tracing::error!(method, error = %e.message, "internal error");
