@@ -298,6 +298,12 @@ fn ask(run: &str, node: &str, raw: &[u8], window: bool) -> Result<(), String> {
         }
     }
     let d = &answer["decision"];
+    // An answer given in the window is Claude Code's own already. The daemon read it from
+    // the agent's hooks — words an agent could also say of itself — so it is never handed
+    // back as a decision: an agent cannot allow its own request by saying it was allowed.
+    if d["by"] == "window" {
+        return Ok(());
+    }
     let mut decision = json!({"behavior": d["behavior"]});
     if d["behavior"] == "deny" {
         let why = d["reason"].as_str().unwrap_or("no reason given");
