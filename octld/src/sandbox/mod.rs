@@ -347,12 +347,20 @@ fn git_dirs(worktree: &Path) -> Result<(PathBuf, PathBuf), AppError> {
 /// The node's ref and reflog in its private copies: the branch's tip as the repository has
 /// it (`seeded` remembers it: [`harvest`]'s expected old value).
 fn seed(dir: &Path, common: &Path, branch: &str, leaf: &str) -> Result<(), AppError> {
-    let git = Git::new(common);
-    let tip = git
-        .plumbing(&["rev-parse", "--verify", &format!("refs/heads/{branch}")])
-        .map_err(AppError::from)?
-        .trim()
-        .to_string();
+    // The loose ref the daemon's own `git worktree add -b` just wrote, read as it is (a git
+    // process is a tenth of a sandboxed start); a packed one through git.
+    let loose = std::fs::read_to_string(common.join("refs/heads").join(branch))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| t.len() >= 40 && t.bytes().all(|b| b.is_ascii_hexdigit()));
+    let tip = match loose {
+        Some(tip) => tip,
+        None => Git::new(common)
+            .plumbing(&["rev-parse", "--verify", &format!("refs/heads/{branch}")])
+            .map_err(AppError::from)?
+            .trim()
+            .to_string(),
+    };
     let refs = dir.join("refs");
     // Whatever else an agent left in its copy goes: the copy holds its own ref alone.
     let _ = std::fs::remove_dir_all(&refs);

@@ -14,6 +14,7 @@
 //! target/release/bench ssh [--rounds 3]     # root: on the test cluster's SSH hosts
 //! target/release/bench scale [--sizes 1000,10000,100000] [--agents 1000]   # a year of runs, live agents
 //! target/release/bench admission [--units 40] [--mib 1024] [--hold 5] [--max-parallel auto]
+//! target/release/bench sandbox-proxy   # a round trip through [sandbox] network = "allow"'s relay and proxy
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -37,6 +38,8 @@ mod admission;
 mod live_hook;
 #[path = "bench/remote.rs"]
 mod remote;
+#[path = "bench/sandbox_proxy.rs"]
+mod sandbox_proxy;
 #[path = "bench/scale.rs"]
 mod scale;
 #[path = "bench/tmux.rs"]
@@ -1183,6 +1186,7 @@ fn main() {
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
+        "sandbox-proxy" => sandbox_proxy::timings(&mut rows),
         "slurm" | "ssh" => {
             let rounds = opt("--rounds").map_or(3, |n| n.parse().expect("--rounds N"));
             let kind = if what == "ssh" {
@@ -1249,7 +1253,8 @@ fn main() {
         other => {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
-                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, ssh, tmux, tui or admission"
+                 spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, ssh, tmux, tui, \
+                 admission or sandbox-proxy"
             );
             std::process::exit(2);
         }
