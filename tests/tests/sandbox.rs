@@ -20,6 +20,8 @@ fn run_id(v: &Value) -> String {
 /// Tries each thing a hostile agent would, and writes one line per attempt to report.txt:
 /// `NAME ok` when the attempt did what it tried (as far as the agent can tell from inside),
 /// `NAME refused` when it failed. Then commits the report: its own work.
+/// Its Python is the system's: a toolchain manager's shim in the home (pyenv's) needs the
+/// rest of its directory, which the sandbox shows only when `[sandbox] read_only` names it.
 const HOSTILE: &str = r#"#!/bin/sh
 out=report.txt
 : > "$out"
@@ -39,7 +41,21 @@ try git-hook sh -c 'echo "exit 0" > "$(git rev-parse --git-common-dir)/hooks/pos
 try move-main git update-ref refs/heads/main HEAD
 try move-victim git update-ref "refs/heads/$VICTIM_BRANCH" HEAD
 try move-sibling-branch sh -c 'git update-ref "refs/heads/octl/$OCTL_RUN/other" HEAD && git rev-parse -q --verify "refs/heads/octl/$OCTL_RUN/other"'
-try reach-port python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1', $PORT), 3); sys.exit(0 if s.recv(5) == b'hello' else 1)"
+try reach-port /usr/bin/python3 -c "
+import os, socket, sys
+try:
+    s = socket.create_connection(('127.0.0.1', $PORT), 3)
+    sys.exit(0 if s.recv(5) == b'hello' else 1)
+except OSError:
+    pass
+proxy = os.environ.get('HTTPS_PROXY', '').replace('http://', '')
+if not proxy:
+    sys.exit(1)
+host, port = proxy.rsplit(':', 1)
+s = socket.create_connection((host, int(port)), 3)
+s.sendall(b'CONNECT 127.0.0.1:$PORT HTTP/1.1\r\nHost: x\r\n\r\n')
+sys.exit(0 if b' 200 ' in s.recv(100) else 1)
+"
 try tmux-socket tmux -S "$OCTL_HOME/tmux.sock" list-sessions
 try allow-other env -u OCTL_AGENT orchestratectl node allow "$VICTIM_RUN" --node asks --request p1
 try cancel-other env -u OCTL_AGENT orchestratectl run cancel "$VICTIM_RUN"
@@ -50,7 +66,7 @@ echo '{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"c
 i=0
 until orchestratectl --json run show "$OCTL_RUN" | grep -q '"p1"' || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done
 try allow-own env -u OCTL_AGENT orchestratectl node allow "$OCTL_RUN" --node "$OCTL_NODE" --request p1
-try fork-200 python3 -c "
+try fork-200 /usr/bin/python3 -c "
 import os, sys
 kids = []
 try:
@@ -266,7 +282,8 @@ impl World {
     }
 }
 
-const CONFIG: &str = "[sandbox]\nnetwork = \"none\"\npids_max = 64\n";
+/// The sandbox's network is its own, through the daemon's proxy to one port (not the test's).
+const CONFIG: &str = "[sandbox]\nnetwork = \"allow\"\nallow = [\"127.0.0.1:9\"]\npids_max = 64\n";
 
 #[test]
 fn a_hostile_agent_in_the_sandbox_is_refused_everything_outside_and_its_own_work_merges() {
@@ -305,6 +322,18 @@ fn a_hostile_agent_in_the_sandbox_is_refused_everything_outside_and_its_own_work
             .count()
     };
     assert_eq!(decided(&w.victim), 0);
+    // The port it tried through the proxy was refused and counted.
+    let port = format!("127.0.0.1:{}", w.listener.local_addr().unwrap().port());
+    let refused: Vec<Value> = w
+        .env
+        .log_events(&run)
+        .into_iter()
+        .filter(|e| e["type"] == json!("node.network_refused"))
+        .collect();
+    assert!(
+        refused.iter().any(|e| e["data"]["target"] == json!(port)),
+        "{refused:?}"
+    );
     // Its own request reached the daemon through its socket, and only a person may decide it.
     let asked = w
         .env
