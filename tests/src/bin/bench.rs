@@ -15,6 +15,7 @@
 //! target/release/bench scale [--sizes 1000,10000,100000] [--agents 1000]   # a year of runs, live agents
 //! target/release/bench admission [--units 40] [--mib 1024] [--hold 5] [--max-parallel auto]
 //! target/release/bench sandbox-proxy   # a round trip through [sandbox] network = "allow"'s relay and proxy
+//! target/release/bench sandbox   # spawn → agent's first command, in bwrap and without
 //! ```
 //! Prints a table (metric, ours, baseline, ratio, target, pass/miss) and writes the same rows as
 //! JSON to `target/bench.json` (or `--out FILE`). Figures are medians of interleaved rounds.
@@ -731,6 +732,61 @@ fn spawn(rows: &mut Vec<Row>) {
     });
 }
 
+/// Sandboxed spawns measured against unsandboxed ones.
+const SANDBOX_SPAWNS: usize = 15;
+
+/// `spawn.spinoff` → the agent's first command running, with `--sandbox bwrap` and without,
+/// interleaved in one daemon: the agent writes the wall clock (ns) as its first act, so the
+/// figure includes bubblewrap making the view, the node's own socket and the private copies
+/// (`sandbox::prepare`), which the spawn's answer does not wait for.
+fn spawn_sandboxed(rows: &mut Vec<Row>) {
+    let env = TestEnv::new();
+    let _d = env.start_daemon();
+    let repo = octl_tests::TestRepo::new(&env, "repo");
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    };
+    let once = |sandbox: &str, i: usize| -> f64 {
+        let node = format!("{}{i}", &sandbox[..1]);
+        let start = now_ns();
+        let r = env.spawn(
+            "spinoff",
+            &repo,
+            "date +%s%N > started.ns; sleep 600",
+            json!({"agent": "shell", "node": node, "sandbox": sandbox}),
+        );
+        let run = r.expect("spawn")["id"].as_str().unwrap().to_string();
+        let show = env.rpc("run.show", json!({"run": run}));
+        let file = PathBuf::from(show["nodes"][0]["worktree"].as_str().unwrap()).join("started.ns");
+        let began: u128 =
+            octl_tests::wait_until("the agent's first command", Duration::from_secs(30), || {
+                std::fs::read_to_string(&file).ok()?.trim().parse().ok()
+            });
+        env.cli(["run", "cancel", &run, "--discard"]);
+        began.saturating_sub(start) as f64 / 1e6
+    };
+    let (mut boxed, mut bare) = (Vec::new(), Vec::new());
+    for i in 0..SANDBOX_SPAWNS {
+        boxed.push(once("bwrap", i));
+        bare.push(once("none", i));
+    }
+    let (o, b) = (median(boxed), median(bare));
+    rows.push(Row {
+        metric: format!(
+            "sandboxed spawn: request → agent's first command, bwrap vs none (median of {SANDBOX_SPAWNS})"
+        ),
+        ours: o,
+        baseline: Some(b),
+        unit: "ms",
+        target: "≤ 1.3× none".into(),
+        pass: o <= 1.3 * b,
+        skipped: None,
+    });
+}
+
 /// Spawn in a big repository (`files` files of a few bytes in 1,000 directories, one commit)
 /// three ways in the same run, interleaved: cold (the pool off: `git worktree add` inside the
 /// spawn), pooled (an entry of the warm pool ready), and a bare `git worktree add -b … main`
@@ -1187,6 +1243,7 @@ fn main() {
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
         "sandbox-proxy" => sandbox_proxy::timings(&mut rows),
+        "sandbox" => spawn_sandboxed(&mut rows),
         "slurm" | "ssh" => {
             let rounds = opt("--rounds").map_or(3, |n| n.parse().expect("--rounds N"));
             let kind = if what == "ssh" {
