@@ -701,7 +701,7 @@ deps = ["a", "a", 3]
                 "nodes[2].agent \"Bad\": use 1-63 of a-z, 0-9 and '-', starting with a letter or digit (the name of an agent profile)",
                 "nodes[2].gate: empty; give a shell command, or leave the field out for no gate",
                 "nodes[2]: missing field \"id\"",
-                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate, runner, allow, ask, deny; did you mean \"task\"?",
+                "nodes[3]: unknown field \"tsak\"; accepted: id, task, deps, agent, gate, runner, allow, ask, deny, sandbox; did you mean \"task\"?",
                 "nodes[3] (b): dep \"a\" is listed twice",
                 "nodes[3].deps[2]: must be a string (a node id), got a number",
                 "nodes[3]: missing field \"task\": say what the node's agent is to do",
