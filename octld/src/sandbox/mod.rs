@@ -278,6 +278,10 @@ pub fn prepare(
     // A directory holding the user's home or the daemon's (a PATH entry of `$HOME` itself,
     // say) would show them whole over their private copies.
     read_only.retain(|p| !home.starts_with(p) && !layout.root().starts_with(p));
+    // What the system's own directories show already (`/usr/bin`, `/bin` → `usr/bin`) is not
+    // mounted again: each mount is a part of a sandbox's start.
+    let system = bwrap::system_dirs();
+    read_only.retain(|p| !system.iter().any(|(d, _)| p.starts_with(d)));
     read_only.extend(config.read_only.iter().map(expand));
     // The files the daemon hands the agent in its home: the review it was sent back with,
     // its fan-out's manifest.
@@ -520,7 +524,9 @@ pub fn wrap(
             )
             .with_hint("install it (Debian: apt-get install bubblewrap), or give --sandbox none")
         })?;
+    let started = std::time::Instant::now();
     let view = prepare(&daemon.home, config, config.network, n)?;
+    let prepared = started.elapsed();
     let scope = crate::server::agent::Scope {
         run: n.run.to_string(),
         node: n.node.to_string(),
@@ -535,6 +541,13 @@ pub fn wrap(
         .open(daemon, scope, &view.octl_home.1)?;
     let mut argv = bwrap::argv(&bwrap, &view, &bwrap::system_dirs());
     argv.extend(n.argv.iter().cloned());
+    tracing::debug!(
+        run = n.run,
+        node = n.node,
+        prepared_us = prepared.as_micros() as u64,
+        served_us = (started.elapsed() - prepared).as_micros() as u64,
+        "sandbox ready"
+    );
     Ok(argv)
 }
 
