@@ -38,6 +38,7 @@ try write-checkout sh -c 'echo hacked > "$CHECKOUT/hacked.txt"'
 try write-sibling sh -c 'echo hacked > "$SIBLING/hacked.txt"'
 try git-config git config core.hooksPath /nonexistent
 try git-hook sh -c 'echo "exit 0" > "$(git rev-parse --git-common-dir)/hooks/post-merge"'
+try plant-pack touch "$(git rev-parse --git-common-dir)/objects/pack/planted"
 try move-main git update-ref refs/heads/main HEAD
 try move-victim git update-ref "refs/heads/$VICTIM_BRANCH" HEAD
 try move-sibling-branch sh -c 'git update-ref "refs/heads/octl/$OCTL_RUN/other" HEAD && git rev-parse -q --verify "refs/heads/octl/$OCTL_RUN/other"'
@@ -147,6 +148,7 @@ fn outside(
         ("checkout", repo.path.clone(), &[".git", "report.txt"][..]),
         ("sibling", sibling.to_path_buf(), &[][..]),
         ("hooks", git.join("hooks"), &[][..]),
+        ("packs", git.join("objects/pack"), &[][..]),
     ] {
         for (path, bytes) in files(&dir, skip) {
             all.insert(format!("{label}/{}", path.display()), bytes);
@@ -200,6 +202,8 @@ fn world(config: &str) -> World {
     let repo = TestRepo::new(&env, "repo");
     repo.write("hostile.sh", HOSTILE);
     repo.commit_all("the hostile script");
+    // Its history packed, as a repository's mostly is.
+    repo.git(&["repack", "-adq"]);
     std::fs::create_dir_all(env.user_home.join(".ssh")).unwrap();
     std::fs::write(env.user_home.join(".ssh/id_secret"), "hunter2\n").unwrap();
     // Claude Code's credentials: a shell agent's sandbox gets no CLI's configuration.
@@ -277,7 +281,7 @@ impl World {
             .filter_map(|l| l.split_once(' '))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert_eq!(report.len(), 20, "{report:?}\n{log}");
+        assert_eq!(report.len(), 21, "{report:?}\n{log}");
         (run, show, report)
     }
 }
@@ -365,6 +369,7 @@ fn the_same_hostile_agent_without_the_sandbox_reaches_everything_the_user_can() 
         "write-sibling",
         "git-config",
         "git-hook",
+        "plant-pack",
         "move-main",
         "move-victim",
         "move-sibling-branch",

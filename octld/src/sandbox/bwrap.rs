@@ -118,6 +118,11 @@ pub fn argv(bwrap: &Path, v: &View, system: &[(&str, Option<PathBuf>)]) -> Vec<S
     ];
     let objects = v.git_common.join("objects");
     binds.push(("--bind", &objects, &objects));
+    // New objects are written loose; the packs (the repository's history) and `info`
+    // (`alternates`) stay read-only, so an agent adds to the store but cannot empty it.
+    let (packs, info) = (objects.join("pack"), objects.join("info"));
+    binds.push(("--ro-bind-try", &packs, &packs));
+    binds.push(("--ro-bind-try", &info, &info));
     // The links that say which repository and branch the worktree is, read-only over
     // themselves: the daemon runs git in the worktree as the user, and a `.git` or
     // `commondir` the agent pointed at a git directory of its own (its config's
@@ -267,6 +272,10 @@ mod tests {
         assert!(at("/h") < at("/h/.octl"), "{order:?}");
         assert!(at("/h/.octl") < at("/h/.octl/worktrees/R/n"), "{order:?}");
         assert!(at("/h/src/app/.git") < at("/h/src/app/.git/objects"));
+        assert!(at("/h/src/app/.git/objects") < at("/h/src/app/.git/objects/pack"));
+        assert!(argv
+            .join(" ")
+            .contains("--ro-bind-try /h/src/app/.git/objects/pack /h/src/app/.git/objects/pack"));
         assert!(at("/h/src/app/.git") < at("/h/src/app/.git/refs/heads/octl/R"));
         assert!(at("/h") < at("/h/.cargo/bin"));
         // The worktree's links to its repository and branch, read-only over the writable
