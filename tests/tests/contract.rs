@@ -310,6 +310,7 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     c.call("doctor.orphans", json!({}));
     c.call("doctor.agents", json!({}));
     c.call("doctor.runners", json!({}));
+    c.call("doctor.sandbox", json!({}));
     c.call("run.quarantine", json!({"run": corrupt}));
 
     // Every declared param in forms its schema refuses: refused, naming it; nothing changes.

@@ -147,6 +147,7 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
             "socket-mode",
             "agents",
             "runners",
+            "sandbox",
             "runs",
             "orphans",
             "notify",
@@ -160,7 +161,7 @@ fn doctor_never_starts_the_daemon_and_is_all_ok_on_a_healthy_home() {
         .starts_with("2 runs"));
     assert_eq!(
         report["ok"].as_u64().unwrap() + report["warn"].as_u64().unwrap(),
-        14
+        15
     );
     assert_eq!(report["skip"], json!(0), "{report}");
 

@@ -452,7 +452,7 @@ i=0
 until orchestratectl --json run show "$OCTL_RUN" | grep -q '"p1"' || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done
 echo "$ran" | orchestratectl hook PostToolUse
 wait $hook
-printf 'decision=[%s]\n' "$(cat decision.txt)" > forged.txt
+printf 'decision=[%s]\n' "$(cat decision.txt)" > forged.tmp && mv forged.tmp forged.txt
 sleep 600
 "#;
     let run = run_id(
