@@ -1469,6 +1469,37 @@ pub fn claude_world(
     (env, repo)
 }
 
+/// A world whose `codex` profile runs the pinned Codex against `model` (the Responses API
+/// stand-in), with a `CODEX_HOME` and HOME of its own; `extra_config` is appended to
+/// config.toml after `[agents.codex]`.
+pub fn codex_world(model: &ModelStandIn, extra_config: &str) -> (crate::TestEnv, crate::TestRepo) {
+    let codex = require_agent_cli("codex");
+    let mut env = crate::TestEnv::new();
+    let codex_home = env.user_home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    env.set_env("CODEX_HOME", &codex_home.display().to_string());
+    env.set_env("OPENAI_API_KEY", "sk-test");
+    let repo = crate::TestRepo::new(&env, "repo");
+    let settings = [
+        "model_provider=local".to_string(),
+        "model_providers.local.name=\"local\"".to_string(),
+        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
+        "model_providers.local.wire_api=\"responses\"".to_string(),
+        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
+    ];
+    let mut args: Vec<String> = settings
+        .iter()
+        .flat_map(|s| ["-c".to_string(), s.clone()])
+        .collect();
+    args.extend(["-m".to_string(), "stand-in".to_string()]);
+    env.write_config(&format!(
+        "[agents.codex]\nprogram = {:?}\nargs = {}\n{extra_config}",
+        codex.display().to_string(),
+        serde_json::to_string(&args).unwrap()
+    ));
+    (env, repo)
+}
+
 /// The autonomous argv (after the program name) that works with this Claude Code version:
 /// `-p --output-format stream-json --verbose --permission-mode acceptEdits --allowedTools
 /// <allowed…> [--append-system-prompt <text>] -- <prompt>`. The `--` ends the variadic

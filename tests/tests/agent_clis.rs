@@ -6,43 +6,9 @@
 //! `.ci/aider`), and root for the network namespace; run them with
 //! `cargo test -p octl-tests -- --ignored`.
 
-use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
+use octl_tests::model::{codex_world, require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::{json, Value};
-
-/// A world whose `codex` profile runs the pinned Codex against `model` (the Responses API).
-fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
-    let codex = require_agent_cli("codex");
-    let mut env = TestEnv::new();
-    let codex_home = env.user_home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    env.set_env("CODEX_HOME", &codex_home.display().to_string());
-    env.set_env("OPENAI_API_KEY", "sk-test");
-    let repo = TestRepo::new(&env, "repo");
-    std::fs::create_dir_all(&env.home).unwrap();
-    let settings = [
-        "model_provider=local".to_string(),
-        "model_providers.local.name=\"local\"".to_string(),
-        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
-        "model_providers.local.wire_api=\"responses\"".to_string(),
-        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
-    ];
-    let mut args: Vec<String> = settings
-        .iter()
-        .flat_map(|s| ["-c".to_string(), s.clone()])
-        .collect();
-    args.extend(["-m".to_string(), "stand-in".to_string()]);
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.codex]\nprogram = {:?}\nargs = {}\n",
-            codex.display().to_string(),
-            serde_json::to_string(&args).unwrap()
-        ),
-    )
-    .unwrap();
-    (env, repo)
-}
 
 /// A world whose `gemini` profile runs the pinned Gemini CLI against `model` (the Gemini API).
 fn gemini_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
@@ -275,7 +241,7 @@ fn codex_edits_a_file_the_daemon_commits_and_the_spinoff_merges() {
         Step::bash("\"$OCTL_CLI\" node done --message 'added codex.txt'"),
         Step::text("Added codex.txt."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
@@ -341,7 +307,7 @@ fn codex_runs_its_commands_under_bubblewrap_and_the_spinoff_merges() {
         Step::bash("printf 'written by codex\\n' > codex.txt && tr '\\0' ' ' < /proc/1/cmdline"),
         Step::text("Added codex.txt."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
@@ -374,7 +340,7 @@ fn a_codex_that_says_it_is_done_having_changed_nothing_while_its_commands_failed
         Step::bash("ls"),
         Step::text("All steps done."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "codex", "Copy no-such-input.txt to codex.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
@@ -418,7 +384,7 @@ fn a_codex_that_says_it_is_done_having_changed_nothing_while_its_commands_failed
 #[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn a_failing_codex_is_recorded_as_failed_with_its_reason() {
     let model = ModelStandIn::start(vec![Step::Error("stand-in quota exceeded".into())]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo, "codex", "Add a file named codex.txt");
     let show = env.wait_status(&run, &["completed", "failed", "waiting"]);
@@ -820,7 +786,7 @@ fn an_interactive_codex_runs_what_the_person_approves_reports_done_and_merges() 
         ),
         Step::text("Added codex.txt."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     std::fs::write(
         env.user_home.join(".codex/config.toml"),
         format!(

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use octl_tests::model::{require_agent_cli, ModelStandIn, Step, CODEX_ESCALATED};
+use octl_tests::model::{codex_world, ModelStandIn, Step, CODEX_ESCALATED};
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::json;
 
@@ -16,41 +16,6 @@ use serde_json::json;
 /// repository): only outside it does this commit succeed.
 const COMMIT: &str = "printf 'written by codex\\n' > codex.txt && git add codex.txt && git commit -q -m 'codex: add codex.txt'";
 const WHY: &str = "git writes the repository's git directory";
-
-/// A world whose `codex` profile runs the pinned Codex against `model`, with a `CODEX_HOME`
-/// and HOME of its own.
-fn codex_world(model: &ModelStandIn) -> (TestEnv, TestRepo) {
-    let codex = require_agent_cli("codex");
-    let mut env = TestEnv::new();
-    let codex_home = env.user_home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    env.set_env("CODEX_HOME", &codex_home.display().to_string());
-    env.set_env("OPENAI_API_KEY", "sk-test");
-    let repo = TestRepo::new(&env, "repo");
-    std::fs::create_dir_all(&env.home).unwrap();
-    let settings = [
-        "model_provider=local".to_string(),
-        "model_providers.local.name=\"local\"".to_string(),
-        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
-        "model_providers.local.wire_api=\"responses\"".to_string(),
-        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
-    ];
-    let mut args: Vec<String> = settings
-        .iter()
-        .flat_map(|s| ["-c".to_string(), s.clone()])
-        .collect();
-    args.extend(["-m".to_string(), "stand-in".to_string()]);
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!(
-            "[agents.codex]\nprogram = {:?}\nargs = {}\n",
-            codex.display().to_string(),
-            serde_json::to_string(&args).unwrap()
-        ),
-    )
-    .unwrap();
-    (env, repo)
-}
 
 fn spinoff(env: &TestEnv, repo: &TestRepo) -> String {
     let out = env.cli_with(
@@ -111,7 +76,7 @@ fn codex_allowed_by_a_person_commits_outside_its_sandbox_and_the_run_merges() {
         Step::bash_described(COMMIT, format!("{CODEX_ESCALATED}{WHY}")),
         Step::text("Added codex.txt."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo);
     assert_asked_to_commit(&env, &run);
@@ -162,7 +127,7 @@ fn codex_denied_by_a_person_is_told_the_reason_and_runs_nothing() {
         Step::bash_described(COMMIT, format!("{CODEX_ESCALATED}{WHY}")),
         Step::text("I was not allowed to commit."),
     ]);
-    let (env, repo) = codex_world(&model);
+    let (env, repo) = codex_world(&model, "");
     let _d = env.start_daemon();
     let run = spinoff(&env, &repo);
     assert_asked_to_commit(&env, &run);

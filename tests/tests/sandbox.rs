@@ -240,6 +240,15 @@ fn world(config: &str) -> World {
 }
 
 impl World {
+    /// How many events of `kind` `run`'s log holds.
+    fn count(&self, run: &str, kind: &str) -> usize {
+        self.env
+            .log_events(run)
+            .into_iter()
+            .filter(|e| e["type"] == json!(kind))
+            .count()
+    }
+
     /// Runs the hostile script as a shell agent in `sandbox`; returns its run and its report,
     /// line by line (`NAME` → `ok` / `refused`).
     fn hostile(&self, sandbox: &str) -> (String, Value, BTreeMap<String, String>) {
@@ -318,13 +327,7 @@ fn a_hostile_agent_in_the_sandbox_is_refused_everything_outside_and_its_own_work
     assert_eq!(changed.trim(), "report.txt");
     assert!(!w.env.user_home.join("hacked.txt").exists());
     // The victim's request still waits for a person; its own was never decided by it.
-    let decided = |run: &str| {
-        w.env
-            .log_events(run)
-            .into_iter()
-            .filter(|e| e["type"] == json!("node.permission_decided"))
-            .count()
-    };
+    let decided = |run: &str| w.count(run, "node.permission_decided");
     assert_eq!(decided(&w.victim), 0);
     // The port it tried through the proxy was refused and counted.
     let port = format!("127.0.0.1:{}", w.listener.local_addr().unwrap().port());
@@ -339,13 +342,11 @@ fn a_hostile_agent_in_the_sandbox_is_refused_everything_outside_and_its_own_work
         "{refused:?}"
     );
     // Its own request reached the daemon through its socket, and only a person may decide it.
-    let asked = w
-        .env
-        .log_events(&run)
-        .into_iter()
-        .filter(|e| e["type"] == json!("node.permission_asked"))
-        .count();
-    assert_eq!(asked, 1, "its hook asks through the node's socket");
+    assert_eq!(
+        w.count(&run, "node.permission_asked"),
+        1,
+        "its hook asks through the node's socket"
+    );
     assert_eq!(decided(&run), 0, "the agent decided its own request");
     // The run it tried to cancel and merge still runs, untouched.
     let victim = w.env.rpc("run.show", json!({"run": w.victim}));
@@ -391,13 +392,7 @@ fn the_same_hostile_agent_without_the_sandbox_reaches_everything_the_user_can() 
     );
     assert!(w.repo.path.join(".git/hooks/post-merge").exists());
     // It decided its own permission request and the victim's over the user's socket.
-    let decided = |run: &str| {
-        w.env
-            .log_events(run)
-            .into_iter()
-            .filter(|e| e["type"] == json!("node.permission_decided"))
-            .count()
-    };
+    let decided = |run: &str| w.count(run, "node.permission_decided");
     assert_eq!(decided(&w.victim), 1);
     assert_eq!(decided(&run), 1);
 }

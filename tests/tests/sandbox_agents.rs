@@ -4,7 +4,7 @@
 //! worktree, reports through its node's socket, and its run merges. `#[ignore]`d: they need
 //! the pinned CLIs (`.ci/run` installs them).
 
-use octl_tests::model::{claude_world, require_agent_cli, require_claude, ModelStandIn, Step};
+use octl_tests::model::{claude_world, codex_world, require_claude, ModelStandIn, Step};
 use octl_tests::{TestEnv, TestRepo};
 use serde_json::{json, Value};
 
@@ -83,34 +83,11 @@ fn claude_code_in_the_sandbox_reaches_its_model_commits_reports_and_merges() {
 #[test]
 #[ignore = "needs the pinned Codex CLI: set OCTL_TEST_CODEX_BIN or npm-install it under .ci/node (see .ci/run)"]
 fn codex_in_the_sandbox_reaches_its_model_runs_its_commands_and_merges() {
-    let codex = require_agent_cli("codex");
     let model = ModelStandIn::start(vec![
         Step::bash("printf '%s\\n' \"$(hostname)\" > codex.txt"),
         Step::text("Added codex.txt."),
     ]);
-    let mut env = TestEnv::new();
-    let codex_home = env.user_home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    env.set_env("CODEX_HOME", &codex_home.display().to_string());
-    env.set_env("OPENAI_API_KEY", "sk-test");
-    let repo = TestRepo::new(&env, "repo");
-    let args: Vec<String> = [
-        "model_provider=local".to_string(),
-        "model_providers.local.name=\"local\"".to_string(),
-        format!("model_providers.local.base_url=\"{}/v1\"", model.url()),
-        "model_providers.local.wire_api=\"responses\"".to_string(),
-        "model_providers.local.env_key=\"OPENAI_API_KEY\"".to_string(),
-    ]
-    .iter()
-    .flat_map(|s| ["-c".to_string(), s.clone()])
-    .chain(["-m".to_string(), "stand-in".to_string()])
-    .collect();
-    env.write_config(&format!(
-        "[agents.codex]\nprogram = {:?}\nargs = {}\n{}",
-        codex.display().to_string(),
-        serde_json::to_string(&args).unwrap(),
-        sandbox_config(&model)
-    ));
+    let (env, repo) = codex_world(&model, &sandbox_config(&model));
     let _d = env.start_daemon();
     let run = env.cli_spawn(
         &repo,
