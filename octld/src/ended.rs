@@ -8,6 +8,15 @@ pub fn of(status: std::process::ExitStatus) -> (Option<i32>, Option<i32>) {
     (status.code(), status.signal())
 }
 
+/// `status` as a shell says it: the exit code, or 128 + the signal that killed it (so a
+/// supervisor tells an agent the OOM killer ended from one that exited); 1 when unknown.
+pub fn shell_status(status: std::io::Result<std::process::ExitStatus>) -> i32 {
+    match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 1,
+    }
+}
+
 /// How a process ended, for people: `exit 128`, `killed by signal 7 (SIGBUS)`.
 pub fn display(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {

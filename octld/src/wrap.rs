@@ -48,17 +48,7 @@ pub fn run(raw_log: &Path, argv: &[String]) -> i32 {
         }
     }
     let _ = log.sync_data();
-    match child.wait() {
-        // Killed by a signal (the OOM killer): 128 + the signal, as a shell says it, so the
-        // supervisor can tell a killed agent from one that exited.
-        Ok(status) => {
-            use std::os::unix::process::ExitStatusExt;
-            status
-                .code()
-                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-        }
-        Err(_) => 1,
-    }
+    crate::ended::shell_status(child.wait())
 }
 
 pub(crate) fn short(s: &str, max: usize) -> String {

@@ -67,15 +67,7 @@ pub fn run(proxy: &Path, listen: &[String], http_proxy: &str, argv: &[String]) -
         // SAFETY: the handler only reads an atomic and calls kill(2).
         unsafe { libc::signal(sig, pass_on as *const () as libc::sighandler_t) };
     }
-    match child.wait() {
-        Ok(status) => {
-            use std::os::unix::process::ExitStatusExt;
-            status
-                .code()
-                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-        }
-        Err(_) => 1,
-    }
+    crate::ended::shell_status(child.wait())
 }
 
 fn accept(listener: TcpListener, proxy: PathBuf, target: Option<String>) {
