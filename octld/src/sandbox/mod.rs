@@ -382,9 +382,14 @@ fn write(path: &Path, text: &str) -> Result<(), AppError> {
     std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))
 }
 
+/// Where a sandboxed agent's commits are kept when its branch moved outside meanwhile
+/// (`<RUN>/<NODE>/<TIP>`): `git branch NAME <ref>` brings them back.
+pub const KEPT_REF_PREFIX: &str = "refs/octl/sandboxed/";
+
 /// Brings back the branch a sandboxed agent moved in its private copy: the repository's ref
 /// is moved to it if it is still where it was seeded (compare-and-swap; a ref the daemon moved
-/// meanwhile, a retry's reset, is left alone). A copy holding no valid commit changes nothing.
+/// meanwhile, a retry's reset, is left alone, and the agent's tip kept under
+/// [`KEPT_REF_PREFIX`]). A copy holding no valid commit changes nothing.
 /// Returns whether the branch moved. A node never sandboxed has no copy: nothing to do.
 pub fn harvest(
     layout: &Layout,
@@ -436,12 +441,18 @@ pub fn harvest(
             Ok(true)
         }
         CasOutcome::Stale { current } => {
+            // The copy is seeded anew at the node's next start and removed with the node:
+            // what the agent committed is kept under a ref of its own first.
+            let kept = format!("{KEPT_REF_PREFIX}{run}/{node}/{now}");
+            let saved = git.plumbing(&["update-ref", &kept, now]).is_ok();
             tracing::warn!(
                 run,
                 node,
                 ?current,
                 tip = now,
-                "the branch moved outside the sandbox; the agent's copy is left alone"
+                kept = %kept,
+                saved,
+                "the branch moved outside the sandbox; the agent's commits are kept aside"
             );
             Ok(false)
         }
@@ -563,6 +574,45 @@ pub fn kind_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agents_commits_on_a_branch_moved_meanwhile_are_kept_aside_not_lost() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&["init", "-q", "-b", "main"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "a"]);
+        let a = git(&["rev-parse", "HEAD"]);
+        git(&["branch", "octl/R/n"]);
+        let tree = git(&["rev-parse", "HEAD^{tree}"]);
+        let b = git(&["commit-tree", &tree, "-p", &a, "-m", "the agent's"]);
+        let c = git(&["commit-tree", &tree, "-p", &a, "-m", "the daemon's reset"]);
+        let layout = Layout::new(tmp.path().join("home"));
+        let dir = layout.sandbox_of("R", "n");
+        std::fs::create_dir_all(dir.join("refs")).unwrap();
+        std::fs::write(dir.join("seeded"), &a).unwrap();
+        std::fs::write(dir.join("refs/n"), format!("{b}\n")).unwrap();
+        // The branch moved outside since the copy was seeded.
+        git(&["update-ref", "refs/heads/octl/R/n", &c]);
+        assert!(!harvest(&layout, "R", "n", &repo, "octl/R/n").unwrap());
+        assert_eq!(git(&["rev-parse", "octl/R/n"]), c, "the moved branch stays");
+        assert_eq!(git(&["rev-parse", &format!("{KEPT_REF_PREFIX}R/n/{b}")]), b);
+        // Not moved: brought back by compare-and-swap.
+        git(&["update-ref", "refs/heads/octl/R/n", &a]);
+        assert!(harvest(&layout, "R", "n", &repo, "octl/R/n").unwrap());
+        assert_eq!(git(&["rev-parse", "octl/R/n"]), b);
+    }
 
     #[test]
     fn only_the_nodes_own_clis_configuration_is_copied() {
