@@ -162,7 +162,7 @@ const notifyOn = () => 'Notification' in window && Notification.permission === '
 function drawNotify() {
   const b = notifyBtn();
   const on = notifyOn();
-  b.textContent = on ? '🔔 On' : '🔕 Notify';
+  b.textContent = on ? 'Notifying' : 'Notify';
   b.setAttribute('aria-pressed', String(on));
   b.title = on ? 'Notifications on: click to turn off' : 'Notify me when something needs me';
 }

@@ -3,9 +3,9 @@
 // timeline (a lane per node, its states as bars over time: a fan-out's parallelism).
 
 import { s, known } from './dom.js';
-import { NODE_STATE_SET, layoutGraph, timeline, ticks, fmtDuration, millis } from './model.js';
+import { NODE_STATE_SET, layoutGraph, timeline, ticks, fmtTick, fmtDuration, millis } from './model.js';
 
-const BOX_W = 150; const BOX_H = 40; const GAP_X = 60; const GAP_Y = 16; const PAD = 12;
+const BOX_W = 150; const BOX_H = 46; const GAP_X = 60; const GAP_Y = 16; const PAD = 12;
 
 const cut = (t, n) => (t.length > n ? `${t.slice(0, n - 1)}…` : t);
 
@@ -35,8 +35,8 @@ export function graphSvg(shown, selected, onSelect) {
   const box = (x, y, cls, label, sub, tip) => s('g', { class: cls, transform: `translate(${x},${y})` },
     s('title', { text: tip }),
     s('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
-    s('text', { x: 10, y: 17, class: 'glabel', text: cut(label, 18) }),
-    s('text', { x: 10, y: 32, class: 'gsub', text: cut(sub, 22) }));
+    s('text', { x: 10, y: 19, class: 'glabel', text: cut(label, 18) }),
+    s('text', { x: 10, y: 36, class: 'gsub', text: cut(sub, 22) }));
   if (integration) {
     const [ix, iy] = [PAD + g.cols * (BOX_W + GAP_X), PAD + ((rows - 1) * (BOX_H + GAP_Y)) / 2];
     for (const id of g.sinks) {
@@ -76,10 +76,10 @@ export function timelineSvg(shown, events, endMs, width, selected, onSelect) {
   const X = (t) => LABEL_W + ((t - t0) / span) * plotW;
   const svg = s('svg', { test: 'timeline', class: 'timeline', viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img',
     'aria-label': `timeline over ${fmtDuration(span / 1000)}` });
-  for (const t of ticks(span)) {
+  for (const t of ticks(span, Math.max(2, Math.floor(plotW / 70)))) {
     const x = X(t0 + t);
     svg.appendChild(s('line', { class: 'tick', x1: x, x2: x, y1: AXIS_H - 4, y2: H }));
-    svg.appendChild(s('text', { class: 'ticklabel', x: x + 2, y: AXIS_H - 8, text: fmtDuration(t / 1000) }));
+    svg.appendChild(s('text', { class: 'ticklabel', x: x + 2, y: AXIS_H - 8, text: fmtTick(t) }));
   }
   ids.forEach((id, i) => {
     const y = AXIS_H + i * LANE_H;

@@ -153,25 +153,25 @@ function code(l, path, colour) {
   return el;
 }
 
-function lineEl(l, path, colour, commented) {
-  return h('div', { class: ['dl', `dl-${l.t}`, commented.has(l.anchor) && 'commented'], test: 'diff-line', 'data-anchor': l.anchor, title: `comment on ${l.anchor}` },
+function lineEl(l, path, colour) {
+  return h('div', { class: ['dl', `dl-${l.t}`], test: 'diff-line', 'data-anchor': l.anchor, title: `comment on ${l.anchor}` },
     h('span', { class: 'ln', text: l.o ?? '' }), h('span', { class: 'ln', text: l.n ?? '' }),
     h('span', { class: 'mark', text: MARK[l.t] }), code(l, path, colour));
 }
 
-function halfEl(l, path, colour, commented, which) {
+function halfEl(l, path, colour, which) {
   if (!l) return [h('span', { class: 'ln' }), h('span', { class: 'code empty' })];
   const t = l.t === 'ctx' ? 'ctx' : l.t;
   return [h('span', { class: 'ln', text: (which === 'o' ? l.o : l.n) ?? '' }),
-    h('div', { class: ['half', `dl-${t}`, commented.has(l.anchor) && 'commented'], test: 'diff-line', 'data-anchor': l.anchor, title: `comment on ${l.anchor}` },
+    h('div', { class: ['half', `dl-${t}`], test: 'diff-line', 'data-anchor': l.anchor, title: `comment on ${l.anchor}` },
       code(l, path, colour))];
 }
 
 /**
- * The diff as elements. `split`: side by side; `commented`: anchors that have a comment.
- * Colouring is left out of very large diffs, which stay readable and quick.
+ * The diff as elements, unified or (`split`) side by side. Colouring is left out of very
+ * large diffs, which stay readable and quick.
  */
-export function renderDiff(files, { split, commented }) {
+export function renderDiff(files, { split }) {
   const total = files.reduce((a, f) => a + f.hunks.reduce((b, hk) => b + hk.lines.length, 0), 0);
   const colour = total < 8000;
   return files.map((f) => {
@@ -184,9 +184,12 @@ export function renderDiff(files, { split, commented }) {
     for (const hk of f.hunks) {
       body.appendChild(h('div', { class: 'dl dl-hunk', test: 'diff-line', 'data-anchor': f.path, text: hk.header }));
       if (split) {
-        for (const [a, b] of splitRows(hk.lines)) body.append(...halfEl(a, f.path, colour, commented, 'o'), ...halfEl(b, f.path, colour, commented, 'n'));
+        // A row is a box of its own (display: contents) so a comment can go after it whole.
+        for (const [a, b] of splitRows(hk.lines)) {
+          body.appendChild(h('div', { class: 'srow' }, ...halfEl(a, f.path, colour, 'o'), ...halfEl(b, f.path, colour, 'n')));
+        }
       } else {
-        for (const l of hk.lines) body.appendChild(lineEl(l, f.path, colour, commented));
+        for (const l of hk.lines) body.appendChild(lineEl(l, f.path, colour));
       }
     }
     return h('details', { class: 'dfile', open: true }, head, body);

@@ -340,6 +340,14 @@ export function timeline(events, nodeIds, endMs) {
   return lanes;
 }
 
+/** A tick's label: `30s`, `2m`, `1h30m`. */
+export function fmtTick(ms) {
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return s % 60 ? `${Math.floor(s / 60)}m${s % 60}s` : `${s / 60}m`;
+  return s % 3600 ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m` : `${s / 3600}h`;
+}
+
 /** Ticks for an axis of `span` ms: a round step giving about `want` of them. */
 export function ticks(span, want = 6) {
   const steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]

@@ -114,33 +114,83 @@ function logPane(ctx, run, nodeId) {
   return { el: h('div', {}, h('div', { class: 'toolbar' }, refresh, note), pre), update: () => load(), destroy: load.cancel };
 }
 
-function reviewBox(ctx, run, nodeId, repaint) {
+function diffPane(ctx, run, nodeId) {
   const key = `${run}/${nodeId}`;
   if (!ctx.state.reviews.has(key)) ctx.state.reviews.set(key, { comments: [], text: '' });
   const st = ctx.state.reviews.get(key);
+  const mode = h('button', { type: 'button', test: 'diff-mode' });
+  const since = h('button', { type: 'button', test: 'diff-since', text: 'Since last review', hidden: true });
+  const info = h('span', { class: 'muted diff-info' });
+  const box = h('div', { class: 'diff', test: 'diff' });
+  const narrow = window.matchMedia('(max-width: 700px)');
+  let files = []; let sig = null; let tip = null;
+
+  // The review: each comment is typed under its line (an editor each, kept across redraws so
+  // its text, focus and caret stay); the box above the diff gathers them and sends them.
   const list = h('ol', { class: 'comments' });
+  const count = h('span', { class: 'muted' });
   const text = h('textarea', { test: 'review-text', rows: 2, placeholder: 'A longer review (optional)', 'aria-label': 'Review text' });
   const send = h('button', { type: 'button', class: 'primary', test: 'review-send', text: 'Send review' });
   const approve = h('button', { type: 'button', test: 'approve', text: 'Approve' });
-  const count = h('span', { class: 'muted' });
-  const check = () => {
+  const editors = new Map();
+  const summary = () => {
     const n = st.comments.filter((c) => c.text.trim()).length;
-    count.textContent = n ? `${n} comment${n > 1 ? 's' : ''}` : 'click a line of the diff to comment on it';
+    count.textContent = st.comments.length ? `${n} comment${n === 1 ? '' : 's'}` : 'click a line of the diff to comment on it';
+    fill(list, st.comments.map((c) => h('li', {}, h('span', { class: 'mono', text: c.anchor }), ' ',
+      h('span', { class: 'muted', text: firstLine(c.text) || '(empty)' }))));
     send.disabled = !n && !st.text.trim();
   };
-  text.value = st.text;
-  text.addEventListener('input', () => { st.text = text.value; check(); });
-  const draw = () => {
-    fill(list, st.comments.map((c) => {
-      const ta = h('textarea', { test: 'comment-input', rows: 2, 'aria-label': `Comment on ${c.anchor}` });
-      ta.value = c.text;
-      ta.addEventListener('input', () => { c.text = ta.value; check(); });
-      const rm = h('button', { type: 'button', class: 'link', test: 'comment-remove', text: 'Remove',
-        onclick: () => { st.comments = st.comments.filter((x) => x !== c); draw(); repaint(); } });
-      return h('li', { test: 'comment' }, h('span', { class: 'mono anchor', text: c.anchor }), ta, rm);
-    }));
-    check();
+  const remove = (c) => {
+    st.comments = st.comments.filter((x) => x !== c);
+    editors.get(c)?.remove();
+    editors.delete(c);
+    paint();
   };
+  const editor = (c) => {
+    if (editors.has(c)) return editors.get(c);
+    const ta = h('textarea', { test: 'comment-input', rows: 2, placeholder: 'Your comment', 'aria-label': `Comment on ${c.anchor}` });
+    ta.value = c.text;
+    ta.addEventListener('input', () => { c.text = ta.value; summary(); });
+    const el = h('div', { class: 'comment-editor', test: 'comment' }, h('span', { class: 'mono anchor', text: c.anchor }), ta,
+      h('button', { type: 'button', class: 'link', test: 'comment-remove', text: 'Remove', onclick: () => remove(c) }));
+    editors.set(c, el);
+    return el;
+  };
+  const linesAt = (anchor) => [...box.querySelectorAll('[data-test="diff-line"]')].filter((l) => l.dataset.anchor === anchor);
+  const place = (c) => {
+    const same = linesAt(c.anchor);
+    const line = same[Math.min(c.occ, same.length - 1)];
+    if (!line) { box.prepend(editor(c)); return; }
+    line.classList.add('commented');
+    (line.closest('.srow') || line).after(editor(c));
+  };
+  const paint = () => {
+    const split = ctx.state.diffSplit && !narrow.matches;
+    mode.textContent = ctx.state.diffSplit ? 'Side by side' : 'Unified';
+    mode.setAttribute('aria-pressed', String(ctx.state.diffSplit));
+    mode.title = narrow.matches && ctx.state.diffSplit ? 'side by side needs a wider window: shown unified' : 'unified or side by side';
+    summary();
+    if (sig === null) return;
+    const active = box.contains(document.activeElement) ? document.activeElement : null;
+    const caret = active ? [active.selectionStart, active.selectionEnd] : [];
+    fill(box, files.length ? renderDiff(files, { split }) : h('p', { class: 'muted', text: 'No changes.' }));
+    st.comments.forEach(place);
+    if (active?.isConnected) {
+      active.focus({ preventScroll: true });
+      if (caret[0] != null) active.setSelectionRange(caret[0], caret[1]);
+    }
+  };
+  box.addEventListener('click', (e) => {
+    const line = e.target.closest('[data-test="diff-line"]');
+    if (!line || !box.contains(line) || String(window.getSelection() || '').length) return; // selecting text
+    const c = { anchor: line.dataset.anchor, occ: linesAt(line.dataset.anchor).indexOf(line), text: '' };
+    st.comments.push(c);
+    place(c);
+    summary();
+    editors.get(c).querySelector('textarea').focus({ preventScroll: true });
+  });
+  text.value = st.text;
+  text.addEventListener('input', () => { st.text = text.value; summary(); });
   send.onclick = () => busy(send, async () => {
     const comments = st.comments.filter((c) => c.text.trim()).map((c) => `${c.anchor}: ${c.text.trim()}`);
     const params = { run, node: nodeId };
@@ -148,7 +198,9 @@ function reviewBox(ctx, run, nodeId, repaint) {
     if (st.text.trim()) params.text = st.text;
     const r = await ctx.rpc('node.review', params);
     st.comments = []; st.text = ''; text.value = '';
-    draw(); repaint();
+    editors.forEach((el) => el.remove());
+    editors.clear();
+    paint();
     ctx.info(`Review round ${r?.review?.round ?? ''} sent (${r?.review?.way || 'recorded'})`);
     ctx.refresh(run);
   });
@@ -157,37 +209,7 @@ function reviewBox(ctx, run, nodeId, repaint) {
     await ctx.rpc('node.review', { run, node: nodeId, approve: true });
     ctx.refresh(run);
   });
-  draw();
-  return {
-    el: h('aside', { class: 'review', test: 'review-box', 'aria-label': 'Review' },
-      h('div', { class: 'review-head' }, h('strong', { text: 'Review' }), ' ', count), list, text, h('div', { class: 'actions' }, send, approve)),
-    anchors: () => new Set(st.comments.map((c) => c.anchor)),
-    add(anchor) {
-      st.comments.push({ anchor, text: '' });
-      draw();
-      list.lastElementChild?.querySelector('textarea')?.focus({ preventScroll: true });
-    },
-    update(node) { approve.hidden = node.state !== 'done' || node.approved; },
-  };
-}
 
-function diffPane(ctx, run, nodeId) {
-  const key = `${run}/${nodeId}`;
-  const mode = h('button', { type: 'button', test: 'diff-mode' });
-  const since = h('button', { type: 'button', test: 'diff-since', text: 'Since last review', hidden: true });
-  const info = h('span', { class: 'muted diff-info' });
-  const box = h('div', { class: 'diff', test: 'diff' });
-  const narrow = window.matchMedia('(max-width: 700px)');
-  let files = []; let sig = null; let tip = null;
-  const paint = () => {
-    const split = ctx.state.diffSplit && !narrow.matches;
-    mode.textContent = ctx.state.diffSplit ? 'Side by side' : 'Unified';
-    mode.setAttribute('aria-pressed', String(ctx.state.diffSplit));
-    mode.title = narrow.matches && ctx.state.diffSplit ? 'side by side needs a wider window: shown unified' : 'unified or side by side';
-    if (sig === null) return;
-    fill(box, files.length ? renderDiff(files, { split, commented: review.anchors() }) : h('p', { class: 'muted', text: 'No changes.' }));
-  };
-  const review = reviewBox(ctx, run, nodeId, paint);
   const load = loader(async () => {
     const useSince = ctx.state.diffSince.has(key) && tip;
     try {
@@ -212,21 +234,18 @@ function diffPane(ctx, run, nodeId) {
     load(true);
   };
   narrow.addEventListener('change', paint);
-  box.addEventListener('click', (e) => {
-    const line = e.target.closest('[data-test="diff-line"]');
-    if (!line || !box.contains(line) || String(window.getSelection() || '').length) return; // selecting text
-    review.add(line.dataset.anchor);
-    line.classList.add('commented');
-  });
   paint();
   return {
-    el: h('div', { class: 'diff-pane' }, h('div', { class: 'toolbar' }, mode, since,
-      h('button', { type: 'button', test: 'diff-refresh', text: 'Refresh', onclick: () => load(true) }), info), box, review.el),
+    el: h('div', { class: 'diff-pane' },
+      h('div', { class: 'toolbar' }, mode, since, h('button', { type: 'button', test: 'diff-refresh', text: 'Refresh', onclick: () => load(true) }), info),
+      h('aside', { class: 'review', test: 'review-box', 'aria-label': 'Review' },
+        h('div', { class: 'review-head' }, h('strong', { text: 'Review' }), ' ', count), list, text, h('div', { class: 'actions' }, send, approve)),
+      box),
     update(node) {
       tip = lastReviewTip(node);
       since.hidden = !tip;
       since.setAttribute('aria-pressed', String(ctx.state.diffSince.has(key)));
-      review.update(node);
+      approve.hidden = node.state !== 'done' || node.approved;
       load();
     },
     destroy() { load.cancel(); narrow.removeEventListener('change', paint); },
@@ -323,7 +342,7 @@ export function mountRun(ctx, runId) {
     if (!shown) return;
     const m = shown.manifest;
     const end = ENDED.has(m.status) ? Math.max(millis(m.updated_at) ?? 0, ...ctx.events(m.id).slice(-1).map((e) => millis(e.ts) ?? 0)) : Date.now();
-    fill(timeBox, timelineSvg(shown, ctx.events(m.id), end, timeBox.clientWidth - 2 || 640, sel.node, (id) => go(id, sel.tab)));
+    fill(timeBox, timelineSvg(shown, ctx.events(m.id), end, (timeBox.clientWidth || 650) - 10, sel.node, (id) => go(id, sel.tab)));
   };
   let resizeTimer = null;
   const onResize = () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawTimeline, 150); };
