@@ -1,8 +1,22 @@
-// octld over HTTP: the session (its CSRF token), JSON-RPC calls and the change feed.
-// The session cookie is HttpOnly: this code never sees it, the browser sends it.
+// octld over HTTP: the session, JSON-RPC calls and the change feed.
+// A session is two secrets: the HttpOnly cookie (this code never sees it, the browser sends
+// it) and the page key login.js kept in this origin's localStorage, sent as X-Octl-Key
+// (also the CSRF token; an `csrf` the session names is sent too).
 
 let csrf = '';
 let nextId = 1;
+
+function pageKey() {
+  try { return localStorage.getItem('octl.key') || ''; } catch { return ''; }
+}
+
+function headers(extra = {}) {
+  const h = { ...extra };
+  const key = pageKey();
+  if (key) h['X-Octl-Key'] = key;
+  if (csrf) h['X-CSRF-Token'] = csrf;
+  return h;
+}
 
 /** An error octld answered (or the reason no answer came): its message is shown whole. */
 export class RpcError extends Error {
@@ -17,7 +31,7 @@ export class RpcError extends Error {
 export async function session() {
   let r;
   try {
-    r = await fetch('/api/session', { credentials: 'same-origin', cache: 'no-store' });
+    r = await fetch('/api/session', { credentials: 'same-origin', cache: 'no-store', headers: headers() });
   } catch (e) {
     throw new RpcError(`octld is not answering (${e.message})`, 'daemon_unreachable');
   }
@@ -38,7 +52,7 @@ export async function rpc(method, params = {}, retried = false) {
       method: 'POST',
       credentials: 'same-origin',
       cache: 'no-store',
-      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf },
+      headers: headers({ 'Content-Type': 'application/json' }),
       body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
     });
   } catch (e) {
@@ -49,11 +63,13 @@ export async function rpc(method, params = {}, retried = false) {
     await session();
     return rpc(method, params, true);
   }
+  const raw = await r.text().catch(() => '');
   let body;
   try {
-    body = await r.json();
+    body = JSON.parse(raw);
   } catch {
-    throw new RpcError(`octld answered HTTP ${r.status} to ${method}`, r.status >= 500 ? 'internal' : 'invalid_request');
+    // A refusal before JSON-RPC (a session, an origin, a size): the server's words, as text.
+    throw new RpcError(raw.trim() || `octld answered HTTP ${r.status} to ${method}`, r.status === 401 ? 'unauthorized' : 'http');
   }
   if (body && body.error) {
     const d = body.error.data || {};
@@ -73,7 +89,9 @@ export function follow({ onHello, onEvent, onDown }) {
   let es = null;
   const open = () => {
     if (stopped) return;
-    es = new EventSource('/api/events?since=now', { withCredentials: true });
+    // EventSource cannot send headers: the page key goes in the query.
+    const key = pageKey();
+    es = new EventSource(`/api/events?since=now${key ? `&key=${encodeURIComponent(key)}` : ''}`, { withCredentials: true });
     es.addEventListener('hello', (e) => {
       let hello = {};
       try { hello = JSON.parse(e.data); } catch { /* a hello we cannot read still says it is back */ }
