@@ -78,7 +78,9 @@ async function loadAll() {
   for (const r of [...recent, ...live]) next.set(r.id, entry(r, null));
   const detail = new Set([...live.map((r) => r.id), ...questions.map((d) => d.run), ...proposals.map((p) => p.run)]);
   if (state.route.view === 'run') detail.add(entryFor(state.route.run)?.summary.id || state.route.run);
-  for (const sh of await pool([...detail], 8, showOrNull)) {
+  // A run that cannot be read now (gone, or an error) keeps its summary: one run must not
+  // keep the others from showing.
+  for (const sh of await pool([...detail], 8, (id) => showOrNull(id).catch(() => null))) {
     if (sh) next.set(sh.manifest.id, entry(sh.manifest, sh));
   }
   state.runs = next;
@@ -112,7 +114,9 @@ function schedule(id) {
   if (timers.has(id)) return;
   timers.set(id, setTimeout(async () => {
     timers.delete(id);
-    try { await refreshRun(id); render(); } catch (e) { if (e.kind !== 'daemon_unreachable') showError(e); }
+    try { await refreshRun(id); render(); } catch (e) {
+      if (e.kind === 'unauthorized') loggedOut(); else if (e.kind !== 'daemon_unreachable') showError(e);
+    }
   }, 150));
 }
 
@@ -209,7 +213,10 @@ function render() {
   const count = document.querySelector('[data-test="inbox-count"]');
   count.textContent = String(items.length);
   count.classList.toggle('zero', items.length === 0);
-  for (const b of document.querySelectorAll('[data-route]')) b.classList.toggle('current', b.dataset.route === state.route.view);
+  for (const b of document.querySelectorAll('[data-route]')) {
+    b.classList.toggle('current', b.dataset.route === state.route.view);
+    if (b.dataset.route === state.route.view) b.setAttribute('aria-current', 'page'); else b.removeAttribute('aria-current');
+  }
   const detail = document.getElementById('detail');
   let want = placeholder;
   if (state.route.view === 'inbox') want = inbox.el;

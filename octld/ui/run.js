@@ -10,6 +10,9 @@ import { parseDiff, renderDiff } from './diff.js';
 import { confirmDialog, checkbox, busy } from './ui.js';
 import { elapsed, statusBadge, mergeAction } from './lists.js';
 
+// What the timeline's colours mean (the bars are the node's states over time).
+const LEGEND = [['pending', 'waiting to start'], ['running', 'running'], ['waiting', 'waiting for input'],
+  ['done', 'done, gating'], ['merging', 'merging'], ['merged', 'merged'], ['failed', 'failed']];
 const TAB_LABEL = { screen: 'Screen', log: 'Log', diff: 'Diff', events: 'Events' };
 const firstLine = (t) => String(t).split('\n').find((l) => l.trim()) || '';
 
@@ -109,7 +112,7 @@ function logPane(ctx, run, nodeId) {
       setText(pre, r.log || '', first);
       first = false;
     } catch (e) { note.textContent = e.message; }
-  });
+  }, 3000);
   const refresh = h('button', { type: 'button', test: 'log-refresh', text: 'Refresh', onclick: () => load(true) });
   return { el: h('div', {}, h('div', { class: 'toolbar' }, refresh, note), pre), update: () => load(), destroy: load.cancel };
 }
@@ -222,7 +225,7 @@ function diffPane(ctx, run, nodeId) {
       info.textContent = '';
       fill(box, h('p', { class: 'err', text: e.message }));
     }
-  });
+  }, 5000); // git diff in the worktree is the daemon's work: not on every event of a busy run
   mode.onclick = () => {
     ctx.state.diffSplit = !ctx.state.diffSplit;
     try { localStorage.setItem('octl.diffSplit', ctx.state.diffSplit ? '1' : ''); } catch { /* private mode */ }
@@ -328,7 +331,8 @@ export function mountRun(ctx, runId) {
       title, meta, note, h('div', { class: 'actions' }, mergeBtn, retryBtn, cancelBtn)),
     h('div', { class: 'charts' },
       h('section', { class: 'chart' }, h('h3', { text: 'Plan' }), graphBox),
-      h('section', { class: 'chart' }, h('h3', { text: 'Timeline' }), timeBox)),
+      h('section', { class: 'chart' }, h('h3', { text: 'Timeline' }), timeBox,
+        h('div', { class: 'legend muted' }, LEGEND.map(([st, text]) => h('span', { class: `swatch state-${st}`, text }))))),
     h('section', { class: 'nodes' }, h('h3', { text: 'Nodes' }), nodeRows),
     detail);
 
