@@ -270,6 +270,8 @@ export const basename = (p) => String(p || '').replace(/\/+$/, '').split('/').po
 
 // ---- the plan's graph: columns by dependency depth, rows ordered to cross less
 
+const MAX_ROWS = 12;
+
 export function layoutGraph(nodes) {
   const byId = new Map(nodes.map((n) => [n.id, n]));
   const depth = new Map();
@@ -296,11 +298,19 @@ export function layoutGraph(nodes) {
     }
     col.forEach((id, r) => row.set(id, r));
   });
-  const pos = new Map(nodes.map((n) => [n.id, { col: depth.get(n.id), row: row.get(n.id) }]));
+  // A wide layer (a fan-out's hundred units) wraps into several columns of MAX_ROWS.
+  const start = [];
+  cols.forEach((col, c) => { start[c] = c ? start[c - 1] + Math.ceil(cols[c - 1].length / MAX_ROWS) : 0; });
+  const pos = new Map(nodes.map((n) => {
+    const c = depth.get(n.id); const r = row.get(n.id);
+    return [n.id, { col: start[c] + Math.floor(r / MAX_ROWS), row: r % MAX_ROWS }];
+  }));
   const edges = [];
   for (const n of nodes) for (const d of n.deps || []) if (byId.has(d)) edges.push([d, n.id]);
   const sinks = nodes.filter((n) => !nodes.some((m) => (m.deps || []).includes(n.id))).map((n) => n.id);
-  return { pos, edges, sinks, cols: cols.length, rows: Math.max(0, ...cols.map((c) => c.length)) };
+  const last = cols.length - 1;
+  return { pos, edges, sinks, cols: last < 0 ? 0 : start[last] + Math.ceil(cols[last].length / MAX_ROWS),
+    rows: Math.min(MAX_ROWS, Math.max(0, ...cols.map((c) => c.length))) };
 }
 
 // ---- the timeline: each node's state over time, from its events
