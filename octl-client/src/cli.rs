@@ -113,6 +113,16 @@ pub enum Group {
     #[command(after_help = crate::tui::TUI_EXAMPLES)]
     Tui(crate::tui::TuiArgs),
 
+    /// The web UI in a browser: every run, the inbox and every action, from a desktop or a
+    /// phone
+    ///
+    /// Asks the daemon to serve it on [ui] listen (default 127.0.0.1:7420; beyond loopback
+    /// only with TLS), prints its address and a login link that works once within 10 minutes,
+    /// and opens a browser when there is one. The daemon serves it again after a restart
+    /// until `ui --stop`. See docs/UI.md.
+    #[command(after_help = crate::commands::ui::UI_EXAMPLES)]
+    Ui(crate::commands::ui::UiArgs),
+
     /// Merge a node's branch into its base branch (code runs, and retries after a conflict or a
     /// blocked merge)
     ///

@@ -1,6 +1,7 @@
 //! The orchestratectl contract, shared by the daemon, the CLI and the tests. Pure: no I/O.
 //!
 //! - [`ids`]: run ids (ULIDs and their prefixes), node ids, and their validation messages.
+//! - [`text`]: an agent's text without escape sequences and control characters.
 //! - [`time`]: RFC 3339 timestamps with milliseconds, without a date crate.
 //! - [`event`]: one line of `events.jsonl`, event types, actors, payload limits.
 //! - [`feed`]: one line of the change feed (`GET /v1/events`): an event and its cursor.
@@ -33,6 +34,7 @@ pub mod run_index;
 pub mod sandbox;
 pub mod schema;
 pub mod state;
+pub mod text;
 pub mod time;
 
 pub use error::{AppError, ErrorKind};

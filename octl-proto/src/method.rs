@@ -140,6 +140,7 @@ const TABLES: &[&[MethodInfo]] = &[
     crate::rpc::doctor::METHODS,
     crate::rpc::discover::METHODS,
     crate::rpc::node::METHODS,
+    crate::rpc::ui::METHODS,
 ];
 
 /// Every method's declaration, in the order `rpc.discover` lists them.
@@ -164,6 +165,7 @@ macro_rules! for_each_method {
         $crate::each_doctor_method!($m);
         $crate::each_discover_method!($m);
         $crate::each_node_method!($m);
+        $crate::each_ui_method!($m);
     }};
 }
 
@@ -181,6 +183,7 @@ pub use crate::rpc::node::methods::*;
 pub use crate::rpc::run::methods::*;
 pub use crate::rpc::spawn::methods::*;
 pub use crate::rpc::spinoff::methods::*;
+pub use crate::rpc::ui::methods::*;
 
 #[cfg(test)]
 mod tests {

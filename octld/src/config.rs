@@ -115,6 +115,9 @@ pub struct Config {
     /// What agents run in ([`crate::sandbox`]).
     #[serde(skip)]
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// The web UI ([`crate::ui`]), checked when it is served.
+    #[serde(default)]
+    pub ui: crate::ui::UiConfig,
 }
 
 /// `[notify]`: who is told when a node starts needing a person.

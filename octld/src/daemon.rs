@@ -62,7 +62,11 @@ pub struct Daemon {
     /// Sandboxed nodes' network proxies (`network = "allow"`), being served
     /// ([`crate::sandbox::proxy`]).
     pub network_proxies: crate::sandbox::proxy::Proxies,
+    /// The web UI: its sessions, and its listener while it is served ([`crate::ui`]).
+    pub ui: crate::ui::Ui,
     started: Instant,
+    /// When this daemon started (RFC 3339): the UI tells a restart by it.
+    started_at: String,
     shutdown: watch::Sender<bool>,
 }
 
@@ -77,6 +81,7 @@ impl Daemon {
     ) -> Daemon {
         Daemon {
             runners: Runners::new(local.clone(), home.root(), config.clone()),
+            ui: crate::ui::Ui::new(home.root().join("ui")),
             home,
             store,
             runner: local,
@@ -86,8 +91,17 @@ impl Daemon {
             agent_sockets: Default::default(),
             network_proxies: Default::default(),
             started: Instant::now(),
+            started_at: octl_proto::time::format_millis(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+            ),
             shutdown: watch::channel(false).0,
         }
+    }
+
+    pub fn started_at(&self) -> &str {
+        &self.started_at
     }
 
     pub fn uptime_s(&self) -> u64 {
@@ -192,6 +206,7 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
     // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the
     // caller's future asks it to.
     let serving = tokio::spawn(server::serve(listener, daemon.clone()));
+    crate::ui::resume(&daemon).await;
     // The store is loaded and the socket listens: connections from now on are answered.
     activation::notify(&format!(
         "READY=1\nSTATUS=serving {} runs on {}",

@@ -8,6 +8,7 @@
 //! - [`logging`]: JSON-lines logs to `octld.log` (and stderr in the foreground).
 //! - [`store`]: the event store: per-run logs, group commit, projections, repair.
 //! - [`server`]: the Unix-socket HTTP server: peer-uid check, limits, JSON-RPC, event streams.
+//! - [`ui`]: the web UI served over HTTP(S) when asked: login, sessions, the page, TLS.
 //! - [`rpc`]: the JSON-RPC methods, one file per method family, and the OpenRPC document.
 //! - [`engine`]: what drives agent runs: spawn, supervise, gate, merge, clean up, cancel.
 //! - [`invariants`]: what a run's log says of git, checked against git (`doctor`, tests).
@@ -56,6 +57,7 @@ pub(crate) mod server;
 pub mod store;
 pub(crate) mod streams;
 pub mod tmux;
+pub(crate) mod ui;
 pub mod wrap;
 
 pub use daemon::{run, Daemon, DaemonError, Options};

@@ -197,6 +197,9 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
         json!({"run": code, "node": "talk", "text": "hello"}),
     );
     c.call("node.attach", json!({"run": code, "node": "talk"}));
+    c.call("node.log", json!({"run": code, "node": "talk"}));
+    let diff = c.call("node.diff", json!({"run": code, "node": "talk"}));
+    assert_eq!(diff["base"], json!("main"));
     let shown = c.call("node.show", json!({"run": code, "node": "talk"}));
     assert_eq!(
         (&shown["id"], &shown["state"]),
@@ -311,6 +314,11 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     c.call("doctor.agents", json!({}));
     c.call("doctor.runners", json!({}));
     c.call("doctor.sandbox", json!({}));
+    // The web UI, on a port of the system's choosing (tests/tests/ui.rs tests it whole).
+    env.write_config("[ui]\nlisten = \"127.0.0.1:0\"\n");
+    let opened = c.call("ui.open", json!({}));
+    assert!(opened["login_url"].as_str().unwrap().contains("/login?token="));
+    assert_eq!(c.call("ui.close", json!({}))["was_serving"], json!(true));
     c.call("run.quarantine", json!({"run": corrupt}));
 
     // Every declared param in forms its schema refuses: refused, naming it; nothing changes.

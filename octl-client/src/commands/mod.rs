@@ -21,6 +21,7 @@ pub mod shell;
 pub mod skill;
 pub mod spawn;
 pub mod spinoff;
+pub mod ui;
 pub mod version;
 
 use octl_proto::method::Method;
@@ -45,6 +46,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Orchestrate(args) => orchestrate::execute(ctx, args).await,
         Group::Run(cmd) => run::execute(ctx, cmd).await,
         Group::Tui(args) => crate::tui::execute(ctx, args).await,
+        Group::Ui(args) => ui::execute(ctx, args).await.map(|()| 0),
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
         Group::Review(args) => review::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),

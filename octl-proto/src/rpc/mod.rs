@@ -21,6 +21,7 @@ pub(crate) mod node;
 pub(crate) mod run;
 pub(crate) mod spawn;
 pub(crate) mod spinoff;
+pub(crate) mod ui;
 
 /// The families' params and result types, each under `rpc::` alone (their files are
 /// private; the method types are `method::`).
@@ -35,6 +36,7 @@ pub use node::*;
 pub use run::*;
 pub use spawn::*;
 pub use spinoff::*;
+pub use ui::*;
 
 pub const JSONRPC_VERSION: &str = "2.0";
 /// The HTTP path of JSON-RPC requests.

@@ -279,6 +279,67 @@ pub struct Reviewed {
     pub file: Option<String>,
 }
 
+/// `node.diff`: what a node's agent changed, as `git diff` in its worktree says it.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeDiffParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+    /// A review round's tip (its `tip`): what changed since that review instead of against
+    /// the merge base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 4, max = 64))]
+    pub since: Option<String>,
+}
+
+/// Largest `node.diff` text (bytes); a longer diff is cut at a line and says so.
+pub const DIFF_MAX_BYTES: usize = 2 * 1024 * 1024;
+
+/// `node.diff` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DiffShown {
+    pub run: String,
+    pub node: String,
+    /// The branch the node's work merges into.
+    pub base: String,
+    /// The commit the diff is from: the merge base with `base`, or `since`.
+    pub from: String,
+    /// A unified diff (`git diff --no-color`) of the worktree against `from`, files git does
+    /// not know yet included as new files. Text the agent wrote: untrusted.
+    pub diff: String,
+    /// Whether `diff` was cut at [`DIFF_MAX_BYTES`].
+    pub truncated: bool,
+}
+
+/// `node.log`: the end of a node's agent log.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeLogParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+}
+
+/// Bytes of a log `node.log` returns at most (its end).
+pub const LOG_TAIL_BYTES: u64 = 256 * 1024;
+
+/// `node.log` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LogShown {
+    pub run: String,
+    pub node: String,
+    /// Where the log is (`$OCTL_HOME/runs/RUN/logs/NODE.log`).
+    pub path: String,
+    /// Its last [`LOG_TAIL_BYTES`] at most, from a line's start, terminal escape sequences
+    /// and other control characters but tab and newline removed. Untrusted.
+    pub log: String,
+    /// Whether the log is longer than what is returned.
+    pub truncated: bool,
+}
+
 crate::methods! {
     $;
     each: each_node_method;
@@ -305,6 +366,14 @@ crate::methods! {
     NodeScreen(NodeScreenParams) -> Screen {
         name: "node.screen",
         summary: "A live node's agent screen now: the last lines of its terminal.",
+    },
+    NodeDiff(NodeDiffParams) -> DiffShown {
+        name: "node.diff",
+        summary: "What a node's agent changed: git diff in its worktree against the merge base with its base branch (or since a review round's tip), new files included.",
+    },
+    NodeLog(NodeLogParams) -> LogShown {
+        name: "node.log",
+        summary: "The end of a node's agent log (its last 256 KiB), control characters removed.",
     },
     NodeAttach(NodeAttachParams) -> Attach {
         name: "node.attach",

@@ -95,6 +95,33 @@ impl Git {
         Ok(paths)
     }
 
+    /// Files git does not know yet and does not ignore (what `git diff` leaves out), paths
+    /// relative to this directory, nested repositories not among them.
+    pub fn untracked_files(&self) -> Result<Vec<String>> {
+        let out = self
+            .call(["ls-files", "-z", "--others", "--exclude-standard"])
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdout()?;
+        Ok(split_z(&out).filter(|p| !p.ends_with('/')).collect())
+    }
+
+    /// `path` (untracked) as a diff adding it: what `git diff` would say once it is added.
+    pub fn diff_new_file(&self, path: &str) -> Result<String> {
+        // `--no-index` exits 1 when the two differ, which they do.
+        let (_, out) = self
+            .call([
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-index",
+                "--",
+                "/dev/null",
+                path,
+            ])
+            .run_allowing(&[0, 1], None)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// The files `.worktreeinclude` names, as Claude Code reads it: untracked files matching
     /// one of its gitignore-style patterns (`include`, a file) that the repository's own rules
     /// also ignore, each as a path relative to this directory. Both judgements are git's own.

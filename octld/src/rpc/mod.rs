@@ -16,6 +16,7 @@
 //! - [`spinoff`]: `spinoff.propose`, `spinoff.list`, `spinoff.accept`, `spinoff.reject`.
 //! - [`gc`]: `run.gc`, `recover` (garbage and recovery).
 //! - [`doctor`]: `doctor.runs`, `doctor.orphans`, `doctor.agents`, `doctor.runners` (the daemon's side of doctor).
+//! - [`ui`]: `ui.open`, `ui.close` (the web UI).
 //! - [`discover`]: the OpenRPC document of `rpc.discover`.
 
 pub mod daemon;
@@ -30,6 +31,7 @@ pub mod node;
 pub mod run;
 pub mod spawn;
 pub mod spinoff;
+pub mod ui;
 
 use std::sync::Arc;
 

@@ -12,7 +12,8 @@ use octl_proto::ids::validate_node_id;
 use octl_proto::method;
 use octl_proto::rpc::AppendResult;
 use octl_proto::rpc::{
-    Attach, NodeAttachParams, NodeReportParams, NodeScreenParams, NodeSendParams, NodeSent, Screen,
+    Attach, DiffShown, LogShown, NodeAttachParams, NodeDiffParams, NodeLogParams, NodeReportParams,
+    NodeScreenParams, NodeSendParams, NodeSent, Screen,
 };
 use octl_proto::{Actor, AppError, ErrorKind, NodeState, RunKind};
 
@@ -388,6 +389,183 @@ impl Handle for method::NodeReview {
 impl Handle for method::NodePermissionDecide {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         crate::engine::permissions::decide(daemon, p).await
+    }
+}
+
+/// Files git does not know yet that `node.diff` shows as new files: at most this many, of at
+/// most [`UNTRACKED_MAX_BYTES`] each (what a merge of the snapshot would bring).
+const UNTRACKED_MAX: usize = 50;
+const UNTRACKED_MAX_BYTES: u64 = 256 * 1024;
+
+/// The branch a node's work is compared with: an orchestrate run's integration branch, else
+/// the run's base.
+fn diff_base(run: &octl_proto::projection::RunSummary) -> Option<String> {
+    match (run.kind, &run.settings.integration) {
+        (Some(RunKind::Orchestrate), Some(i)) => Some(i.clone()),
+        _ => run.base.clone(),
+    }
+}
+
+/// The node's projection, or `not_found` naming the run's nodes' command.
+fn node_of(
+    daemon: &Arc<Daemon>,
+    run: &str,
+    node: &str,
+) -> Result<(Arc<crate::store::RunHandle>, octl_proto::state::Node), AppError> {
+    validate_node_id("node", node)?;
+    let handle = daemon.store.resolve("run", run)?;
+    let found = handle.view().nodes.iter().find(|n| n.id == node).cloned();
+    match found {
+        Some(n) => Ok((handle, n)),
+        None => Err(
+            AppError::not_found(format!("run {} has no node {node:?}", handle.id))
+                .with_hint(format!("see `orchestratectl run show {}`", handle.id)),
+        ),
+    }
+}
+
+pub async fn diff(daemon: &Arc<Daemon>, p: NodeDiffParams) -> Result<DiffShown, AppError> {
+    let (handle, node) = node_of(daemon, &p.run, &p.node)?;
+    let view = handle.view();
+    let base = diff_base(&view.manifest).ok_or_else(|| {
+        AppError::new(
+            ErrorKind::InvalidTransition,
+            format!("run {} has no base branch to compare with", handle.id),
+        )
+    })?;
+    let gone = || {
+        AppError::new(
+            ErrorKind::InvalidTransition,
+            format!(
+                "node {} of run {} is {}: its worktree is gone (`orchestratectl recover {} --node {}` brings its snapshot back)",
+                node.id,
+                handle.id,
+                node.state.as_str(),
+                handle.id,
+                node.id
+            ),
+        )
+    };
+    let worktree = match &node.worktree {
+        Some(w) if std::path::Path::new(w).is_dir() => std::path::PathBuf::from(w),
+        _ => return Err(gone()),
+    };
+    if let Some(since) = &p.since {
+        if !since.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(AppError::invalid(format!(
+                "since: {since:?} is not a commit id; accepted: a review round's tip (hex)"
+            )));
+        }
+    }
+    let (run, node_id) = (handle.id.clone(), node.id.clone());
+    blocking(move || {
+        let git = crate::git::Git::new(&worktree);
+        let failed = |e: crate::git::GitError| AppError::new(ErrorKind::IoError, e.to_string());
+        let from = match &p.since {
+            Some(tip) => git.resolve_commit(tip).map_err(|_| {
+                AppError::invalid(format!(
+                    "since: {tip} is not a commit of run {run}'s repository"
+                ))
+            })?,
+            None => git
+                .plumbing(&["merge-base", &base, "HEAD"])
+                .map_err(failed)?
+                .trim()
+                .to_string(),
+        };
+        let mut diff = git
+            .plumbing(&["diff", "--no-color", "--no-ext-diff", &from])
+            .map_err(failed)?;
+        for path in git
+            .untracked_files()
+            .map_err(failed)?
+            .iter()
+            .take(UNTRACKED_MAX)
+        {
+            let small = std::fs::symlink_metadata(worktree.join(path))
+                .is_ok_and(|m| m.is_file() && m.len() <= UNTRACKED_MAX_BYTES);
+            if small {
+                diff.push_str(&git.diff_new_file(path).map_err(failed)?);
+            }
+        }
+        let truncated = diff.len() > octl_proto::rpc::DIFF_MAX_BYTES;
+        if truncated {
+            let cut = diff[..octl_proto::rpc::DIFF_MAX_BYTES]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            diff.truncate(cut);
+        }
+        Ok(DiffShown {
+            run,
+            node: node_id,
+            base,
+            from,
+            diff,
+            truncated,
+        })
+    })
+    .await
+}
+
+pub async fn log(daemon: &Arc<Daemon>, p: NodeLogParams) -> Result<LogShown, AppError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let (handle, node) = node_of(daemon, &p.run, &p.node)?;
+    let logs = handle.dir.join("logs");
+    // An interactive agent's pane is its log; an autonomous one writes its own.
+    let pane = logs.join(format!("{}.pane.log", node.id));
+    let path = if pane.exists() {
+        pane
+    } else {
+        logs.join(format!("{}.log", node.id))
+    };
+    let (run, node_id) = (handle.id.clone(), node.id);
+    blocking(move || {
+        let mut f = std::fs::File::open(&path).map_err(|e| {
+            AppError::not_found(format!(
+                "node {node_id} of run {run} has no log at {}: {e}",
+                path.display()
+            ))
+        })?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(octl_proto::rpc::LOG_TAIL_BYTES);
+        let mut buf = Vec::new();
+        f.seek(SeekFrom::Start(start))
+            .and_then(|_| f.read_to_end(&mut buf))
+            .map_err(|e| {
+                AppError::new(
+                    ErrorKind::IoError,
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+        let mut lines = octl_proto::text::text_lines(&buf);
+        if start > 0 && !lines.is_empty() {
+            // The first line is cut.
+            lines.remove(0);
+        }
+        let mut log = lines.join("\n");
+        if !log.is_empty() {
+            log.push('\n');
+        }
+        Ok(LogShown {
+            run,
+            node: node_id,
+            path: path.display().to_string(),
+            log,
+            truncated: start > 0,
+        })
+    })
+    .await
+}
+
+impl Handle for method::NodeDiff {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        diff(daemon, p).await
+    }
+}
+
+impl Handle for method::NodeLog {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        log(daemon, p).await
     }
 }
 
