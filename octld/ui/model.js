@@ -328,11 +328,22 @@ const NEXT_STATE = {
  * the run's events; a state still held runs to `endMs`. */
 export function timeline(events, nodeIds, endMs) {
   const lanes = new Map(nodeIds.map((id) => [id, { bars: [], marks: [], state: null, since: null, before: null }]));
+  const asked = new Map(); // open question → the node that asked (it waits while one is open)
   for (const ev of events) {
-    const lane = ev.node != null ? lanes.get(ev.node) : null;
+    let node = ev.node;
+    if (ev.type === 'discussion.resolved') node = asked.get(ev.data?.id);
+    const lane = node != null ? lanes.get(node) : null;
     const at = millis(ev.ts);
     if (!lane || at == null) continue;
     let next = NEXT_STATE[ev.type];
+    if (ev.type === 'discussion.opened') {
+      asked.set(ev.data?.id, node);
+      if (lane.state === 'starting' || lane.state === 'running') next = 'waiting';
+    }
+    if (ev.type === 'discussion.resolved') {
+      asked.delete(ev.data?.id);
+      if (lane.state === 'waiting' && ![...asked.values()].includes(node)) next = 'running';
+    }
     // An agent may report before its start is recorded: that state stands (nodes.rs).
     if (ev.type === 'node.started' && (lane.state === 'running' || lane.state === 'waiting')) next = null;
     if (ev.type === 'node.found') next = lane.before || 'running';

@@ -91,7 +91,10 @@ function screenPane(ctx, run, nodeId) {
   const timer = setInterval(poll, 2000);
   return {
     el: h('div', { class: 'screen-pane' }, h('div', { class: 'toolbar' }, toggle), form, note, pre),
-    update(node) {
+    update(node, shown) {
+      // Only a code run's agent reads input (the others work alone): no box that always fails.
+      toggle.hidden = shown.manifest.kind !== 'code';
+      if (toggle.hidden) setOpen(false);
       const was = alive;
       alive = ALIVE.has(node.state);
       if (!alive) note.textContent = `The agent is not running (${node.state}): its Log tab has what it printed.`;
@@ -108,7 +111,7 @@ function logPane(ctx, run, nodeId) {
   const load = loader(async () => {
     try {
       const r = await ctx.rpc('node.log', { run, node: nodeId });
-      note.textContent = r.truncated ? 'its last 256 KiB' : '';
+      note.textContent = r.truncated ? 'its last 256 KiB' : r.log ? '' : 'The log is empty.';
       setText(pre, r.log || '', first);
       first = false;
     } catch (e) { note.textContent = e.message; }

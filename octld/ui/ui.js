@@ -91,6 +91,9 @@ export function setBanner(text, kind = 'down', ms = 0) {
 
 /** Runs an action with its button disabled meanwhile; an error goes to the status line. */
 export async function busy(btn, fn) {
+  // A new action: the last one's error has been read.
+  const st = statusEl();
+  if (st && st.classList.contains('status-error')) st.hidden = true;
   if (btn) btn.disabled = true;
   try {
     return await fn();
