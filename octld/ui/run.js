@@ -12,7 +12,7 @@ import { elapsed, statusBadge, mergeAction } from './lists.js';
 
 // What the timeline's colours mean (the bars are the node's states over time).
 const LEGEND = [['pending', 'waiting to start'], ['running', 'running'], ['waiting', 'waiting for input'],
-  ['done', 'done, gating'], ['merging', 'merging'], ['merged', 'merged'], ['failed', 'failed']];
+  ['done', 'done, gating'], ['merging', 'merging'], ['merged', 'merged'], ['conflict', 'conflict'], ['failed', 'failed']];
 const TAB_LABEL = { screen: 'Screen', log: 'Log', diff: 'Diff', events: 'Events' };
 const firstLine = (t) => String(t).split('\n').find((l) => l.trim()) || '';
 
