@@ -205,8 +205,9 @@ async fn serve_home(home: Home, stop: impl Future<Output = ()>) -> Result<(), Da
 
     // The server stops by itself on a shutdown request (`daemon.shutdown`); a signal or the
     // caller's future asks it to.
-    let serving = tokio::spawn(server::serve(listener, daemon.clone()));
+    // The web UI first, if it was being served: once the socket answers, it does too.
     crate::ui::resume(&daemon).await;
+    let serving = tokio::spawn(server::serve(listener, daemon.clone()));
     // The store is loaded and the socket listens: connections from now on are answered.
     activation::notify(&format!(
         "READY=1\nSTATUS=serving {} runs on {}",

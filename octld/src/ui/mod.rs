@@ -102,7 +102,9 @@ impl Ui {
 /// `ui.open`: serve (if not yet, or again on a changed `[ui]`), and a new login link.
 pub async fn open(daemon: &Arc<Daemon>) -> Result<UiOpened, AppError> {
     let (url, listen, fingerprint) = start(daemon).await?;
-    if let Err(e) = std::fs::write(daemon.ui.marker(), b"") {
+    let marked = std::fs::create_dir_all(&daemon.ui.dir)
+        .and_then(|()| std::fs::write(daemon.ui.marker(), b""));
+    if let Err(e) = marked {
         tracing::warn!(error = %e, "cannot record that the UI is served: a restarted daemon will not serve it");
     }
     let token = daemon.ui.auth.mint();
