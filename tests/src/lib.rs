@@ -1,5 +1,7 @@
 //! The test harness of orchestratectl: real binaries on a temporary home, never the user's.
 //!
+//! - [`browser`]: a real browser (headless Chromium over WebDriver) for the web UI's tests:
+//!   waits for elements, clicks, types, reads text and takes screenshots.
 //! - [`cluster`]: a real Slurm cluster and SSH hosts on this machine (root only), shared by a
 //!   test process.
 //! - [`env`]: [`TestEnv`], an isolated world (home, `HOME`, `CLAUDE_CONFIG_DIR`, git identity),
@@ -12,6 +14,7 @@
 //! - [`tmpfs`]: a small real filesystem mounted by a test, to fill up (disk-full tests).
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep as synchronisation).
 
+pub mod browser;
 pub mod cluster;
 pub mod env;
 pub mod http;
@@ -24,6 +27,7 @@ pub mod runs;
 pub mod tmpfs;
 pub mod wait;
 
+pub use browser::Browser;
 pub use env::{bin, Cli, Daemon, TestEnv};
 pub use pane::Pane;
 pub use repo::TestRepo;

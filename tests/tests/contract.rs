@@ -317,7 +317,10 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     // The web UI, on a port of the system's choosing (tests/tests/ui.rs tests it whole).
     env.write_config("[ui]\nlisten = \"127.0.0.1:0\"\n");
     let opened = c.call("ui.open", json!({}));
-    assert!(opened["login_url"].as_str().unwrap().contains("/login?token="));
+    assert!(opened["login_url"]
+        .as_str()
+        .unwrap()
+        .contains("/login?token="));
     assert_eq!(c.call("ui.close", json!({}))["was_serving"], json!(true));
     c.call("run.quarantine", json!({"run": corrupt}));
 
