@@ -47,6 +47,8 @@ mod scale;
 mod tmux;
 #[path = "bench/tui.rs"]
 mod tui;
+#[path = "bench/ui.rs"]
+mod ui;
 
 const ROUNDS: usize = 3;
 const SECONDS_PER_POINT: f64 = 2.0;
@@ -1242,6 +1244,7 @@ fn main() {
         "memory" => memory(&mut rows),
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
+        "ui" => ui::timings(&mut rows),
         "sandbox-proxy" => sandbox_proxy::timings(&mut rows),
         "sandbox" => spawn_sandboxed(&mut rows),
         "slurm" | "ssh" => {
@@ -1311,7 +1314,7 @@ fn main() {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
                  spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, ssh, tmux, tui, \
-                 admission or sandbox-proxy"
+                 admission, sandbox-proxy or ui"
             );
             std::process::exit(2);
         }
