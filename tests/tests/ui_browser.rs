@@ -501,6 +501,7 @@ fn cancel_with_discard(ui: &mut Ui, run: &str) {
     b.click("[data-test=confirm] [data-test=discard]");
     b.click("[data-test=confirm-yes]");
     b.wait_text("[data-test=confirm]", "Discard the work?");
+    ui.shot(SHOTS, "confirm-discard");
     b.click("[data-test=confirm-no]");
     b.wait_gone("[data-test=confirm]");
     b.wait_js(
