@@ -85,9 +85,17 @@ impl Browser {
         let profile = dir.join("chromium-profile");
         std::fs::create_dir_all(&profile).expect("chromium profile dir");
         let driver_log = dir.join("chromedriver.log");
+        // Chromium writes beside its profile too (dconf, NSS's ~/.pki, caches): a home of its
+        // own, never the user's.
+        let home = dir.join("browser-home");
+        std::fs::create_dir_all(&home).expect("browser home");
         let port = free_port();
         let mut cmd = Command::new(&chromedriver);
-        cmd.arg(format!("--port={port}"))
+        cmd.env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .arg(format!("--port={port}"))
             .arg(format!("--log-path={}", driver_log.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
