@@ -85,8 +85,8 @@ impl Browser {
         let profile = dir.join("chromium-profile");
         std::fs::create_dir_all(&profile).expect("chromium profile dir");
         let driver_log = dir.join("chromedriver.log");
-        // Chromium writes beside its profile too (dconf, NSS's ~/.pki, caches): a home of its
-        // own, never the user's.
+        // Chromium writes outside its profile too (~/.cache/dconf, ~/.config/chromium/Crash
+        // Reports): a home of its own, never the user's.
         let home = dir.join("browser-home");
         std::fs::create_dir_all(&home).expect("browser home");
         let port = free_port();
