@@ -7,7 +7,7 @@ import { session, rpc, follow } from './api.js';
 import { parseRoute, routeHash, attentionOf, sortRuns, inboxItems, fmtDuration } from './model.js';
 import { runsView, inboxView } from './lists.js';
 import { mountRun } from './run.js';
-import { setBanner, showError, showInfo } from './ui.js';
+import { setBanner, showError, showInfo, holdActions } from './ui.js';
 
 const state = {
   route: parseRoute(location.hash),
@@ -145,6 +145,7 @@ function onHello(hello) {
   state.pid = hello.pid ?? state.pid;
   state.started = hello.started ?? state.started;
   state.down = false;
+  holdActions(false);
   if (restarted) setBanner('octld restarted — reconnected', 'ok', 6000);
   else if (wasDown) setBanner(null);
   // A restarted daemon may have a new CSRF token; then read again what is shown.
@@ -153,6 +154,7 @@ function onHello(hello) {
 
 function onDown(closed) {
   state.down = true;
+  holdActions(true);
   setBanner('octld is not answering — reconnecting…', 'down');
   // A stream the server refused may mean this browser's session is gone.
   if (closed) session().catch((e) => { if (e.kind === 'unauthorized') loggedOut(); });
@@ -229,6 +231,7 @@ function render() {
   } else if (current) { current.destroy(); current = null; }
   if (detail.firstElementChild !== want) fill(detail, want);
   if (current) current.update(entryFor(state.route.run), state.route);
+  holdActions(state.down); // the buttons just made too
   if (loaded) notifyNew(entries, items);
 }
 

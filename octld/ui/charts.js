@@ -6,45 +6,66 @@ import { s, known } from './dom.js';
 import { NODE_STATE_SET, layoutGraph, timeline, ticks, fmtTick, fmtDuration, millis } from './model.js';
 
 const BOX_W = 150; const BOX_H = 46; const GAP_X = 60; const GAP_Y = 16; const PAD = 12;
+// Top to bottom: boxes side by side in a layer, room for the edges between layers.
+const DOWN_GAP_X = 16; const DOWN_GAP_Y = 36;
 
 const cut = (t, n) => (t.length > n ? `${t.slice(0, n - 1)}…` : t);
 
-/** The plan graph. `onSelect(nodeId)` on click or Enter; `selected` is outlined. */
-export function graphSvg(shown, selected, onSelect) {
+/**
+ * The plan graph. `onSelect(nodeId)` on click or Enter; `selected` is outlined. Layers are
+ * columns, left to right, when that fits in `avail` px (none given: always); else they are
+ * rows, top to bottom, a layer wrapping at what fits the width, so that nothing is drawn
+ * smaller or off to the side of a phone.
+ */
+export function graphSvg(shown, selected, onSelect, avail = null) {
   const nodes = shown.nodes || [];
   const integration = shown.manifest?.kind === 'orchestrate' ? shown.manifest.settings?.integration : null;
-  const g = layoutGraph(nodes);
-  const cols = g.cols + (integration ? 1 : 0);
-  const rows = Math.max(1, g.rows);
-  const W = PAD * 2 + cols * BOX_W + Math.max(0, cols - 1) * GAP_X;
-  const H = PAD * 2 + rows * BOX_H + (rows - 1) * GAP_Y;
-  const xy = ({ col, row }) => [PAD + col * (BOX_W + GAP_X), PAD + row * (BOX_H + GAP_Y)];
-  const svg = s('svg', { test: 'graph', class: 'graph', viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img',
-    'aria-label': `plan: ${nodes.length} nodes` });
+  const extra = integration ? 1 : 0;
+  let g = layoutGraph(nodes);
+  const across = g.cols + extra;
+  const wide = PAD * 2 + across * BOX_W + Math.max(0, across - 1) * GAP_X;
+  const down = avail != null && wide > avail;
+  let W; let H; let xy; let intXY; let out; let into; let curve;
+  if (!down) {
+    const rows = Math.max(1, g.rows);
+    W = wide;
+    H = PAD * 2 + rows * BOX_H + (rows - 1) * GAP_Y;
+    xy = ({ col, row }) => [PAD + col * (BOX_W + GAP_X), PAD + row * (BOX_H + GAP_Y)];
+    intXY = [PAD + g.cols * (BOX_W + GAP_X), PAD + ((rows - 1) * (BOX_H + GAP_Y)) / 2];
+    out = ([x, y]) => [x + BOX_W, y + BOX_H / 2];
+    into = ([x, y]) => [x, y + BOX_H / 2];
+    curve = ([x1, y1], [x2, y2]) => { const m = (x1 + x2) / 2; return `M${x1},${y1} C${m},${y1} ${m},${y2} ${x2},${y2}`; };
+  } else {
+    const per = Math.max(1, Math.floor((avail - PAD * 2 + DOWN_GAP_X) / (BOX_W + DOWN_GAP_X)));
+    g = layoutGraph(nodes, per);
+    const n = Math.max(1, g.rows);
+    const layers = g.cols + extra;
+    W = PAD * 2 + n * BOX_W + (n - 1) * DOWN_GAP_X;
+    H = PAD * 2 + layers * BOX_H + Math.max(0, layers - 1) * DOWN_GAP_Y;
+    // Each row of boxes centred.
+    const inRow = [];
+    for (const p of g.pos.values()) inRow[p.col] = (inRow[p.col] || 0) + 1;
+    xy = ({ col, row }) => [PAD + ((n - inRow[col]) * (BOX_W + DOWN_GAP_X)) / 2 + row * (BOX_W + DOWN_GAP_X), PAD + col * (BOX_H + DOWN_GAP_Y)];
+    intXY = [(W - BOX_W) / 2, PAD + g.cols * (BOX_H + DOWN_GAP_Y)];
+    out = ([x, y]) => [x + BOX_W / 2, y + BOX_H];
+    into = ([x, y]) => [x + BOX_W / 2, y];
+    curve = ([x1, y1], [x2, y2]) => { const m = (y1 + y2) / 2; return `M${x1},${y1} C${x1},${m} ${x2},${m} ${x2},${y2}`; };
+  }
+  const svg = s('svg', { test: 'graph', class: ['graph', down && 'graph-down'].filter(Boolean).join(' '), viewBox: `0 0 ${W} ${H}`,
+    width: W, height: H, role: 'img', 'aria-label': `plan: ${nodes.length} nodes` });
   svg.appendChild(s('defs', {}, s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
     s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }))));
-  const edge = (from, to, cls) => {
-    const [x1, y1] = from; const [x2, y2] = to;
-    const mx = (x1 + x2) / 2;
-    svg.appendChild(s('path', { class: cls, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, 'marker-end': 'url(#arrow)' }));
-  };
-  for (const [a, b] of g.edges) {
-    const [ax, ay] = xy(g.pos.get(a)); const [bx, by] = xy(g.pos.get(b));
-    edge([ax + BOX_W, ay + BOX_H / 2], [bx, by + BOX_H / 2], 'edge');
-  }
+  const edge = (from, to, cls) => svg.appendChild(s('path', { class: cls, d: curve(out(from), into(to)), 'marker-end': 'url(#arrow)' }));
+  for (const [a, b] of g.edges) edge(xy(g.pos.get(a)), xy(g.pos.get(b)), 'edge');
   const box = (x, y, cls, label, sub, tip) => s('g', { class: cls, transform: `translate(${x},${y})` },
     s('title', { text: tip }),
     s('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
     s('text', { x: 10, y: 19, class: 'glabel', text: cut(label, 18) }),
     s('text', { x: 10, y: 36, class: 'gsub', text: cut(sub, 22) }));
   if (integration) {
-    const [ix, iy] = [PAD + g.cols * (BOX_W + GAP_X), PAD + ((rows - 1) * (BOX_H + GAP_Y)) / 2];
-    for (const id of g.sinks) {
-      const [ax, ay] = xy(g.pos.get(id));
-      edge([ax + BOX_W, ay + BOX_H / 2], [ix, iy + BOX_H / 2], 'edge edge-int');
-    }
+    for (const id of g.sinks) edge(xy(g.pos.get(id)), intXY, 'edge edge-int');
     const merge = shown.manifest.merge;
-    svg.appendChild(box(ix, iy, ['gnode', 'integration', merge && known('state-', merge, NODE_STATE_SET)].join(' '),
+    svg.appendChild(box(intXY[0], intXY[1], ['gnode', 'integration', merge && known('state-', merge, NODE_STATE_SET)].join(' '),
       integration, merge ? `integration · ${merge}` : 'integration branch', `integration branch ${integration}`));
   }
   for (const n of nodes) {
@@ -63,6 +84,7 @@ export function graphSvg(shown, selected, onSelect) {
 }
 
 const LANE_H = 22; const LABEL_W = 110; const AXIS_H = 22;
+const TICK_CH = 7; // px per character of a tick's label (11px monospace, rounded up)
 
 /** The timeline of a run's nodes from its events, `width` px wide, ending at `endMs`. */
 export function timelineSvg(shown, events, endMs, width, selected, onSelect) {
@@ -79,7 +101,10 @@ export function timelineSvg(shown, events, endMs, width, selected, onSelect) {
   for (const t of ticks(span, Math.max(2, Math.floor(plotW / 70)))) {
     const x = X(t0 + t);
     svg.appendChild(s('line', { class: 'tick', x1: x, x2: x, y1: AXIS_H - 4, y2: H }));
-    svg.appendChild(s('text', { class: 'ticklabel', x: x + 2, y: AXIS_H - 8, text: fmtTick(t) }));
+    // A label that would run past the right edge ends at its tick instead.
+    const label = fmtTick(t);
+    const last = x + 2 + label.length * TICK_CH > W;
+    svg.appendChild(s('text', { class: 'ticklabel', x: last ? x - 3 : x + 2, y: AXIS_H - 8, 'text-anchor': last ? 'end' : null, text: label }));
   }
   ids.forEach((id, i) => {
     const y = AXIS_H + i * LANE_H;

@@ -3,7 +3,7 @@
 
 import { h, reconcile, known } from './dom.js';
 import { STATUSES, countsText, fmtCost, basename, runSpan, matchesFilter, ruleFor, inputFields, nextStep, fmtDuration } from './model.js';
-import { confirmDialog, textInput, busy } from './ui.js';
+import { confirmDialog, textInput, busy, acts } from './ui.js';
 
 const ATT_CLASS = (a) => `attn attn-${String(a).replace(' ', '-')}`;
 
@@ -95,7 +95,7 @@ function permissionItem(ctx, it) {
     head(ctx, it, 'permission', p.node, p.asked_at),
     h('p', { class: 'tool' }, 'wants to use ', h('strong', { class: 'mono', text: p.tool })),
     h('dl', { class: 'fields' }, inputFields(p.input).map(([k, v]) => [h('dt', { class: 'mono', text: k }), h('dd', {}, h('pre', { class: 'wrap', text: v }))])),
-    h('div', { class: 'actions' }, allow, always, deny));
+    h('div', { class: 'actions' }, acts(allow, always, deny)));
 }
 
 function questionItem(ctx, it) {
@@ -118,7 +118,7 @@ function questionItem(ctx, it) {
     head(ctx, it, 'question', d.node, d.opened_at),
     h('p', { class: 'q-title', text: d.title }),
     d.body && h('pre', { class: 'wrap context', text: d.body }),
-    input, h('div', { class: 'actions' }, send));
+    input, h('div', { class: 'actions' }, acts(send)));
 }
 
 function proposalItem(ctx, it) {
@@ -142,17 +142,15 @@ function proposalItem(ctx, it) {
     h('pre', { class: 'wrap', text: sp.task }),
     sp.why && h('p', {}, h('span', { class: 'muted', text: 'Why: ' }), h('span', { text: sp.why })),
     sp.status === 'failed' && h('p', { class: 'err', text: `Its run could not be created: ${sp.reason || 'no reason given'}` }),
-    h('div', { class: 'actions' }, accept, reject));
+    h('div', { class: 'actions' }, acts(accept, reject)));
 }
 
-export async function mergeAction(ctx, run, node, { acceptFailed = false, label } = {}) {
+export async function mergeAction(ctx, run, node, { label } = {}) {
   const what = node ? `node ${node}` : 'the integration branch';
-  const ok = await confirmDialog({ title: 'Merge?', yes: 'Merge',
-    message: acceptFailed ? `Merge what ${what} of ${label} committed, as it is, although it did not finish?` : `Merge ${what} of ${label} into its target?` });
+  const ok = await confirmDialog({ title: 'Merge?', yes: 'Merge', message: `Merge ${what} of ${label} into its target?` });
   if (!ok) return;
   const params = { run };
   if (node) params.node = node;
-  if (acceptFailed) params.accept_failed = true;
   const r = await ctx.rpc('merge', params);
   ctx.info(`Merged ${what}: ${String(r?.merge_commit || '').slice(0, 12)}`);
   ctx.refresh(run);
@@ -170,7 +168,7 @@ function mergeItem(ctx, it) {
     files.length > 0 && h('ul', { class: 'files mono' }, files.map((f) => h('li', { text: f }))),
     n?.reason && h('pre', { class: 'wrap', text: n.reason }),
     h('p', { class: 'next', test: 'next-step', text: nextStep(it) }),
-    h('div', { class: 'actions' }, merge, open));
+    h('div', { class: 'actions' }, acts(merge), open));
 }
 
 const MAKE = { permission: permissionItem, question: questionItem, proposal: proposalItem, conflict: mergeItem, blocked: mergeItem, merge: mergeItem };

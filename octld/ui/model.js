@@ -184,30 +184,38 @@ export function nextStep(item) {
   return item.node ? 'Review the diff, then Merge.' : 'Every node is merged into the integration branch: Merge it into the base.';
 }
 
-// ---- run actions: which node Merge and Retry act on
+// ---- run actions: which node Merge, Retry and Cancel act on (null: the button is not shown)
 
-const MERGEABLE = ['conflict', 'merge_blocked', 'done', 'failed', 'exited'];
-const RETRYABLE = ['failed', 'exited', 'conflict', 'merge_blocked'];
+const RETRYABLE = new Set(['failed', 'exited', 'conflict', 'merge_blocked']);
+const MERGE_AGAIN = new Set(['conflict', 'merge_blocked']);
 
-/** {node, acceptFailed} for Merge: the selected node if it can merge, else the first that
- * waits for one; an orchestrate run whose nodes all merged merges its integration branch. */
+/** Can this node be merged now: a conflict or a blocked merge (to try again), or a code
+ * run's done node (its work, reviewed). */
+const mergeable = (m, n) => MERGE_AGAIN.has(n.state) || (n.state === 'done' && m.kind === 'code');
+
+/** {node} for Merge: the selected node if it can merge, else the first that waits for a
+ * merge; {node: null} for an orchestrate run whose nodes all merged (its integration branch
+ * into the base); null when nothing waits for one. A corrupt run takes no action. */
 export function mergeTarget(shown, selected) {
+  const m = shown.manifest || {};
   const nodes = shown.nodes || [];
-  const pick = (n) => n && { node: n.id, acceptFailed: n.state === 'failed' || n.state === 'exited' };
-  const sel = nodes.find((n) => n.id === selected && MERGEABLE.includes(n.state));
-  if (sel) return pick(sel);
-  const waiting = nodes.find((n) => ['conflict', 'merge_blocked', 'done'].includes(n.state));
-  if (waiting) return pick(waiting);
-  if (shown.manifest?.kind === 'orchestrate') return { node: null, acceptFailed: false };
-  return nodes.length === 1 ? pick(nodes[0]) : null;
+  if (m.status === 'corrupt') return null;
+  const n = nodes.find((x) => x.id === selected && mergeable(m, x)) || nodes.find((x) => mergeable(m, x));
+  if (n) return { node: n.id };
+  if (m.kind === 'orchestrate' && m.status === 'waiting' && nodes.length && nodes.every((x) => x.state === 'merged')) return { node: null };
+  return null;
 }
 
+/** The node Retry starts again: the selected one, if it failed, exited or could not merge
+ * (the TUI's `r` in a run's view); a generic run's nodes are its client's, never retried. */
 export function retryTarget(shown, selected) {
-  const nodes = shown.nodes || [];
-  return nodes.find((n) => n.id === selected && RETRYABLE.includes(n.state))
-    || nodes.find((n) => RETRYABLE.includes(n.state))
-    || nodes.find((n) => n.id === selected) || null;
+  const m = shown.manifest || {};
+  if (m.status === 'corrupt' || m.kind === 'generic') return null;
+  return (shown.nodes || []).find((n) => n.id === selected && RETRYABLE.has(n.state)) || null;
 }
+
+/** Cancel applies to a run that has not ended (the daemon refuses to cancel an ended one). */
+export const cancellable = (shown) => !ENDED.has(shown.manifest?.status);
 
 /** The tip a node's last review round was made on: "since last review" diffs from it. */
 export function lastReviewTip(node) {
@@ -268,11 +276,13 @@ export function nodeSpan(n) {
 
 export const basename = (p) => String(p || '').replace(/\/+$/, '').split('/').pop() || String(p || '');
 
-// ---- the plan's graph: columns by dependency depth, rows ordered to cross less
+// ---- the plan's graph: layers by dependency depth, each ordered to cross less
 
 const MAX_ROWS = 12;
 
-export function layoutGraph(nodes) {
+/** Each node's place: `col`, its layer (a layer wider than `wrap` takes several), and `row`,
+ * its place in it. Drawn across, layers are columns; top to bottom, they are rows. */
+export function layoutGraph(nodes, wrap = MAX_ROWS) {
   const byId = new Map(nodes.map((n) => [n.id, n]));
   const depth = new Map();
   const visit = (id, guard) => {
@@ -298,19 +308,19 @@ export function layoutGraph(nodes) {
     }
     col.forEach((id, r) => row.set(id, r));
   });
-  // A wide layer (a fan-out's hundred units) wraps into several columns of MAX_ROWS.
+  // A wide layer (a fan-out's hundred units) wraps into several of `wrap` nodes.
   const start = [];
-  cols.forEach((col, c) => { start[c] = c ? start[c - 1] + Math.ceil(cols[c - 1].length / MAX_ROWS) : 0; });
+  cols.forEach((col, c) => { start[c] = c ? start[c - 1] + Math.ceil(cols[c - 1].length / wrap) : 0; });
   const pos = new Map(nodes.map((n) => {
     const c = depth.get(n.id); const r = row.get(n.id);
-    return [n.id, { col: start[c] + Math.floor(r / MAX_ROWS), row: r % MAX_ROWS }];
+    return [n.id, { col: start[c] + Math.floor(r / wrap), row: r % wrap }];
   }));
   const edges = [];
   for (const n of nodes) for (const d of n.deps || []) if (byId.has(d)) edges.push([d, n.id]);
   const sinks = nodes.filter((n) => !nodes.some((m) => (m.deps || []).includes(n.id))).map((n) => n.id);
   const last = cols.length - 1;
-  return { pos, edges, sinks, cols: last < 0 ? 0 : start[last] + Math.ceil(cols[last].length / MAX_ROWS),
-    rows: Math.min(MAX_ROWS, Math.max(0, ...cols.map((c) => c.length))) };
+  return { pos, edges, sinks, cols: last < 0 ? 0 : start[last] + Math.ceil(cols[last].length / wrap),
+    rows: Math.min(wrap, Math.max(0, ...cols.map((c) => c.length))) };
 }
 
 // ---- the timeline: each node's state over time, from its events

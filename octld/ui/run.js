@@ -4,14 +4,14 @@
 
 import { h, fill, reconcile, known } from './dom.js';
 import { ALIVE, NODE_STATE_SET, ENDED, TABS, fmtCost, runSpan, nodeSpan, countsText, mergeTarget, retryTarget,
-  defaultNode, defaultTab, lastReviewTip, millis } from './model.js';
+  cancellable, defaultNode, defaultTab, lastReviewTip, millis } from './model.js';
 import { graphSvg, timelineSvg } from './charts.js';
 import { parseDiff, renderDiff } from './diff.js';
-import { confirmDialog, checkbox, busy } from './ui.js';
+import { confirmDialog, checkbox, busy, acts } from './ui.js';
 import { elapsed, statusBadge, mergeAction } from './lists.js';
 
 // What the timeline's colours mean (the bars are the node's states over time).
-const LEGEND = [['pending', 'waiting to start'], ['running', 'running'], ['waiting', 'waiting for input'],
+const LEGEND = [['pending', 'waiting to start'], ['starting', 'starting, queued'], ['running', 'running'], ['waiting', 'waiting for input'],
   ['done', 'done, gating'], ['merging', 'merging'], ['merged', 'merged'], ['conflict', 'conflict'], ['failed', 'failed']];
 const TAB_LABEL = { screen: 'Screen', log: 'Log', diff: 'Diff', events: 'Events' };
 const firstLine = (t) => String(t).split('\n').find((l) => l.trim()) || '';
@@ -53,7 +53,7 @@ function screenPane(ctx, run, nodeId) {
   const toggle = h('button', { type: 'button', test: 'type-toggle', 'aria-pressed': 'false', text: 'Type into the agent' });
   const input = h('input', { type: 'text', test: 'type-input', maxlength: 4096, autocomplete: 'off', placeholder: 'One line, sent with Enter', 'aria-label': 'Line to type into the agent' });
   const send = h('button', { type: 'submit', class: 'primary', test: 'type-send', text: 'Send' });
-  const form = h('form', { class: 'type-form' }, input, send);
+  const form = h('form', { class: 'type-form' }, input, acts(send));
   input.value = ctx.state.drafts.get(`type:${key}`) || '';
   input.addEventListener('input', () => ctx.state.drafts.set(`type:${key}`, input.value));
   const setOpen = (open) => {
@@ -245,7 +245,7 @@ function diffPane(ctx, run, nodeId) {
     el: h('div', { class: 'diff-pane' },
       h('div', { class: 'toolbar' }, mode, since, h('button', { type: 'button', test: 'diff-refresh', text: 'Refresh', onclick: () => load(true) }), info),
       h('aside', { class: 'review', test: 'review-box', 'aria-label': 'Review' },
-        h('div', { class: 'review-head' }, h('strong', { text: 'Review' }), ' ', count), list, text, h('div', { class: 'actions' }, send, approve)),
+        h('div', { class: 'review-head' }, h('strong', { text: 'Review' }), ' ', count), list, text, h('div', { class: 'actions' }, acts(send, approve))),
       box),
     update(node) {
       tip = lastReviewTip(node);
@@ -285,24 +285,32 @@ const PANES = { screen: screenPane, log: logPane, diff: diffPane, events: events
 
 // ---- the view
 
+/** What a live agent is doing, when known ("unknown" says nothing: nothing is shown). */
+function activityOf(n) {
+  const a = ALIVE.has(n.state) ? n.activity : null;
+  if (!a) return null;
+  const state = a.state && a.state !== 'unknown' ? a.state : null;
+  return { state, text: [state, a.detail].filter(Boolean).join(': ') || null };
+}
+
 function nodeRow(n, selected, onclick) {
   const [from, to] = nodeSpan(n);
+  const doing = activityOf(n)?.state;
   return h('button', { type: 'button', class: ['node-row', selected && 'current'], test: 'node-row', 'data-node': n.id,
     'aria-current': selected ? 'true' : null, onclick },
   h('span', { class: 'row-top' }, h('span', { class: 'mono title', text: n.id }),
     h('span', { class: `badge ${known('state-', n.state, NODE_STATE_SET)}`, text: n.state }),
-    n.activity && ALIVE.has(n.state) && h('span', { class: 'muted', text: n.activity.state })),
+    doing && h('span', { class: 'muted', text: doing })),
   n.task && h('span', { class: 'row-task muted', text: firstLine(n.task) }),
   h('span', { class: 'row-meta muted' }, elapsed(from, to), ' · ', fmtCost(n.cost_usd)));
 }
 
 function nodeInfo(n) {
   const kv = (k, v) => (v == null || v === '' ? null : [h('dt', { text: k }), h('dd', { class: 'wrap', text: String(v) })]);
-  const act = n.activity ? `${n.activity.state}${n.activity.detail ? `: ${n.activity.detail}` : ''}` : null;
   return [
     n.task && h('details', { class: 'task', open: n.task.length < 600 }, h('summary', { text: 'Task' }), h('pre', { class: 'wrap', text: n.task })),
     h('dl', { class: 'kv' },
-      kv('activity', ALIVE.has(n.state) ? act || 'unknown' : null), kv('message', n.message), kv('reason', n.reason),
+      kv('activity', activityOf(n)?.text), kv('message', n.message), kv('reason', n.reason),
       kv('waiting for', (n.waiting_for || []).join('; ')), kv('agent', n.agent),
       kv('branch', n.branch && `${n.branch_removed ? '(removed) ' : ''}${n.branch}`),
       kv('worktree', n.worktree && `${n.worktree_removed ? '(removed) ' : ''}${n.worktree}`),
@@ -316,9 +324,12 @@ export function mountRun(ctx, runId) {
   const title = h('h2', { class: 'run-title', text: 'Loading…' });
   const meta = h('div', { class: 'run-meta' });
   const note = h('p', { class: 'err run-note', hidden: true });
-  const mergeBtn = h('button', { type: 'button', test: 'merge', text: 'Merge' });
-  const retryBtn = h('button', { type: 'button', test: 'retry', text: 'Retry' });
-  const cancelBtn = h('button', { type: 'button', class: 'danger', test: 'cancel', text: 'Cancel' });
+  // Each shown only where it applies (update): Merge where something waits for a merge,
+  // Retry on a node that failed or could not merge, Cancel while the run has not ended.
+  const mergeBtn = h('button', { type: 'button', test: 'merge', hidden: true, text: 'Merge' });
+  const retryBtn = h('button', { type: 'button', test: 'retry', hidden: true, text: 'Retry' });
+  const cancelBtn = h('button', { type: 'button', class: 'danger', test: 'cancel', hidden: true, text: 'Cancel' });
+  const actions = h('div', { class: 'actions', hidden: true }, acts(mergeBtn, retryBtn, cancelBtn));
   const graphBox = h('div', { class: 'chart-box' });
   const timeBox = h('div', { class: 'chart-box' });
   const nodeRows = h('div', { class: 'node-rows', role: 'list' });
@@ -331,7 +342,7 @@ export function mountRun(ctx, runId) {
   const el = h('section', { class: 'run-view', test: 'run-view', 'data-run': runId },
     h('header', { class: 'run-head' },
       h('button', { type: 'button', class: 'back link', test: 'back', text: '← Runs', onclick: () => ctx.go({ view: 'runs' }) }),
-      title, meta, note, h('div', { class: 'actions' }, mergeBtn, retryBtn, cancelBtn)),
+      title, meta, note, actions),
     h('div', { class: 'charts' },
       h('section', { class: 'chart' }, h('h3', { text: 'Plan' }), graphBox),
       h('section', { class: 'chart' }, h('h3', { text: 'Timeline' }), timeBox,
@@ -351,20 +362,47 @@ export function mountRun(ctx, runId) {
     const end = ENDED.has(m.status) ? Math.max(millis(m.updated_at) ?? 0, ...ctx.events(m.id).slice(-1).map((e) => millis(e.ts) ?? 0)) : Date.now();
     fill(timeBox, timelineSvg(shown, ctx.events(m.id), end, (timeBox.clientWidth || 650) - 10, sel.node, (id) => go(id, sel.tab)));
   };
+  // The graph lies across when it fits its box's width, else top to bottom (a phone).
+  const drawGraph = () => {
+    if (!shown) return;
+    const nodes = shown.nodes || [];
+    const avail = graphBox.clientWidth ? graphBox.clientWidth - 8 : null; // its padding
+    fill(graphBox, nodes.length ? graphSvg(shown, sel.node, (id) => go(id, sel.tab), avail) : h('p', { class: 'muted', text: 'No nodes yet.' }));
+  };
   let resizeTimer = null;
-  const onResize = () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawTimeline, 150); };
+  const onResize = () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(() => { drawGraph(); drawTimeline(); }, 150); };
   window.addEventListener('resize', onResize);
   // A live run's bars grow with time, events or not.
   const clock = setInterval(() => { if (shown && !ENDED.has(shown.manifest.status) && !document.hidden) drawTimeline(); }, 5000);
 
+  // A button names the node it acts on (Merge may act on another than the selected one).
+  const target = (btn, verb, what) => fill(btn, verb, ' ', h('span', { class: 'mono btn-target', text: what }));
+  const drawActions = () => {
+    const m = shown.manifest;
+    const mt = mergeTarget(shown, sel.node);
+    const rt = retryTarget(shown, sel.node);
+    mergeBtn.hidden = !mt;
+    if (mt) {
+      if (mt.node) target(mergeBtn, 'Merge', mt.node); else fill(mergeBtn, 'Merge integration branch');
+      mergeBtn.title = mt.node ? `Merge node ${mt.node} into its target` : `Merge the integration branch into ${m.base || 'the base'}`;
+    }
+    retryBtn.hidden = !rt;
+    if (rt) {
+      target(retryBtn, 'Retry', rt.id);
+      retryBtn.title = `Start node ${rt.id} (${rt.state}) again`;
+    }
+    cancelBtn.hidden = !cancellable(shown);
+    actions.hidden = mergeBtn.hidden && retryBtn.hidden && cancelBtn.hidden;
+  };
+
   mergeBtn.onclick = () => busy(mergeBtn, async () => {
     const t = mergeTarget(shown, sel.node);
-    if (!t) throw new Error('Nothing in this run waits for a merge: select the node to merge.');
-    await mergeAction(ctx, shown.manifest.id, t.node, { acceptFailed: t.acceptFailed, label: label() });
+    if (!t) throw new Error('Nothing in this run waits for a merge any more.');
+    await mergeAction(ctx, shown.manifest.id, t.node, { label: label() });
   });
   retryBtn.onclick = () => busy(retryBtn, async () => {
     const n = retryTarget(shown, sel.node);
-    if (!n) throw new Error('This run has no node to retry.');
+    if (!n) throw new Error(`Node ${sel.node} cannot be retried now.`);
     const resume = checkbox('resume', 'Continue its conversation instead of starting over');
     if (!await confirmDialog({ title: 'Retry?', yes: 'Retry', extra: n.session_id ? [resume.el] : [],
       message: `Start node ${n.id} (${n.state}) of ${label()} again? Its old branch and worktree are kept under a snapshot ref.` })) return;
@@ -412,7 +450,8 @@ export function mountRun(ctx, runId) {
       if (route.node === sel.node && route.tab) sel.tab = route.tab;
       else if (!(sel.node === before && sel.tab)) sel.tab = defaultTab(node);
 
-      fill(graphBox, nodes.length ? graphSvg(shown, sel.node, (id) => go(id, sel.tab)) : h('p', { class: 'muted', text: 'No nodes yet.' }));
+      drawActions();
+      drawGraph();
       drawTimeline();
       reconcile(nodeRows, nodes, (n) => n.id, (n) => JSON.stringify([n, n.id === sel.node]), (n) => nodeRow(n, n.id === sel.node, () => go(n.id, sel.tab)));
 

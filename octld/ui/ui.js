@@ -89,6 +89,34 @@ export function setBanner(text, kind = 'down', ms = 0) {
   if (text && ms) bannerTimer = setTimeout(() => { el.hidden = true; }, ms);
 }
 
+/**
+ * A group of action buttons (they change something in octld): a fieldset, so that while
+ * octld is down `holdActions` disables the group without touching each button's own
+ * `disabled` (an empty answer's Send, a button held by `busy`).
+ */
+export function acts(...buttons) {
+  return h('fieldset', { class: 'acts' }, buttons);
+}
+
+export const DOWN_TITLE = 'octld is not answering: actions wait until the page has reconnected';
+
+/** Holds every action (each `acts` group) while octld is down, each button saying why in
+ * its title; gives them back, titles included, when it is up. */
+export function holdActions(down) {
+  for (const f of document.querySelectorAll('fieldset.acts')) {
+    if (f.disabled !== down) f.disabled = down;
+    for (const b of f.querySelectorAll('button')) {
+      if (down && b.title !== DOWN_TITLE) {
+        if (b.hasAttribute('title')) b.dataset.title = b.title;
+        b.title = DOWN_TITLE;
+      } else if (!down && b.title === DOWN_TITLE) {
+        if ('title' in b.dataset) b.title = b.dataset.title; else b.removeAttribute('title');
+        delete b.dataset.title;
+      }
+    }
+  }
+}
+
 /** Runs an action with its button disabled meanwhile; an error goes to the status line. */
 export async function busy(btn, fn) {
   // A new action: the last one's error has been read.
