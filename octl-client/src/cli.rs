@@ -132,6 +132,14 @@ pub enum Group {
     #[command(after_help = merge::MERGE_EXAMPLES)]
     Merge(merge::MergeArgs),
 
+    /// Pick the winning attempt of a best-of-N run (spawn --attempts); the others are set
+    /// aside, kept under their snapshot refs (`recover` brings any back)
+    ///
+    /// Recorded as `node.judged` by a human. Once per run: after the judge (or another pick)
+    /// it is refused (exit 4), naming the winner.
+    #[command(after_help = crate::commands::pick::PICK_EXAMPLES)]
+    Pick(crate::commands::pick::PickArgs),
+
     /// Review a node's work: comments go back to its agent as its next message, or approve it
     ///
     /// Recorded as `node.review` in the run's log. The agent gets the comments (and the
@@ -313,7 +321,9 @@ mod tests {
                 "orchestrate",
                 "run",
                 "tui",
+                "ui",
                 "merge",
+                "pick",
                 "review",
                 "node",
                 "discussion",

@@ -186,6 +186,12 @@ pub struct RunDetail {
     /// Tool patterns allowed for the rest of the run by `always` decisions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed: Vec<String>,
+    /// A best-of-N run's judgement, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<crate::state::Judged>,
+    /// Why a best-of-N run's judge command gave no ranking: a person picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_failed: Option<String>,
 }
 
 pub fn summary(state: &RunState) -> RunSummary {
@@ -247,6 +253,8 @@ pub fn detail(state: &RunState) -> RunDetail {
             p
         },
         allowed: state.allowed.clone(),
+        judged: state.judged.clone(),
+        judge_failed: state.judge_failed.clone(),
     }
 }
 

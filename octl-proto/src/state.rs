@@ -451,6 +451,9 @@ pub struct Node {
     /// nodes for review merges it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approved: bool,
+    /// A best-of-N attempt that passed its gate (`node.gated`) and waits for the judge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gated: bool,
 }
 
 /// How a review that asks for changes reaches the node's agent.
@@ -779,6 +782,10 @@ pub struct RunState {
     /// Tool patterns allowed for the rest of the run (a decision with `always`), in Claude
     /// Code's rule syntax: `Bash(python3 *)`, `WebFetch`.
     pub allowed: Vec<String>,
+    /// A best-of-N run's judgement (`node.judged`), once made.
+    pub judged: Option<Judged>,
+    /// Why its judge command gave no ranking (`run.judge_failed`): a person picks.
+    pub judge_failed: Option<String>,
 }
 
 impl RunState {
@@ -870,4 +877,14 @@ impl RunState {
         }
         counts
     }
+}
+
+/// A best-of-N run's judgement: the attempts that passed, best first (the first merges),
+/// why each is where it is, and who judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Judged {
+    pub ranking: Vec<String>,
+    pub reasons: Vec<String>,
+    pub by: String,
+    pub at: String,
 }

@@ -1,6 +1,6 @@
 //! The typed payloads change nothing on disk. `corpus/recorded/` holds runs the end-to-end
 //! tests (dag, decisions, races, kept, recovery, store, agents, cli, crash, faults, hostile,
-//! newcomer, activation) left behind with `OCTL_TEST_KEEP_LOGS`, written by the daemon before
+//! newcomer, activation, best_of) left behind with `OCTL_TEST_KEEP_LOGS`, written by the daemon before
 //! the payloads were typed — a selection covering every shape of data they wrote — with the
 //! projection files that daemon derived; `corpus/every-shape.jsonl` adds by hand the shapes
 //! those tests do not reach (`node.exited`, `node.waiting`, run-level merge ends, …).

@@ -314,6 +314,20 @@ fn every_method_answers_what_its_schema_says_and_refuses_what_it_refuses() {
     c.call("doctor.agents", json!({}));
     c.call("doctor.runners", json!({}));
     c.call("doctor.sandbox", json!({}));
+    // Best of N, picked by a person.
+    let best = id(&c.call(
+        "spawn.spinoff",
+        json!({"task": "echo $OCTL_NODE > best.txt && git add -A && git commit -qm best",
+               "repo": repo_path, "agent": "shell", "node": "best", "attempts": 2,
+               "judge": "human", "gate": "true", "rank": ["diff", "time"]}),
+    ));
+    octl_tests::wait_until("both attempts gated", Duration::from_secs(60), || {
+        let types = env.event_types(&best);
+        (types.iter().filter(|t| *t == "node.gated").count() == 2).then_some(())
+    });
+    c.call("run.pick", json!({"run": best, "node": "best-2"}));
+    env.wait_status(&best, &["completed"]);
+
     // The web UI, on a port of the system's choosing (tests/tests/ui.rs tests it whole).
     env.write_config("[ui]\nlisten = \"127.0.0.1:0\"\n");
     let opened = c.call("ui.open", json!({}));

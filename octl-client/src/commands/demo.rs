@@ -228,6 +228,12 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             permissions: Default::default(),
             review: false,
             sandbox: None,
+            attempts: None,
+            agents: Vec::new(),
+            judge: None,
+            judge_command: None,
+            first_passing: false,
+            rank: Vec::new(),
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {
             Ok(spawned) => {

@@ -14,6 +14,7 @@ pub mod logs;
 pub mod merge;
 pub mod node;
 pub mod orchestrate;
+pub mod pick;
 pub mod recover;
 pub mod review;
 pub mod run;
@@ -48,6 +49,7 @@ pub async fn dispatch(ctx: &Ctx, group: Group) -> Result<i32, AppError> {
         Group::Tui(args) => crate::tui::execute(ctx, args).await,
         Group::Ui(args) => ui::execute(ctx, args).await.map(|()| 0),
         Group::Merge(args) => merge::execute(ctx, args).await.map(|()| 0),
+        Group::Pick(args) => pick::execute(ctx, args).await.map(|()| 0),
         Group::Review(args) => review::execute(ctx, args).await.map(|()| 0),
         Group::Node(cmd) => node::execute(ctx, cmd).await.map(|()| 0),
         Group::Discussion(cmd) => discussion::execute(ctx, cmd).await,

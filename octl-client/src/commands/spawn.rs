@@ -121,6 +121,35 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "KIND")]
     pub sandbox: Option<octl_proto::sandbox::SandboxKind>,
 
+    /// Best of N: N attempts (2 to 10) at the task, each in its own worktree (nodes
+    /// NODE-1 … NODE-N) and gated; a judge ranks those that passed, the best merges (waits for
+    /// `merge` in a code run), the others are kept under their snapshot refs (`recover`)
+    #[arg(long, value_name = "N")]
+    pub attempts: Option<u32>,
+
+    /// With --attempts: spread the attempts over these profiles, in turn (`claude,codex`)
+    #[arg(long, value_name = "PROFILES", value_delimiter = ',')]
+    pub agents: Vec<String>,
+
+    /// With --attempts: who ranks them — `builtin` (default: smallest diff, then fewest files,
+    /// cheapest, fastest; see --rank), `command` (--judge-command) or `human` (`pick`)
+    #[arg(long, value_name = "JUDGE")]
+    pub judge: Option<String>,
+
+    /// With --attempts: a shell command that gets the task and every passing attempt's diff as
+    /// JSON on stdin and answers {"ranking": [NODE, …], "reasons": [TEXT, …]} (asked once more
+    /// after a malformed answer; then a person picks)
+    #[arg(long, value_name = "CMD")]
+    pub judge_command: Option<String>,
+
+    /// With --attempts: the first attempt that passes its gate wins and the others stop
+    #[arg(long)]
+    pub first_passing: bool,
+
+    /// With --attempts: the built-in judge's criteria in order (`diff,files,cost,time`)
+    #[arg(long, value_name = "CRITERIA", value_delimiter = ',')]
+    pub rank: Vec<String>,
+
     /// Then wait like `run wait`: show progress until the run completes, fails, is cancelled
     /// or waits for a human, and exit as `run wait` does (0 completed, 4 otherwise)
     #[arg(long)]
@@ -241,6 +270,26 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
         permissions: args.rules.rules()?,
         review: args.review,
         sandbox: args.sandbox,
+        attempts: args.attempts,
+        agents: args.agents.clone(),
+        judge: args
+            .judge
+            .as_deref()
+            .map(|j| {
+                serde_json::from_value(serde_json::json!(j)).map_err(|_| {
+                    AppError::invalid(format!(
+                        "invalid --judge {j:?}; accepted: builtin, command, human"
+                    ))
+                })
+            })
+            .transpose()?,
+        judge_command: args.judge_command.clone(),
+        first_passing: args.first_passing,
+        rank: args
+            .rank
+            .iter()
+            .map(|c| octl_proto::event::Criterion::parse("--rank", c))
+            .collect::<Result<_, _>>()?,
     })
 }
 
@@ -398,6 +447,12 @@ mod tests {
             rules: RuleArgs::default(),
             review: false,
             sandbox: None,
+            attempts: None,
+            agents: Vec::new(),
+            judge: None,
+            judge_command: None,
+            first_passing: false,
+            rank: Vec::new(),
             wait: false,
         }
     }

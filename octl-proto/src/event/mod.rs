@@ -79,7 +79,7 @@ pub mod settings;
 
 pub use field::Nullable;
 pub use payload::*;
-pub use settings::RunSettings;
+pub use settings::{BestOf, Criterion, Judge, RunSettings, DEFAULT_RANK};
 
 /// The `data` of one event type ([`payload`] declares them all), bound to its type name.
 pub trait Payload: Serialize + Sized {

@@ -385,8 +385,32 @@ crate::declare_payloads! {
         reason: Option<String>,
     }
 
-    /// `node.cancelled`.
-    NodeCancelled = "node.cancelled" {}
+    /// `node.cancelled`; in a best-of-N run, an attempt set aside once another won
+    /// (`because`: the winner).
+    NodeCancelled = "node.cancelled" {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        because: Option<String>,
+    }
+
+    /// `run.judge_failed`: a best-of-N run's judge command answered no valid ranking, twice
+    /// (`message`: what was wrong); the run waits for a person's `pick`.
+    RunJudgeFailed = "run.judge_failed" {
+        message: String,
+    }
+
+    /// `node.gated`: a done attempt of a best-of-N run passed its gate (or has none) and
+    /// waits for the judge. Only the daemon says it.
+    NodeGated = "node.gated" {}
+
+    /// `node.judged`: the attempts of a best-of-N run ranked, best first; the event's node is
+    /// the winner (`ranking`'s first), which merges by the usual rules; `reasons[i]` is why
+    /// `ranking[i]` is there; `by`: `builtin`, `command`, `first_passing` or `human`. Once
+    /// per run: a second is refused, naming the winner.
+    NodeJudged = "node.judged" {
+        ranking: Vec<String>,
+        reasons: Vec<String>,
+        by: String,
+    }
 
     /// `node.network_refused`: the node's sandboxed agent (`[sandbox] network = "allow"`)
     /// asked the daemon's proxy for `target` (`host:port`, as it asked), which `[sandbox]

@@ -17,6 +17,73 @@ pub struct AutoParallel {
     pub formula: String,
 }
 
+/// A best-of-N run: its attempts (nodes `NODE-1` … `NODE-N`), who judges them, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BestOf {
+    pub attempts: u32,
+    /// `builtin` (the criteria in `rank`'s order), `command` (`judge_command` answers a
+    /// ranking as JSON) or `human` (`orchestratectl pick`).
+    pub judge: Judge,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_command: Option<String>,
+    /// The first attempt that passes its gate wins; the others are stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_passing: bool,
+    /// The built-in criteria in the order they decide (absent: [`DEFAULT_RANK`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank: Vec<Criterion>,
+}
+
+/// Who judges a best-of-N run's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Judge {
+    Builtin,
+    Command,
+    Human,
+}
+
+/// A built-in criterion: smaller wins for each (the gate has passed for every attempt
+/// ranked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// Lines added and removed against the merge base.
+    Diff,
+    /// Files touched.
+    Files,
+    /// What its agent cost (USD; unknown last).
+    Cost,
+    /// From its start to its end.
+    Time,
+}
+
+/// The built-in judge's order when `rank` does not say.
+pub const DEFAULT_RANK: [Criterion; 4] = [
+    Criterion::Diff,
+    Criterion::Files,
+    Criterion::Cost,
+    Criterion::Time,
+];
+
+impl Criterion {
+    pub const NAMES: &'static str = "diff, files, cost, time";
+
+    pub fn parse(field: &str, s: &str) -> Result<Criterion, AppError> {
+        match s {
+            "diff" => Ok(Criterion::Diff),
+            "files" => Ok(Criterion::Files),
+            "cost" => Ok(Criterion::Cost),
+            "time" => Ok(Criterion::Time),
+            _ => Err(AppError::invalid(format!(
+                "{field}: {s:?} is not a criterion; accepted: {}",
+                Criterion::NAMES
+            ))),
+        }
+    }
+}
+
 /// Its schema is derived from the fields as they are written (each typed key optional, any
 /// other key kept).
 #[derive(Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
@@ -51,6 +118,8 @@ pub struct RunSettings {
     /// The sandbox the run's agents run in (`--sandbox`), over their profile's and
     /// config.toml's.
     pub sandbox: Option<crate::sandbox::SandboxKind>,
+    /// Several attempts at the one task, judged, the best merged (`--attempts`).
+    pub best_of: Option<BestOf>,
     /// Every other key, as it was written.
     #[schemars(flatten)]
     pub other: Map<String, Value>,
@@ -96,6 +165,7 @@ impl RunSettings {
             max_budget_usd: take(&mut m, "max_budget_usd"),
             review: take(&mut m, "review"),
             sandbox: take(&mut m, "sandbox"),
+            best_of: take(&mut m, "best_of"),
             other: m,
         }
     }
@@ -119,6 +189,7 @@ impl RunSettings {
         put(&mut m, "max_budget_usd", &self.max_budget_usd);
         put(&mut m, "review", &self.review);
         put(&mut m, "sandbox", &self.sandbox);
+        put(&mut m, "best_of", &self.best_of);
         m
     }
 

@@ -12,6 +12,7 @@ use crate::ids::is_node_id;
 use crate::state::{Node, RunKind, RunState, RunStatus};
 
 mod activity;
+mod attempts;
 mod network;
 mod nodes;
 mod permissions;
@@ -161,6 +162,8 @@ impl RunState {
             budget_spent: false,
             permissions: Default::default(),
             allowed: Vec::new(),
+            judged: None,
+            judge_failed: None,
         })
     }
 
@@ -316,6 +319,9 @@ impl RunState {
                 Ok(())
             }
             "node.requeued" => self.fold_requeued(ev),
+            "node.gated" => self.fold_gated(ev),
+            "node.judged" => self.fold_judged(ev),
+            "run.judge_failed" => self.fold_judge_failed(ev),
             "node.network_refused" => self.fold_network_refused(ev),
             "node.queued" | "node.running" | "node.lost" | "node.found" => self.fold_reach(ev),
             "discussion.opened" | "discussion.resolved" => self.fold_discussion(ev),

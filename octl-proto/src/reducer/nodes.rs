@@ -274,6 +274,7 @@ impl RunState {
             reviews: Vec::new(),
             review_due: None,
             approved: false,
+            gated: false,
         };
         self.node_order.push(id.clone());
         self.nodes.insert(id, node);

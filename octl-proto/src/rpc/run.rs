@@ -71,6 +71,12 @@ pub struct RunShown {
     /// Tool patterns allowed for the rest of the run by `always` decisions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed: Vec<String>,
+    /// A best-of-N run's judgement, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<crate::state::Judged>,
+    /// Why its judge command gave no ranking: a person picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_failed: Option<String>,
     /// Only for a corrupt run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<CorruptLog>,
@@ -86,6 +92,8 @@ impl From<crate::projection::RunDetail> for RunShown {
             spinoffs: d.spinoffs,
             permissions: d.permissions,
             allowed: d.allowed,
+            judged: d.judged,
+            judge_failed: d.judge_failed,
             corrupt: None,
         }
     }
@@ -198,6 +206,24 @@ pub struct RetryParams {
     pub resume: bool,
 }
 
+/// `run.pick`: a person picks a best-of-N run's winner.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PickParams {
+    #[schemars(schema_with = "crate::schema::run_ref")]
+    pub run: String,
+    /// The attempt (`NODE-K`): done, and passed its gate.
+    #[schemars(schema_with = "crate::schema::node_id")]
+    pub node: String,
+}
+
+/// `run.pick` result: the judgement recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Picked {
+    pub run: String,
+    pub judged: crate::state::Judged,
+}
+
 /// `run.budget`: give a run more to spend — `add_usd` on top of its budget, or `set_usd` as
 /// its budget (exactly one). The new budget must be above what the run has spent; a spent
 /// budget is then no longer spent and its pending nodes start again.
@@ -253,6 +279,10 @@ crate::methods! {
     RunCancel(CancelParams) -> RunSummary {
         name: "run.cancel",
         summary: "Stop a run's agents; with discard, remove its worktrees and branches after a snapshot. Refused (invalid_transition) for a run that ended, unless discard (then only its leftovers are removed), and while a node is merging.",
+    },
+    RunPick(PickParams) -> Picked {
+        name: "run.pick",
+        summary: "A person picks a best-of-N run's winning attempt (done, gate passed), recorded as node.judged by human; the others are set aside under their snapshot refs. Once per run: after the judge (or another pick) it is invalid_transition naming the winner.",
     },
     RunRetry(RetryParams) -> RunSummary {
         name: "run.retry",

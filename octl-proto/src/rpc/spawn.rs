@@ -50,7 +50,35 @@ pub struct SpawnParams {
         skip_serializing_if = "crate::rules::PermissionRules::is_empty"
     )]
     pub permissions: crate::rules::PermissionRules,
+    /// Best of N: this many attempts at the task (2 to 10), each in its own worktree
+    /// (nodes `NODE-1` … `NODE-N`); each is gated, a judge ranks those that passed, the best
+    /// merges and the rest are kept under their snapshot refs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 10))]
+    pub attempts: Option<u32>,
+    /// The profiles the attempts are spread over, in turn (default: `agent` for all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// Who ranks the attempts: `builtin` (default), `command` (`judge_command`) or `human`
+    /// (`orchestratectl pick`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::event::Judge>,
+    /// With `judge: command`: a shell command given the task and every passing attempt's
+    /// diff as JSON on stdin, answering `{"ranking": [NODE, …], "reasons": [TEXT, …]}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub judge_command: Option<String>,
+    /// The first attempt that passes its gate wins; the others are stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_passing: bool,
+    /// The built-in judge's criteria in the order they decide (`diff`, `files`, `cost`,
+    /// `time`; default all four in that order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank: Vec<crate::event::Criterion>,
 }
+
+/// Attempts of a best-of-N run at most.
+pub const ATTEMPTS_MAX: u32 = 10;
 
 /// `spawn.spinoff`, `spawn.code` result: the new run's summary, and its one node as it stood
 /// when the run was made.

@@ -109,7 +109,7 @@ async fn decide(
         }
         let drafts = live
             .iter()
-            .map(|n| Draft::daemon(Some(&n.id), NodeCancelled {}))
+            .map(|n| Draft::daemon(Some(&n.id), NodeCancelled { because: None }))
             .chain(std::iter::once(Draft::daemon(
                 None,
                 RunCancelled {

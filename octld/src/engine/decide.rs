@@ -20,6 +20,8 @@ pub enum StepKey {
     Schedule,
     /// Creating the run of an accepted spin-off proposal, by that run's id.
     SpinoffRun(String),
+    /// Ranking a best-of-N run's attempts.
+    Judge,
 }
 
 impl StepKey {
@@ -72,6 +74,13 @@ pub enum Step {
     ResumeRunMerge,
     /// A done node of a run that merges by itself: gate, merge, clean up.
     Finish { node: String },
+    /// A done attempt of a best-of-N run: its gate, then it waits for the judge.
+    Gate { node: String },
+    /// A best-of-N run's attempts to rank (every one settled, or the first passed with
+    /// `first_passing`).
+    Judge,
+    /// A best-of-N attempt that did not win: stopped, snapshotted and cleaned up.
+    SetAside { node: String },
     /// A scheduling pass (fan-out and orchestrate runs).
     Schedule,
     /// An auto-merge orchestrate run whose nodes all merged: merge the run.
@@ -88,7 +97,10 @@ impl Step {
             Step::CleanStaleAttempt { node }
             | Step::StartPending { node }
             | Step::Resume { node }
-            | Step::Finish { node } => StepKey::node(node),
+            | Step::Finish { node }
+            | Step::Gate { node }
+            | Step::SetAside { node } => StepKey::node(node),
+            Step::Judge => StepKey::Judge,
             Step::ResumeRunMerge | Step::AutoMergeRun => StepKey::RunMerge,
             Step::Schedule => StepKey::Schedule,
             Step::EndRun(_) => StepKey::RunEnd,
@@ -209,7 +221,9 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     if kind == Some(RunKind::Orchestrate) && view.manifest.merge.as_deref() == Some("merging") {
         steps.push(Step::ResumeRunMerge);
     }
-    if merges_by_itself(kind) {
+    if let Some(best) = &view.manifest.settings.best_of {
+        best_of_steps(view, best, &mut steps);
+    } else if merges_by_itself(kind) {
         // Unless the run holds its done nodes for a person's review, until approved.
         let held =
             |n: &&octl_proto::state::Node| view.manifest.settings.holds_for_review() && !n.approved;
@@ -240,6 +254,45 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     steps
 }
 
+/// A best-of-N run's steps: each done attempt gated; once every attempt settled (or, with
+/// `first_passing`, one passed) the judge; then the winner finished as any node (merged by
+/// the daemon in a spinoff run, by a person in a code run) and every other attempt that can
+/// still move set aside.
+fn best_of_steps(view: &RunDetail, best: &octl_proto::event::BestOf, steps: &mut Vec<Step>) {
+    use octl_proto::event::Judge;
+    let Some(judged) = &view.judged else {
+        for n in view
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Done && !n.gated)
+        {
+            steps.push(Step::Gate { node: n.id.clone() });
+        }
+        let passed = view.nodes.iter().any(|n| n.gated);
+        let settled = view
+            .nodes
+            .iter()
+            .all(|n| n.state.is_terminal() || (n.state == NodeState::Done && n.gated));
+        let judges = best.judge != Judge::Human && view.judge_failed.is_none();
+        if judges && passed && (settled || best.first_passing) {
+            steps.push(Step::Judge);
+        }
+        return;
+    };
+    let winner = judged.ranking.first();
+    for n in view.nodes.iter() {
+        if Some(&n.id) == winner {
+            if merges_by_itself(view.manifest.kind) && n.state == NodeState::Done {
+                steps.push(Step::Finish { node: n.id.clone() });
+            }
+        } else if (!n.state.is_terminal() && n.state != NodeState::Merging)
+            || (n.state == NodeState::Cancelled && !n.cleaned)
+        {
+            steps.push(Step::SetAside { node: n.id.clone() });
+        }
+    }
+}
+
 /// Whether the run has ended (completed, failed or cancelled).
 pub fn ended(view: &RunDetail) -> bool {
     view.manifest.status.is_terminal()
@@ -261,6 +314,19 @@ pub fn wants_auto_merge(view: &RunDetail) -> bool {
 pub fn run_end(view: &RunDetail) -> Option<RunEnd> {
     if view.nodes.is_empty() || !view.nodes.iter().all(|n| n.state.is_terminal()) {
         return None;
+    }
+    // Best of N: the winner merged, the others set aside, failed or cancelled.
+    if view.manifest.settings.best_of.is_some() {
+        let merged = view.nodes.iter().any(|n| n.state == NodeState::Merged);
+        let cleaned = view
+            .nodes
+            .iter()
+            .all(|n| n.state != NodeState::Cancelled || n.cleaned);
+        return match (merged, cleaned) {
+            (true, true) => Some(RunEnd::Completed),
+            (true, false) => None,
+            (false, _) => Some(RunEnd::Failed),
+        };
     }
     if view.nodes.iter().all(|n| n.state == NodeState::Merged) {
         Some(RunEnd::Completed)

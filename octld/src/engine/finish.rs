@@ -33,23 +33,9 @@ async fn steps(
     if node.state != NodeState::Done {
         return Ok(());
     }
-    wait_for_exit(daemon, &handle.id, &node, node.pane.clone()).await;
-    // A sandboxed agent's commits are in its copy of its branch until brought back.
-    let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
-    let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
-    if let Some(gate) = node
-        .gate
-        .clone()
-        .or_else(|| view.manifest.settings.gate.clone())
-    {
-        let failure = run_gate(daemon, handle, &node, &gate).await?;
-        // What the gate committed in a sandbox is in the node's copy of its branch.
-        let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
-        let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
-        if let Some(failure) = failure {
-            append(daemon, handle, Some(node_id), failure).await?;
-            return Ok(());
-        }
+    // A best-of-N attempt that won was gated before it was judged.
+    if !node.gated && !settle_and_gate(daemon, handle, &node).await? {
+        return Ok(());
     }
     let merged = merge::merge_node(daemon, handle, node_id, false).await?;
     let node = handle
@@ -60,6 +46,35 @@ async fn steps(
         .cloned()
         .unwrap_or(node);
     cleanup::cleanup(daemon, handle, &node, Some(&merged.target)).await
+}
+
+/// Waits for a done node's agent to leave, brings a sandboxed agent's commits back, and runs
+/// the gate (the node's, else the run's), recording its failure (`node.failed`): whether it
+/// passed (or there is none).
+pub(super) async fn settle_and_gate(
+    daemon: &Arc<Daemon>,
+    handle: &Arc<RunHandle>,
+    node: &octl_proto::state::Node,
+) -> Result<bool, AppError> {
+    wait_for_exit(daemon, &handle.id, node, node.pane.clone()).await;
+    // A sandboxed agent's commits are in its copy of its branch until brought back.
+    let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
+    let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
+    let gate = node
+        .gate
+        .clone()
+        .or_else(|| handle.view().manifest.settings.gate.clone());
+    if let Some(gate) = gate {
+        let failure = run_gate(daemon, handle, node, &gate).await?;
+        // What the gate committed in a sandbox is in the node's copy of its branch.
+        let (home, run, n) = (daemon.home.clone(), handle.id.clone(), node.clone());
+        let _ = blocking(move || Ok(crate::sandbox::harvest_node(&home, &run, &n))).await;
+        if let Some(failure) = failure {
+            append(daemon, handle, Some(&node.id), failure).await?;
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Waits (bounded) for the agent's pane to die, then closes its window.

@@ -29,6 +29,7 @@
 //!   `recover` (a snapshot back into a branch).
 
 pub mod admission;
+pub mod attempts;
 pub mod budget;
 pub mod cancel;
 pub mod cleanup;
@@ -499,6 +500,9 @@ pub async fn act(d: Arc<Daemon>, h: Arc<RunHandle>, step: Step, slot: Slot) {
             let _ = merge::merge_run(&d, &h).await;
         }
         Step::Finish { node } => finish::finish(&d, &h, &node).await,
+        Step::Gate { node } => attempts::gate(&d, &h, &node).await,
+        Step::Judge => attempts::judge(&d, &h).await,
+        Step::SetAside { node } => attempts::set_aside(&d, &h, &node).await,
         Step::Schedule => return schedule::passes(&d, &h, slot).await,
         Step::AutoMergeRun => {
             if let Err(e) = merge::merge_run(&d, &h).await {

@@ -639,6 +639,7 @@ mod tests {
             reviews: Vec::new(),
             review_due: None,
             approved: false,
+            gated: false,
         }
     }
 

@@ -425,6 +425,13 @@ fn node_of(
 }
 
 pub async fn diff(daemon: &Arc<Daemon>, p: NodeDiffParams) -> Result<DiffShown, AppError> {
+    if let Some(since) = &p.since {
+        if !(4..=64).contains(&since.len()) || !since.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(AppError::invalid(format!(
+                "invalid since {since:?}: give a review round's tip, 4 to 64 hex digits"
+            )));
+        }
+    }
     let (handle, node) = node_of(daemon, &p.run, &p.node)?;
     let view = handle.view();
     let base = diff_base(&view.manifest).ok_or_else(|| {
@@ -450,13 +457,6 @@ pub async fn diff(daemon: &Arc<Daemon>, p: NodeDiffParams) -> Result<DiffShown, 
         Some(w) if std::path::Path::new(w).is_dir() => std::path::PathBuf::from(w),
         _ => return Err(gone()),
     };
-    if let Some(since) = &p.since {
-        if !since.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(AppError::invalid(format!(
-                "since: {since:?} is not a commit id; accepted: a review round's tip (hex)"
-            )));
-        }
-    }
     let (run, node_id) = (handle.id.clone(), node.id.clone());
     blocking(move || {
         let git = crate::git::Git::new(&worktree);

@@ -135,6 +135,8 @@ pub fn show(daemon: &Arc<Daemon>, p: RunParams) -> Result<RunShown, AppError> {
         spinoffs: view.spinoffs.clone(),
         permissions: view.permissions.clone(),
         allowed: view.allowed.clone(),
+        judged: view.judged.clone(),
+        judge_failed: view.judge_failed.clone(),
         corrupt: None,
     })
 }
@@ -354,5 +356,20 @@ impl Handle for method::RunRetry {
 impl Handle for method::RunBudget {
     async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
         budget(daemon, p).await
+    }
+}
+
+impl Handle for method::RunPick {
+    async fn handle(daemon: &Arc<Daemon>, p: Self::Params) -> Result<Self::Result, AppError> {
+        octl_proto::ids::validate_node_id("node", &p.node)?;
+        let handle = daemon.store.resolve("run", &p.run)?;
+        crate::engine::attempts::pick(daemon, &handle, &p.node).await?;
+        let judged = handle.view().judged.clone().ok_or_else(|| {
+            AppError::internal("the pick was recorded but the run shows no judgement")
+        })?;
+        Ok(octl_proto::rpc::Picked {
+            run: handle.id.clone(),
+            judged,
+        })
     }
 }

@@ -15,25 +15,47 @@ pub async fn spawn(
     kind: RunKind,
     p: SpawnParams,
 ) -> Result<Spawned, AppError> {
-    let handle = spawn_run(
-        daemon,
-        SpawnRequest {
-            kind,
-            task: p.task,
-            repo: p.repo.into(),
-            base: p.base,
-            agent: p.agent,
-            node: p.node,
-            gate: p.gate,
-            max_budget_usd: p.max_budget_usd,
-            runner: p.runner,
-            permissions: p.permissions,
-            review: p.review,
-            sandbox: p.sandbox,
-            parent: None,
-        },
-    )
-    .await?;
+    let req = SpawnRequest {
+        kind,
+        task: p.task,
+        repo: p.repo.into(),
+        base: p.base,
+        agent: p.agent,
+        node: p.node,
+        gate: p.gate,
+        max_budget_usd: p.max_budget_usd,
+        runner: p.runner,
+        permissions: p.permissions,
+        review: p.review,
+        sandbox: p.sandbox,
+        parent: None,
+    };
+    let handle = match p.attempts {
+        Some(n) => {
+            let attempts = crate::engine::attempts::Attempts::check(
+                n,
+                p.agents,
+                p.judge,
+                p.judge_command,
+                p.first_passing,
+                p.rank,
+            )?;
+            crate::engine::attempts::spawn(daemon, req, attempts).await?
+        }
+        None => {
+            if !p.agents.is_empty()
+                || p.judge.is_some()
+                || p.judge_command.is_some()
+                || p.first_passing
+                || !p.rank.is_empty()
+            {
+                return Err(AppError::invalid(
+                    "agents, judge, judge_command, first_passing and rank go with attempts (--attempts N)",
+                ));
+            }
+            spawn_run(daemon, req).await?
+        }
+    };
     let view = handle.view();
     Ok(Spawned {
         run: view.manifest.clone(),

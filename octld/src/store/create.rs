@@ -142,6 +142,8 @@ impl Store {
             budget_spent: false,
             permissions: Default::default(),
             allowed: Vec::new(),
+            judged: None,
+            judge_failed: None,
         };
         let ev = writer::new_event(&seed, draft);
         let mut state = RunState::from_created(&ev)?;

@@ -1088,6 +1088,8 @@ fn corrupt_view(id: &str, dir: &std::path::Path, reason: &str) -> RunDetail {
             spinoffs: vec![],
             permissions: vec![],
             allowed: vec![],
+            judged: None,
+            judge_failed: None,
         };
     }
     let summary = RunSummary {
@@ -1116,6 +1118,8 @@ fn corrupt_view(id: &str, dir: &std::path::Path, reason: &str) -> RunDetail {
         spinoffs: vec![],
         permissions: vec![],
         allowed: vec![],
+        judged: None,
+        judge_failed: None,
     }
 }
 

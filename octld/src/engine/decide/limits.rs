@@ -209,6 +209,8 @@ mod tests {
             spinoffs: vec![],
             permissions: vec![],
             allowed: vec![],
+            judged: None,
+            judge_failed: None,
         }
     }
 
