@@ -67,6 +67,22 @@ fn the_smallest_passing_attempt_merges_and_the_others_are_kept() {
         "{j:?}"
     );
     assert_eq!(shown["judged"]["ranking"], json!(["fix-2", "fix-1"]));
+    // `run show` sets the attempts side by side, with the judge's places and reasons.
+    let text = env.cli(["run", "show", &run]).stdout;
+    assert!(text.contains("Attempts (3 of 3, judge builtin):"), "{text}");
+    let attempts = text.split("Attempts (").nth(1).unwrap_or_default();
+    let row = |n: &str| {
+        attempts
+            .lines()
+            .find(|l| l.starts_with(n))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        row("fix-2 ").contains("#1") && row("fix-1 ").contains("#2"),
+        "{text}"
+    );
+    assert!(text.contains("judged by builtin"), "{text}");
     // The loser's work is kept and comes back.
     assert!(repo
         .refs("refs/octl/snapshots/")

@@ -85,7 +85,7 @@ impl Attempts {
 }
 
 /// Creates a best-of-N run: its attempts are added pending, each with its profile, and the
-/// engine starts them (as a retried node is started: [`super::decide`]'s `StartPending`).
+/// scheduler starts them as it starts a fan-out's units (all at once, under the run's budget).
 pub async fn spawn(
     daemon: &Arc<Daemon>,
     req: SpawnRequest,
@@ -121,6 +121,8 @@ pub async fn spawn(
             gate: req.gate.clone(),
             max_budget_usd: req.max_budget_usd,
             sandbox: req.sandbox,
+            // All at once, under the run's budget (the scheduler starts them).
+            max_parallel: Some(u64::from(n)),
             best_of: Some(attempts.best_of),
             ..RunSettings::default()
         },

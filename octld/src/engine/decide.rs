@@ -137,6 +137,12 @@ pub fn schedules(kind: Option<RunKind>) -> bool {
     matches!(kind, Some(RunKind::Fanout | RunKind::Orchestrate))
 }
 
+/// Whether this run's nodes are started by the scheduler: a fan-out's, a DAG's, and a
+/// best-of-N run's attempts (under its cap and budget).
+pub fn scheduled(view: &RunDetail) -> bool {
+    schedules(view.manifest.kind) || view.manifest.settings.best_of.is_some()
+}
+
 /// The steps due for the run as it is now, in the order the engine claims them.
 pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -194,7 +200,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     }
     // A retried spinoff or code node starts again from base (fan-out and DAG nodes wait for
     // the scheduler).
-    if matches!(kind, Some(RunKind::Spinoff | RunKind::Code)) {
+    if matches!(kind, Some(RunKind::Spinoff | RunKind::Code)) && !scheduled(view) {
         for node in view
             .nodes
             .iter()
@@ -207,7 +213,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
     }
     // A paused spinoff or code node starts again once its limit has reset (in a fan-out or
     // DAG the scheduler resumes it, counting it against the cap like any start).
-    if !schedules(kind) {
+    if !scheduled(view) {
         for node in view
             .nodes
             .iter()
@@ -237,7 +243,7 @@ pub fn due(view: &RunDetail, facts: &Facts) -> Vec<Step> {
             });
         }
     }
-    if schedules(kind) {
+    if scheduled(view) {
         steps.push(Step::Schedule);
     }
     if kind == Some(RunKind::Orchestrate) && wants_auto_merge(view) {

@@ -682,7 +682,7 @@ pub async fn start_node(
                 .as_deref()
                 .is_some_and(|r| r != crate::config::LOCAL_RUNNER)
     });
-    let scheduled = super::decide::schedules(view.manifest.kind);
+    let scheduled = super::decide::scheduled(&view);
     if boot.is_ok_and(|b| b.setup.is_some()) || (remote && scheduled) {
         // A setup command may take minutes: the caller (a spawn's answer, the next node of a
         // fan-out) does not wait for it; the node is `starting` until it ends, then `running`,

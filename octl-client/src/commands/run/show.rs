@@ -31,6 +31,7 @@ pub(super) async fn show(ctx: &Ctx, arg: RunArg) -> Result<(), AppError> {
         text.push_str(&failures_text(&detail, &logs));
         text.push_str(&denied_text(&detail));
         text.push_str(&requeued_text(&detail));
+        text.push_str(&attempts_text(&detail));
         text.push_str(&lost_text(&detail));
         if let Some(c) = &detail.corrupt {
             text.push_str(&corrupt_text(&detail.manifest.id, c));
@@ -166,6 +167,85 @@ pub fn denied_text(d: &RunShown) -> String {
     } else {
         format!("\nDenied tools (grant one with [agents.<profile>] allowed_tools in config.toml):\n{out}")
     }
+}
+
+/// A judge's text on one line, without what would drive a terminal (it is not ours).
+fn plain(s: &str) -> String {
+    octl_proto::text::text_lines(s.as_bytes()).join(" ")
+}
+
+/// Under `run show`'s tables, for a best-of-N run: each attempt side by side — its agent,
+/// state, gate, cost and the judge's place and reason — then who judged, or why nobody did.
+pub fn attempts_text(d: &RunShown) -> String {
+    let Some(best) = &d.manifest.settings.best_of else {
+        return String::new();
+    };
+    let judged = d.judged.as_ref();
+    let rows: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .map(|n| {
+            let place = judged.and_then(|j| j.ranking.iter().position(|r| *r == n.id));
+            let gate = match (n.gated, n.state) {
+                (true, _) | (_, NodeState::Merged) => "passed",
+                (false, NodeState::Failed)
+                    if n.gate.is_some() || d.manifest.settings.gate.is_some() =>
+                {
+                    "failed or not run"
+                }
+                _ => "-",
+            };
+            vec![
+                n.id.clone(),
+                cell(n.agent.as_deref()),
+                n.state.as_str().to_string(),
+                gate.to_string(),
+                n.cost_usd.map_or("-".into(), |c| format!("${c:.2}")),
+                place.map_or("-".into(), |p| format!("#{}", p + 1)),
+                place
+                    .and_then(|p| judged.and_then(|j| j.reasons.get(p)))
+                    .map_or(String::new(), |r| plain(r)),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "
+Attempts ({} of {}, judge {}{}):
+",
+        d.nodes.len(),
+        best.attempts,
+        serde_json::to_value(best.judge)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        if best.first_passing {
+            ", first passing wins"
+        } else {
+            ""
+        }
+    );
+    out.push_str(&table(
+        &[
+            "ATTEMPT", "AGENT", "STATE", "GATE", "COST", "RANK", "REASON",
+        ],
+        &rows,
+    ));
+    match (judged, &d.judge_failed) {
+        (Some(j), _) => out.push_str(&format!(
+            "  judged by {} at {}: {} won; the others are kept (`orchestratectl recover {} --node NODE`)\n",
+            j.by,
+            short_time(&j.at),
+            j.ranking.first().map_or("-", String::as_str),
+            d.manifest.id
+        )),
+        (None, Some(why)) => out.push_str(&format!(
+            "  the judge command gave no ranking ({}): pick one with `orchestratectl pick {} --attempt K`\n",
+            plain(why),
+            d.manifest.id
+        )),
+        (None, None) => {}
+    }
+    out
 }
 
 /// Under `run show`'s tables: the nodes whose runner started their attempt again by itself
