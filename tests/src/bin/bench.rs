@@ -35,6 +35,8 @@ use serde_json::{json, Value};
 // Beside this file rather than in `src/bin/`, where Cargo would take it for a binary.
 #[path = "bench/admission.rs"]
 mod admission;
+#[path = "bench/best_of.rs"]
+mod best_of;
 #[path = "bench/live_hook.rs"]
 mod live_hook;
 #[path = "bench/remote.rs"]
@@ -1245,6 +1247,7 @@ fn main() {
         "tmux" => tmux::timings(&mut rows),
         "tui" => tui::timings(&mut rows),
         "ui" => ui::timings(&mut rows),
+        "best-of" => best_of::timings(&mut rows),
         "sandbox-proxy" => sandbox_proxy::timings(&mut rows),
         "sandbox" => spawn_sandboxed(&mut rows),
         "slurm" | "ssh" => {
@@ -1314,7 +1317,7 @@ fn main() {
             eprintln!(
                 "unknown benchmark {other:?}: use all, run-list, appends, rebuild, spawn, \
                  spawn-big, fanout, memory, memory-burst, scaling, scale, hook, slurm, ssh, tmux, tui, \
-                 admission, sandbox-proxy or ui"
+                 admission, sandbox-proxy, ui or best-of"
             );
             std::process::exit(2);
         }
