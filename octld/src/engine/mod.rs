@@ -19,6 +19,7 @@
 //!   its agents measured for what they hold.
 //! - [`resume`]: a node paused by a usage limit, started again after the reset.
 //! - [`retry`]: a failed node of any agent run starts over (its old attempt cleaned first).
+//! - [`attempts`]: best of N — attempts gated, judged once, the winner on, the rest set aside.
 //! - [`permissions`]: an agent asks for a tool, a person decides (`node allow|deny`).
 //! - [`review`]: a person's review goes back to the node's agent (typed, resumed, a new
 //!   attempt in the same worktree), or approves its work.
