@@ -1596,3 +1596,24 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Finished
         elapsed: started.elapsed(),
     })
 }
+
+/// Makes the `claude` profile's program a script that, like Claude Code, ends its stream with
+/// a result costing `cost` USD, after committing a file named after its node and reporting
+/// done: a run's spending without the real CLI.
+pub fn costly_claude(env: &crate::TestEnv, dir: &std::path::Path, cost: f64) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = format!(
+        r#"#!/bin/sh
+printf '%s\n' "$OCTL_NODE" > "$OCTL_NODE.txt" && git add "$OCTL_NODE.txt" && git commit -qm "$OCTL_NODE"
+orchestratectl node done --message spent
+printf '%s\n' '{{"type":"result","subtype":"success","is_error":false,"num_turns":1,"total_cost_usd":{cost},"session_id":"s"}}'
+"#
+    );
+    let program = dir.join("claude");
+    std::fs::write(&program, script).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.write_config(&format!(
+        "[agents.claude]\nprogram = {:?}\n",
+        program.display().to_string()
+    ));
+}

@@ -314,3 +314,50 @@ fn a_daemon_killed_at_each_step_after_the_judgement_merges_exactly_one_attempt()
         drop(_d);
     }
 }
+
+#[test]
+fn a_spent_budget_stops_new_attempts_and_a_person_picks_among_those_that_ran() {
+    let env = TestEnv::new();
+    let scripts = tempfile::tempdir().unwrap();
+    // Each attempt costs 0.5 of a 0.4 budget: after the first, no other starts.
+    octl_tests::model::costly_claude(&env, scripts.path(), 0.5);
+    let _d = env.start_daemon();
+    let repo = TestRepo::new(&env, "repo");
+    let r = env
+        .spawn(
+            "spinoff",
+            &repo,
+            "any",
+            json!({"agent": "claude", "node": "fix", "attempts": 3, "max_parallel": 1,
+                   "max_budget_usd": 0.4, "judge": "human"}),
+        )
+        .unwrap();
+    let run = r["id"].as_str().unwrap().to_string();
+    let shown = octl_tests::wait_until(
+        "the budget spent",
+        std::time::Duration::from_secs(60),
+        || {
+            let show = env.rpc("run.show", json!({"run": run}));
+            (show["manifest"]["budget_spent"] == json!(true)
+                && show["nodes"][0]["gated"] == json!(true))
+            .then_some(show)
+        },
+    );
+    let started = env
+        .event_types(&run)
+        .iter()
+        .filter(|t| *t == "node.starting")
+        .count();
+    assert_eq!(started, 1, "{shown:#}");
+    for n in ["fix-2", "fix-3"] {
+        assert_eq!(state_of(&shown, n), "pending");
+    }
+    // The person picks the one that ran; the attempts that never started are set aside.
+    env.cli(["--json", "pick", &run, "--attempt", "1"]).ok();
+    let shown = env.wait_status(&run, &["completed", "failed"]);
+    assert_eq!(shown["manifest"]["status"], "completed", "{shown:#}");
+    assert_eq!(repo.show("main", "fix-1.txt").as_deref(), Some("fix-1\n"));
+    for n in ["fix-2", "fix-3"] {
+        assert_eq!(state_of(&shown, n), "cancelled");
+    }
+}

@@ -342,32 +342,11 @@ fn a_bad_budget_is_refused_naming_the_field_and_creates_nothing() {
     assert_eq!(runs, json!([]), "nothing was created");
 }
 
-/// Makes the `claude` profile's program a script that, like Claude Code, ends its stream with
-/// a result costing `cost` USD, after committing a file named after its node and reporting
-/// done: a run's spending without the real CLI.
-fn costly_claude(env: &TestEnv, dir: &std::path::Path, cost: f64) {
-    use std::os::unix::fs::PermissionsExt;
-    let script = format!(
-        r#"#!/bin/sh
-printf '%s\n' "$OCTL_NODE" > "$OCTL_NODE.txt" && git add "$OCTL_NODE.txt" && git commit -qm "$OCTL_NODE"
-orchestratectl node done --message spent
-printf '%s\n' '{{"type":"result","subtype":"success","is_error":false,"num_turns":1,"total_cost_usd":{cost},"session_id":"s"}}'
-"#
-    );
-    let program = dir.join("claude");
-    std::fs::write(&program, script).unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    env.write_config(&format!(
-        "[agents.claude]\nprogram = {:?}\n",
-        program.display().to_string()
-    ));
-}
-
 #[test]
 fn a_spent_budget_is_given_more_with_run_budget_and_the_pending_nodes_start() {
     let env = TestEnv::new();
     let scripts = tempfile::tempdir().unwrap();
-    costly_claude(&env, scripts.path(), 0.5);
+    octl_tests::model::costly_claude(&env, scripts.path(), 0.5);
     let _d = env.start_daemon();
     let repo = TestRepo::new(&env, "repo");
     let manifest = env.root.path().join("units.toml");

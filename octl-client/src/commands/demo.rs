@@ -233,6 +233,7 @@ async fn demo(ctx: &Ctx, args: &DemoArgs, git: &Path, root: &Path) -> Result<i32
             judge: None,
             judge_command: None,
             first_passing: false,
+            max_parallel: None,
             rank: Vec::new(),
         };
         match spawn(ctx, SpawnKind::Spinoff, &params).await {

@@ -146,6 +146,10 @@ pub struct SpawnArgs {
     #[arg(long)]
     pub first_passing: bool,
 
+    /// With --attempts: at most N attempts alive at once (default: all)
+    #[arg(long, value_name = "N")]
+    pub max_parallel: Option<u64>,
+
     /// With --attempts: the built-in judge's criteria in order (`diff,files,cost,time`)
     #[arg(long, value_name = "CRITERIA", value_delimiter = ',')]
     pub rank: Vec<String>,
@@ -285,6 +289,7 @@ pub fn spawn_params(args: &SpawnArgs, cwd: &Path) -> Result<SpawnParams, AppErro
             .transpose()?,
         judge_command: args.judge_command.clone(),
         first_passing: args.first_passing,
+        max_parallel: args.max_parallel,
         rank: args
             .rank
             .iter()
@@ -452,6 +457,7 @@ mod tests {
             judge: None,
             judge_command: None,
             first_passing: false,
+            max_parallel: None,
             rank: Vec::new(),
             wait: false,
         }

@@ -71,6 +71,10 @@ pub struct SpawnParams {
     /// The first attempt that passes its gate wins; the others are stopped.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_passing: bool,
+    /// With `attempts`: at most this many attempts alive at once (default: all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub max_parallel: Option<u64>,
     /// The built-in judge's criteria in the order they decide (`diff`, `files`, `cost`,
     /// `time`; default all four in that order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

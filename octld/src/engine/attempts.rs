@@ -30,6 +30,8 @@ const JUDGE_TIMEOUT: Duration = Duration::from_secs(600);
 /// What `--attempts` asks for, checked.
 pub struct Attempts {
     pub best_of: BestOf,
+    /// At most this many alive at once.
+    pub max_parallel: u64,
     /// The profile of each attempt, in turn.
     pub agents: Vec<String>,
 }
@@ -42,10 +44,17 @@ impl Attempts {
         judge_command: Option<String>,
         first_passing: bool,
         rank: Vec<Criterion>,
+        max_parallel: Option<u64>,
     ) -> Result<Attempts, AppError> {
         if !(2..=ATTEMPTS_MAX).contains(&attempts) {
             return Err(AppError::invalid(format!(
                 "attempts: {attempts} is not a number of attempts; accepted: 2 to {ATTEMPTS_MAX}"
+            )));
+        }
+        let max_parallel = max_parallel.unwrap_or(u64::from(attempts));
+        if !(1..=u64::from(attempts)).contains(&max_parallel) {
+            return Err(AppError::invalid(format!(
+                "max_parallel: {max_parallel}; accepted: 1 to the number of attempts ({attempts})"
             )));
         }
         let judge =
@@ -72,6 +81,7 @@ impl Attempts {
             seen.push(*c);
         }
         Ok(Attempts {
+            max_parallel,
             best_of: BestOf {
                 attempts,
                 judge,
@@ -121,8 +131,8 @@ pub async fn spawn(
             gate: req.gate.clone(),
             max_budget_usd: req.max_budget_usd,
             sandbox: req.sandbox,
-            // All at once, under the run's budget (the scheduler starts them).
-            max_parallel: Some(u64::from(n)),
+            // The scheduler starts them under this cap and the run's budget.
+            max_parallel: Some(attempts.max_parallel),
             best_of: Some(attempts.best_of),
             ..RunSettings::default()
         },

@@ -39,6 +39,7 @@ pub async fn spawn(
                 p.judge_command,
                 p.first_passing,
                 p.rank,
+                p.max_parallel,
             )?;
             crate::engine::attempts::spawn(daemon, req, attempts).await?
         }
@@ -48,9 +49,10 @@ pub async fn spawn(
                 || p.judge_command.is_some()
                 || p.first_passing
                 || !p.rank.is_empty()
+                || p.max_parallel.is_some()
             {
                 return Err(AppError::invalid(
-                    "agents, judge, judge_command, first_passing and rank go with attempts (--attempts N)",
+                    "agents, judge, judge_command, first_passing, rank and max_parallel go with attempts (--attempts N)",
                 ));
             }
             spawn_run(daemon, req).await?
