@@ -83,6 +83,14 @@ fn the_smallest_passing_attempt_merges_and_the_others_are_kept() {
         "{text}"
     );
     assert!(text.contains("judged by builtin"), "{text}");
+    // The two attempts' work side by side, one command away.
+    let d = env.cli(["run", "diff", &run, "--node", "fix-2", "--against", "fix-1"]);
+    d.ok();
+    assert!(
+        d.stdout.contains("-10") && d.stdout.contains("+one"),
+        "{}",
+        d.stdout
+    );
     // The loser's work is kept and comes back.
     assert!(repo
         .refs("refs/octl/snapshots/")

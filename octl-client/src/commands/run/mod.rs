@@ -18,6 +18,7 @@ use super::{call, Ctx};
 pub mod attach;
 pub mod budget;
 pub mod cancel;
+pub mod diff;
 pub mod list;
 pub mod retry;
 pub mod show;
@@ -68,6 +69,13 @@ Examples:
   orchestratectl run show 01jdxj5r          # a unique prefix of 6+ characters is enough
   orchestratectl --json run show 01JDXJ5R")]
     Show(RunArg),
+
+    /// Show what a node's agent changed (its worktree against the merge base), or the
+    /// difference between two nodes' work (`--against`: a best-of-N run's attempts)
+    ///
+    /// Agents' text: escape sequences and control characters are removed.
+    #[command(after_help = diff::DIFF_EXAMPLES)]
+    Diff(diff::RunDiffArgs),
 
     /// Print what a node's agent printed (its log under runs/RUN/logs/); --follow keeps printing
     ///
@@ -228,6 +236,7 @@ pub async fn execute(ctx: &Ctx, cmd: RunCmd) -> Result<i32, AppError> {
         RunCmd::Create(args) => create(ctx, args).await.map(|()| 0),
         RunCmd::List(args) => list::list(ctx, args).await.map(|()| 0),
         RunCmd::Show(arg) => show::show(ctx, arg).await.map(|()| 0),
+        RunCmd::Diff(args) => diff::diff(ctx, args).await.map(|()| 0),
         RunCmd::Rebuild(arg) => rebuild(ctx, arg).await.map(|()| 0),
         RunCmd::Wait(args) => wait::wait(ctx, args).await,
         RunCmd::Watch(arg) => wait::watch(ctx, arg).await,
