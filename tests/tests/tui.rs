@@ -154,6 +154,37 @@ fn merging_a_code_run_after_confirming() {
 }
 
 #[test]
+fn a_best_of_code_run_shows_its_attempts_and_the_winner_merges_with_a_key() {
+    let (env, _d, repo) = TestEnv::world();
+    // Attempt 1 writes more than attempt 2: the built-in judge ranks 2 first.
+    let task = "case \"$OCTL_NODE\" in *-1) seq 1 9 > best.txt ;; *) echo two > best.txt ;; esac";
+    let run = env
+        .spawn(
+            "code",
+            &repo,
+            task,
+            json!({"agent": "shell", "node": "main", "attempts": 2, "gate": "true"}),
+        )
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    logged(&env, &run, "node.judged");
+    let pane = tui(&env, &[]);
+    pane.wait_for("to merge");
+    pane.keys(&["Enter"]);
+    pane.wait_for("attempts: main-2 won (builtin)");
+    pane.wait_for("#1 won");
+    // The winner is the second row.
+    pane.keys(&["j", "m"]);
+    pane.wait_for("merge");
+    pane.keys(&["y"]);
+    logged(&env, &run, "merge.succeeded");
+    assert_eq!(repo.show("main", "best.txt").as_deref(), Some("two\n"));
+    env.wait_status(&run, &["completed"]);
+}
+
+#[test]
 fn cancelling_a_run_asks_first_and_discard_asks_twice() {
     let (env, _d, repo) = TestEnv::world();
     let run = live_run(&env, &repo);

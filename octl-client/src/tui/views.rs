@@ -396,6 +396,22 @@ fn activity_text(n: &Node) -> String {
     }
 }
 
+/// A best-of-N attempt's place: its rank once judged (`#1 won`), `gated` while it waits
+/// for the judge; `None` for other nodes (their activity is shown).
+fn attempt_mark(state: &octl_proto::RunState, n: &Node) -> Option<String> {
+    state.settings.best_of.as_ref()?;
+    if let Some(j) = &state.judged {
+        if let Some(i) = j.ranking.iter().position(|r| *r == n.id) {
+            return Some(if i == 0 {
+                "#1 won".into()
+            } else {
+                format!("#{}", i + 1)
+            });
+        }
+    }
+    n.gated.then(|| "gated".into())
+}
+
 fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
     let s = &e.summary;
     let rows = Layout::default()
@@ -439,10 +455,28 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
     } else {
         Style::default()
     };
+    let title = match e
+        .state
+        .as_ref()
+        .and_then(|s| s.settings.best_of.as_ref().map(|b| (s, b)))
+    {
+        Some((s, b)) => match &s.judged {
+            Some(j) => format!(
+                " attempts: {} won ({}) ",
+                j.ranking.first().map_or("-", String::as_str),
+                j.by
+            ),
+            None if s.judge_failed.is_some() => {
+                " attempts: the judge failed, pick one (`pick`) ".into()
+            }
+            None => format!(" {} attempts, judge {} ", b.attempts, b.judge.as_str()),
+        },
+        None => " nodes ".into(),
+    };
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(list_style)
-        .title(" nodes ");
+        .title(title);
     let inner = block.inner(cols[0]);
     f.render_widget(block, cols[0]);
     let Some(state) = &e.state else {
@@ -485,7 +519,10 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
             Span::raw(" "),
             Span::styled(fit(n.state.as_str(), 9), p.state(n.state)),
             Span::raw(" "),
-            Span::raw(fit(&activity_text(n), if wide { 13 } else { 7 })),
+            Span::raw(fit(
+                &attempt_mark(state, n).unwrap_or_else(|| activity_text(n)),
+                if wide { 13 } else { 7 },
+            )),
             Span::raw(" "),
             Span::raw(fit(&elapsed, if wide { 6 } else { 5 })),
             Span::raw(" "),

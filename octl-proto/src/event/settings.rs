@@ -44,6 +44,16 @@ pub enum Judge {
     Human,
 }
 
+impl Judge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Judge::Builtin => "builtin",
+            Judge::Command => "command",
+            Judge::Human => "human",
+        }
+    }
+}
+
 /// A built-in criterion: smaller wins for each (the gate has passed for every attempt
 /// ranked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

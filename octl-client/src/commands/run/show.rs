@@ -209,15 +209,10 @@ pub fn attempts_text(d: &RunShown) -> String {
         })
         .collect();
     let mut out = format!(
-        "
-Attempts ({} of {}, judge {}{}):
-",
+        "\nAttempts ({} of {}, judge {}{}):\n",
         d.nodes.len(),
         best.attempts,
-        serde_json::to_value(best.judge)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        best.judge.as_str(),
         if best.first_passing {
             ", first passing wins"
         } else {
