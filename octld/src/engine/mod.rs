@@ -373,20 +373,28 @@ fn wake_waiters(daemon: &Arc<Daemon>) {
     let mut woken = Vec::new();
     let mut rooms: Vec<String> = Vec::new();
     for ((run, node), wait) in waits {
+        // A spawn says its node's wait before its run exists: that wait is kept (a failed
+        // creation ends it itself). Dropping it here would leave the node pending with nobody
+        // to start it once room frees.
+        let Some(h) = daemon.store.active(&run) else {
+            if daemon.store.exists(&run) {
+                daemon.engine.wait_over(&run, &node);
+            }
+            continue;
+        };
         // A node cancelled (or its run set aside) meanwhile waits no more.
-        let waiting = daemon.store.active(&run).and_then(|h| {
-            h.view()
-                .nodes
-                .iter()
-                .find(|n| {
-                    n.id == node
-                        && matches!(
-                            n.state,
-                            NodeState::Pending | NodeState::Paused | NodeState::Starting
-                        )
-                })
-                .cloned()
-        });
+        let waiting = h
+            .view()
+            .nodes
+            .iter()
+            .find(|n| {
+                n.id == node
+                    && matches!(
+                        n.state,
+                        NodeState::Pending | NodeState::Paused | NodeState::Starting
+                    )
+            })
+            .cloned();
         let Some(n) = waiting else {
             daemon.engine.wait_over(&run, &node);
             continue;
