@@ -209,9 +209,14 @@ fn fanout_nodes_wait_for_memory_and_start_as_it_frees() {
 
 #[test]
 fn a_spawn_without_room_is_pending_and_starts_when_room_frees() {
-    let (env, _d, repo) = world(
+    let env = TestEnv::new();
+    env.write_config(
         "[limits]\nmemory_budget = \"400MiB\"\n[agents.shell]\nmemory_estimate = \"300MiB\"\n",
     );
+    // The spawn pauses between saying its node waits and creating its run (a slow disk did
+    // in CI): the engine's passes meanwhile must not strand the node.
+    let _d = env.start_daemon_with(&[("OCTL_FAILPOINTS", "spawn:slow-create")]);
+    let repo = TestRepo::new(&env, "repo");
     let h = Holders::new(&env);
     let first = env
         .spawn(

@@ -364,6 +364,11 @@ pub async fn create(
     if let Some(what) = &waits {
         daemon.engine.wait_for(&id, &checked.node, what.clone());
     }
+    // A test-only pause here widens the window in which the engine sees the wait but not
+    // the run (tests/tests/admission.rs).
+    if crate::failpoint::fires("spawn:slow-create") {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
     // Written before the worktree and window exist; synced while they are made.
     let begun = daemon
         .store
@@ -400,6 +405,9 @@ pub async fn create(
     };
     if waits.is_some() {
         syncing.wait().await?;
+        // The engine looks at the waiting node now that its run exists: a wake-up pass that
+        // ran in between may have found no run and let the wait go, which would strand it.
+        daemon.store.notify(&handle.id);
         return Ok(handle);
     }
     let t_create = t0.elapsed();
