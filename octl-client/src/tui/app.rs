@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use octl_proto::state::{Node, RunState};
-use octl_proto::{Event, RunKind};
+use octl_proto::Event;
 
 use super::actions::{Action, Handoff};
 use super::detail::{Load, Loaded};
@@ -506,8 +506,5 @@ pub fn last_review_tip(n: &Node) -> Option<String> {
 /// The branch a run's node branches are compared with: an orchestrate run's integration
 /// branch, else the run's base.
 pub fn diff_base(s: &RunState) -> Option<String> {
-    match (s.kind, &s.settings.integration) {
-        (RunKind::Orchestrate, Some(i)) => Some(i.clone()),
-        _ => s.base.clone(),
-    }
+    s.settings.diff_base(Some(s.kind), s.base.as_deref())
 }

@@ -461,10 +461,11 @@ fn run_view(f: &mut Frame, app: &App, p: &Paint, e: &RunEntry, area: Rect) {
         .and_then(|s| s.settings.best_of.as_ref().map(|b| (s, b)))
     {
         Some((s, b)) => match &s.judged {
+            // `by` is text a client may have written: shown without control characters.
             Some(j) => format!(
                 " attempts: {} won ({}) ",
                 j.ranking.first().map_or("-", String::as_str),
-                j.by
+                octl_proto::text::text_lines(j.by.as_bytes()).join(" ")
             ),
             None if s.judge_failed.is_some() => {
                 " attempts: the judge failed, pick one (`pick`) ".into()

@@ -212,6 +212,19 @@ impl RunSettings {
         self.review == Some(true)
     }
 
+    /// The branch a node's work is compared with (its diff, its review rounds): an
+    /// orchestrate run's integration branch, else the run's `base`.
+    pub fn diff_base(
+        &self,
+        kind: Option<crate::state::RunKind>,
+        base: Option<&str>,
+    ) -> Option<String> {
+        match (kind, &self.integration) {
+            (Some(crate::state::RunKind::Orchestrate), Some(i)) => Some(i.clone()),
+            _ => base.map(str::to_string),
+        }
+    }
+
     /// Whether an orchestrate run merges by itself.
     pub fn auto_merges(&self) -> bool {
         self.auto_merge == Some(true)

@@ -397,15 +397,6 @@ impl Handle for method::NodePermissionDecide {
 const UNTRACKED_MAX: usize = 50;
 const UNTRACKED_MAX_BYTES: u64 = 256 * 1024;
 
-/// The branch a node's work is compared with: an orchestrate run's integration branch, else
-/// the run's base.
-fn diff_base(run: &octl_proto::projection::RunSummary) -> Option<String> {
-    match (run.kind, &run.settings.integration) {
-        (Some(RunKind::Orchestrate), Some(i)) => Some(i.clone()),
-        _ => run.base.clone(),
-    }
-}
-
 /// The node's projection, or `not_found` naming the run's nodes' command.
 fn node_of(
     daemon: &Arc<Daemon>,
@@ -434,12 +425,16 @@ pub async fn diff(daemon: &Arc<Daemon>, p: NodeDiffParams) -> Result<DiffShown, 
     }
     let (handle, node) = node_of(daemon, &p.run, &p.node)?;
     let view = handle.view();
-    let base = diff_base(&view.manifest).ok_or_else(|| {
-        AppError::new(
-            ErrorKind::InvalidTransition,
-            format!("run {} has no base branch to compare with", handle.id),
-        )
-    })?;
+    let base = view
+        .manifest
+        .settings
+        .diff_base(view.manifest.kind, view.manifest.base.as_deref())
+        .ok_or_else(|| {
+            AppError::new(
+                ErrorKind::InvalidTransition,
+                format!("run {} has no base branch to compare with", handle.id),
+            )
+        })?;
     let gone = || {
         AppError::new(
             ErrorKind::InvalidTransition,

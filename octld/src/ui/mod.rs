@@ -48,8 +48,12 @@ pub struct UiConfig {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
 
-/// Connections the UI serves at once (a page holds two or three).
-const CONNECTIONS: usize = 64;
+/// Connections the UI serves at once (a page holds two or three): a quarter of what the
+/// open-file limit leaves the socket, 64 at most — 40 under macOS's 256, so the socket's 160
+/// and the UI's together stay inside the limit with most of the reserve still free.
+fn connections() -> usize {
+    (crate::nofile::connections() / 4).clamp(8, 64)
+}
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -262,7 +266,8 @@ async fn serve(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let router = routes::router(daemon.clone()).layer(axum::Extension(site));
-    let open = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+    let open = Arc::new(tokio::sync::Semaphore::new(connections()));
+    let mut told_limit = None::<std::time::Instant>;
     let shutdown = daemon.shutdown_requested();
     tokio::pin!(shutdown);
     // Every connection's task, so a stop ends the event streams too.
@@ -277,7 +282,14 @@ async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::warn!(error = %e, "the UI cannot accept a connection");
+                    // Out of descriptors lasts until something closes: said once a minute.
+                    let limit = crate::nofile::exhausted(&e);
+                    if !limit || told_limit.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                        if limit {
+                            told_limit = Some(std::time::Instant::now());
+                        }
+                        tracing::warn!(error = %e, "the UI cannot accept a connection");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -228,7 +228,7 @@ pub fn attempts_text(d: &RunShown) -> String {
     match (judged, &d.judge_failed) {
         (Some(j), _) => out.push_str(&format!(
             "  judged by {} at {}: {} won; the others are kept (`orchestratectl recover {} --node NODE`)\n",
-            j.by,
+            plain(&j.by),
             short_time(&j.at),
             j.ranking.first().map_or("-", String::as_str),
             d.manifest.id
